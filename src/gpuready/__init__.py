@@ -1,0 +1,3 @@
+"""gpuready: is this machine ready for multi-GPU PyTorch training?"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from gpuready.cli import main
+
+raise SystemExit(main())
