@@ -1,0 +1,244 @@
+"""Collect a support bundle from the live machine: run each standard tool under a timeout.
+
+Live `check` uses the same function and parses the result in memory, so live and offline
+share every parser.
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import importlib.metadata
+import json
+import os
+import platform
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from gpuready import __version__
+from gpuready.bundle.layout import ENV_PREFIXES
+from gpuready.facts import torch_probe
+from gpuready.facts.nvml import collect_nvml
+
+COMMAND_TIMEOUT_S = 10.0
+TORCH_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Collected:
+    text: str | None
+    command: str
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    error: str | None = None
+
+
+def run_command(argv: list[str], timeout_s: float = COMMAND_TIMEOUT_S) -> Collected:
+    """Run a tool; its absence, failure or hang is recorded, never raised."""
+    command = " ".join(argv)
+    if shutil.which(argv[0]) is None:
+        return Collected(text=None, command=command, error=f"{argv[0]} not found")
+    started = time.monotonic()
+    try:
+        completed = subprocess.run(argv, capture_output=True, timeout=timeout_s, text=True, errors="replace",
+                                   env={**os.environ, "LC_ALL": "C"})
+    except subprocess.TimeoutExpired:
+        return Collected(text=None, command=command, duration_s=time.monotonic() - started,
+                         error=f"timed out after {timeout_s:.0f} s")
+    except OSError as error:
+        return Collected(text=None, command=command, error=str(error))
+    output = completed.stdout + (completed.stderr if completed.returncode != 0 else "")
+    return Collected(text=output, command=command, exit_code=completed.returncode,
+                     duration_s=time.monotonic() - started)
+
+
+def read_file(path: str) -> Collected:
+    try:
+        return Collected(text=Path(path).read_text(errors="replace"), command=f"read {path}")
+    except OSError as error:
+        return Collected(text=None, command=f"read {path}", error=str(error))
+
+
+def head_sections(paths: list[str]) -> str:
+    """The files as `head` prints several: `==> path <==` then the content."""
+    parts = []
+    for path in paths:
+        try:
+            parts.append(f"==> {path} <==\n{Path(path).read_text(errors='replace').strip()}\n")
+        except OSError:
+            continue
+    return "\n".join(parts)
+
+
+def _dmesg() -> Collected:
+    collected = run_command(["dmesg"])
+    if collected.exit_code == 0 and collected.text:
+        return collected
+    journal = run_command(["journalctl", "-k", "-b", "--no-pager", "-o", "short-monotonic"])
+    if journal.exit_code == 0 and journal.text:
+        return journal
+    reason = collected.error or (collected.text or "").strip() or "empty"
+    return Collected(text=None, command="dmesg", exit_code=collected.exit_code,
+                     error=f"kernel log not readable ({reason}); run as root or add the user to group adm")
+
+
+def _cgroup() -> Collected:
+    paths = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+             "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us", "/proc/1/cgroup"]
+    text = head_sections(paths)
+    if os.path.exists("/.dockerenv"):
+        text += "==> /.dockerenv <==\n\n"
+    return Collected(text=text, command="read cgroup files")
+
+
+def _ulimit() -> Collected:
+    soft, _hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    files, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    memlock = "unlimited" if soft == resource.RLIM_INFINITY else str(soft // 1024)
+    text = f"max locked memory           (kbytes, -l) {memlock}\nopen files                          (-n) {files}\n"
+    return Collected(text=text, command="getrlimit (ulimit -a form)")
+
+
+def _env() -> Collected:
+    lines = [f"{name}={value}" for name, value in sorted(os.environ.items()) if name.startswith(ENV_PREFIXES)]
+    return Collected(text="\n".join(lines) + "\n", command="environment (filtered)")
+
+
+def _pip_freeze() -> Collected:
+    names = sorted({f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions()
+                    if dist.metadata["Name"]}, key=str.lower)
+    return Collected(text="\n".join(names) + "\n", command="importlib.metadata.distributions()")
+
+
+def _ldconfig() -> Collected:
+    collected = run_command(["ldconfig", "-p"]) if shutil.which("ldconfig") else run_command(["/sbin/ldconfig", "-p"])
+    if collected.text:
+        keep = ("nccl", "cuda", "cudnn", "cublas", "ibverbs", "rdmacm", "nvidia-ml")
+        collected.text = "\n".join(line for line in collected.text.splitlines() if any(k in line for k in keep)) + "\n"
+    return collected
+
+
+def _sysfs() -> Collected:
+    paths = sorted(glob.glob("/sys/class/infiniband/*/ports/*/state") + glob.glob("/sys/class/infiniband/*/ports/*/rate")
+                   + glob.glob("/sys/class/infiniband/*/ports/*/link_layer") + glob.glob("/sys/class/net/*/speed")
+                   + glob.glob("/sys/class/net/*/operstate"))
+    return Collected(text=head_sections(paths), command="read /sys/class/{infiniband,net}")
+
+
+def _nvml() -> Collected:
+    started = time.monotonic()
+    document = collect_nvml()
+    return Collected(text=json.dumps(document, indent=1), command="NVML (nvidia-ml-py)",
+                     duration_s=time.monotonic() - started, error=document.get("init_error"))
+
+
+def _torch_metadata() -> Collected:
+    return Collected(text=json.dumps(torch_probe.metadata_only()), command="torch package metadata")
+
+
+# file → how to collect it. Each runs in its own thread; every outside program has a timeout.
+COLLECTORS: dict[str, Callable[[], Collected]] = {
+    "nvml.json": _nvml,
+    "nvidia-smi.txt": lambda: run_command(["nvidia-smi"]),
+    "nvidia-smi-q.xml": lambda: run_command(["nvidia-smi", "-q", "-x"]),
+    "nvidia-smi-topo.txt": lambda: run_command(["nvidia-smi", "topo", "-m"]),
+    "nvidia-smi-topo-p2p.txt": lambda: run_command(["nvidia-smi", "topo", "-p2p", "r"]),
+    "nvidia-smi-nvlink-s.txt": lambda: run_command(["nvidia-smi", "nvlink", "-s"]),
+    "dmesg.txt": _dmesg,
+    "lspci-vv.txt": lambda: run_command(["lspci", "-vv"]),
+    "meminfo.txt": lambda: read_file("/proc/meminfo"),
+    "cpuinfo.txt": lambda: read_file("/proc/cpuinfo"),
+    "uptime.txt": lambda: read_file("/proc/uptime"),
+    "cmdline.txt": lambda: read_file("/proc/cmdline"),
+    "modules.txt": lambda: read_file("/proc/modules"),
+    "cgroup.txt": _cgroup,
+    "ulimit.txt": _ulimit,
+    "env.txt": _env,
+    "pip-freeze.txt": _pip_freeze,
+    "ldconfig.txt": _ldconfig,
+    "ibv_devinfo.txt": lambda: run_command(["ibv_devinfo"]),
+    "sysfs.txt": _sysfs,
+    "ip-addr.txt": lambda: run_command(["ip", "-o", "addr"]),
+    "df.txt": lambda: run_command(["df", "-P", "-B1"]),
+}
+
+
+def _start_torch_probe() -> subprocess.Popen[str] | None:
+    try:
+        return subprocess.Popen([sys.executable, "-m", "gpuready.facts.torch_probe"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    except OSError:
+        return None
+
+
+def _finish_torch_probe(process: subprocess.Popen[str] | None, started: float) -> Collected:
+    command = f"{Path(sys.executable).name} -m gpuready.facts.torch_probe"
+    if process is None:
+        return Collected(text=None, command=command, error="could not start the torch probe")
+    try:
+        stdout, stderr = process.communicate(timeout=max(0.1, TORCH_TIMEOUT_S - (time.monotonic() - started)))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        info = {**torch_probe.metadata_only(), "error": f"torch did not answer within {TORCH_TIMEOUT_S:.0f} s"}
+        return Collected(text=json.dumps(info), command=command, duration_s=time.monotonic() - started)
+    if process.returncode != 0 or not stdout.strip():
+        info = {**torch_probe.metadata_only(),
+                "error": f"the torch probe exited with {process.returncode}: {stderr.strip()[-300:]}"}
+        return Collected(text=json.dumps(info), command=command, exit_code=process.returncode,
+                         duration_s=time.monotonic() - started)
+    return Collected(text=stdout, command=command, exit_code=0, duration_s=time.monotonic() - started)
+
+
+def collect(with_torch: bool = True) -> tuple[dict[str, str], dict]:
+    """Every bundle file this machine can give, and the manifest saying how each was obtained."""
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = time.monotonic()
+    torch_process = _start_torch_probe() if with_torch else None  # the slow one goes first
+    collectors = dict(COLLECTORS)
+    if not with_torch:
+        collectors["torch.json"] = _torch_metadata
+    with ThreadPoolExecutor(max_workers=len(collectors)) as pool:
+        futures = {name: pool.submit(function) for name, function in collectors.items()}
+        results = {name: future.result() for name, future in futures.items()}
+    if with_torch:
+        results["torch.json"] = _finish_torch_probe(torch_process, started)
+    files = {name: result.text for name, result in results.items() if result.text is not None}
+    manifest = {
+        "format": "gpuready-bundle", "version": 1, "tool_version": __version__,
+        "host": socket.gethostname(), "collected_at": started_at, "platform": platform.platform(),
+        "duration_s": round(time.monotonic() - started, 3),
+        "files": {name: {"command": result.command, "collected": result.text is not None,
+                         "exit_code": result.exit_code, "duration_s": round(result.duration_s, 3),
+                         "error": result.error} for name, result in sorted(results.items())},
+    }
+    files["manifest.json"] = json.dumps(manifest, indent=1)
+    return files, manifest
+
+
+def write_bundle(files: dict[str, str], out: Path, as_tar: bool) -> Path:
+    """Write the files into a folder, or into one .tar.gz whose members sit in one folder."""
+    if as_tar:
+        target = out if out.name.endswith((".tar.gz", ".tgz")) else out.with_name(out.name + ".tar.gz")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(target, "w:gz") as archive:
+            for name, text in sorted(files.items()):
+                data = text.encode()
+                info = tarfile.TarInfo(f"{target.name.split('.')[0]}/{name}")
+                info.size, info.mtime = len(data), int(time.time())
+                archive.addfile(info, io.BytesIO(data))
+        return target
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (out / name).write_text(text)
+    return out

@@ -1,0 +1,76 @@
+"""Plain `nvidia-smi`: the driver's own error sentences, and the GPU table when nothing else exists."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpuready.facts.types import GpuFacts
+from gpuready.facts.units import first_number, normalize_bus_id, strip_ansi, to_bytes
+
+# The sentences nvidia-smi prints when it cannot reach the GPUs, and what each means.
+DRIVER_ERRORS = {
+    "driver/library version mismatch": "version_mismatch",
+    "couldn't communicate with the nvidia driver": "no_driver",
+    "no devices were found": "no_devices",
+    "command not found": "no_nvidia_smi",
+    "nvidia-smi: not found": "no_nvidia_smi",
+    "unable to determine the device handle": "device_handle",
+}
+
+_ROW = re.compile(r"^\|\s*(\d+)\s+(.+?)\s+(On|Off|ERR!)\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
+_DRIVER = re.compile(r"Driver Version:\s*([\d.]+)")
+_CUDA = re.compile(r"CUDA Version:\s*([\d.]+)")
+_INFOROM = re.compile(r"infoROM is corrupted at gpu ([0-9A-Fa-f:.]+)", re.IGNORECASE)
+
+
+@dataclass
+class PlainSmi:
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    error_kind: str | None = None
+    error_line: str | None = None
+    gpus: list[GpuFacts] = field(default_factory=list)
+    corrupted_inforom_bus_ids: list[str] = field(default_factory=list)
+
+
+def parse_nvidia_smi_plain(text: str) -> PlainSmi:
+    text = strip_ansi(text)
+    result = PlainSmi()
+    for line in text.splitlines():
+        lowered = line.lower()
+        for sentence, kind in DRIVER_ERRORS.items():
+            if sentence in lowered and result.error_kind is None:
+                result.error_kind, result.error_line = kind, line.strip()
+        if match := _INFOROM.search(line):
+            result.corrupted_inforom_bus_ids.append(normalize_bus_id(match.group(1)) or match.group(1))
+    if match := _DRIVER.search(text):
+        result.driver_version = match.group(1)
+    if match := _CUDA.search(text):
+        result.cuda_version = match.group(1)
+    lines = text.splitlines()
+    for position, line in enumerate(lines):
+        match = _ROW.match(line)
+        if not match:
+            continue
+        bus_id = normalize_bus_id(match.group(4))
+        if bus_id is None:
+            continue
+        second = lines[position + 1] if position + 1 < len(lines) else ""
+        gpu = GpuFacts(index=int(match.group(1)), bus_id=bus_id, name=match.group(2).strip(),
+                       persistence_mode={"On": True, "Off": False}.get(match.group(3)), source="nvidia-smi.txt")
+        cells = [cell.strip() for cell in second.strip().strip("|").split("|")]
+        if len(cells) >= 2:
+            temperature = re.search(r"(\d+)C\b", cells[0])
+            gpu.temperature_c = first_number(temperature.group(1)) if temperature else None
+            power = re.search(r"(\d+)W\s*/\s*(\d+)W", cells[0])
+            if power:
+                gpu.power_draw_w, gpu.power_limit_w = float(power.group(1)), float(power.group(2))
+            memory = re.search(r"(\d+)MiB\s*/\s*(\d+)MiB", cells[1])
+            if memory:
+                gpu.memory_used_bytes, gpu.memory_total_bytes = to_bytes(memory.group(1)), to_bytes(memory.group(2))
+        gpu.error_fields = ["ERR!"] * sum(cell.count("ERR!") for cell in (line, second))
+        gpu.lost = len(gpu.error_fields) >= 3 or "GPU is lost" in line + second
+        result.gpus.append(gpu)
+    result.gpus.sort(key=lambda gpu: gpu.bus_id)
+    return result

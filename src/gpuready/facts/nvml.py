@@ -1,0 +1,338 @@
+"""NVML through nvidia-ml-py: the only module that imports `pynvml`.
+
+`collect_nvml()` asks NVML everything `check` needs and returns the `nvml.json` document
+(layout below, versioned); `parse_nvml_json()` turns that document into facts. A query that
+fails is kept as an error string in the GPU's `errors` map, never raised; every call runs under
+a timeout because a GPU that has fallen off the bus can block NVML.
+
+nvml.json, format "gpuready-nvml" version 1:
+  {"format": "gpuready-nvml", "version": 1,
+   "init_error": str | null,          # NVML could not start (no driver, version mismatch …)
+   "driver_version": str, "cuda_driver_version": "13.0", "nvml_version": str,
+   "device_count": int,
+   "gpus": [{<GpuFacts field>: value, …, "errors": {<field>: "NVMLError_…"}}],
+   "p2p_read": {"0,1": "OK" | "CNS" | "GNS" | "TNS" | "DNS" | "NS" | "U"}}
+GPU fields carry the names and units of `facts.types.GpuFacts`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Callable
+
+from gpuready.facts.clock_reasons import reasons_from_mask
+from gpuready.facts.types import GpuFacts, GpuProcess, NvLink
+from gpuready.facts.units import normalize_bus_id
+
+NVML_FORMAT = "gpuready-nvml"
+NVML_FORMAT_VERSION = 1
+CALL_TIMEOUT_S = 5.0
+_NVLINK_MAX_LINKS = 18
+_P2P_STATUS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DNS", 5: "NS", 6: "U"}
+_COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+_FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
+
+
+class NvmlTimeout(Exception):
+    pass
+
+
+def call_with_timeout(function: Callable[..., Any], *args: Any, timeout_s: float = CALL_TIMEOUT_S) -> Any:
+    """Run one NVML call in a daemon thread; a call that never returns is abandoned, not awaited."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as error:  # re-raised in the caller's thread
+            outcome["error"] = error
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise NvmlTimeout(f"{getattr(function, '__name__', 'NVML call')} did not return within {timeout_s:.0f} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _decode(value: Any) -> Any:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+def collect_nvml(timeout_s: float = CALL_TIMEOUT_S) -> dict[str, Any]:
+    document: dict[str, Any] = {"format": NVML_FORMAT, "version": NVML_FORMAT_VERSION, "init_error": None,
+                                "gpus": [], "p2p_read": {}}
+    try:
+        import pynvml
+    except ImportError as error:
+        document["init_error"] = f"nvidia-ml-py is not installed ({error})"
+        return document
+    try:
+        call_with_timeout(pynvml.nvmlInit, timeout_s=timeout_s)
+    except Exception as error:  # NVMLError_DriverNotLoaded, LibraryNotFound, LibRmVersionMismatch …
+        document["init_error"] = _error_text(error)
+        return document
+    try:
+        system = _Querier(pynvml, timeout_s)
+        document["driver_version"] = _decode(system.ask(pynvml.nvmlSystemGetDriverVersion, field="driver"))
+        document["nvml_version"] = _decode(system.ask(pynvml.nvmlSystemGetNVMLVersion, field="nvml"))
+        cuda = system.ask(pynvml.nvmlSystemGetCudaDriverVersion, field="cuda")
+        document["cuda_driver_version"] = f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None
+        count = system.ask(pynvml.nvmlDeviceGetCount, field="count")
+        document["device_count"] = count if isinstance(count, int) else None
+        handles = []
+        for index in range(count if isinstance(count, int) else 0):
+            querier = _Querier(pynvml, timeout_s)
+            handle = querier.ask(pynvml.nvmlDeviceGetHandleByIndex, index, field="handle")
+            document["gpus"].append(_query_gpu(pynvml, querier, index, handle))
+            handles.append(handle if "handle" not in querier.errors else None)
+        document["p2p_read"] = _query_p2p(pynvml, handles, timeout_s)
+        document["errors"] = system.errors
+    finally:
+        try:
+            call_with_timeout(pynvml.nvmlShutdown, timeout_s=timeout_s)
+        except Exception:
+            pass
+    return document
+
+
+def _error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+class _Querier:
+    """Asks NVML and files each failure under the field it was for."""
+
+    def __init__(self, pynvml: Any, timeout_s: float):
+        self.pynvml = pynvml
+        self.timeout_s = timeout_s
+        self.errors: dict[str, str] = {}
+        self.timed_out = False
+
+    def ask(self, function: Callable[..., Any], *args: Any, field: str) -> Any:
+        if self.timed_out:  # one hung call: the GPU is not answering, stop asking it
+            self.errors[field] = "skipped: an earlier NVML call on this GPU timed out"
+            return None
+        try:
+            return call_with_timeout(function, *args, timeout_s=self.timeout_s)
+        except NvmlTimeout as error:
+            self.timed_out = True
+            self.errors[field] = f"timeout: {error}"
+        except Exception as error:
+            self.errors[field] = _error_text(error)
+        return None
+
+
+def _query_gpu(pynvml: Any, q: _Querier, index: int, handle: Any) -> dict[str, Any]:
+    gpu: dict[str, Any] = {"index": index}
+    if handle is None:
+        gpu["errors"] = q.errors
+        gpu["lost"] = True
+        return gpu
+    pci = q.ask(pynvml.nvmlDeviceGetPciInfo, handle, field="bus_id")
+    gpu["bus_id"] = normalize_bus_id(_decode(pci.busId)) if pci is not None else None
+    gpu["name"] = _decode(q.ask(pynvml.nvmlDeviceGetName, handle, field="name"))
+    gpu["uuid"] = _decode(q.ask(pynvml.nvmlDeviceGetUUID, handle, field="uuid"))
+    gpu["serial"] = _decode(q.ask(pynvml.nvmlDeviceGetSerial, handle, field="serial"))
+    gpu["vbios"] = _decode(q.ask(pynvml.nvmlDeviceGetVbiosVersion, handle, field="vbios"))
+    memory = q.ask(pynvml.nvmlDeviceGetMemoryInfo, handle, field="memory_total_bytes")
+    if memory is not None:
+        gpu["memory_total_bytes"], gpu["memory_used_bytes"] = int(memory.total), int(memory.used)
+    bar1 = q.ask(pynvml.nvmlDeviceGetBAR1MemoryInfo, handle, field="bar1_total_bytes")
+    gpu["bar1_total_bytes"] = int(bar1.bar1Total) if bar1 is not None else None
+    capability = q.ask(pynvml.nvmlDeviceGetCudaComputeCapability, handle, field="compute_capability")
+    gpu["compute_capability"] = f"{capability[0]}.{capability[1]}" if capability else None
+    persistence = q.ask(pynvml.nvmlDeviceGetPersistenceMode, handle, field="persistence_mode")
+    gpu["persistence_mode"] = bool(persistence) if persistence is not None else None
+    mig = q.ask(pynvml.nvmlDeviceGetMigMode, handle, field="mig_enabled")
+    if mig is not None:
+        gpu["mig_enabled"], gpu["mig_pending"] = bool(mig[0]), bool(mig[1])
+    mode = q.ask(pynvml.nvmlDeviceGetComputeMode, handle, field="compute_mode")
+    gpu["compute_mode"] = _COMPUTE_MODES.get(mode) if mode is not None else None
+    ecc = q.ask(pynvml.nvmlDeviceGetEccMode, handle, field="ecc_enabled")
+    if ecc is not None:
+        gpu["ecc_enabled"], gpu["ecc_pending"] = bool(ecc[0]), bool(ecc[1])
+    gpu["power_draw_w"] = _milli(q.ask(pynvml.nvmlDeviceGetPowerUsage, handle, field="power_draw_w"))
+    gpu["power_limit_w"] = _milli(q.ask(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle, field="power_limit_w"))
+    gpu["power_default_limit_w"] = _milli(
+        q.ask(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, handle, field="power_default_limit_w"))
+    constraints = q.ask(pynvml.nvmlDeviceGetPowerManagementLimitConstraints, handle, field="power_max_limit_w")
+    gpu["power_max_limit_w"] = _milli(constraints[1]) if constraints else None
+    gpu["temperature_c"] = q.ask(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU,
+                                 field="temperature_c")
+    for field_name, threshold in (("slowdown_temperature_c", pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+                                  ("shutdown_temperature_c", pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
+                                  ("max_operating_temperature_c", pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX)):
+        gpu[field_name] = q.ask(pynvml.nvmlDeviceGetTemperatureThreshold, handle, threshold, field=field_name)
+    reasons_function = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+        or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    mask = q.ask(reasons_function, handle, field="clock_event_reasons")
+    gpu["clock_event_reasons"] = sorted(reasons_from_mask(mask)) if mask is not None else None
+    gpu["sm_clock_mhz"] = q.ask(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM, field="sm_clock_mhz")
+    gpu["sm_clock_max_mhz"] = q.ask(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM,
+                                    field="sm_clock_max_mhz")
+    utilization = q.ask(pynvml.nvmlDeviceGetUtilizationRates, handle, field="utilization_gpu_pct")
+    gpu["utilization_gpu_pct"] = utilization.gpu if utilization is not None else None
+    gpu["pcie_gen_current"] = q.ask(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, handle, field="pcie_gen_current")
+    gpu["pcie_gen_max"] = q.ask(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle, field="pcie_gen_max")
+    gpu["pcie_gen_device_max"] = q.ask(pynvml.nvmlDeviceGetGpuMaxPcieLinkGeneration, handle,
+                                       field="pcie_gen_device_max")
+    gpu["pcie_width_current"] = q.ask(pynvml.nvmlDeviceGetCurrPcieLinkWidth, handle, field="pcie_width_current")
+    gpu["pcie_width_max"] = q.ask(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle, field="pcie_width_max")
+    gpu["pcie_replay_count"] = q.ask(pynvml.nvmlDeviceGetPcieReplayCounter, handle, field="pcie_replay_count")
+    for kind, error_type in (("corrected", pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED),
+                             ("uncorrected", pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
+        for scope, counter in (("volatile", pynvml.NVML_VOLATILE_ECC), ("aggregate", pynvml.NVML_AGGREGATE_ECC)):
+            field_name = f"ecc_{kind}_{scope}"
+            gpu[field_name] = q.ask(pynvml.nvmlDeviceGetTotalEccErrors, handle, error_type, counter, field=field_name)
+    for field_name, cause in (("retired_pages_sbe", pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
+                              ("retired_pages_dbe", pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)):
+        pages = q.ask(pynvml.nvmlDeviceGetRetiredPages, handle, cause, field=field_name)
+        gpu[field_name] = len(pages) if pages is not None else None
+    pending = q.ask(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, handle, field="retired_pages_pending")
+    gpu["retired_pages_pending"] = bool(pending) if pending is not None else None
+    rows = q.ask(pynvml.nvmlDeviceGetRemappedRows, handle, field="remapped_rows")
+    if rows is not None:
+        (gpu["remapped_rows_correctable"], gpu["remapped_rows_uncorrectable"],
+         gpu["remap_pending"], gpu["remap_failure"]) = rows[0], rows[1], bool(rows[2]), bool(rows[3])
+    gpu["inforom_valid"] = _inforom_valid(pynvml, q, handle)
+    gpu["fabric_state"] = _fabric_state(pynvml, q, handle)
+    gpu["processes"] = _processes(pynvml, q, handle)
+    gpu["nvlinks"] = _nvlinks(pynvml, q, handle)
+    numa = q.ask(pynvml.nvmlDeviceGetNumaNodeId, handle, field="numa_node")
+    gpu["numa_node"] = numa if isinstance(numa, int) and numa >= 0 else None
+    affinity = q.ask(pynvml.nvmlDeviceGetCpuAffinity, handle, 16, field="cpu_affinity")
+    gpu["cpu_affinity"] = _cpu_list_from_mask(list(affinity)) if affinity is not None else None
+    gpu["errors"] = q.errors
+    gpu["lost"] = q.timed_out or any("GpuIsLost" in error for error in q.errors.values())
+    return gpu
+
+
+def _milli(value: Any) -> float | None:
+    return value / 1000.0 if isinstance(value, (int, float)) else None
+
+
+def _inforom_valid(pynvml: Any, q: _Querier, handle: Any) -> bool | None:
+    try:
+        call_with_timeout(pynvml.nvmlDeviceValidateInforom, handle, timeout_s=q.timeout_s)
+        return True
+    except Exception as error:
+        if "Corrupted" in type(error).__name__ or "corrupt" in str(error).lower():
+            return False
+        q.errors["inforom_valid"] = _error_text(error)
+        return None
+
+
+def _fabric_state(pynvml: Any, q: _Querier, handle: Any) -> str | None:
+    info_class = getattr(pynvml, "c_nvmlGpuFabricInfo_t", None)
+    if info_class is None:
+        return None
+    info = info_class()
+    if q.ask(pynvml.nvmlDeviceGetGpuFabricInfo, handle, info, field="fabric_state") is None:
+        return None
+    return _FABRIC_STATES.get(int(info.state))
+
+
+def _processes(pynvml: Any, q: _Querier, handle: Any) -> list[dict[str, Any]] | None:
+    running = q.ask(pynvml.nvmlDeviceGetComputeRunningProcesses, handle, field="processes")
+    if running is None:
+        return None
+    processes = []
+    for process in running:
+        used = getattr(process, "usedGpuMemory", None)
+        processes.append({"pid": process.pid, "name": _process_name(process.pid), "kind": "C",
+                          "used_memory_bytes": used if isinstance(used, int) else None})
+    return processes
+
+
+def _process_name(pid: int) -> str | None:
+    try:
+        import psutil
+        return psutil.Process(pid).name()
+    except Exception:  # another container's PID, or gone already
+        return None
+
+
+def _nvlinks(pynvml: Any, q: _Querier, handle: Any) -> list[dict[str, Any]]:
+    links = []
+    for link in range(_NVLINK_MAX_LINKS):
+        try:
+            state = call_with_timeout(pynvml.nvmlDeviceGetNvLinkState, handle, link, timeout_s=q.timeout_s)
+        except Exception:  # NotSupported / InvalidArgument past the last link: no such link
+            continue
+        links.append({"link": link, "active": bool(state), "speed_gb_per_s": None})
+    return links
+
+
+def _cpu_list_from_mask(words: list[int]) -> str:
+    cpus = [word_index * 64 + bit for word_index, word in enumerate(words) for bit in range(64) if word >> bit & 1]
+    ranges: list[str] = []
+    for cpu in cpus:
+        if ranges and "-" in ranges[-1] and int(ranges[-1].split("-")[1]) == cpu - 1:
+            ranges[-1] = f"{ranges[-1].split('-')[0]}-{cpu}"
+        elif ranges and "-" not in ranges[-1] and int(ranges[-1]) == cpu - 1:
+            ranges[-1] = f"{ranges[-1]}-{cpu}"
+        else:
+            ranges.append(str(cpu))
+    return ",".join(ranges)
+
+
+def _query_p2p(pynvml: Any, handles: list[Any], timeout_s: float) -> dict[str, str]:
+    status: dict[str, str] = {}
+    for i, first in enumerate(handles):
+        for j, second in enumerate(handles):
+            if i == j or first is None or second is None:
+                continue
+            try:
+                code = call_with_timeout(pynvml.nvmlDeviceGetP2PStatus, first, second,
+                                         pynvml.NVML_P2P_CAPS_INDEX_READ, timeout_s=timeout_s)
+                status[f"{i},{j}"] = _P2P_STATUS.get(code, "U")
+            except Exception:
+                status[f"{i},{j}"] = "U"
+    return status
+
+
+class NvmlDocument:
+    """A parsed nvml.json."""
+
+    def __init__(self, text: str):
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("format") != NVML_FORMAT:
+            raise ValueError(f"not a gpuready nvml.json (its `format` is not {NVML_FORMAT!r})")
+        if data.get("version") != NVML_FORMAT_VERSION:
+            raise ValueError(f"nvml.json version {data.get('version')} is not the {NVML_FORMAT_VERSION} this tool reads")
+        self.init_error: str | None = data.get("init_error")
+        self.driver_version: str | None = data.get("driver_version")
+        self.cuda_driver_version: str | None = data.get("cuda_driver_version")
+        self.device_count: int | None = data.get("device_count")
+        self.gpus = [_gpu_facts_from_json(gpu) for gpu in data.get("gpus", [])]
+        self.p2p_read = {tuple(int(part) for part in key.split(",")): value
+                         for key, value in data.get("p2p_read", {}).items()}
+
+
+_PLAIN_FIELDS = {field for field in GpuFacts.__dataclass_fields__} - {
+    "processes", "nvlinks", "clock_event_reasons", "error_fields", "lost", "source"}
+
+
+def _gpu_facts_from_json(data: dict[str, Any]) -> GpuFacts:
+    errors: dict[str, str] = data.get("errors", {})
+    gpu = GpuFacts(index=int(data["index"]), bus_id=data.get("bus_id") or f"unknown:{data['index']}")
+    for field_name in _PLAIN_FIELDS - {"index", "bus_id"}:
+        if field_name in data:
+            setattr(gpu, field_name, data[field_name])
+    if data.get("clock_event_reasons") is not None:
+        gpu.clock_event_reasons = frozenset(data["clock_event_reasons"])
+    if data.get("processes") is not None:
+        gpu.processes = [GpuProcess(**process) for process in data["processes"]]
+    if data.get("nvlinks") is not None:
+        gpu.nvlinks = [NvLink(**link) for link in data["nvlinks"]]
+    # Not-supported answers are facts about the GPU; other errors mean a field could not be read.
+    gpu.error_fields = sorted(field for field, error in errors.items()
+                              if "NotSupported" not in error and "Not Supported" not in error
+                              and "NoPermission" not in error and field not in ("fabric_state", "inforom_valid"))
+    gpu.lost = bool(data.get("lost"))
+    gpu.source = "nvml.json"
+    return gpu

@@ -1,0 +1,229 @@
+"""What the machine is, as read from its tools: no judgement here.
+
+Every field is `None` when no source told us (the check that needs it then says `skip`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(kw_only=True)
+class GpuProcess:
+    pid: int | None
+    name: str | None
+    kind: str | None = None
+    """`C` compute, `G` graphics, `C+G` both (nvidia-smi's Type column)."""
+    used_memory_bytes: int | None = None
+
+
+@dataclass(kw_only=True)
+class NvLink:
+    link: int
+    active: bool | None
+    speed_gb_per_s: float | None = None
+
+
+@dataclass(kw_only=True)
+class GpuFacts:
+    index: int
+    """NVML index: the order of PCI bus ids."""
+    bus_id: str
+    """`0000:3b:00.0`: 4-hex domain, lower case."""
+    uuid: str | None = None
+    name: str | None = None
+    serial: str | None = None
+    vbios: str | None = None
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    memory_reserved_bytes: int | None = None
+    bar1_total_bytes: int | None = None
+    compute_capability: str | None = None
+    persistence_mode: bool | None = None
+    mig_enabled: bool | None = None
+    mig_pending: bool | None = None
+    compute_mode: str | None = None
+    """`Default`, `Exclusive_Process`, `Exclusive_Thread` or `Prohibited`."""
+    ecc_enabled: bool | None = None
+    ecc_pending: bool | None = None
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    """The limit in force (enforced)."""
+    power_default_limit_w: float | None = None
+    power_max_limit_w: float | None = None
+    temperature_c: float | None = None
+    temperature_memory_c: float | None = None
+    slowdown_temperature_c: float | None = None
+    shutdown_temperature_c: float | None = None
+    max_operating_temperature_c: float | None = None
+    clock_event_reasons: frozenset[str] | None = None
+    """Active clock-event (throttle) reasons by name, see knowledge `clock_event_reasons`."""
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    utilization_gpu_pct: float | None = None
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    """The link's maximum: the lower of what the GPU and the host port support."""
+    pcie_gen_device_max: int | None = None
+    pcie_gen_host_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replay_count: int | None = None
+    ecc_corrected_volatile: int | None = None
+    ecc_uncorrected_volatile: int | None = None
+    ecc_corrected_aggregate: int | None = None
+    ecc_uncorrected_aggregate: int | None = None
+    retired_pages_sbe: int | None = None
+    retired_pages_dbe: int | None = None
+    retired_pages_pending: bool | None = None
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    inforom_valid: bool | None = None
+    fabric_state: str | None = None
+    """NVSwitch fabric registration: `Completed`, `In Progress`, `Not Started`, `Not Supported`."""
+    fabric_status: str | None = None
+    processes: list[GpuProcess] | None = None
+    nvlinks: list[NvLink] | None = None
+    numa_node: int | None = None
+    cpu_affinity: str | None = None
+    """CPU list as Linux prints it, `0-15,32-47`."""
+    error_fields: list[str] = field(default_factory=list)
+    """Fields the tool could not read (`ERR!`, `Unknown Error`, NVML errors other than not-supported)."""
+    lost: bool = False
+    """The GPU is listed but does not answer (`GPU is lost`, every field unreadable)."""
+    source: str = ""
+    """The bundle file(s) these facts came from."""
+
+
+@dataclass(kw_only=True)
+class KernelEvent:
+    kind: str
+    """`xid`, `sxid`, `fallen_off_bus`, `aer`, `nvrm_error`."""
+    line: str
+    bus_id: str | None = None
+    code: int | None = None
+    """The Xid/SXid number."""
+    detail: str = ""
+    timestamp_s: float | None = None
+
+
+@dataclass(kw_only=True)
+class Topology:
+    gpu_labels: list[str]
+    links: dict[tuple[int, int], str]
+    """(i, j) → `NV18`, `PIX`, `PXB`, `PHB`, `NODE`, `SYS`, `X` (NVML index order)."""
+    cpu_affinity: dict[int, str] = field(default_factory=dict)
+    numa_affinity: dict[int, str] = field(default_factory=dict)
+    nics: dict[str, dict[int, str]] = field(default_factory=dict)
+    """NIC name → GPU index → link type."""
+
+
+@dataclass(kw_only=True)
+class PciDevice:
+    address: str
+    """`0000:3b:00.0`."""
+    description: str
+    is_nvidia_gpu: bool = False
+    is_bridge: bool = False
+    acs_enabled: list[str] = field(default_factory=list)
+    """ACSCtl flags that are on (`SrcValid+` …)."""
+    link_cap: tuple[float, int] | None = None
+    """(GT/s, width)."""
+    link_status: tuple[float, int] | None = None
+    secondary_bus: int | None = None
+    subordinate_bus: int | None = None
+    """A bridge's downstream bus range, to find the bridges above a GPU."""
+
+
+@dataclass(kw_only=True)
+class TorchInfo:
+    version: str | None = None
+    cuda: str | None = None
+    """The CUDA torch was built with (`12.8`); None for a CPU build."""
+    arch_list: list[str] | None = None
+    device_count: int | None = None
+    nccl_version: str | None = None
+    error: str | None = None
+    source: str = ""
+
+
+@dataclass(kw_only=True)
+class IbPort:
+    device: str
+    port: int
+    state: str | None
+    """`ACTIVE`, `DOWN`, `INIT` …"""
+    rate_gbit_per_s: float | None
+    link_layer: str | None = None
+    """`InfiniBand` or `Ethernet` (RoCE)."""
+
+
+@dataclass(kw_only=True)
+class NetInterface:
+    name: str
+    speed_mbit_per_s: int | None
+    operstate: str | None
+    addresses: list[str] = field(default_factory=list)
+    is_virtual: bool = False
+
+
+@dataclass(kw_only=True)
+class DiskUsage:
+    mount: str
+    size_bytes: int
+    available_bytes: int
+    filesystem: str = ""
+
+
+@dataclass(kw_only=True)
+class HostFacts:
+    hostname: str | None = None
+    cpu_count: int | None = None
+    cpu_model: str | None = None
+    sockets: int | None = None
+    numa_nodes: int | None = None
+    memory_total_bytes: int | None = None
+    cgroup_memory_limit_bytes: int | None = None
+    cgroup_cpu_limit: float | None = None
+    """CPUs the container may use (quota / period)."""
+    shm_total_bytes: int | None = None
+    disks: list[DiskUsage] | None = None
+    memlock_limit_bytes: int | None = None
+    """None where unknown; -1 means unlimited."""
+    uptime_s: float | None = None
+    kernel_cmdline: str | None = None
+    container: str | None = None
+    """`docker`, `kubernetes`, `containerd`, `podman`, `lxc` or `none`."""
+    kernel_modules: set[str] | None = None
+
+
+@dataclass(kw_only=True)
+class Facts:
+    host: HostFacts = field(default_factory=HostFacts)
+    gpus: list[GpuFacts] | None = None
+    """None: no source told us; [] : a source said there are none."""
+    gpu_probe_error: str | None = None
+    """Why the driver could not be asked (`Driver/library version mismatch` …)."""
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    """The highest CUDA the driver supports (`13.0`)."""
+    topology: Topology | None = None
+    p2p_read: dict[tuple[int, int], str] | None = None
+    """(i, j) → `OK`, `CNS`, `GNS`, `TNS`, `NS`, `NS`…"""
+    kernel_log: list[KernelEvent] | None = None
+    kernel_log_readable: bool | None = None
+    pci_devices: list[PciDevice] | None = None
+    torch: TorchInfo | None = None
+    pip_packages: dict[str, str] | None = None
+    system_libraries: list[str] | None = None
+    env: dict[str, str] | None = None
+    ib_ports: list[IbPort] | None = None
+    net_interfaces: list[NetInterface] | None = None
+    rendezvous_port_free: bool | None = None
+    live: bool = False
+    sources: dict[str, str] = field(default_factory=dict)
+    """Bundle file → `parsed`, `missing`, or why it could not be used."""
+    input_errors: list[tuple[str, str]] = field(default_factory=list)
+    """(file, one sentence) for bundle files that could not be parsed."""

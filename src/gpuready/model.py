@@ -1,0 +1,214 @@
+"""The report's vocabulary: findings, measurements, series and the report itself.
+
+One versioned JSON document (`Report.to_dict`) is the contract between stages, nodes and
+renderers; `schema/report.schema.json` describes it and the tests hold documents to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import uuid as uuid_lib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+SCHEMA_VERSION = "1.0"
+
+
+class Status(str, enum.Enum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+    ERROR = "error"
+
+
+class Verdict(str, enum.Enum):
+    READY = "ready"
+    READY_WITH_WARNINGS = "ready_with_warnings"
+    NOT_READY = "not_ready"
+
+
+class ExitCode(enum.IntEnum):
+    """DESIGN.md §2; where several apply the highest by `severity` wins."""
+
+    READY = 0
+    NOT_READY = 1
+    USAGE = 2
+    TOOL_ERROR = 3
+    TIMEOUT = 4
+    INTERRUPTED = 130
+
+
+# Order in which exit codes win over each other (4 > 3 > 2 > 1 > 0; Ctrl-C above all).
+_EXIT_PRECEDENCE = [ExitCode.READY, ExitCode.NOT_READY, ExitCode.USAGE, ExitCode.TOOL_ERROR,
+                    ExitCode.TIMEOUT, ExitCode.INTERRUPTED]
+
+
+def worst_exit_code(*codes: int) -> int:
+    return max(codes, key=lambda code: _EXIT_PRECEDENCE.index(ExitCode(code)), default=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuRef:
+    index: int
+    """NVML index (PCI bus order)."""
+    bus_id: str | None = None
+    """Normalised PCI bus id, `0000:3b:00.0`."""
+    uuid: str | None = None
+    cuda_index: int | None = None
+    """Set only where CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER make it differ from `index`."""
+
+    def label(self) -> str:
+        text = f"GPU{self.index}"
+        if self.cuda_index is not None and self.cuda_index != self.index:
+            text += f" (cuda:{self.cuda_index})"
+        return text
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subject:
+    host: str
+    gpu: GpuRef | None = None
+    peer: GpuRef | None = None
+    nic: str | None = None
+    rank: int | None = None
+
+    def label(self) -> str:
+        parts = []
+        if self.gpu is not None:
+            parts.append(self.gpu.label())
+        if self.peer is not None:
+            parts[-1:] = [f"{parts[-1]}↔{self.peer.label()}"] if parts else [self.peer.label()]
+        if self.nic:
+            parts.append(self.nic)
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        return " ".join(parts) or self.host
+
+
+@dataclass(kw_only=True)
+class Finding:
+    check_id: str
+    """Stable dotted id, e.g. `pcie.link_degraded`."""
+    status: Status
+    subject: Subject
+    message: str
+    """One sentence: what was found."""
+    observed: Any = None
+    expected: Any = None
+    fix: str | None = None
+    """The concrete next step; a command where one exists."""
+    refs: list[str] = field(default_factory=list)
+    """Sources of the rule and of the expected value."""
+
+    @property
+    def category(self) -> str:
+        return self.check_id.split(".", 1)[0]
+
+
+@dataclass(kw_only=True)
+class Measurement:
+    name: str
+    subject: Subject
+    value: float
+    unit: str
+    expected: float | None = None
+    expected_source: str | None = None
+    method: dict[str, Any] = field(default_factory=dict)
+    samples: list[float] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class Series:
+    subject: Subject
+    metric: str
+    unit: str
+    t_s: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+
+
+# Checks whose failure concerns several nodes working together, not one node alone.
+MULTI_NODE_CATEGORIES = frozenset({"network"})
+
+
+def verdict_of(findings: list[Finding]) -> Verdict:
+    statuses = {finding.status for finding in findings}
+    if Status.FAIL in statuses or Status.ERROR in statuses:
+        return Verdict.NOT_READY
+    if Status.WARN in statuses:
+        return Verdict.READY_WITH_WARNINGS
+    return Verdict.READY
+
+
+@dataclass(kw_only=True)
+class Report:
+    tool_version: str
+    host: str
+    findings: list[Finding] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+    """A summary of the facts the checks saw (inventory, versions, sources)."""
+    run_id: str = field(default_factory=lambda: uuid_lib.uuid4().hex[:12])
+    started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    input_error: bool = False
+    """A bundle file could not be read or parsed (exit code 2)."""
+    fail_on_warn: bool = False
+
+    def verdicts(self) -> dict[str, Verdict]:
+        single = [f for f in self.findings if f.category not in MULTI_NODE_CATEGORIES]
+        return {"single_node": verdict_of(single), "multi_node": verdict_of(self.findings)}
+
+    def verdict(self) -> Verdict:
+        return verdict_of(self.findings)
+
+    def exit_code(self) -> int:
+        statuses = {finding.status for finding in self.findings}
+        codes = [ExitCode.READY]
+        if Status.FAIL in statuses or (self.fail_on_warn and Status.WARN in statuses):
+            codes.append(ExitCode.NOT_READY)
+        if self.input_error:
+            codes.append(ExitCode.USAGE)
+        if Status.ERROR in statuses:
+            codes.append(ExitCode.TOOL_ERROR)
+        return int(worst_exit_code(*codes))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool_version": self.tool_version,
+            "run_id": self.run_id,
+            "started_at": self.started_at,
+            "host": self.host,
+            "verdict": self.verdict().value,
+            "verdicts": {name: verdict.value for name, verdict in self.verdicts().items()},
+            "exit_code": self.exit_code(),
+            "findings": [_finding_to_dict(finding) for finding in self.findings],
+            "measurements": [to_jsonable(m) for m in self.measurements],
+            "series": [to_jsonable(s) for s in self.series],
+            "facts": to_jsonable(self.facts),
+        }
+
+
+def _finding_to_dict(finding: Finding) -> dict[str, Any]:
+    data = to_jsonable(finding)
+    data["category"] = finding.category
+    return data
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dataclasses, enums, sets and tuples as plain JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(key): to_jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(to_jsonable(item) for item in value)
+    return value
