@@ -14,6 +14,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 SCHEMA_VERSION = "1.0"
+# Findings about unreadable input files: status `error`, but exit code 2, not 3.
+INPUT_CHECK_ID = "bundle.unreadable"
 
 
 class Status(str, enum.Enum):
@@ -172,7 +174,7 @@ class Report:
             codes.append(ExitCode.NOT_READY)
         if self.input_error:
             codes.append(ExitCode.USAGE)
-        if Status.ERROR in statuses:
+        if any(f.status == Status.ERROR and f.check_id != INPUT_CHECK_ID for f in self.findings):
             codes.append(ExitCode.TOOL_ERROR)
         return int(worst_exit_code(*codes))
 

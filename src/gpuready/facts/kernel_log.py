@@ -14,13 +14,14 @@ _FALLEN = re.compile(r"NVRM: GPU (?:at PCI:)?([0-9a-fA-F:.]+):?\s+GPU has fallen
 _FALLEN_GENERIC = re.compile(r"fallen off the bus", re.IGNORECASE)
 _AER = re.compile(r"(?:pcieport|nvidia) ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): (?:PCIe Bus Error|AER):?\s*(.*)")
 _TIMESTAMP = re.compile(r"^\[\s*(\d+\.\d+)\]")
+_IOMMU_DOMAIN = re.compile(r"iommu: Default domain type: (\w+)")
 _INFOROM = re.compile(r"infoROM is corrupted", re.IGNORECASE)
 
 
 def parse_kernel_log(text: str) -> list[KernelEvent]:
     events: list[KernelEvent] = []
     for line in strip_ansi(text).splitlines():
-        if "NVRM" not in line and "nvswitch" not in line and "AER" not in line and "PCIe Bus Error" not in line:
+        if not any(marker in line for marker in ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:")):
             continue
         stamp = _TIMESTAMP.search(line)
         timestamp_s = float(stamp.group(1)) if stamp else None
@@ -40,6 +41,9 @@ def parse_kernel_log(text: str) -> list[KernelEvent]:
         elif match := _AER.search(line):
             events.append(KernelEvent(kind="aer", line=line.strip(), bus_id=normalize_bus_id(match.group(1)),
                                       detail=match.group(2).strip(), timestamp_s=timestamp_s))
+        elif match := _IOMMU_DOMAIN.search(line):
+            events.append(KernelEvent(kind="iommu", line=line.strip(), detail=match.group(0),
+                                      timestamp_s=timestamp_s))
         elif _INFOROM.search(line):
             events.append(KernelEvent(kind="inforom", line=line.strip(), timestamp_s=timestamp_s))
     return events

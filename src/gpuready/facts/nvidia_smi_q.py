@@ -21,6 +21,8 @@ class SmiQuery:
     driver_version: str | None
     cuda_version: str | None
     gpus: list[GpuFacts]
+    attached_gpus: int | None = None
+    """The count nvidia-smi announces; more than `len(gpus)` means sections are missing."""
 
 
 def _text(value: str | None) -> str | None:
@@ -115,14 +117,12 @@ def _from_tree(root: Node) -> SmiQuery:
     gpu_nodes = root.find_all("gpu")
     gpus = [_gpu_from_node(index, node) for index, node in enumerate(gpu_nodes)]
     attached = to_int(root.get("attached_gpus"))
-    if attached is not None and attached > len(gpus):
-        raise SmiParseError(f"it announces {attached} GPUs but holds {len(gpus)}: the file looks cut short")
     # NVML numbers GPUs in PCI bus order; nvidia-smi prints them in the same order.
     gpus.sort(key=lambda gpu: gpu.bus_id)
     for index, gpu in enumerate(gpus):
         gpu.index = index
     return SmiQuery(driver_version=clean(root.get("driver_version")),
-                    cuda_version=clean(root.get("cuda_version")), gpus=gpus)
+                    cuda_version=clean(root.get("cuda_version")), gpus=gpus, attached_gpus=attached)
 
 
 def _first_path_value(node: Node, paths: list[tuple[str, ...]]) -> str | None:

@@ -295,13 +295,17 @@ def _query_p2p(pynvml: Any, handles: list[Any], timeout_s: float) -> dict[str, s
     return status
 
 
+class ForeignNvmlJson(ValueError):
+    """Valid JSON written by some other tool: ignored, not an error."""
+
+
 class NvmlDocument:
     """A parsed nvml.json."""
 
     def __init__(self, text: str):
         data = json.loads(text)
         if not isinstance(data, dict) or data.get("format") != NVML_FORMAT:
-            raise ValueError(f"not a gpuready nvml.json (its `format` is not {NVML_FORMAT!r})")
+            raise ForeignNvmlJson(f"not written by gpuready (no `format: {NVML_FORMAT}`)")
         if data.get("version") != NVML_FORMAT_VERSION:
             raise ValueError(f"nvml.json version {data.get('version')} is not the {NVML_FORMAT_VERSION} this tool reads")
         self.init_error: str | None = data.get("init_error")

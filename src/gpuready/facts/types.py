@@ -204,6 +204,8 @@ class Facts:
     host: HostFacts = field(default_factory=HostFacts)
     gpus: list[GpuFacts] | None = None
     """None: no source told us; [] : a source said there are none."""
+    gpus_announced: int | None = None
+    """How many GPUs the driver says are attached (NVML count, nvidia-smi `Attached GPUs`)."""
     gpu_probe_error: str | None = None
     """Why the driver could not be asked (`Driver/library version mismatch` …)."""
     driver_version: str | None = None

@@ -1,0 +1,1 @@
+"""Checks: pure functions from facts to findings, registered by stable id."""

@@ -1,0 +1,238 @@
+"""GPU inventory: present, lost, models alike, visible devices, modes, busy."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from gpuready.checks.registry import CheckContext, check, per_gpu
+from gpuready.facts.types import GpuFacts
+from gpuready.knowledge import gpu_spec
+from gpuready.model import Finding
+
+_NVIDIA_SMI_REF = "nvidia-smi(1) manual, https://docs.nvidia.com/deploy/nvidia-smi/index.html"
+_PROBE_FIXES = {
+    "mismatch": ("The kernel module and the user-space NVIDIA libraries differ (typically after a driver "
+                 "upgrade without a reboot).",
+                 "Reboot, or unload and reload the module: `sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia "
+                 "&& sudo modprobe nvidia`; check `cat /proc/driver/nvidia/version` against `nvidia-smi`."),
+    "couldn't communicate": ("The NVIDIA kernel module is not loaded.",
+                             "Check `lsmod | grep nvidia` and `dmesg | grep -i nvrm`; reinstall the driver for the "
+                             "running kernel (DKMS) or boot the kernel it was built for."),
+    "driver not loaded": ("The NVIDIA kernel module is not loaded.",
+                          "Check `lsmod | grep nvidia` and `dmesg | grep -i nvrm`; install or rebuild the driver."),
+    "library not found": ("The NVIDIA driver's user-space library (libnvidia-ml.so) is not installed.",
+                          "Install the NVIDIA driver; inside a container, run it with the NVIDIA runtime "
+                          "(`docker run --gpus all` / the NVIDIA device plugin)."),
+    "not found": ("nvidia-smi is not installed.",
+                  "Install the NVIDIA driver; inside a container, run it with the NVIDIA runtime (`--gpus all`)."),
+    "no devices were found": ("The driver is loaded but sees no GPU.",
+                              "Check `lspci | grep -i nvidia`, the container's device list (NVIDIA_VISIBLE_DEVICES), "
+                              "and `dmesg` for GPU initialisation errors."),
+}
+
+
+def _probe_explanation(error: str) -> tuple[str, str]:
+    lowered = error.lower()
+    for marker, explanation in _PROBE_FIXES.items():
+        if marker in lowered:
+            return explanation
+    return ("The NVIDIA driver could not be asked about its GPUs.",
+            "Run `nvidia-smi` and `dmesg | grep -i nvrm` to see why.")
+
+
+@check("gpu.present", "Driver loaded, GPUs visible", needs_gpus=False)
+def gpu_present(context: CheckContext) -> list[Finding]:
+    facts, expected = context.facts, context.options.expect_gpus
+    if facts.gpus is None and facts.gpu_probe_error is None:
+        return [context.skip("No GPU source in this bundle (nvml.json, nvidia-smi-q.xml/.txt or nvidia-smi.txt).")]
+    if not facts.gpus:
+        cause, fix = _probe_explanation(facts.gpu_probe_error or "no devices were found")
+        detail = f" ({facts.gpu_probe_error})" if facts.gpu_probe_error else ""
+        return [context.fail(f"No NVIDIA GPU or driver is usable on this machine{detail}. {cause}",
+                             observed=0, expected=expected or ">= 1", fix=fix, refs=[_NVIDIA_SMI_REF])]
+    count = len(facts.gpus)
+    models = ", ".join(f"{n}× {name}" for name, n in Counter(gpu.name or "unknown" for gpu in facts.gpus).items())
+    findings = []
+    if expected is not None and count != expected:
+        findings.append(context.fail(f"{count} GPUs visible, {expected} expected ({models}).", observed=count,
+                                     expected=expected,
+                                     fix="Check `lspci | grep -i nvidia`, CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES,"
+                                         " and `dmesg` for GPUs that failed to initialise.",
+                                     refs=["--expect-gpus"]))
+    elif facts.gpus_announced is not None and facts.gpus_announced > count:
+        findings.append(context.warn(
+            f"The driver announces {facts.gpus_announced} GPUs but only {count} could be read: the capture may be "
+            "cut short or GPUs did not answer.", observed=count, expected=facts.gpus_announced,
+            fix="Collect the bundle again with `gpuready collect`; run `nvidia-smi -q` to see the missing GPUs."))
+    else:
+        findings.append(context.passed(f"{count} GPU(s) visible: {models}; driver {facts.driver_version or '?'}, "
+                                       f"CUDA {facts.cuda_driver_version or '?'}.", observed=count, expected=expected))
+    return findings
+
+
+@check("gpu.lost", "Every GPU answers")
+def gpu_lost(context: CheckContext) -> list[Finding]:
+    findings = []
+    for gpu in context.gpus:
+        if gpu.lost:
+            findings.append(context.fail(
+                f"{gpu.name or 'GPU'} at {gpu.bus_id} does not answer: {_error_summary(gpu)}.", gpu=gpu,
+                observed=gpu.error_fields or "lost", expected="readable",
+                fix="Drain the node and reboot it; if the GPU stays lost, reseat it or RMA it. "
+                    "Look for Xid 79 in `dmesg` (see health.xid).", refs=[_NVIDIA_SMI_REF]))
+        elif gpu.error_fields:
+            findings.append(context.passed(
+                f"{gpu.name or 'GPU'} at {gpu.bus_id}: one field unreadable ({', '.join(gpu.error_fields)}); a single "
+                "transient ERR! is noted, not failed.", gpu=gpu, observed=gpu.error_fields))
+    missing = _gpus_missing_from_lspci(context)
+    if missing:
+        findings.append(context.fail(
+            f"lspci lists {len(missing)} NVIDIA GPU(s) the driver does not show: {', '.join(missing)}.",
+            observed=missing, expected="every GPU visible to the driver",
+            fix="Check `dmesg | grep -i -e nvrm -e xid` for these bus ids; reboot; reseat or RMA a GPU that stays missing.",
+            refs=["lspci -vv"]))
+    return findings
+
+
+def _error_summary(gpu: GpuFacts) -> str:
+    return "fields unreadable: " + ", ".join(gpu.error_fields) if gpu.error_fields else "reported as lost"
+
+
+def _gpus_missing_from_lspci(context: CheckContext) -> list[str]:
+    devices = context.facts.pci_devices
+    if not devices:
+        return []
+    known = {gpu.bus_id for gpu in context.gpus}
+    return [device.address for device in devices if device.is_nvidia_gpu and device.address not in known]
+
+
+@check("gpu.model_mismatch", "All GPUs alike (model, memory, VBIOS)")
+def gpu_model_mismatch(context: CheckContext) -> list[Finding]:
+    gpus = context.gpus
+    if len(gpus) < 2:
+        return [context.passed("One GPU: nothing to compare.")]
+    findings = []
+    for label, key, fix in (
+            ("models", lambda gpu: gpu.name, "Training runs at the pace of the slowest GPU: group identical GPUs per "
+                                              "job (CUDA_VISIBLE_DEVICES) or replace the odd one."),
+            ("memory sizes", lambda gpu: gpu.memory_total_bytes, "Batch size is limited by the smallest GPU; use "
+                                                                 "identical GPUs in one job."),
+            ("VBIOS versions", lambda gpu: gpu.vbios, "Update every GPU to the same VBIOS/firmware bundle from the "
+                                                      "system vendor.")):
+        values = Counter(value for gpu in gpus if (value := key(gpu)) is not None)
+        if len(values) > 1:
+            majority = values.most_common(1)[0][0]
+            odd = [gpu for gpu in gpus if key(gpu) is not None and key(gpu) != majority]
+            findings.append(context.warn(
+                f"GPUs differ in {label}: " + ", ".join(f"{n}× {v}" for v, n in values.items())
+                + f"; odd one(s): {', '.join(f'GPU{gpu.index}' for gpu in odd)}.",
+                observed={str(v): n for v, n in values.items()}, expected="all identical", fix=fix))
+    return findings or [context.passed(f"All {len(gpus)} GPUs are alike: {gpus[0].name}.")]
+
+
+@check("gpu.visible_devices", "CUDA_VISIBLE_DEVICES does not hide or reorder GPUs", needs=("env",))
+def gpu_visible_devices(context: CheckContext) -> list[Finding]:
+    env = context.facts.env or {}
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    order = env.get("CUDA_DEVICE_ORDER")
+    count = len(context.gpus)
+    notes = []
+    if order != "PCI_BUS_ID" and count > 1:
+        notes.append("CUDA_DEVICE_ORDER is not PCI_BUS_ID, so CUDA may number GPUs fastest-first, unlike nvidia-smi")
+    if visible is None:
+        return [context.passed("CUDA_VISIBLE_DEVICES is not set: all GPUs are visible to CUDA."
+                               + (f" Note: {notes[0]}." if notes else ""))]
+    entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
+    if visible.strip() in ("", "-1", "none", "NoDevFiles"):
+        return [context.fail(f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from CUDA.", observed=visible,
+                             expected="unset or a list of GPUs", fix="unset CUDA_VISIBLE_DEVICES")]
+    numeric = [int(entry) for entry in entries if entry.isdigit()]
+    if len(entries) < count:
+        return [context.warn(f"CUDA_VISIBLE_DEVICES={visible} shows {len(entries)} of {count} GPUs to CUDA.",
+                             observed=visible, expected=f"all {count} GPUs",
+                             fix="unset CUDA_VISIBLE_DEVICES, unless hiding GPUs is intended (a shared machine)")]
+    if numeric and numeric != sorted(numeric):
+        return [context.warn(f"CUDA_VISIBLE_DEVICES={visible} reorders the GPUs: cuda:0 is not GPU0.",
+                             observed=visible, expected="ascending order",
+                             fix="List GPUs in ascending order, and set CUDA_DEVICE_ORDER=PCI_BUS_ID")]
+    return [context.passed(f"CUDA_VISIBLE_DEVICES={visible} shows every GPU in order."
+                           + (f" Note: {notes[0]}." if notes else ""))]
+
+
+@check("gpu.persistence", "Persistence mode on")
+def gpu_persistence(context: CheckContext) -> list[Finding]:
+    def judge(gpu: GpuFacts) -> Finding | None:
+        if gpu.persistence_mode is False:
+            return context.warn(f"Persistence mode is off on GPU{gpu.index}: the driver unloads between jobs, adding "
+                                "seconds to each start and losing settings.", gpu=gpu, observed="Disabled",
+                                expected="Enabled", fix="sudo systemctl enable --now nvidia-persistenced",
+                                refs=["https://docs.nvidia.com/deploy/driver-persistence/index.html"])
+        return None
+    return per_gpu(context, context.gpus, judge, "Persistence mode is on (or not reported) on all {count} GPU(s).")
+
+
+@check("gpu.mig", "MIG off for whole-GPU training")
+def gpu_mig(context: CheckContext) -> list[Finding]:
+    def judge(gpu: GpuFacts) -> Finding | None:
+        if gpu.mig_enabled:
+            return context.warn(f"MIG is enabled on GPU{gpu.index}: CUDA sees slices, NCCL cannot span them, and "
+                                "multi-GPU training needs whole GPUs.", gpu=gpu, observed="Enabled",
+                                expected="Disabled", fix=f"sudo nvidia-smi -i {gpu.index} -mig 0 (then reset the GPU)",
+                                refs=["https://docs.nvidia.com/datacenter/tesla/mig-user-guide/"])
+        if gpu.mig_pending:
+            return context.warn(f"MIG is pending enable on GPU{gpu.index} (applies at the next GPU reset).", gpu=gpu,
+                                observed="Pending Enabled", expected="Disabled",
+                                fix=f"sudo nvidia-smi -i {gpu.index} -mig 0")
+        return None
+    return per_gpu(context, context.gpus, judge, "MIG is off on all {count} GPU(s).")
+
+
+@check("gpu.compute_mode", "Compute mode allows training")
+def gpu_compute_mode(context: CheckContext) -> list[Finding]:
+    def judge(gpu: GpuFacts) -> Finding | None:
+        mode = (gpu.compute_mode or "").lower()
+        if "prohibited" in mode:
+            return context.fail(f"GPU{gpu.index} is in Prohibited compute mode: no CUDA context can be created.",
+                                gpu=gpu, observed=gpu.compute_mode, expected="Default",
+                                fix=f"sudo nvidia-smi -i {gpu.index} -c DEFAULT")
+        if "exclusive" in mode:
+            return context.warn(f"GPU{gpu.index} is in {gpu.compute_mode} mode: only one process may use it, so "
+                                "helpers (profilers, a second rank) fail to attach.", gpu=gpu,
+                                observed=gpu.compute_mode, expected="Default",
+                                fix=f"sudo nvidia-smi -i {gpu.index} -c DEFAULT (unless the scheduler wants it)")
+        return None
+    return per_gpu(context, context.gpus, judge, "Compute mode is Default on all {count} GPU(s).")
+
+
+@check("gpu.ecc_mode", "ECC on for datacenter GPUs")
+def gpu_ecc_mode(context: CheckContext) -> list[Finding]:
+    def judge(gpu: GpuFacts) -> Finding | None:
+        spec = gpu_spec(gpu.name)
+        if gpu.ecc_enabled is False and spec is not None and spec.get("datacenter"):
+            return context.warn(f"ECC is off on GPU{gpu.index} ({gpu.name}): memory errors would go undetected and "
+                                "silently corrupt training.", gpu=gpu, observed="Disabled", expected="Enabled",
+                                fix=f"sudo nvidia-smi -i {gpu.index} -e 1 (applies after a reboot)",
+                                refs=[spec.source])
+        if gpu.ecc_pending is not None and gpu.ecc_enabled is not None and gpu.ecc_pending != gpu.ecc_enabled:
+            return context.warn(f"ECC mode on GPU{gpu.index} changes at the next reboot.", gpu=gpu,
+                                observed={"current": gpu.ecc_enabled, "pending": gpu.ecc_pending},
+                                fix="Reboot to apply the pending ECC mode.")
+        return None
+    return per_gpu(context, context.gpus, judge, "ECC is as expected on all {count} GPU(s).")
+
+
+@check("gpu.busy", "No other compute processes on the GPUs")
+def gpu_busy(context: CheckContext) -> list[Finding]:
+    def judge(gpu: GpuFacts) -> Finding | None:
+        compute = [process for process in gpu.processes or [] if "C" in (process.kind or "C")]
+        if compute:
+            names = ", ".join(f"{process.name or '?'} (pid {process.pid})" for process in compute[:5])
+            return context.warn(f"GPU{gpu.index} runs {len(compute)} compute process(es): {names}; a job started "
+                                "now would share it.", gpu=gpu, observed=len(compute), expected=0,
+                                fix=f"nvidia-smi -i {gpu.index} --query-compute-apps=pid,process_name,used_memory "
+                                    "--format=csv; stop them or pick other GPUs")
+        return None
+    if all(gpu.processes is None for gpu in context.gpus):
+        return [context.skip("No process list in this run (nvml.json or nvidia-smi -q holds one).")]
+    return per_gpu(context, context.gpus, judge,
+                   "No compute processes on any of {count} GPU(s) (memory the driver reserves is not a process).")

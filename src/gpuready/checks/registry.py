@@ -1,0 +1,148 @@
+"""The check registry: stable ids, the facts each check needs, and the runner.
+
+A check is a pure function from a CheckContext (facts + options) to findings. The runner
+turns missing facts into `skip` and an unexpected exception into `error`, so one broken
+check never stops the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from gpuready.facts.types import Facts, GpuFacts
+from gpuready.model import Finding, GpuRef, Status, Subject
+
+# Fact (attribute path on Facts) → the bundle files that provide it, for skip messages.
+FACT_SOURCES = {
+    "gpus": "nvml.json / nvidia-smi-q.xml / nvidia-smi-q.txt / nvidia-smi.txt",
+    "topology": "nvidia-smi-topo.txt",
+    "p2p_read": "nvidia-smi-topo-p2p.txt or nvml.json",
+    "kernel_log": "dmesg.txt",
+    "pci_devices": "lspci-vv.txt",
+    "torch": "torch.json",
+    "env": "env.txt",
+    "ib_ports": "sysfs.txt or ibv_devinfo.txt",
+    "net_interfaces": "sysfs.txt",
+    "host.memory_total_bytes": "meminfo.txt",
+    "host.cpu_count": "cpuinfo.txt",
+    "host.shm_total_bytes": "df.txt",
+    "host.disks": "df.txt",
+    "host.memlock_limit_bytes": "ulimit.txt",
+    "host.uptime_s": "uptime.txt",
+    "host.kernel_modules": "modules.txt",
+    "driver_version": "nvml.json / nvidia-smi output",
+    "rendezvous_port_free": "a live run (not in bundles)",
+}
+
+
+@dataclass(kw_only=True)
+class CheckOptions:
+    expect_gpus: int | None = None
+    psu_watts: float | None = None
+    circuit_watts: float | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    title: str
+    needs: tuple[str, ...]
+    function: Callable[["CheckContext"], Iterable[Finding]]
+    needs_gpus: bool = True
+    """Skip (with the reason) when no GPU is visible; gpu.present reports the absence itself."""
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def check(check_id: str, title: str, needs: tuple[str, ...] = (), needs_gpus: bool = True):
+    def register(function: Callable[["CheckContext"], Iterable[Finding]]):
+        if check_id in CHECKS:
+            raise ValueError(f"check id {check_id} registered twice")
+        CHECKS[check_id] = Check(check_id, title, needs, function, needs_gpus)
+        return function
+    return register
+
+
+@dataclass
+class CheckContext:
+    facts: Facts
+    options: CheckOptions = field(default_factory=CheckOptions)
+    check_id: str = ""
+
+    @property
+    def host(self) -> str:
+        return self.facts.host.hostname or "localhost"
+
+    @property
+    def gpus(self) -> list[GpuFacts]:
+        return [gpu for gpu in self.facts.gpus or []]
+
+    def gpu_ref(self, gpu: GpuFacts) -> GpuRef:
+        return GpuRef(index=gpu.index, bus_id=gpu.bus_id, uuid=gpu.uuid)
+
+    def subject(self, gpu: GpuFacts | None = None, peer: GpuFacts | None = None, nic: str | None = None) -> Subject:
+        return Subject(host=self.host, gpu=self.gpu_ref(gpu) if gpu else None,
+                       peer=self.gpu_ref(peer) if peer else None, nic=nic)
+
+    def finding(self, status: Status, message: str, *, gpu: GpuFacts | None = None, peer: GpuFacts | None = None,
+                nic: str | None = None, observed: Any = None, expected: Any = None, fix: str | None = None,
+                refs: list[str] | None = None, check_id: str | None = None) -> Finding:
+        return Finding(check_id=check_id or self.check_id, status=status, subject=self.subject(gpu, peer, nic),
+                       message=message, observed=observed, expected=expected, fix=fix, refs=refs or [])
+
+    def passed(self, message: str, **kwargs: Any) -> Finding:
+        return self.finding(Status.PASS, message, **kwargs)
+
+    def warn(self, message: str, **kwargs: Any) -> Finding:
+        return self.finding(Status.WARN, message, **kwargs)
+
+    def fail(self, message: str, **kwargs: Any) -> Finding:
+        return self.finding(Status.FAIL, message, **kwargs)
+
+    def skip(self, message: str, **kwargs: Any) -> Finding:
+        return self.finding(Status.SKIP, message, **kwargs)
+
+
+def _fact(facts: Facts, path: str) -> Any:
+    value: Any = facts
+    for part in path.split("."):
+        value = getattr(value, part, None)
+    return value
+
+
+def run_checks(facts: Facts, options: CheckOptions | None = None, only: Iterable[str] | None = None) -> list[Finding]:
+    # Importing the modules registers their checks.
+    from gpuready.checks import gpu, health, host, network, pcie, power, software, topology  # noqa: F401
+
+    options = options or CheckOptions()
+    findings: list[Finding] = []
+    selected = [CHECKS[check_id] for check_id in (only or CHECKS)]
+    for entry in selected:
+        context = CheckContext(facts=facts, options=options, check_id=entry.id)
+        missing = [need for need in entry.needs if _fact(facts, need) is None]
+        if entry.needs_gpus and not facts.gpus:
+            findings.append(context.skip("No NVIDIA GPU is visible, so there is nothing to judge (see gpu.present)."))
+            continue
+        if missing:
+            sources = ", ".join(f"{need} ({FACT_SOURCES.get(need, need)})" for need in missing)
+            findings.append(context.skip(f"Not judged: needs {sources}, which this run does not have."))
+            continue
+        try:
+            produced = list(entry.function(context))
+        except Exception as error:  # a bug in a check is reported, the other checks still run
+            produced = [context.finding(Status.ERROR, f"The check itself failed: {type(error).__name__}: {error}",
+                                        fix="Report this at the gpuready issue tracker with the bundle attached.")]
+        findings.extend(produced or [context.passed("Nothing to flag.")])
+    return findings
+
+
+def per_gpu(context: CheckContext, gpus: list[GpuFacts],
+            judge: Callable[[GpuFacts], Finding | None], all_good: str) -> list[Finding]:
+    """One finding per GPU that is flagged, and a single pass for the rest."""
+    flagged = [finding for gpu in gpus if (finding := judge(gpu)) is not None]
+    problems = [finding for finding in flagged if finding.status != Status.PASS]
+    if problems:
+        return flagged
+    return flagged or [context.passed(all_good.format(count=len(gpus)))]

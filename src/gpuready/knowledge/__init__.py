@@ -1,0 +1,85 @@
+"""Data tables, each row with its source: GPU specs, CUDA ↔ driver, Xid catalog, thresholds.
+
+Checks read expectations from here, never from literals in their own code.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@functools.cache
+def load_table(name: str) -> dict[str, Any]:
+    return tomllib.loads(resources.files(__package__).joinpath(f"{name}.toml").read_text())
+
+
+def thresholds(section: str) -> dict[str, Any]:
+    return load_table("thresholds")[section]
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    model: str
+    row: dict[str, Any]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.row.get(key, default)
+
+    @property
+    def source(self) -> str:
+        return self.row.get("source", "")
+
+
+def gpu_spec(product_name: str | None) -> GpuSpec | None:
+    """The table row for an nvidia-smi product name, or None for a model the table does not know."""
+    if not product_name:
+        return None
+    for row in load_table("gpus")["gpu"]:
+        if re.search(row["match"], product_name, flags=re.IGNORECASE):
+            return GpuSpec(model=row["model"], row=row)
+    return None
+
+
+def xid_entry(code: int) -> dict[str, Any] | None:
+    return next((row for row in load_table("xid")["xid"] if row["xid"] == code), None)
+
+
+@dataclass(frozen=True)
+class DriverRequirement:
+    minimum: str
+    """Below this the CUDA runtime cannot start."""
+    minimum_source: str
+    full_feature: str | None
+    """The GA driver of this exact CUDA release; between the two, minor-version compatibility applies."""
+    full_feature_source: str | None
+
+
+def driver_requirement(cuda_version: str) -> DriverRequirement | None:
+    table = load_table("cuda_driver")
+    exact = next((row for row in table.get("cuda", []) if row["cuda"] == cuda_version), None)
+    major = int(cuda_version.split(".")[0])
+    floor = next((row for row in table.get("minor_compat", []) if int(row["cuda_major"]) == major), None)
+    if floor is None and exact is None:
+        return None
+    minimum_row = floor or exact
+    return DriverRequirement(minimum=str(minimum_row["min_driver_linux"]), minimum_source=minimum_row["source"],
+                             full_feature=str(exact["min_driver_linux"]) if exact else None,
+                             full_feature_source=exact["source"] if exact else None)
+
+
+def env_var_rules() -> list[dict[str, Any]]:
+    return load_table("env_vars")["var"]
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version))

@@ -1,0 +1,1 @@
+"""Renderers of the report document: console (rich) and JSON."""

@@ -1,0 +1,71 @@
+"""`gpuready check`: collect (live) or read (bundle) → facts → checks → report."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from gpuready import __version__
+from gpuready.bundle.collect import collect
+from gpuready.bundle.reader import read_bundle
+from gpuready.checks.registry import CheckOptions, run_checks
+from gpuready.facts.build import build_facts
+from gpuready.facts.types import Facts
+from gpuready.knowledge import gpu_spec, thresholds
+from gpuready.model import INPUT_CHECK_ID, Finding, Report, Status, Subject
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))
+            return True
+        except OSError:
+            return False
+
+
+def gather_facts(bundle: Path | None, fast: bool) -> Facts:
+    """Raises BundleError when the bundle as a whole cannot be read."""
+    if bundle is not None:
+        return build_facts(read_bundle(bundle))
+    files, _manifest = collect(with_torch=not fast)
+    facts = build_facts(files, live=True)
+    facts.rendezvous_port_free = port_is_free(thresholds("rendezvous")["port"])
+    return facts
+
+
+def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False) -> Report:
+    host = facts.host.hostname or socket.gethostname()
+    facts.host.hostname = host
+    findings = run_checks(facts, options)
+    for name, sentence in facts.input_errors:
+        findings.append(Finding(check_id=INPUT_CHECK_ID, status=Status.ERROR, subject=Subject(host=host),
+                                message=sentence, observed=name,
+                                fix=f"Collect {name} again (`gpuready collect`), or remove it from the bundle."))
+    return Report(tool_version=__version__, host=host, findings=findings, facts=summarize_facts(facts),
+                  input_error=bool(facts.input_errors), fail_on_warn=fail_on_warn)
+
+
+def summarize_facts(facts: Facts) -> dict:
+    gpus = []
+    for gpu in facts.gpus or []:
+        spec = gpu_spec(gpu.name)
+        gpus.append({"index": gpu.index, "bus_id": gpu.bus_id, "uuid": gpu.uuid, "name": gpu.name,
+                     "model": spec.model if spec else None, "memory_total_bytes": gpu.memory_total_bytes,
+                     "compute_capability": gpu.compute_capability, "power_limit_w": gpu.power_limit_w,
+                     "pcie": f"Gen{gpu.pcie_gen_current or '?'}/{gpu.pcie_gen_max or '?'} "
+                             f"x{gpu.pcie_width_current or '?'}/{gpu.pcie_width_max or '?'}",
+                     "temperature_c": gpu.temperature_c, "source": gpu.source})
+    torch = facts.torch
+    return {
+        "live": facts.live,
+        "driver_version": facts.driver_version,
+        "cuda_driver_version": facts.cuda_driver_version,
+        "gpus": gpus,
+        "torch": {"version": torch.version, "cuda": torch.cuda, "nccl": torch.nccl_version,
+                  "device_count": torch.device_count} if torch else None,
+        "host": {"cpu_count": facts.host.cpu_count, "cpu_model": facts.host.cpu_model,
+                 "memory_total_bytes": facts.host.memory_total_bytes, "container": facts.host.container},
+        "sources": facts.sources,
+    }

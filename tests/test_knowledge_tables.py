@@ -1,0 +1,390 @@
+"""Structure checks for the data tables in src/gpuready/knowledge/*.toml.
+
+These tests read the TOML files directly (no gpuready loader involved) and check
+that every row has the required keys with the right types, a non-empty source,
+no duplicate keys, compilable regexes, and that each known nvidia-smi product
+name is matched by exactly one GPU row.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+KNOWLEDGE = Path(__file__).resolve().parents[1] / "src" / "gpuready" / "knowledge"
+
+
+def _load(name: str) -> dict:
+    with open(KNOWLEDGE / name, "rb") as fh:
+        return tomllib.load(fh)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_types(row: dict, spec: dict[str, object], where: str) -> None:
+    for key, typ in spec.items():
+        if key not in row:
+            continue
+        value = row[key]
+        if typ == "number":
+            assert _is_number(value), f"{where}: {key}={value!r} is not a number"
+        elif typ is int:
+            assert isinstance(value, int) and not isinstance(value, bool), (
+                f"{where}: {key}={value!r} is not an int"
+            )
+        else:
+            assert isinstance(value, typ), f"{where}: {key}={value!r} is not {typ}"
+
+
+def _check_source(row: dict, where: str) -> None:
+    assert isinstance(row.get("source"), str), f"{where}: missing source"
+    assert row["source"].strip(), f"{where}: empty source"
+
+
+def _check_unknown_keys(row: dict, allowed: set[str], where: str) -> None:
+    extra = set(row) - allowed
+    assert not extra, f"{where}: unexpected keys {sorted(extra)}"
+
+
+def _check_meta(data: dict) -> None:
+    meta = data.get("meta")
+    if meta is None:
+        return
+    assert isinstance(meta, dict)
+    assert isinstance(meta.get("schema_version"), int)
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", meta.get("reviewed", "")), meta
+
+
+# --------------------------------------------------------------------------- gpus.toml
+
+GPU_REQUIRED = {
+    "model": str,
+    "match": str,
+    "arch": str,
+    "compute_capability": str,
+    "memory_gb": int,
+    "datacenter": bool,
+    "source": str,
+}
+GPU_OPTIONAL = {
+    "memory_bw_gb_per_s": "number",
+    "tdp_w": int,
+    "pcie_gen": int,
+    "pcie_width": int,
+    "nvlink_gen": int,
+    "nvlink_links": int,
+    "nvlink_gb_per_s": "number",
+    "nvlink_via": str,
+    "peak_tflops_bf16_dense": "number",
+    "peak_tflops_fp16_dense": "number",
+    "peak_tflops_tf32_dense": "number",
+    "peak_tflops_fp32": "number",
+    "peak_tflops_fp8_dense": "number",
+    "notes": str,
+}
+GPU_ARCHES = {"Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"}
+NVLINK_VIA = {"nvswitch", "bridge", "none"}
+FP8_ARCHES = {"Ada Lovelace", "Hopper", "Blackwell"}
+
+# nvidia-smi product names that must each match exactly one [[gpu]] row,
+# mapped to the row's model.
+KNOWN_NAMES = {
+    "NVIDIA H200": "H200 SXM",
+    "NVIDIA H200 NVL": "H200 NVL",
+    "NVIDIA H100 80GB HBM3": "H100 SXM",
+    "NVIDIA H100 PCIe": "H100 PCIe",
+    "NVIDIA H100 NVL": "H100 NVL",
+    "NVIDIA GH200 480GB": "GH200",
+    "NVIDIA A100-SXM4-80GB": "A100 SXM4 80GB",
+    "NVIDIA A100-SXM4-40GB": "A100 SXM4 40GB",
+    "NVIDIA A100 80GB PCIe": "A100 PCIe 80GB",
+    "NVIDIA A100-PCIE-40GB": "A100 PCIe 40GB",
+    "Tesla V100-SXM2-32GB": "V100 SXM2 32GB",
+    "Tesla V100-SXM2-16GB": "V100 SXM2 16GB",
+    "Tesla V100-PCIE-32GB": "V100 PCIe 32GB",
+    "NVIDIA B200": "B200",
+    "NVIDIA L40S": "L40S",
+    "NVIDIA L40": "L40",
+    "NVIDIA L4": "L4",
+    "NVIDIA A10": "A10",
+    "NVIDIA A10G": "A10G",
+    "NVIDIA A40": "A40",
+    "Tesla T4": "T4",
+    "NVIDIA RTX A6000": "RTX A6000",
+    "NVIDIA RTX 6000 Ada Generation": "RTX 6000 Ada",
+    "NVIDIA GeForce RTX 4090": "RTX 4090",
+    "NVIDIA GeForce RTX 3090": "RTX 3090",
+    "NVIDIA GeForce RTX 5090": "RTX 5090",
+}
+
+# Names that must NOT match any row (near-misses of the rows above, or boards that
+# have no row and must stay "unknown" instead of borrowing another board's specs).
+UNMATCHED_NAMES = [
+    "NVIDIA GB200",
+    "NVIDIA GH200 144G HBM3e",
+    "NVIDIA GeForce RTX 4090 D",
+    "NVIDIA GeForce RTX 5090 D",
+    "NVIDIA GeForce RTX 3090 Ti",
+    "NVIDIA GeForce RTX 4060 Ti",
+    "NVIDIA GeForce RTX 3060 Laptop GPU",
+    "NVIDIA RTX A4000",
+    "Tesla V100S-PCIE-32GB",
+    "Tesla V100-SXM3-32GB",
+    "Tesla K80",
+    "NVIDIA A30",
+    "NVIDIA A2",
+]
+
+
+@pytest.fixture(scope="module")
+def gpus() -> list[dict]:
+    data = _load("gpus.toml")
+    _check_meta(data)
+    assert set(data) <= {"meta", "gpu"}, sorted(data)
+    rows = data["gpu"]
+    assert isinstance(rows, list) and rows
+    return rows
+
+
+def test_gpu_rows_have_required_keys_and_types(gpus):
+    for i, row in enumerate(gpus):
+        where = f"gpus.toml row {i} ({row.get('model')!r})"
+        for key in GPU_REQUIRED:
+            assert key in row, f"{where}: missing {key}"
+        _check_types(row, {**GPU_REQUIRED, **GPU_OPTIONAL}, where)
+        _check_unknown_keys(row, set(GPU_REQUIRED) | set(GPU_OPTIONAL), where)
+        _check_source(row, where)
+
+
+def test_gpu_values_are_plausible(gpus):
+    for row in gpus:
+        where = f"gpus.toml {row['model']!r}"
+        assert row["arch"] in GPU_ARCHES, where
+        assert re.fullmatch(r"\d{1,2}\.\d", row["compute_capability"]), where
+        assert 8 <= row["memory_gb"] <= 512, where
+        if "nvlink_via" in row:
+            assert row["nvlink_via"] in NVLINK_VIA, where
+            if row["nvlink_via"] == "none":
+                assert row.get("nvlink_gen", 0) == 0, where
+                assert row.get("nvlink_links", 0) == 0, where
+                assert row.get("nvlink_gb_per_s", 0) == 0, where
+            else:
+                assert row.get("nvlink_gen", 1) > 0, where
+        if row.get("nvlink_gen", 0) == 0 and "nvlink_gen" in row:
+            assert row.get("nvlink_via", "none") == "none", where
+        if "pcie_gen" in row:
+            assert row["pcie_gen"] in (3, 4, 5, 6), where
+        if "pcie_width" in row:
+            assert row["pcie_width"] in (1, 2, 4, 8, 16), where
+        for key, value in row.items():
+            if key.startswith("peak_tflops_") or key in (
+                "memory_bw_gb_per_s",
+                "tdp_w",
+                "nvlink_gb_per_s",
+            ):
+                assert value >= 0, f"{where}: {key}={value}"
+        if "peak_tflops_fp8_dense" in row:
+            assert row["arch"] in FP8_ARCHES, f"{where}: fp8 on {row['arch']}"
+        # Dense 16-bit tensor peak is never below the FP32 (CUDA core) peak.
+        if "peak_tflops_bf16_dense" in row and "peak_tflops_fp32" in row:
+            assert row["peak_tflops_bf16_dense"] >= row["peak_tflops_fp32"], where
+
+
+def test_gpu_no_duplicate_models_or_patterns(gpus):
+    models = [row["model"] for row in gpus]
+    assert len(models) == len(set(models)), "duplicate model names"
+    matches = [row["match"] for row in gpus]
+    assert len(matches) == len(set(matches)), "duplicate match patterns"
+
+
+def test_gpu_regexes_compile(gpus):
+    for row in gpus:
+        re.compile(row["match"], re.IGNORECASE)
+
+
+def _matching_models(gpus: list[dict], name: str) -> list[str]:
+    return [
+        row["model"] for row in gpus if re.search(row["match"], name, re.IGNORECASE)
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN_NAMES))
+def test_known_nvidia_smi_name_matches_exactly_one_row(gpus, name):
+    hits = _matching_models(gpus, name)
+    assert hits == [KNOWN_NAMES[name]], f"{name!r} matched {hits}"
+
+
+@pytest.mark.parametrize("name", UNMATCHED_NAMES)
+def test_near_miss_names_match_no_row(gpus, name):
+    hits = _matching_models(gpus, name)
+    assert hits == [], f"{name!r} unexpectedly matched {hits}"
+
+
+def test_every_gpu_row_is_exercised_by_a_known_name(gpus):
+    assert {row["model"] for row in gpus} <= set(KNOWN_NAMES.values()) | {"V100 PCIe 16GB"}
+    assert _matching_models(gpus, "Tesla V100-PCIE-16GB") == ["V100 PCIe 16GB"]
+
+
+# --------------------------------------------------------------------------- cuda_driver.toml
+
+DRIVER_RE = re.compile(r"\d{3}(\.\d{1,3}){0,2}")
+
+
+def _driver_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+@pytest.fixture(scope="module")
+def cuda_table() -> dict:
+    data = _load("cuda_driver.toml")
+    _check_meta(data)
+    assert set(data) <= {"meta", "cuda", "minor_compat"}, sorted(data)
+    return data
+
+
+def test_cuda_rows_structure(cuda_table):
+    rows = cuda_table["cuda"]
+    assert rows
+    seen = set()
+    for row in rows:
+        where = f"cuda_driver.toml cuda={row.get('cuda')!r}"
+        for key in ("cuda", "min_driver_linux", "source"):
+            assert key in row, f"{where}: missing {key}"
+        _check_unknown_keys(
+            row, {"cuda", "min_driver_linux", "update_drivers_linux", "source", "notes"}, where
+        )
+        assert isinstance(row["cuda"], str) and re.fullmatch(r"\d{2}\.\d", row["cuda"]), where
+        assert row["cuda"] not in seen, f"{where}: duplicate"
+        seen.add(row["cuda"])
+        assert isinstance(row["min_driver_linux"], str)
+        assert DRIVER_RE.fullmatch(row["min_driver_linux"]), where
+        _check_source(row, where)
+        updates = row.get("update_drivers_linux", {})
+        assert isinstance(updates, dict), where
+        for release, driver in updates.items():
+            assert release.startswith(row["cuda"] + "."), f"{where}: {release}"
+            assert isinstance(driver, str) and DRIVER_RE.fullmatch(driver), where
+            assert _driver_key(driver) >= _driver_key(row["min_driver_linux"]), where
+        if "notes" in row:
+            assert isinstance(row["notes"], str)
+
+
+def test_cuda_rows_cover_expected_versions_in_order(cuda_table):
+    versions = [row["cuda"] for row in cuda_table["cuda"]]
+    expected = [f"11.{m}" for m in range(9)] + [
+        f"12.{m}" for m in range(10) if m != 7  # there is no CUDA 12.7
+    ] + ["13.0", "13.1"]
+    assert versions == expected
+    drivers = [_driver_key(row["min_driver_linux"]) for row in cuda_table["cuda"]]
+    assert drivers == sorted(drivers), "GA minimum drivers should increase with CUDA version"
+
+
+def test_cuda_spot_values(cuda_table):
+    by_version = {row["cuda"]: row["min_driver_linux"] for row in cuda_table["cuda"]}
+    assert by_version["12.4"] == "550.54.14"
+    assert by_version["13.0"] == "580.65.06"
+
+
+def test_minor_compat_rows(cuda_table):
+    rows = cuda_table["minor_compat"]
+    majors = [row["cuda_major"] for row in rows]
+    assert sorted(majors) == [11, 12, 13]
+    assert len(majors) == len(set(majors))
+    for row in rows:
+        where = f"cuda_driver.toml minor_compat cuda_major={row.get('cuda_major')!r}"
+        for key in ("cuda_major", "min_driver_linux", "source"):
+            assert key in row, f"{where}: missing {key}"
+        _check_unknown_keys(
+            row, {"cuda_major", "min_driver_linux", "below_driver", "source", "notes"}, where
+        )
+        assert isinstance(row["cuda_major"], int) and not isinstance(row["cuda_major"], bool)
+        assert isinstance(row["min_driver_linux"], str)
+        assert DRIVER_RE.fullmatch(row["min_driver_linux"]), where
+        if "below_driver" in row:
+            assert DRIVER_RE.fullmatch(row["below_driver"]), where
+            assert _driver_key(row["below_driver"]) > _driver_key(row["min_driver_linux"])
+        _check_source(row, where)
+        # The minor-compat floor never exceeds the GA minimum of any toolkit in the family.
+        family = [
+            _driver_key(c["min_driver_linux"])
+            for c in cuda_table["cuda"]
+            if c["cuda"].split(".")[0] == str(row["cuda_major"])
+        ]
+        if row["cuda_major"] != 11:  # 11.0 GA shipped with an older driver (see notes)
+            assert all(_driver_key(row["min_driver_linux"]) <= d for d in family), where
+
+
+# --------------------------------------------------------------------------- xid.toml
+
+XID_REQUIRED = {
+    "xid": int,
+    "name": str,
+    "meaning": str,
+    "severity": str,
+    "action": str,
+    "app_fault": bool,
+    "source": str,
+}
+XID_OPTIONAL = {
+    "name_alt": str,
+    "nvidia_immediate": str,
+    "nvidia_investigatory": str,
+    "notes": str,
+}
+SEVERITIES = {"critical", "error", "info"}
+REQUIRED_XIDS = [
+    8, 13, 31, 32, 38, 43, 45, 46, 48, 54, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94,
+    95, 109, 119, 120, 121, 136, 140, 143, 144, 145, 146, 147, 148, 149, 150, 154,
+    158, 167,
+]
+
+
+@pytest.fixture(scope="module")
+def xids() -> list[dict]:
+    data = _load("xid.toml")
+    _check_meta(data)
+    assert set(data) <= {"meta", "xid"}, sorted(data)
+    rows = data["xid"]
+    assert isinstance(rows, list) and rows
+    return rows
+
+
+def test_xid_rows_structure(xids):
+    for row in xids:
+        where = f"xid.toml xid={row.get('xid')!r}"
+        for key in XID_REQUIRED:
+            assert key in row, f"{where}: missing {key}"
+        _check_types(row, {**XID_REQUIRED, **XID_OPTIONAL}, where)
+        _check_unknown_keys(row, set(XID_REQUIRED) | set(XID_OPTIONAL), where)
+        _check_source(row, where)
+        assert row["severity"] in SEVERITIES, where
+        assert 0 < row["xid"] < 1000, where
+        assert re.fullmatch(r"[A-Z0-9_]+", row["name"]), where
+        assert row["meaning"].strip() and row["action"].strip(), where
+
+
+def test_xid_no_duplicates_and_coverage(xids):
+    codes = [row["xid"] for row in xids]
+    assert len(codes) == len(set(codes)), "duplicate xid codes"
+    assert codes == sorted(codes), "rows should be ordered by xid"
+    missing = set(REQUIRED_XIDS) - set(codes)
+    assert not missing, f"missing xids {sorted(missing)}"
+
+
+def test_xid_known_classifications(xids):
+    by_code = {row["xid"]: row for row in xids}
+    for code in (13, 31, 43, 45):
+        assert by_code[code]["app_fault"] is True, code
+    for code in (48, 62, 64, 79, 95, 119, 140):
+        assert by_code[code]["severity"] == "critical", code
+        assert by_code[code]["app_fault"] is False, code
+    assert by_code[79]["name"].endswith("GPU_HAS_FALLEN_OFF_THE_BUS")
