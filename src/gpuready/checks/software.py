@@ -160,7 +160,8 @@ def software_container(context: CheckContext) -> list[Finding]:
     if runtime and runtime != "none":
         parts.append("NVIDIA runtime variables present" if nvidia_runtime else "no NVIDIA_VISIBLE_DEVICES")
     if runtime and runtime not in ("none", None) and not nvidia_runtime and not context.facts.gpus:
-        return [context.fail("Inside a container without the NVIDIA runtime: the GPUs are not passed in.",
+        return [context.warn("Inside a container without the NVIDIA runtime: GPUs are not passed in (a likely cause "
+                             "of gpu.present).",
                              observed="; ".join(parts), fix="docker run --gpus all (NVIDIA Container Toolkit), or "
                              "request nvidia.com/gpu in the Kubernetes pod spec.",
                              refs=["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/"])]

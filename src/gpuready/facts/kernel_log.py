@@ -10,7 +10,9 @@ from gpuready.facts.units import normalize_bus_id, strip_ansi
 # gpud's regex (leptonai/gpud components/accelerator/nvidia/xid/kmsg.go), old drivers omit "PCI:".
 _XID = re.compile(r"NVRM: Xid \(((?:PCI:)?[0-9a-fA-F:.]+)\)[^:]*: (\d+),?\s*(.*)")
 _SXID = re.compile(r"nvidia-nvswitch(\d+): SXid \(PCI:([0-9a-fA-F:.]+)\): (\d+),?\s*(.*)")
-_FALLEN = re.compile(r"NVRM: GPU (?:at PCI:)?([0-9a-fA-F:.]+):?\s+GPU has fallen off the bus", re.IGNORECASE)
+_FALLEN = re.compile(r"NVRM: GPU (?:at )?(?:PCI:)?([0-9a-fA-F:.]+?):?\s+(?:GPU )?has fallen off the bus", re.IGNORECASE)
+# Newer drivers split the message over lines: "NVRM: The NVIDIA GPU 0000:b3:00.0" … "fallen off the bus".
+_GPU_NAMED = re.compile(r"NVRM: The NVIDIA GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
 _FALLEN_GENERIC = re.compile(r"fallen off the bus", re.IGNORECASE)
 _AER = re.compile(r"(?:pcieport|nvidia) ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): (?:PCIe Bus Error|AER):?\s*(.*)")
 _TIMESTAMP = re.compile(r"^\[\s*(\d+\.\d+)\]")
@@ -20,6 +22,7 @@ _INFOROM = re.compile(r"infoROM is corrupted", re.IGNORECASE)
 
 def parse_kernel_log(text: str) -> list[KernelEvent]:
     events: list[KernelEvent] = []
+    last_named_gpu: str | None = None
     for line in strip_ansi(text).splitlines():
         if not any(marker in line for marker in ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:")):
             continue
@@ -37,7 +40,10 @@ def parse_kernel_log(text: str) -> list[KernelEvent]:
             events.append(KernelEvent(kind="fallen_off_bus", line=line.strip(),
                                       bus_id=normalize_bus_id(match.group(1)), timestamp_s=timestamp_s))
         elif _FALLEN_GENERIC.search(line):
-            events.append(KernelEvent(kind="fallen_off_bus", line=line.strip(), timestamp_s=timestamp_s))
+            events.append(KernelEvent(kind="fallen_off_bus", line=line.strip(), bus_id=last_named_gpu,
+                                      timestamp_s=timestamp_s))
+        elif match := _GPU_NAMED.search(line):
+            last_named_gpu = normalize_bus_id(match.group(1))
         elif match := _AER.search(line):
             events.append(KernelEvent(kind="aer", line=line.strip(), bus_id=normalize_bus_id(match.group(1)),
                                       detail=match.group(2).strip(), timestamp_s=timestamp_s))
