@@ -124,8 +124,18 @@ def _ldconfig() -> Collected:
     collected = run_command(["ldconfig", "-p"]) if shutil.which("ldconfig") else run_command(["/sbin/ldconfig", "-p"])
     if collected.text:
         keep = ("nccl", "cuda", "cudnn", "cublas", "ibverbs", "rdmacm", "nvidia-ml")
-        collected.text = "\n".join(line for line in collected.text.splitlines() if any(k in line for k in keep)) + "\n"
+        lines = [line for line in collected.text.splitlines() if any(k in line for k in keep)]
+        # libnccl.so.2 is a symlink: the file it points to carries the full version.
+        collected.text = "\n".join(_with_real_path(line) for line in lines) + "\n"
     return collected
+
+
+def _with_real_path(line: str) -> str:
+    if "=>" not in line or "nccl" not in line:
+        return line
+    path = line.split("=>", 1)[1].strip()
+    real = os.path.realpath(path)
+    return line if real == path else f"{line} (real {real})"
 
 
 def _sysfs() -> Collected:

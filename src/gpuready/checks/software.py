@@ -128,7 +128,7 @@ def software_nccl(context: CheckContext) -> list[Finding]:
     if problem := _torch_problem(context):
         return [problem]
     system = sorted({match.group(1) for path in context.facts.system_libraries or []
-                     if (match := re.search(r"libnccl\.so\.([\d.]+)$", path))})
+                     if (match := re.search(r"libnccl\.so\.(\d+\.\d+\.\d+)$", path))})
     env = context.facts.env or {}
     preload = " ".join(env.get(name, "") for name in ("LD_PRELOAD", "NCCL_LIBRARY", "TORCH_NCCL_LIBRARY"))
     if torch.nccl_version is None:

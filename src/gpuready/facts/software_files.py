@@ -40,4 +40,11 @@ def normalize_package(name: str) -> str:
 
 def parse_ldconfig(text: str) -> list[str]:
     """Library paths (`libnccl.so.2 (libc6,x86-64) => /usr/lib/.../libnccl.so.2.21.5`)."""
-    return [line.split("=>", 1)[1].strip() for line in text.splitlines() if "=>" in line]
+    paths = []
+    for line in text.splitlines():
+        if "=>" not in line:
+            continue
+        target = line.split("=>", 1)[1].strip()
+        real = re.search(r"\(real (\S+)\)$", target)  # written by `collect` for symlinked libraries
+        paths.append(real.group(1) if real else target)
+    return paths
