@@ -80,9 +80,7 @@ class Subject:
     def label(self) -> str:
         parts = []
         if self.gpu is not None:
-            parts.append(self.gpu.label())
-        if self.peer is not None:
-            parts[-1:] = [f"{parts[-1]}↔{self.peer.label()}"] if parts else [self.peer.label()]
+            parts.append(self.gpu.label() + (f"↔{self.peer.label()}" if self.peer is not None else ""))
         if self.nic:
             parts.append(self.nic)
         if self.rank is not None:

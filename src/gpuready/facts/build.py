@@ -89,12 +89,12 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
     use("nvidia-smi-nvlink-s.txt", lambda text: _apply_nvlink_status(facts, parse_nvlink_status(text)))
     use("dmesg.txt", lambda text: _apply_kernel_log(facts, text))
     use("lspci-vv.txt", lambda text: setattr(facts, "pci_devices", parse_lspci(text)))
-    _use_host_files(facts, files, use)
+    _use_host_files(facts, use)
     use("torch.json", lambda text: setattr(facts, "torch", software_files.parse_torch_json(text)))
     use("pip-freeze.txt", lambda text: setattr(facts, "pip_packages", software_files.parse_pip_freeze(text)))
     use("ldconfig.txt", lambda text: setattr(facts, "system_libraries", software_files.parse_ldconfig(text)))
     use("env.txt", lambda text: setattr(facts, "env", host_files.parse_env(text)))
-    _use_network_files(facts, files, use)
+    _use_network_files(facts, use)
     use("manifest.json", lambda text: _apply_manifest(facts, text))
     return facts
 
@@ -120,7 +120,7 @@ def _apply_manifest(facts: Facts, text: str) -> None:
         facts.kernel_log_readable = False
 
 
-def _use_host_files(facts: Facts, files: dict[str, str], use: Callable) -> None:
+def _use_host_files(facts: Facts, use: Callable) -> None:
     host = facts.host
 
     def meminfo(text: str) -> None:
@@ -149,7 +149,7 @@ def _use_host_files(facts: Facts, files: dict[str, str], use: Callable) -> None:
     use("modules.txt", lambda text: setattr(host, "kernel_modules", host_files.parse_modules(text)))
 
 
-def _use_network_files(facts: Facts, files: dict[str, str], use: Callable) -> None:
+def _use_network_files(facts: Facts, use: Callable) -> None:
     def sysfs(text: str) -> None:
         sections = host_files.split_sections(text)
         ports = network_files.parse_ib_sysfs(sections)

@@ -100,7 +100,7 @@ class GpuFacts:
 @dataclass(kw_only=True)
 class KernelEvent:
     kind: str
-    """`xid`, `sxid`, `fallen_off_bus`, `aer`, `nvrm_error`."""
+    """`xid`, `sxid`, `fallen_off_bus`, `aer`, `iommu` (the DMA domain type), `inforom` (corrupted)."""
     line: str
     bus_id: str | None = None
     code: int | None = None
