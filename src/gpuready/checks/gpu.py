@@ -168,7 +168,7 @@ def gpu_persistence(context: CheckContext) -> list[Finding]:
                                 expected="Enabled", fix="sudo systemctl enable --now nvidia-persistenced",
                                 refs=["https://docs.nvidia.com/deploy/driver-persistence/index.html"])
         return None
-    return per_gpu(context, context.gpus, judge, "Persistence mode is on (or not reported) on all {count} GPU(s).")
+    return per_gpu(context, judge, "Persistence mode is on (or not reported) on all {count} GPU(s).")
 
 
 @check("gpu.mig", "MIG off for whole-GPU training")
@@ -184,7 +184,7 @@ def gpu_mig(context: CheckContext) -> list[Finding]:
                                 observed="Pending Enabled", expected="Disabled",
                                 fix=f"sudo nvidia-smi -i {gpu.index} -mig 0")
         return None
-    return per_gpu(context, context.gpus, judge, "MIG is off on all {count} GPU(s).")
+    return per_gpu(context, judge, "MIG is off on all {count} GPU(s).")
 
 
 @check("gpu.compute_mode", "Compute mode allows training")
@@ -201,7 +201,7 @@ def gpu_compute_mode(context: CheckContext) -> list[Finding]:
                                 observed=gpu.compute_mode, expected="Default",
                                 fix=f"sudo nvidia-smi -i {gpu.index} -c DEFAULT (unless the scheduler wants it)")
         return None
-    return per_gpu(context, context.gpus, judge, "Compute mode is Default on all {count} GPU(s).")
+    return per_gpu(context, judge, "Compute mode is Default on all {count} GPU(s).")
 
 
 @check("gpu.ecc_mode", "ECC on for datacenter GPUs")
@@ -218,7 +218,7 @@ def gpu_ecc_mode(context: CheckContext) -> list[Finding]:
                                 observed={"current": gpu.ecc_enabled, "pending": gpu.ecc_pending},
                                 fix="Reboot to apply the pending ECC mode.")
         return None
-    return per_gpu(context, context.gpus, judge, "ECC is as expected on all {count} GPU(s).")
+    return per_gpu(context, judge, "ECC is as expected on all {count} GPU(s).")
 
 
 @check("gpu.busy", "No other compute processes on the GPUs")
@@ -232,7 +232,7 @@ def gpu_busy(context: CheckContext) -> list[Finding]:
                                 fix=f"nvidia-smi -i {gpu.index} --query-compute-apps=pid,process_name,used_memory "
                                     "--format=csv; stop them or pick other GPUs")
         return None
-    if all(gpu.processes is None for gpu in context.gpus):
-        return [context.skip("No process list in this run (nvml.json or nvidia-smi -q holds one).")]
-    return per_gpu(context, context.gpus, judge,
-                   "No compute processes on any of {count} GPU(s) (memory the driver reserves is not a process).")
+    return per_gpu(context, judge,
+                   "No compute processes on any of {count} GPU(s) (memory the driver reserves is not a process).",
+                   reported=lambda gpu: gpu.processes is not None,
+                   unreported="No process list in this run (nvml.json or nvidia-smi -q holds one).")

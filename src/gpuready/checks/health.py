@@ -9,6 +9,7 @@ from gpuready.facts.types import GpuFacts, KernelEvent
 from gpuready.knowledge import thresholds, xid_entry
 from gpuready.model import Finding
 
+_REMAP_UNREPORTED = "Row remapping not reported (pre-Ampere GPU, or not in this run)."
 _XID_REF = "NVIDIA Xid catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 
 
@@ -77,7 +78,7 @@ def health_inforom(context: CheckContext) -> list[Finding]:
         return None
     if all(gpu.inforom_valid is None for gpu in context.gpus) and not log_corrupt:
         return [context.skip("infoROM validity not reported (nvml.json or plain nvidia-smi warnings hold it).")]
-    findings = per_gpu(context, context.gpus, judge, "infoROM valid on all {count} GPU(s).")
+    findings = per_gpu(context, judge, "infoROM valid on all {count} GPU(s).")
     if log_corrupt and all(finding.status.value == "pass" for finding in findings):
         return [context.fail("The kernel log reports a corrupted infoROM.", fix="Run `nvidia-smi` to see which GPU; "
                              "contact the vendor.", refs=["NVML nvmlDeviceValidateInforom"])]
@@ -104,9 +105,10 @@ def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
                                   "ones (corrected errors are handled by ECC; not a fault).", gpu=gpu,
                                   observed={"corrected_volatile": corrected})
         return None
-    if all(gpu.ecc_uncorrected_volatile is None and gpu.ecc_uncorrected_aggregate is None for gpu in context.gpus):
-        return [context.skip("No ECC counters reported (ECC off, or a GPU without ECC).")]
-    return per_gpu(context, context.gpus, judge, "No uncorrectable ECC errors on any of {count} GPU(s).")
+    return per_gpu(context, judge, "No uncorrectable ECC errors on any of {count} GPU(s).",
+                   reported=lambda gpu: gpu.ecc_uncorrected_volatile is not None
+                   or gpu.ecc_uncorrected_aggregate is not None,
+                   unreported="No ECC counters reported (ECC off, or a GPU without ECC).")
 
 
 @check("health.retired_pages", "Retired memory pages within limits")
@@ -133,7 +135,7 @@ def health_retired_pages(context: CheckContext) -> list[Finding]:
            for gpu in context.gpus):
         return [context.passed("Page retirement not reported: GPUs from Ampere on remap rows instead "
                                "(see health.row_remap_*).")]
-    return per_gpu(context, context.gpus, judge, "Retired pages within limits on all {count} GPU(s).")
+    return per_gpu(context, judge, "Retired pages within limits on all {count} GPU(s).")
 
 
 @check("health.row_remap_pending", "No row remap waiting for a reset")
@@ -146,9 +148,8 @@ def health_row_remap_pending(context: CheckContext) -> list[Finding]:
                                 refs=["NVIDIA GPU memory error management, row remapping: "
                                       "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"])
         return None
-    if all(gpu.remap_pending is None for gpu in context.gpus):
-        return [context.skip("Row remapping not reported (pre-Ampere GPU, or not in this run).")]
-    return per_gpu(context, context.gpus, judge, "No row remap pending on any of {count} GPU(s).")
+    return per_gpu(context, judge, "No row remap pending on any of {count} GPU(s).",
+                   reported=lambda gpu: gpu.remap_pending is not None, unreported=_REMAP_UNREPORTED)
 
 
 @check("health.row_remap_failure", "No failed row remap")
@@ -164,9 +165,8 @@ def health_row_remap_failure(context: CheckContext) -> list[Finding]:
                                   "uncorrectable errors; remapping works as designed.", gpu=gpu,
                                   observed={"uncorrectable_rows": gpu.remapped_rows_uncorrectable})
         return None
-    if all(gpu.remap_failure is None for gpu in context.gpus):
-        return [context.skip("Row remapping not reported (pre-Ampere GPU, or not in this run).")]
-    return per_gpu(context, context.gpus, judge, "No row remap failure on any of {count} GPU(s).")
+    return per_gpu(context, judge, "No row remap failure on any of {count} GPU(s).",
+                   reported=lambda gpu: gpu.remap_failure is not None, unreported=_REMAP_UNREPORTED)
 
 
 @check("health.pcie_replay", "PCIe replay rate", needs=("host.uptime_s",))
@@ -187,6 +187,6 @@ def health_pcie_replay(context: CheckContext) -> list[Finding]:
                                     "need the slot set one generation lower.", refs=[limit["source"]])
         return context.passed(f"GPU{gpu.index}: {replays:,} PCIe replays since boot ({rate:.2f}/min), below "
                               f"{limit['warn_above_per_minute']}/min: not a fault.", gpu=gpu, observed=replays)
-    if all(gpu.pcie_replay_count is None for gpu in context.gpus):
-        return [context.skip("No PCIe replay counters reported.")]
-    return per_gpu(context, context.gpus, judge, "No PCIe replays on any of {count} GPU(s).")
+    return per_gpu(context, judge, "No PCIe replays on any of {count} GPU(s).",
+                   reported=lambda gpu: gpu.pcie_replay_count is not None,
+                   unreported="No PCIe replay counters reported.")

@@ -29,10 +29,9 @@ def pcie_link_degraded(context: CheckContext) -> list[Finding]:
                     f"board manual and the BIOS bifurcation setting; confirm with `sudo lspci -vv -s {gpu.bus_id}` "
                     "(LnkSta).", refs=[_PCIE_REF])
         return None
-    if all(gpu.pcie_width_current is None for gpu in context.gpus):
-        return [context.skip("No PCIe link width reported for any GPU.")]
-    findings = per_gpu(context, context.gpus, judge, "All {count} GPU(s) run at their full PCIe link width.")
-    return findings
+    return per_gpu(context, judge, "All {count} GPU(s) run at their full PCIe link width.",
+                   reported=lambda gpu: gpu.pcie_width_current is not None,
+                   unreported="No PCIe link width reported for any GPU.")
 
 
 @check("pcie.gen_degraded", "PCIe generation: slot/host and GPU agree")
@@ -61,7 +60,7 @@ def pcie_gen_degraded(context: CheckContext) -> list[Finding]:
                 "save power, so it is judged under load by `gpuready validate` (transfer).", gpu=gpu,
                 observed=f"Gen{current}", expected=f"Gen{link_max} under load")
         return None
-    return per_gpu(context, context.gpus, judge,
+    return per_gpu(context, judge,
                    "All {count} GPU(s) have a slot of their PCIe generation (current generation judged under load "
                    "by `gpuready validate`).")
 
@@ -87,9 +86,9 @@ def pcie_bar1(context: CheckContext) -> list[Finding]:
                 observed=gpu.bar1_total_bytes, expected=f">= {limit['warn_below_vram_fraction']:.0%} of VRAM",
                 fix="Enable 'Above 4G Decoding' and 'Resizable BAR' in the BIOS.", refs=[limit["source"]])
         return None
-    if all(gpu.bar1_total_bytes is None for gpu in context.gpus):
-        return [context.skip("No BAR1 size reported.")]
-    return per_gpu(context, context.gpus, judge, "BAR1 covers the VRAM on all {count} GPU(s).")
+    return per_gpu(context, judge, "BAR1 covers the VRAM on all {count} GPU(s).",
+                   reported=lambda gpu: gpu.bar1_total_bytes is not None,
+                   unreported="No BAR1 size reported.")
 
 
 def _describe_acs(redirecting: dict[str, list[str]]) -> str:

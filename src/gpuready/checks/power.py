@@ -23,9 +23,9 @@ def power_limit(context: CheckContext) -> list[Finding]:
                 fix=f"If not intended: `sudo nvidia-smi -i {gpu.index} -pl {default:.0f}` (check that PSU and cooling "
                     "allow it; see power.budget).", refs=["NVML nvmlDeviceGetEnforcedPowerLimit / DefaultLimit"])
         return None
-    if all(gpu.power_limit_w is None for gpu in context.gpus):
-        return [context.skip("No power limits reported.")]
-    return per_gpu(context, context.gpus, judge, "All {count} GPU(s) run at their default power limit.")
+    return per_gpu(context, judge, "All {count} GPU(s) run at their default power limit.",
+                   reported=lambda gpu: gpu.power_limit_w is not None,
+                   unreported="No power limits reported.")
 
 
 @check("power.budget", "Power budget against PSU and circuit")
@@ -98,10 +98,10 @@ def thermal_current(context: CheckContext) -> list[Finding]:
                                 expected=f"< {slowdown - limits['warn_within_c']:.0f}",
                                 fix="Check cooling; under load the GPU will throttle.", refs=[limits["source"]])
         return None
-    if all(gpu.temperature_c is None and gpu.clock_event_reasons is None for gpu in context.gpus):
-        return [context.skip("No temperatures or clock-event reasons reported.")]
-    findings = per_gpu(context, context.gpus, judge,
-                       "All {count} GPU(s) are below their slowdown temperature with no thermal or hardware slowdown.")
+    findings = per_gpu(context, judge,
+                       "All {count} GPU(s) are below their slowdown temperature with no thermal or hardware slowdown.",
+                   reported=lambda gpu: gpu.temperature_c is not None or gpu.clock_event_reasons is not None,
+                   unreported="No temperatures or clock-event reasons reported.")
     capped = [gpu.index for gpu in context.gpus if "sw_power_cap" in (gpu.clock_event_reasons or ())]
     if capped and all(finding.status.value == "pass" for finding in findings):
         findings[0].message += (f" SW power cap active on GPU{', GPU'.join(map(str, capped))}: normal, the GPU holds "

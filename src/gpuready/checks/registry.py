@@ -138,9 +138,15 @@ def run_checks(facts: Facts, options: CheckOptions | None = None, only: Iterable
     return findings
 
 
-def per_gpu(context: CheckContext, gpus: list[GpuFacts],
-            judge: Callable[[GpuFacts], Finding | None], all_good: str) -> list[Finding]:
-    """One finding per GPU that is flagged, and a single pass for the rest."""
+def per_gpu(context: CheckContext, judge: Callable[[GpuFacts], Finding | None], all_good: str, *,
+            reported: Callable[[GpuFacts], bool] | None = None, unreported: str = "") -> list[Finding]:
+    """One finding per GPU that is flagged, and a single pass for the rest.
+
+    With `reported`, a run where no GPU reports the facts the judge needs is one `skip` saying `unreported`.
+    """
+    gpus = context.gpus
+    if reported is not None and not any(reported(gpu) for gpu in gpus):
+        return [context.skip(unreported)]
     flagged = [finding for gpu in gpus if (finding := judge(gpu)) is not None]
     problems = [finding for finding in flagged if finding.status != Status.PASS]
     if problems:

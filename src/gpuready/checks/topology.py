@@ -143,7 +143,7 @@ def nvlink_link_down(context: CheckContext) -> list[Finding]:
                 refs=[spec.source])
         return None
 
-    findings = per_gpu(context, gpus, judge, "No NVLink link is down on any of {count} GPU(s).")
+    findings = per_gpu(context, judge, "No NVLink link is down on any of {count} GPU(s).")
     if all(not gpu.nvlinks for gpu in gpus) and not topology_counts:
         boards = {gpu_spec(gpu.name).get("nvlink_via") if gpu_spec(gpu.name) else None for gpu in gpus}
         if boards & {"bridge", "none"} or boards == {None}:
@@ -179,4 +179,4 @@ def gpu_fabric(context: CheckContext) -> list[Finding]:
         return None
     if all(gpu.fabric_state is None for gpu in context.gpus):
         return [context.passed("No NVSwitch fabric reported (not an NVSwitch system, or not reported by this driver).")]
-    return per_gpu(context, context.gpus, judge, "NVSwitch fabric registration is complete on all {count} GPU(s).")
+    return per_gpu(context, judge, "NVSwitch fabric registration is complete on all {count} GPU(s).")

@@ -40,6 +40,7 @@ class GpuSpec:
         return self.row.get("source", "")
 
 
+@functools.cache
 def gpu_spec(product_name: str | None) -> GpuSpec | None:
     """The table row for an nvidia-smi product name, or None for a model the table does not know."""
     if not product_name:
