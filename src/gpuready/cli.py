@@ -11,7 +11,7 @@ from pathlib import Path
 from gpuready import __version__
 from gpuready.model import ExitCode
 
-VERBS = ("check", "collect")
+VERBS = ("check", "collect", "validate")
 
 
 class UsageError(Exception):
@@ -34,11 +34,25 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--expect-gpus", type=int, metavar="N", help="fail unless exactly N GPUs are visible")
     check.add_argument("--psu-watts", type=float, metavar="W", help="PSU capacity, to judge the power budget")
     check.add_argument("--circuit-watts", type=float, metavar="W", help="circuit rating, to judge the power budget")
-    check.add_argument("--json", action="store_true", help="print only the JSON report")
-    check.add_argument("--out", type=Path, metavar="FILE", help="also write the JSON report to FILE")
-    check.add_argument("--fail-on", choices=("fail", "warn"), default="fail", help="warn: warnings exit 1 too")
-    check.add_argument("--verbose", "-v", action="store_true", help="list skipped checks too")
-    check.add_argument("--lang", choices=("en", "zh"), default="en", help="labels in English or Chinese (zh)")
+    _add_output_options(check)
+
+    validate = verbs.add_parser("validate", help="measure compute, transfers, P2P, collectives and a DDP run")
+    validate.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                          help="cuda: one rank per GPU with NCCL; cpu: gloo ranks (collectives, ddp)")
+    validate.add_argument("--ranks", type=int, metavar="N", help="ranks to start (default: every GPU; 2 on cpu)")
+    validate.add_argument("--gpus", metavar="LIST", help="GPUs to use: NVML indices, bus ids or UUIDs, comma-separated")
+    validate.add_argument("--only", metavar="LIST", help="workloads: compute,transfer,p2p,collectives,ddp")
+    validate.add_argument("--quick", action="store_true", help="a smoke pass: fewer sizes and iterations")
+    validate.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                          help="seconds one operation may take before its rank counts as hung (default 120)")
+    validate.add_argument("--startup-timeout", type=float, default=300.0, metavar="S",
+                          help="seconds for the ranks to start and connect (default 300)")
+    validate.add_argument("--max-bytes", type=_size, metavar="SIZE", help="largest collective size (e.g. 64M, 1G)")
+    validate.add_argument("--log-dir", type=Path, metavar="DIR", help="rank logs and NCCL flight-recorder dumps")
+    validate.add_argument("--nnodes", type=int, metavar="N", help="run on N nodes: builds and runs the torchrun command")
+    validate.add_argument("--nproc-per-node", type=int, metavar="G", help="ranks per node with --nnodes (default: GPUs)")
+    validate.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun rendezvous endpoint with --nnodes")
+    _add_output_options(validate)
 
     collect = verbs.add_parser("collect", help="write a support bundle of this machine")
     collect.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder (or .tar.gz with --tar)")
@@ -49,6 +63,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print only the JSON report")
+    parser.add_argument("--out", type=Path, metavar="FILE", help="also write the JSON report to FILE")
+    parser.add_argument("--fail-on", choices=("fail", "warn"), default="fail", help="warn: warnings exit 1 too")
+    parser.add_argument("--verbose", "-v", action="store_true", help="list skipped checks too")
+    parser.add_argument("--lang", choices=("en", "zh"), default="en", help="labels in English or Chinese (zh)")
+
+
+def _size(text: str) -> int:
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+    value = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = value[-1] if value and value[-1] in "KMG" else ""
+    try:
+        return int(float(value[:-1] if unit else value) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 64M or 1G") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in VERBS + ("-h", "--help", "--version"):
@@ -57,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.verb == "collect":
             return _collect(args)
+        if args.verb == "validate":
+            return _validate(args, argv)
         return _check(args)
     except UsageError as error:
         print(f"gpuready: {error}", file=sys.stderr)
@@ -87,19 +121,109 @@ def _check(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     options = CheckOptions(expect_gpus=args.expect_gpus, psu_watts=args.psu_watts, circuit_watts=args.circuit_watts)
     report = check_report(facts, options, fail_on_warn=args.fail_on == "warn")
-    document = report.to_dict()
+    return _emit(report, args)
+
+
+def _write_report(report, args: argparse.Namespace) -> None:
     if args.out:
         try:
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(document, indent=1))
+            args.out.write_text(json.dumps(report.to_dict(), indent=1))
         except OSError as error:
             raise UsageError(f"cannot write the report to {args.out}: {error.strerror}") from None
+
+
+def _emit(report, args: argparse.Namespace) -> int:
+    report.fail_on_warn = args.fail_on == "warn"
+    _write_report(report, args)
     if args.json:
-        print(json.dumps(document, indent=1))
+        print(json.dumps(report.to_dict(), indent=1))
     else:
         from gpuready.report.console import render_console
         render_console(report, verbose=args.verbose, lang=args.lang)
     return report.exit_code()
+
+
+def _validate(args: argparse.Namespace, argv: list[str]) -> int:
+    from gpuready import validate
+
+    only = tuple(item.strip() for item in args.only.split(",")) if args.only else validate.WORKLOADS
+    unknown = [item for item in only if item not in validate.WORKLOADS]
+    if unknown:
+        raise UsageError(f"--only: unknown workload(s) {', '.join(unknown)}; choose from {', '.join(validate.WORKLOADS)}")
+    for name in ("ranks", "nnodes", "nproc_per_node"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
+    if args.timeout <= 0 or args.startup_timeout <= 0:
+        raise UsageError("--timeout and --startup-timeout must be positive")
+    options = validate.ValidateOptions(device=args.device, ranks=args.ranks, only=only, quick=args.quick,
+                                       timeout_s=args.timeout, startup_timeout_s=args.startup_timeout,
+                                       max_bytes=args.max_bytes, log_dir=args.log_dir,
+                                       gpus=[item.strip() for item in args.gpus.split(",")] if args.gpus else [])
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("gpuready: validate needs PyTorch (pip install 'gpuready[torch]')", file=sys.stderr)
+        return ExitCode.TOOL_ERROR
+    if args.nnodes:
+        if not args.rdzv_endpoint:
+            raise UsageError("--nnodes needs --rdzv-endpoint HOST:PORT (the same on every node)")
+        return _run_torchrun(args, argv)
+    if validate.under_torchrun():
+        return validate.run_torchrun_rank(options, lambda report: _emit(report, args))
+    try:
+        device, ranks = validate.resolve_device(options)
+    except (ValueError, RuntimeError) as error:
+        raise UsageError(str(error)) from None
+    progress = None if args.json else _progress_printer(validate.predicted_seconds(options, device, ranks),
+                                                        device, ranks, options)
+    try:
+        report, _outcome = validate.run_local_validate(options, progress)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return _emit(report, args)
+
+
+def _progress_printer(predicted_s: float, device: str, ranks: int, options):
+    """Print the plan, then each phase change as ranks report it (stderr; --json stays clean)."""
+    import time
+    started = time.monotonic()
+    print(f"gpuready validate: {ranks} rank(s) on {device}, workloads {', '.join(options.only)}"
+          f"{' (quick)' if options.quick else ''}; predicted about {predicted_s:.0f} s", file=sys.stderr)
+    last: dict[int, str] = {}
+
+    def show(posts) -> None:
+        for rank, post in sorted(posts.items()):
+            phase = post.phase
+            if last.get(rank) != phase and rank == min(posts):
+                print(f"  [{time.monotonic() - started:5.1f} s] {phase}: {post.operation}", file=sys.stderr)
+            last[rank] = phase
+    return show
+
+
+def _run_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
+    import subprocess
+
+    from gpuready.validate import torchrun_command
+    drop = {"--nnodes": 1, "--nproc-per-node": 1, "--rdzv-endpoint": 1}
+    passed, skip = [], 0
+    for item in argv[1:]:
+        if skip:
+            skip -= 1
+            continue
+        name = item.split("=", 1)[0]
+        if name in drop:
+            skip = 0 if "=" in item else drop[name]
+            continue
+        passed.append(item)
+    nproc = args.nproc_per_node
+    if nproc is None:
+        from gpuready.validate import resolve_device, ValidateOptions
+        nproc = resolve_device(ValidateOptions(device=args.device))[1]
+    command = torchrun_command(args.nnodes, nproc, args.rdzv_endpoint, passed)
+    print("gpuready: " + " ".join(command), file=sys.stderr)
+    return subprocess.call(command)
 
 
 def _collect(args: argparse.Namespace) -> int:

@@ -157,6 +157,10 @@ class Report:
     input_error: bool = False
     """A bundle file could not be read or parsed (exit code 2)."""
     fail_on_warn: bool = False
+    hung: bool = False
+    """A rank stopped advancing or died (exit code 4)."""
+    interrupted: bool = False
+    """Stopped by Ctrl-C (exit code 130); what was measured is kept."""
 
     def verdicts(self) -> dict[str, Verdict]:
         single = [f for f in self.findings if f.category not in MULTI_NODE_CATEGORIES]
@@ -174,6 +178,10 @@ class Report:
             codes.append(ExitCode.USAGE)
         if any(f.status == Status.ERROR and f.check_id != INPUT_CHECK_ID for f in self.findings):
             codes.append(ExitCode.TOOL_ERROR)
+        if self.hung:
+            codes.append(ExitCode.TIMEOUT)
+        if self.interrupted:
+            codes.append(ExitCode.INTERRUPTED)
         return int(worst_exit_code(*codes))
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,187 @@
+"""`gpuready validate`: measure what the links and GPUs really do, on one node or many.
+
+Locally gpuready starts its own ranks (workloads/runner.py); under torchrun every process is a
+rank and rank 0 writes the report. Either way the same workers run, and the same judge turns
+their results into measurements and findings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuready import __version__
+from gpuready.model import Report
+from gpuready.workloads.runner import RankFailure, RunOutcome
+
+WORKLOADS = ("compute", "transfer", "p2p", "collectives", "ddp")
+GPU_ONLY = ("compute", "transfer", "p2p")
+
+
+@dataclass(kw_only=True)
+class ValidateOptions:
+    device: str = "auto"
+    ranks: int | None = None
+    only: tuple[str, ...] = WORKLOADS
+    quick: bool = False
+    timeout_s: float = 120.0
+    startup_timeout_s: float = 300.0
+    max_bytes: int | None = None
+    gpus: list[str] = field(default_factory=list)
+    log_dir: Path | None = None
+
+
+def under_torchrun() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ and "GPUREADY_STORE" not in os.environ
+
+
+def _rank_spec(options: ValidateOptions, device: str) -> dict[str, Any]:
+    return {"device": device, "workloads": list(options.only), "startup_timeout_s": options.startup_timeout_s,
+            "options": {"quick": options.quick, "timeout_s": options.timeout_s, "max_bytes": options.max_bytes}}
+
+
+def predicted_seconds(options: ValidateOptions, device: str, ranks: int) -> float:
+    """A rough plan printed before the run: start-up plus each selected workload."""
+    from gpuready.workloads.busbw import size_sweep
+    estimate = 15.0
+    cuda = device == "cuda"
+    max_bytes = options.max_bytes or ((256 * 2**20 if options.quick else 2**30) if cuda
+                                      else (4 * 2**20 if options.quick else 64 * 2**20))
+    sizes = len(size_sweep(8, max_bytes, 8 if options.quick else 2))
+    per_size = 0.05 if cuda else 0.15 * ranks
+    costs = {"compute": 8.0, "transfer": 3.0 * ranks, "p2p": 3.0 * ranks * (ranks - 1),
+             "collectives": sizes * 8 * per_size + (20 if cuda and not options.quick else 0), "ddp": 6.0}
+    return estimate + sum(costs[name] for name in options.only if cuda or name not in GPU_ONLY)
+
+
+def resolve_device(options: ValidateOptions) -> tuple[str, int]:
+    import torch
+    device = options.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        count = torch.cuda.device_count()
+        if count == 0:
+            raise RuntimeError("--device cuda: torch sees no CUDA GPU")
+        ranks = options.ranks or count
+        if ranks > count:
+            raise ValueError(f"--ranks {ranks} is more than the {count} visible GPU(s): one rank per GPU")
+        return device, ranks
+    return device, options.ranks or 2
+
+
+def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool = False) -> Report:
+    from gpuready.run_check import summarize_facts
+    from gpuready.validate.judge import Judge
+    judge = Judge(outcome, facts, host)
+    judge.judge_all()
+    report = Report(tool_version=__version__, host=host, findings=judge.findings, measurements=judge.measurements,
+                    facts=summarize_facts(facts) if facts is not None else {}, fail_on_warn=fail_on_warn)
+    report.hung = bool(outcome.failures) or bool(outcome.unkillable)
+    report.interrupted = outcome.interrupted
+    report.facts["validate"] = {"wall_s": round(outcome.wall_s, 1), "log_dir": str(outcome.log_dir),
+                                "ranks": sorted(outcome.results)}
+    return report
+
+
+def local_facts(device: str):
+    """Facts of this node (fast: no torch probe) to derive expected figures; None on CPU runs."""
+    if device != "cuda":
+        return None
+    from gpuready.bundle.collect import collect
+    from gpuready.facts.build import build_facts
+    files, _ = collect(with_torch=False)
+    return build_facts(files, live=True)
+
+
+def visible_devices(selection: list[str], facts: Any) -> str | None:
+    """--gpus NVML indices, bus ids or UUIDs → CUDA_VISIBLE_DEVICES (UUIDs, order-proof)."""
+    if not selection:
+        return None
+    from gpuready.facts.units import normalize_bus_id
+    chosen = []
+    for item in selection:
+        match = None
+        for gpu in (facts.gpus or []) if facts else []:
+            if item == str(gpu.index) or normalize_bus_id(item) == gpu.bus_id or item == gpu.uuid:
+                match = gpu
+        if match is None or not match.uuid:
+            raise ValueError(f"--gpus {item}: no such GPU (give an NVML index, a bus id or a UUID)")
+        chosen.append(match.uuid)
+    return ",".join(chosen)
+
+
+def run_local_validate(options: ValidateOptions, progress_callback=None) -> tuple[Report, RunOutcome]:
+    from gpuready.workloads.runner import run_local
+    device, ranks = resolve_device(options)
+    facts = local_facts(device)
+    extra_env = {}
+    if options.gpus:
+        extra_env["CUDA_VISIBLE_DEVICES"] = visible_devices(options.gpus, facts)
+        ranks = min(ranks, len(options.gpus))
+    log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-validate-"))
+    outcome = run_local(world_size=ranks, spec=_rank_spec(options, device), log_dir=log_dir,
+                        startup_timeout_s=options.startup_timeout_s, extra_env=extra_env,
+                        on_progress=progress_callback)
+    return build_report(outcome, facts, socket.gethostname()), outcome
+
+
+def run_torchrun_rank(options: ValidateOptions, write_report) -> int:
+    """Under torchrun: this process is one rank; rank 0 watches the others and writes the report."""
+    from gpuready.workloads import worker
+    from gpuready.workloads.progress import RESULT_KEY, read_progress, stalled_ranks
+
+    device = options.device if options.device != "auto" else ("cuda" if _cuda_available() else "cpu")
+    os.environ[worker.SPEC_VARIABLE] = json.dumps(_rank_spec(options, device))
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    facts = local_facts(device) if rank == 0 else None
+    started = time.monotonic()
+
+    def collect_results(store: Any) -> dict[int, dict[str, Any]]:
+        return {r: json.loads(store.get(RESULT_KEY.format(rank=r))) for r in range(world_size)
+                if store.check([RESULT_KEY.format(rank=r)])}
+
+    def watchdog(store: Any) -> None:  # rank 0 only
+        while True:
+            time.sleep(0.5)
+            posts = read_progress(store, world_size)
+            blamed = stalled_ranks(posts, time.time())
+            if blamed:
+                outcome = RunOutcome(results=collect_results(store), log_dir=options.log_dir,
+                                     wall_s=time.monotonic() - started,
+                                     failures=[RankFailure(rank=r, kind="hang", progress=posts.get(r),
+                                                           detail="stopped advancing") for r in blamed])
+                write_report(build_report(outcome, facts, socket.gethostname()))
+                os._exit(4)
+
+    def on_ready(store: Any) -> None:
+        if rank == 0:
+            threading.Thread(target=watchdog, args=(store,), daemon=True).start()
+
+    def on_done(store: Any) -> None:
+        if rank == 0:
+            outcome = RunOutcome(results=collect_results(store), log_dir=options.log_dir,
+                                 wall_s=time.monotonic() - started)
+            write_report(build_report(outcome, facts, socket.gethostname()))
+
+    return worker.main(on_ready=on_ready, on_done=on_done)
+
+
+def _cuda_available() -> bool:
+    import torch
+    return torch.cuda.is_available()
+
+
+def torchrun_command(nnodes: int, nproc_per_node: int, endpoint: str, validate_args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+            "--nproc-per-node", str(nproc_per_node), "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
+            "-m", "gpuready", "validate", *validate_args]

@@ -1,0 +1,117 @@
+"""What this hardware should reach: physical figures from knowledge/ times measured efficiencies."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuready.facts.types import Facts, GpuFacts
+from gpuready.knowledge import gpu_spec, thresholds
+
+
+@dataclass(frozen=True)
+class Expected:
+    value: float
+    source: str
+
+
+def gpu_by_bus(facts: Facts | None, bus_id: str | None) -> GpuFacts | None:
+    if facts is None or not bus_id:
+        return None
+    return next((gpu for gpu in facts.gpus or [] if gpu.bus_id == bus_id), None)
+
+
+def matmul_tflops(gpu_name: str | None, dtype: str) -> Expected | None:
+    spec = gpu_spec(gpu_name)
+    key = "peak_tflops_fp32" if dtype == "fp32" else f"peak_tflops_{dtype}_dense"
+    peak = spec.get(key) if spec else None
+    efficiency = thresholds("compute_efficiency")
+    if not peak or dtype not in efficiency:
+        return None
+    return Expected(peak * efficiency[dtype], f"{spec.model} {key} {peak} × {efficiency[dtype]} "
+                                              f"({efficiency['source']}; specs: {spec.source})")
+
+
+def memory_copy(gpu_name: str | None) -> Expected | None:
+    spec = gpu_spec(gpu_name)
+    bandwidth = spec.get("memory_bw_gb_per_s") if spec else None
+    if not bandwidth:
+        return None
+    efficiency = thresholds("compute_efficiency")["memory_copy"]
+    return Expected(bandwidth * efficiency, f"{spec.model} memory {bandwidth} GB/s × {efficiency} "
+                                            f"({thresholds('compute_efficiency')['source']})")
+
+
+def pcie_link(gpu: GpuFacts | None, gpu_name: str | None) -> tuple[int, int] | None:
+    """(generation, width) of the GPU's link at its best: what a busy link should run at."""
+    spec = gpu_spec(gpu_name)
+    generation = (gpu.pcie_gen_max if gpu else None) or (spec.get("pcie_gen") if spec else None)
+    width = (gpu.pcie_width_max if gpu else None) or (spec.get("pcie_width") if spec else None)
+    return (int(generation), int(width)) if generation and width else None
+
+
+def pcie_rate_gb_per_s(link: tuple[int, int]) -> float:
+    return thresholds("transfer")["gb_per_s_per_lane"][str(link[0])] * link[1]
+
+
+def host_transfer(gpu: GpuFacts | None, gpu_name: str | None) -> Expected | None:
+    link = pcie_link(gpu, gpu_name)
+    if link is None:
+        return None
+    table = thresholds("transfer")
+    return Expected(pcie_rate_gb_per_s(link) * table["efficiency"],
+                    f"PCIe Gen{link[0]} x{link[1]} {pcie_rate_gb_per_s(link):.1f} GB/s × {table['efficiency']} "
+                    f"({table['source']})")
+
+
+def _nvlink_per_link_gb_per_s(gpu_name: str | None) -> float | None:
+    spec = gpu_spec(gpu_name)
+    if not spec or not spec.get("nvlink_gb_per_s") or not spec.get("nvlink_links"):
+        return None
+    return spec.get("nvlink_gb_per_s") / 2 / spec.get("nvlink_links")  # per direction
+
+
+def pair_link(facts: Facts | None, first: GpuFacts | None, second: GpuFacts | None) -> str | None:
+    if facts is None or facts.topology is None or first is None or second is None:
+        return None
+    return facts.topology.links.get((first.index, second.index))
+
+
+def p2p_copy(facts: Facts | None, first: GpuFacts | None, second: GpuFacts | None,
+             gpu_name: str | None) -> Expected | None:
+    link = pair_link(facts, first, second)
+    table = thresholds("p2p")
+    if link and (match := re.fullmatch(r"NV(\d+)", link)):
+        per_link = _nvlink_per_link_gb_per_s(gpu_name)
+        if per_link:
+            rate = int(match.group(1)) * per_link
+            return Expected(rate * table["nvlink_efficiency"],
+                            f"{link}: {rate:.0f} GB/s per direction × {table['nvlink_efficiency']} ({table['source']})")
+        return None
+    links = [pcie_link(gpu, gpu_name) for gpu in (first, second)]
+    if all(links):
+        slowest = min(pcie_rate_gb_per_s(link) for link in links)
+        return Expected(slowest * table["pcie_efficiency"],
+                        f"PCIe {slowest:.1f} GB/s × {table['pcie_efficiency']} ({table['source']})")
+    return None
+
+
+def nccl_busbw(facts: Facts | None, gpus: list[GpuFacts], gpu_name: str | None) -> Expected | None:
+    """A ring over the slowest link inside one node: NVLink per GPU where every pair has it, else PCIe."""
+    if len(gpus) < 2:
+        return None
+    table = thresholds("nccl")
+    links = [pair_link(facts, a, b) for a in gpus for b in gpus if a is not b]
+    spec = gpu_spec(gpu_name)
+    if links and all(link and link.startswith("NV") for link in links) and spec and spec.get("nvlink_gb_per_s"):
+        per_direction = spec.get("nvlink_gb_per_s") / 2
+        slowest = min(int(link[2:]) for link in links)
+        rate = per_direction * min(1.0, slowest / (spec.get("nvlink_links") or slowest))
+        return Expected(rate * table["nvlink_efficiency"], f"NVLink {rate:.0f} GB/s per GPU per direction × "
+                                                           f"{table['nvlink_efficiency']} ({table['source']})")
+    pcie = [pcie_link(gpu, gpu_name) for gpu in gpus]
+    if all(pcie):
+        slowest = min(pcie_rate_gb_per_s(link) for link in pcie)
+        return Expected(slowest * table["pcie_efficiency"], f"ring over PCIe {slowest:.1f} GB/s × "
+                                                            f"{table['pcie_efficiency']} ({table['source']})")
+    return None

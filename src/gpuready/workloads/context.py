@@ -1,0 +1,63 @@
+"""What a workload sees inside its rank."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuready.workloads.progress import ProgressReporter
+
+# Fault injection for the watchdog's own tests: GPUREADY_FAULT="RANK:stop|exit:WORKLOAD".
+FAULT_VARIABLE = "GPUREADY_FAULT"
+
+
+@dataclass(kw_only=True)
+class RankOptions:
+    quick: bool = False
+    timeout_s: float = 120.0
+    """Longest one collective (or one measured step) may take before the rank counts as hung."""
+    min_bytes: int = 8
+    max_bytes: int | None = None
+    """None: 1 GiB on GPUs, 64 MiB on CPUs (4 MiB with --quick)."""
+    dtypes: tuple[str, ...] = ()
+
+
+@dataclass(kw_only=True)
+class RankContext:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    device: Any
+    """torch.device: cuda:<local_rank> or cpu."""
+    backend: str
+    progress: ProgressReporter
+    options: RankOptions
+    host: str = field(default_factory=socket.gethostname)
+    gpu_bus_id: str | None = None
+    gpu_uuid: str | None = None
+    gpu_name: str | None = None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def step(self, phase: str, operation: str, timeout_s: float | None = None) -> None:
+        """Announce the next operation (to the watchdog) before starting it."""
+        self.maybe_inject_fault(phase)
+        self.progress.post(phase, operation, self.options.timeout_s if timeout_s is None else timeout_s)
+
+    def maybe_inject_fault(self, phase: str) -> None:
+        fault = os.environ.get(FAULT_VARIABLE, "")
+        parts = fault.split(":")
+        if len(parts) != 3 or parts[2] != phase or int(parts[0]) != self.rank:
+            return
+        os.environ.pop(FAULT_VARIABLE)  # once
+        if parts[1] == "stop":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        elif parts[1] == "exit":
+            os._exit(17)

@@ -1,0 +1,132 @@
+"""A minimal DDP training run, and an FSDP2 (`fully_shard`) step, checked for correctness.
+
+Every rank builds the same model (same seed) and trains on its own batch. After the first
+backward pass the averaged gradients must equal a single-process reference computed from all
+ranks' batches (within a tolerance for float32 reduction order); after a few steps every rank's
+parameters must be bitwise identical; FSDP2's parameters after one step must match DDP's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuready.workloads.context import RankContext
+
+STEPS = 3
+BATCH, WIDTH = 16, 256
+LEARNING_RATE = 0.05
+# Float32 sums in a different order differ by a few ulps of the largest term; gradients here are O(1e-2).
+GRADIENT_RTOL, GRADIENT_ATOL = 1e-4, 1e-6
+
+
+def _model(device: Any):
+    import torch
+    torch.manual_seed(1234)
+    return torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.GELU(), torch.nn.Linear(WIDTH, WIDTH),
+                               torch.nn.GELU(), torch.nn.Linear(WIDTH, 1)).to(device)
+
+
+def _batch(rank: int, step: int, device: Any):
+    import torch
+    generator = torch.Generator().manual_seed(10_000 * step + rank)
+    inputs = torch.randn(BATCH, WIDTH, generator=generator)
+    targets = torch.randn(BATCH, 1, generator=generator)
+    return inputs.to(device), targets.to(device)
+
+
+def _loss(model: Any, inputs: Any, targets: Any):
+    import torch
+    return torch.nn.functional.mse_loss(model(inputs), targets)
+
+
+def run_ddp(ctx: RankContext) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    ctx.step("ddp", "build DistributedDataParallel")
+    model = DistributedDataParallel(_model(ctx.device), device_ids=[ctx.device] if ctx.is_cuda else None)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+
+    ctx.step("ddp", "step 0: forward, backward, gradient all-reduce")
+    inputs, targets = _batch(ctx.rank, 0, ctx.device)
+    _loss(model, inputs, targets).backward()
+    reference = _reference_gradients(ctx)
+    worst = 0.0
+    mismatched = []
+    for (name, parameter), expected in zip(model.module.named_parameters(), reference):
+        difference = (parameter.grad - expected).abs()
+        allowed = GRADIENT_ATOL + GRADIENT_RTOL * expected.abs()
+        worst = max(worst, float((difference / allowed).max()))
+        if not bool((difference <= allowed).all()):
+            mismatched.append(name)
+    optimizer.step()
+    optimizer.zero_grad()
+    after_first_step = [parameter.detach().clone() for parameter in model.module.parameters()]
+
+    losses = []
+    for step in range(1, STEPS):
+        ctx.step("ddp", f"step {step}")
+        inputs, targets = _batch(ctx.rank, step, ctx.device)
+        loss = _loss(model, inputs, targets)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(float(loss.detach()))
+
+    ctx.step("ddp", "compare parameters across ranks")
+    flat = torch.cat([parameter.detach().reshape(-1) for parameter in model.module.parameters()])
+    gathered = [torch.empty_like(flat) for _ in range(ctx.world_size)]
+    dist.all_gather(gathered, flat)
+    differing_ranks = [rank for rank, other in enumerate(gathered) if not torch.equal(other, gathered[0])]
+
+    result: dict[str, Any] = {
+        "steps": STEPS, "world_size": ctx.world_size, "losses": losses,
+        "gradient_worst_ratio": worst, "gradient_mismatched": mismatched,
+        "gradient_tolerance": {"rtol": GRADIENT_RTOL, "atol": GRADIENT_ATOL},
+        "parameters_identical": not differing_ranks, "ranks_differing_from_rank0": differing_ranks,
+    }
+    result["fsdp"] = _fsdp_step(ctx, after_first_step)
+    return result
+
+
+def _reference_gradients(ctx: RankContext) -> list[Any]:
+    """One process's view: the same model on every rank's batch, loss averaged as DDP averages gradients."""
+    import torch
+    model = _model(ctx.device)
+    total = None
+    for rank in range(ctx.world_size):
+        inputs, targets = _batch(rank, 0, ctx.device)
+        loss = _loss(model, inputs, targets) / ctx.world_size
+        total = loss if total is None else total + loss
+    total.backward()
+    return [parameter.grad.detach() for parameter in model.parameters()]
+
+
+def _fsdp_step(ctx: RankContext, ddp_after_first_step: list[Any]) -> dict[str, Any]:
+    """One FSDP2 step from the same start and data must land where DDP's first step did."""
+    import torch
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:
+        try:
+            from torch.distributed._composable.fsdp import fully_shard  # torch 2.4, 2.5
+        except ImportError as error:
+            return {"status": "skip", "reason": f"FSDP2 is not in this torch ({error})"}
+    ctx.step("ddp", "FSDP2 fully_shard step")
+    model = _model(ctx.device)
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    fully_shard(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    inputs, targets = _batch(ctx.rank, 0, ctx.device)
+    _loss(model, inputs, targets).backward()
+    optimizer.step()
+    worst = 0.0
+    for parameter, expected in zip(model.parameters(), ddp_after_first_step):
+        full = parameter.full_tensor() if hasattr(parameter, "full_tensor") else parameter
+        worst = max(worst, float((full.detach() - expected).abs().max()))
+    # FSDP reduce-scatters where DDP all-reduces: a different summation order, float32 rounding only.
+    tolerance = 1e-5
+    return {"status": "pass" if worst <= tolerance else "fail", "max_abs_difference": worst, "tolerance": tolerance}

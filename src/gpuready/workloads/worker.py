@@ -1,0 +1,142 @@
+"""One rank: `python -m gpuready.workloads.worker`, started by the local runner or by torchrun.
+
+It joins the process group, runs the selected workloads in order, and after each one stores
+what it measured under its rank in the rendezvous store, so a later hang keeps earlier results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import traceback
+from datetime import timedelta
+from typing import Any, Callable
+
+from gpuready.workloads.context import RankContext, RankOptions
+from gpuready.workloads.progress import RESULT_KEY, ProgressReporter
+
+SPEC_VARIABLE = "GPUREADY_VALIDATE_SPEC"
+STORE_VARIABLE = "GPUREADY_STORE"  # host:port of the runner's TCPStore (local runs only)
+
+
+def workload_functions() -> dict[str, Callable[[RankContext], Any]]:
+    from gpuready.workloads import collectives, ddp, gpu_bench
+    return {
+        "compute": gpu_bench.run_compute,
+        "transfer": gpu_bench.run_transfer,
+        "p2p": gpu_bench.run_p2p,
+        "collectives": collectives.run_collectives_as_dict,
+        "ddp": ddp.run_ddp,
+    }
+
+
+GPU_ONLY = ("compute", "transfer", "p2p")
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else default
+
+
+def _connect_store(timeout_s: float):
+    import torch.distributed as dist
+    endpoint = os.environ.get(STORE_VARIABLE)
+    if not endpoint:
+        return None
+    host, port = endpoint.rsplit(":", 1)
+    return dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=timeout_s))
+
+
+def _gpu_identity(torch: Any, index: int) -> tuple[str | None, str | None, str | None]:
+    properties = torch.cuda.get_device_properties(index)
+    bus_id = None
+    if hasattr(properties, "pci_bus_id"):
+        bus_id = f"{properties.pci_domain_id:04x}:{properties.pci_bus_id:02x}:{properties.pci_device_id:02x}.0"
+    uuid = str(properties.uuid) if hasattr(properties, "uuid") else None
+    if uuid and not uuid.startswith("GPU-"):
+        uuid = f"GPU-{uuid}"
+    return bus_id, uuid, properties.name
+
+
+def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any], None] | None = None) -> int:
+    """Run this rank. `on_ready(store)` once the group is up, `on_done(store)` after every rank finished."""
+    spec = json.loads(os.environ[SPEC_VARIABLE])
+    rank, world_size = _env_int("RANK", 0), _env_int("WORLD_SIZE", 1)
+    local_rank, local_world = _env_int("LOCAL_RANK", rank), _env_int("LOCAL_WORLD_SIZE", world_size)
+    options = RankOptions(**spec["options"])
+
+    import torch
+    import torch.distributed as dist
+
+    use_cuda = spec["device"] == "cuda"
+    bus_id = uuid = name = None
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+        bus_id, uuid, name = _gpu_identity(torch, local_rank)
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    backend = "nccl" if use_cuda else "gloo"
+    store = _connect_store(spec["startup_timeout_s"])
+    if store is not None:
+        ProgressReporter(store, rank, bus_id, os.getpid()).post("startup", "init_process_group",
+                                                                spec["startup_timeout_s"])
+        dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=options.timeout_s + 30),
+                                device_id=device if use_cuda else None)
+    else:  # under torchrun: its rendezvous, its store
+        dist.init_process_group(backend, timeout=timedelta(seconds=options.timeout_s + 30),
+                                device_id=device if use_cuda else None)
+        store = dist.distributed_c10d._get_default_store()
+
+    progress = ProgressReporter(store, rank, bus_id, os.getpid())
+    ctx = RankContext(rank=rank, world_size=world_size, local_rank=local_rank, local_world_size=local_world,
+                      node_rank=_env_int("GROUP_RANK", 0), device=device, backend=backend, progress=progress,
+                      options=options, gpu_bus_id=bus_id, gpu_uuid=uuid, gpu_name=name)
+    if on_ready:
+        on_ready(store)
+    ctx.step("startup", "first collective (communicator set-up)", timeout_s=spec["startup_timeout_s"])
+    dist.barrier()
+
+    result: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "local_rank": local_rank,
+                              "node_rank": ctx.node_rank, "gpu": {"bus_id": bus_id, "uuid": uuid, "name": name},
+                              "backend": backend, "versions": _versions(torch), "workloads": {}}
+    functions = workload_functions()
+    for workload in spec["workloads"]:
+        if workload in GPU_ONLY and not use_cuda:
+            continue
+        try:
+            result["workloads"][workload] = functions[workload](ctx)
+        except Exception as error:  # recorded as this workload's failure; the others still run
+            result["workloads"][workload] = {"error": f"{type(error).__name__}: {error}",
+                                             "traceback": traceback.format_exc(limit=8)}
+        store.set(RESULT_KEY.format(rank=rank), json.dumps(result))
+    store.set(RESULT_KEY.format(rank=rank), json.dumps(result))
+    progress.post("done", "finished")
+    try:
+        dist.barrier()
+        if on_done:
+            on_done(store)
+        dist.barrier()
+        dist.destroy_process_group()
+    except Exception:
+        pass
+    return 0
+
+
+def _versions(torch: Any) -> dict[str, str]:
+    versions = {"torch": torch.__version__}
+    if torch.version.cuda:
+        versions["cuda"] = torch.version.cuda
+        try:
+            versions["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:
+            pass
+    for variable in ("NCCL_NVLS_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_DISABLE", "CUDA_DEVICE_MAX_CONNECTIONS"):
+        if variable in os.environ:
+            versions[variable] = os.environ[variable]
+    return versions
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""validate on CPU ranks with gloo: the collectives, DDP, the watchdog, and a two-node torchrun rendezvous."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+pytest.importorskip("torch")
+
+
+def validate(*args, env=None, timeout=180):
+    return subprocess.run([sys.executable, "-m", "gpuready", "validate", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def _report(tmp_path, *args, env=None):
+    out = tmp_path / "report.json"
+    result = validate("--device", "cpu", "--quick", "--json", "--out", str(out), "--log-dir", str(tmp_path / "logs"),
+                      *args, env=env)
+    return result, json.loads(out.read_text())
+
+
+def _workers_left(log_dir) -> list:
+    return [p for p in psutil.process_iter(["cmdline", "environ"])
+            if "gpuready.workloads.worker" in " ".join(p.info["cmdline"] or [])]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_collectives_and_ddp_on_gloo(tmp_path, ranks):
+    result, report = _report(tmp_path, "--ranks", str(ranks))
+    assert result.returncode == 0, result.stderr[-2000:]
+    names = {m["name"] for m in report["measurements"]}
+    for collective in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv"):
+        assert f"{collective}_busbw_gb_per_s" in names
+    all_reduce = next(m for m in report["measurements"] if m["name"] == "all_reduce_busbw_gb_per_s")
+    assert all_reduce["method"]["ranks"] == ranks and all_reduce["value"] > 0
+    rows = all_reduce["method"]["rows"]
+    factor = 2 * (ranks - 1) / ranks
+    assert all(row["busbw_gb_per_s"] == pytest.approx(row["algbw_gb_per_s"] * factor) for row in rows)
+    gather_rows = next(m for m in report["measurements"] if m["name"] == "all_gather_busbw_gb_per_s")["method"]["rows"]
+    assert {row["placement"] for row in gather_rows} == {"out_of_place", "in_place"}
+    statuses = {(f["check_id"], f["status"]) for f in report["findings"]}
+    assert ("ddp.mismatch", "pass") in statuses and ("nccl.failed", "pass") in statuses
+    assert "FSDP2 step matches DDP" in next(f["message"] for f in report["findings"] if f["check_id"] == "ddp.mismatch")
+
+
+def test_gpu_workloads_are_skipped_on_cpu(tmp_path):
+    result, report = _report(tmp_path, "--ranks", "2", "--only", "compute,ddp")
+    assert result.returncode == 0
+    assert not [m for m in report["measurements"] if m["name"].startswith("matmul")]
+
+
+def test_a_stopped_rank_is_named_and_killed(tmp_path):
+    started = time.monotonic()
+    result, report = _report(tmp_path, "--ranks", "2", "--timeout", "4",
+                             env={"GPUREADY_FAULT": "1:stop:collectives"})
+    assert result.returncode == 4 and report["exit_code"] == 4
+    failures = [f for f in report["findings"] if f["status"] == "fail"]
+    assert [f["subject"]["rank"] for f in failures] == [1]
+    assert failures[0]["check_id"] == "validate.rank_hung" and "stopped" in failures[0]["message"]
+    assert time.monotonic() - started < 60
+    assert not _workers_left(tmp_path / "logs")
+
+
+def test_a_rank_that_exits_is_named(tmp_path):
+    result, report = _report(tmp_path, "--ranks", "2", "--timeout", "4", env={"GPUREADY_FAULT": "1:exit:ddp"})
+    assert result.returncode == 4
+    failures = [f for f in report["findings"] if f["status"] == "fail"]
+    assert [(f["check_id"], f["subject"]["rank"]) for f in failures] == [("validate.rank_exited", 1)]
+    assert "exited with code 17" in failures[0]["message"]
+    # what was measured before the failure is kept
+    assert any(m["name"] == "all_reduce_busbw_gb_per_s" for m in report["measurements"])
+    assert not _workers_left(tmp_path / "logs")
+
+
+def test_bad_options_exit_2():
+    result = validate("--only", "compute,nonsense")
+    assert result.returncode == 2 and "unknown workload" in result.stderr
+    result = validate("--nnodes", "2")
+    assert result.returncode == 2 and "--rdzv-endpoint" in result.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_two_nodes_over_loopback_with_torchrun(tmp_path):
+    """Two torchrun 'nodes' on this machine, one rank each, c10d rendezvous over loopback."""
+    endpoint = f"127.0.0.1:{_free_port()}"
+    out = tmp_path / "report.json"
+    common = ["--device", "cpu", "--quick", "--only", "collectives,ddp", "--json", "--out", str(out)]
+    nodes = [subprocess.Popen([sys.executable, "-m", "gpuready", "validate", "--nnodes", "2",
+                               "--nproc-per-node", "1", "--rdzv-endpoint", endpoint, *common],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [node.communicate(timeout=240) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], [err[-1500:] for _, err in outputs]
+    report = json.loads(out.read_text())
+    assert report["facts"]["validate"]["ranks"] == [0, 1]
+    all_reduce = next(m for m in report["measurements"] if m["name"] == "all_reduce_busbw_gb_per_s")
+    assert all_reduce["method"]["ranks"] == 2
+    assert ("ddp.mismatch", "pass") in {(f["check_id"], f["status"]) for f in report["findings"]}
