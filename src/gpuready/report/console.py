@@ -65,6 +65,7 @@ def render_console(report: Report, console: Console | None = None, verbose: bool
                           finding.check_id, finding.subject.label() if finding.subject.gpu or finding.subject.nic
                           else "", text)
     console.print(table)
+    _render_measurements(report, console, verbose)
     if not verbose and counts[Status.SKIP]:
         console.print(f"[dim]{counts[Status.SKIP]} check(s) skipped for lack of facts; --verbose lists them.[/dim]")
 
@@ -82,4 +83,20 @@ def _render_inventory(report: Report, console: Console) -> None:
                       f"{memory / 2**30:,.0f} GiB" if memory else "?", gpu.get("compute_capability") or "?",
                       gpu.get("pcie") or "?", f"{gpu['power_limit_w']:.0f} W" if gpu.get("power_limit_w") else "?",
                       f"{gpu['temperature_c']:.0f} °C" if gpu.get("temperature_c") is not None else "?")
+    console.print(table)
+
+
+def _render_measurements(report: Report, console: Console, verbose: bool) -> None:
+    shown = [m for m in report.measurements if verbose or "latency_us_" not in m.name]
+    if not shown:
+        return
+    table = Table(expand=False)
+    for column in ("measurement", "subject", "value", "expected", "of expected"):
+        table.add_column(column, no_wrap=True, justify="right" if column != "measurement" else "left")
+    for measurement in shown:
+        unit = measurement.unit.replace("gb_per_s", "GB/s").replace("tflops", "TFLOP/s")
+        expected = f"{measurement.expected:,.1f}" if measurement.expected else "-"
+        share = f"{measurement.value / measurement.expected:.0%}" if measurement.expected else ""
+        subject = measurement.subject.label() if measurement.subject.gpu else measurement.subject.host
+        table.add_row(measurement.name, subject, f"{measurement.value:,.1f} {unit}", expected, share)
     console.print(table)
