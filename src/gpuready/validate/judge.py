@@ -221,6 +221,11 @@ class Judge:
             self._finding("nccl.failed", Status.PASS, subject,
                           f"{len(data['rows'])} collective runs ({data['backend']}, {data['world_size']} ranks) all "
                           "returned exactly the expected data.", observed=0, expected=0)
+        single_rank = data["world_size"] < 2
+        if single_rank:
+            self._finding("nccl.busbw_low", Status.SKIP, subject,
+                          "One rank: collectives move no data between GPUs, so bandwidth is not judged (the "
+                          "latencies below are launch overhead).")
         for collective in dict.fromkeys(row["collective"] for row in data["rows"]):
             rows = [row for row in data["rows"] if row["collective"] == collective]
             large = [row for row in rows if row["size_bytes"] >= minimum] or rows
@@ -230,15 +235,16 @@ class Judge:
                       "timing": "host clock around a batch of back-to-back ops, mean time over ranks (nccl-tests)",
                       "nvls": data["nvls"], "algorithm": data["algorithm"], "peak_at_bytes": peak["size_bytes"],
                       "peak_placement": peak["placement"], "rows": rows}
-            self._measure(f"{collective}_busbw_gb_per_s", subject, peak["busbw_gb_per_s"], "gb_per_s",
-                          expected if collective != "send_recv" else None, method, first["versions"],
-                          [row["busbw_gb_per_s"] for row in large])
+            if not single_rank:
+                self._measure(f"{collective}_busbw_gb_per_s", subject, peak["busbw_gb_per_s"], "gb_per_s",
+                              expected if collective != "send_recv" else None, method, first["versions"],
+                              [row["busbw_gb_per_s"] for row in large])
             smallest = min(rows, key=lambda row: row["size_bytes"])
             self._measure(f"{collective}_latency_us", subject, smallest["time_us"], "us", None,
                           {"bytes": smallest["size_bytes"], "placement": smallest["placement"],
                            "note": "time of one operation at the smallest size, launch overhead included"},
                           first["versions"])
-            if collective != "send_recv":
+            if collective != "send_recv" and not single_rank:
                 self._judge_against("nccl.busbw_low", subject, f"{collective} busbw at "
                                     f"{peak['size_bytes'] / 2**20:,.0f} MiB", peak["busbw_gb_per_s"], "GB/s", expected,
                                     "Compare with nccl-tests on the same GPUs; check topology.p2p, pcie.acs_iommu and "

@@ -25,9 +25,19 @@ from gpuready.workloads.worker import SPEC_VARIABLE, STORE_VARIABLE
 
 POLL_S = 0.25
 TERMINATE_GRACE_S = 5.0
-# Written so that a hang leaves evidence in the output folder (PyTorch flight recorder).
-FLIGHT_RECORDER_ENV = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-                       "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}
+
+
+def flight_recorder_env(log_dir: Path, torch_version: str) -> dict[str, str]:
+    """So that a hang leaves evidence in the output folder: PyTorch's flight recorder, dumped on timeout.
+
+    torch 2.8 renamed TORCH_NCCL_TRACE_BUFFER_SIZE / _DEBUG_INFO_TEMP_FILE to TORCH_FR_* and warns on the old names.
+    """
+    major_minor = tuple(int(part) for part in torch_version.split("+")[0].split(".")[:2])
+    new_names = major_minor >= (2, 8)
+    return {("TORCH_FR_BUFFER_SIZE" if new_names else "TORCH_NCCL_TRACE_BUFFER_SIZE"): "2000",
+            ("TORCH_FR_DUMP_TEMP_FILE" if new_names else "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"):
+                str(log_dir / "nccl_trace_rank_"),
+            "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}
 
 
 @dataclass
@@ -77,14 +87,14 @@ def _stop(processes: list[subprocess.Popen]) -> list[int]:
 def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_timeout_s: float,
               extra_env: dict[str, str] | None = None,
               on_progress: Callable[[dict[int, Progress]], None] | None = None) -> RunOutcome:
+    import torch
     import torch.distributed as dist
 
     started = time.monotonic()
     log_dir.mkdir(parents=True, exist_ok=True)
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                           timeout=timedelta(seconds=startup_timeout_s))
-    base_env = {**os.environ, **FLIGHT_RECORDER_ENV, **(extra_env or {}),
-                "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(log_dir / "nccl_trace_rank_"),
+    base_env = {**os.environ, **flight_recorder_env(log_dir, torch.__version__), **(extra_env or {}),
                 "CUDA_DEVICE_ORDER": "PCI_BUS_ID", SPEC_VARIABLE: json.dumps(spec),
                 STORE_VARIABLE: f"127.0.0.1:{store.port}", "WORLD_SIZE": str(world_size),
                 "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0", "PYTHONUNBUFFERED": "1"}
