@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate = verbs.add_parser("validate", help="measure compute, transfers, P2P, collectives and a DDP run")
     validate.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                           help="cuda: one rank per GPU with NCCL; cpu: gloo ranks (collectives, ddp)")
+    validate.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                          help="auto: nccl on GPUs, gloo on CPUs; gloo on GPUs lets ranks share a GPU")
     validate.add_argument("--ranks", type=int, metavar="N", help="ranks to start (default: every GPU; 2 on cpu)")
     validate.add_argument("--gpus", metavar="LIST", help="GPUs to use: NVML indices, bus ids or UUIDs, comma-separated")
     validate.add_argument("--only", metavar="LIST", help="workloads: compute,transfer,p2p,collectives,ddp")
@@ -157,7 +159,7 @@ def _validate(args: argparse.Namespace, argv: list[str]) -> int:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
     if args.timeout <= 0 or args.startup_timeout <= 0:
         raise UsageError("--timeout and --startup-timeout must be positive")
-    options = validate.ValidateOptions(device=args.device, ranks=args.ranks, only=only, quick=args.quick,
+    options = validate.ValidateOptions(device=args.device, backend=args.backend, ranks=args.ranks, only=only, quick=args.quick,
                                        timeout_s=args.timeout, startup_timeout_s=args.startup_timeout,
                                        max_bytes=args.max_bytes, log_dir=args.log_dir,
                                        gpus=[item.strip() for item in args.gpus.split(",")] if args.gpus else [])

@@ -29,6 +29,8 @@ GPU_ONLY = ("compute", "transfer", "p2p")
 @dataclass(kw_only=True)
 class ValidateOptions:
     device: str = "auto"
+    backend: str = "auto"
+    """`nccl` on GPUs, `gloo` on CPUs; gloo on GPUs lets several ranks share one GPU (a test of the rank logic)."""
     ranks: int | None = None
     only: tuple[str, ...] = WORKLOADS
     quick: bool = False
@@ -44,7 +46,8 @@ def under_torchrun() -> bool:
 
 
 def _rank_spec(options: ValidateOptions, device: str) -> dict[str, Any]:
-    return {"device": device, "workloads": list(options.only), "startup_timeout_s": options.startup_timeout_s,
+    backend = None if options.backend == "auto" else options.backend
+    return {"device": device, "backend": backend, "workloads": list(options.only), "startup_timeout_s": options.startup_timeout_s,
             "options": {"quick": options.quick, "timeout_s": options.timeout_s, "max_bytes": options.max_bytes}}
 
 
@@ -72,7 +75,7 @@ def resolve_device(options: ValidateOptions) -> tuple[str, int]:
         if count == 0:
             raise RuntimeError("--device cuda: torch sees no CUDA GPU")
         ranks = options.ranks or count
-        if ranks > count:
+        if ranks > count and options.backend != "gloo":
             raise ValueError(f"--ranks {ranks} is more than the {count} visible GPU(s): one rank per GPU")
         return device, ranks
     return device, options.ranks or 2

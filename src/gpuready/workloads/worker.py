@@ -72,21 +72,22 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
 
     use_cuda = spec["device"] == "cuda"
     bus_id = uuid = name = None
+    gpu_index = local_rank % max(1, torch.cuda.device_count()) if use_cuda else 0  # gloo may share a GPU
     if use_cuda:
-        torch.cuda.set_device(local_rank)
-        bus_id, uuid, name = _gpu_identity(torch, local_rank)
-    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
-    backend = "nccl" if use_cuda else "gloo"
+        torch.cuda.set_device(gpu_index)
+        bus_id, uuid, name = _gpu_identity(torch, gpu_index)
+    device = torch.device("cuda", gpu_index) if use_cuda else torch.device("cpu")
+    backend = spec.get("backend") or ("nccl" if use_cuda else "gloo")
     store = _connect_store(spec["startup_timeout_s"])
     if store is not None:
         ProgressReporter(store, rank, bus_id, os.getpid()).post("startup", "init_process_group",
                                                                 spec["startup_timeout_s"])
         dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world_size,
                                 timeout=timedelta(seconds=options.timeout_s + 30),
-                                device_id=device if use_cuda else None)
+                                device_id=device if backend == "nccl" else None)
     else:  # under torchrun: its rendezvous, its store
         dist.init_process_group(backend, timeout=timedelta(seconds=options.timeout_s + 30),
-                                device_id=device if use_cuda else None)
+                                device_id=device if backend == "nccl" else None)
         store = dist.distributed_c10d._get_default_store()
 
     progress = ProgressReporter(store, rank, bus_id, os.getpid())
