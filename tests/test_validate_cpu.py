@@ -78,6 +78,15 @@ def test_a_rank_that_exits_is_named(tmp_path):
     assert not _workers_left(tmp_path / "logs")
 
 
+def test_a_workload_error_is_reported_and_its_peers_stopped(tmp_path):
+    result, report = _report(tmp_path, "--ranks", "2", "--timeout", "30", env={"GPUREADY_FAULT": "1:raise:ddp"})
+    assert result.returncode == 1 and report["exit_code"] == 1  # a failed workload, not a hang
+    failures = [f for f in report["findings"] if f["status"] == "fail"]
+    assert [(f["check_id"], f["subject"]["rank"]) for f in failures] == [("ddp.init_failed", 1)]
+    assert "fault injected" in failures[0]["message"]
+    assert not _workers_left(tmp_path / "logs")
+
+
 def test_bad_options_exit_2():
     result = validate("--only", "compute,nonsense")
     assert result.returncode == 2 and "unknown workload" in result.stderr

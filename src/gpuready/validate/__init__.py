@@ -88,7 +88,7 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
     judge.judge_all()
     report = Report(tool_version=__version__, host=host, findings=judge.findings, measurements=judge.measurements,
                     facts=summarize_facts(facts) if facts is not None else {}, fail_on_warn=fail_on_warn)
-    report.hung = bool(outcome.failures) or bool(outcome.unkillable)
+    report.hung = any(failure.kind != "workload" for failure in outcome.failures) or bool(outcome.unkillable)
     report.interrupted = outcome.interrupted
     report.facts["validate"] = {"wall_s": round(outcome.wall_s, 1), "log_dir": str(outcome.log_dir),
                                 "ranks": sorted(outcome.results)}

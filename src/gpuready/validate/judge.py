@@ -74,6 +74,8 @@ class Judge:
 
     def _failures(self) -> None:
         for failure in self.outcome.failures:
+            if failure.kind == "workload":
+                continue  # reported from the rank's stored results, as that workload's failure
             progress = failure.progress
             subject = Subject(host=progress.host if progress else self.host,
                               gpu=GpuRef(index=failure.rank, bus_id=progress.gpu) if progress and progress.gpu else None,
@@ -194,11 +196,8 @@ class Judge:
                                   {"note": data.get("latency_note"), "bytes": int(size)}, result["versions"])
 
     def _collectives(self, results: list[dict[str, Any]]) -> None:
-        # Every rank computes the same rank-averaged figures; rank 0 speaks for all.
-        if not results:
-            return
-        first = results[0]
-        data = self._workload(first, "collectives")
+        # Every rank computes the same rank-averaged figures; the first rank that finished speaks for all.
+        first, data = self._shared_result(results, "collectives")
         if not data:
             return
         local_gpus = [expect.gpu_by_bus(self.facts, (result.get("gpu") or {}).get("bus_id")) for result in results]
@@ -220,7 +219,9 @@ class Judge:
         else:
             self._finding("nccl.failed", Status.PASS, subject,
                           f"{len(data['rows'])} collective runs ({data['backend']}, {data['world_size']} ranks) all "
-                          "returned exactly the expected data.", observed=0, expected=0)
+                          "returned exactly the expected data."
+                          + (f" Not offered by {data['backend']} here: {', '.join(data['unsupported'])}."
+                             if data.get("unsupported") else ""), observed=0, expected=0)
         single_rank = data["world_size"] < 2
         if single_rank:
             self._finding("nccl.busbw_low", Status.SKIP, subject,
@@ -250,11 +251,17 @@ class Judge:
                                     "Compare with nccl-tests on the same GPUs; check topology.p2p, pcie.acs_iommu and "
                                     "NCCL_P2P/SHM variables (software.env).")
 
+    def _shared_result(self, results: list[dict[str, Any]], name: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """A workload every rank runs together: errors of any rank are findings; one rank's data is the figure."""
+        outcomes = [(result, self._workload(result, name)) for result in results
+                    if name in (result.get("workloads") or {})]
+        if not outcomes or any(data is None for _, data in outcomes):
+            return {}, None
+        return outcomes[0]
+
     def _ddp(self, results: list[dict[str, Any]]) -> None:
-        for result in results[:1]:
-            data = self._workload(result, "ddp")
-            if not data:
-                continue
+        result, data = self._shared_result(results, "ddp")
+        if data:
             subject = Subject(host=result.get("host", self.host))
             problems = []
             if data["gradient_mismatched"]:

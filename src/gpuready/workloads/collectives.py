@@ -7,6 +7,7 @@ where torch offers both; then a data check on exactly predictable integers, outs
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -61,10 +62,11 @@ def _iterations(size_bytes: int, is_cuda: bool, quick: bool) -> tuple[int, int]:
     return (5, 20) if is_cuda else (3, 10)
 
 
-def run_collectives(ctx: RankContext, names: tuple[str, ...] = COLLECTIVES) -> list[Row]:
+def run_collectives(ctx: RankContext, names: tuple[str, ...] = COLLECTIVES) -> tuple[list[Row], list[str]]:
     import torch.distributed as dist
 
     rows: list[Row] = []
+    unsupported: set[str] = set()
     for name in names:
         if name == "send_recv" and ctx.world_size < 2:
             continue
@@ -72,9 +74,12 @@ def run_collectives(ctx: RankContext, names: tuple[str, ...] = COLLECTIVES) -> l
             count = element_count(name, size_bytes, ctx.world_size, ELEMENT_BYTES)
             for placement in ("out_of_place", "in_place"):
                 variant = _variant(ctx, name, count, placement)
-                if variant is None:
+                if variant is None or f"{name} {placement}" in unsupported:
                     continue
                 ctx.step("collectives", f"{name} {size_bytes} B {placement}")
+                if not _supported(variant, ctx):
+                    unsupported.add(f"{name} {placement}")
+                    continue
                 warmup, iterations = _iterations(size_bytes, ctx.is_cuda, ctx.options.quick)
                 seconds = _timed(ctx, variant.run, warmup, iterations)
                 variant.fill()
@@ -89,14 +94,26 @@ def run_collectives(ctx: RankContext, names: tuple[str, ...] = COLLECTIVES) -> l
                                 busbw_gb_per_s=algbw * busbw_factor(name, ctx.world_size),
                                 wrong=int(total_wrong), iterations=iterations, warmup=warmup))
     dist.barrier()
-    return rows
+    return rows, sorted(unsupported)
+
+
+def _supported(variant: Variant, ctx: RankContext) -> bool:
+    """The backend refuses some operations (gloo with CUDA tensors); every rank is refused alike."""
+    try:
+        variant.run()
+        _synchronize(ctx)
+        return True
+    except RuntimeError as error:
+        if re.search(r"not supported|unsupported|not implemented", str(error), re.IGNORECASE):
+            return False
+        raise
 
 
 def run_collectives_as_dict(ctx: RankContext) -> dict:
     import os
     from dataclasses import asdict
-    rows = run_collectives(ctx)
-    return {"rows": [asdict(row) for row in rows], "element_bytes": ELEMENT_BYTES, "dtype": "float32",
+    rows, unsupported = run_collectives(ctx)
+    return {"rows": [asdict(row) for row in rows], "unsupported": unsupported, "element_bytes": ELEMENT_BYTES, "dtype": "float32",
             "world_size": ctx.world_size, "backend": ctx.backend,
             "nvls": os.environ.get("NCCL_NVLS_ENABLE", "default (NCCL decides)"),
             "algorithm": os.environ.get("NCCL_ALGO", "default (NCCL decides)")}

@@ -10,7 +10,7 @@ from typing import Any
 
 from gpuready.workloads.progress import ProgressReporter
 
-# Fault injection for the watchdog's own tests: GPUREADY_FAULT="RANK:stop|exit:WORKLOAD".
+# Fault injection for the watchdog's own tests: GPUREADY_FAULT="RANK:stop|exit|raise:PHASE".
 FAULT_VARIABLE = "GPUREADY_FAULT"
 
 
@@ -61,3 +61,5 @@ class RankContext:
             os.kill(os.getpid(), signal.SIGSTOP)
         elif parts[1] == "exit":
             os._exit(17)
+        elif parts[1] == "raise":
+            raise RuntimeError(f"fault injected by {FAULT_VARIABLE}")

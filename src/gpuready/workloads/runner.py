@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpuready.workloads.progress import RESULT_KEY, Progress, read_progress, stalled_ranks
-from gpuready.workloads.worker import SPEC_VARIABLE, STORE_VARIABLE
+from gpuready.workloads.worker import SPEC_VARIABLE, STORE_VARIABLE, WORKLOAD_FAILED_EXIT
 
 POLL_S = 0.25
 TERMINATE_GRACE_S = 5.0
@@ -44,7 +44,8 @@ def flight_recorder_env(log_dir: Path, torch_version: str) -> dict[str, str]:
 class RankFailure:
     rank: int
     kind: str
-    """`hang` (stopped advancing), `exit` (ended with an error) or `start` (failed before every rank was up)."""
+    """`hang` (stopped advancing), `exit` (ended with an error), `start` (failed before every rank was up) or
+    `workload` (a workload raised; its error is in the rank's results)."""
     detail: str
     progress: Progress | None = None
 
@@ -131,7 +132,9 @@ def _watch(processes: list[subprocess.Popen], store: Any, world_size: int, start
         failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
         in_startup = all(post.phase == "startup" for post in posts.values())  # nobody passed the first barrier
         if failed:
-            return [RankFailure(rank=rank, kind="start" if in_startup else "exit", progress=posts.get(rank),
+            return [RankFailure(rank=rank, progress=posts.get(rank),
+                                kind="workload" if codes[rank] == WORKLOAD_FAILED_EXIT else
+                                "start" if in_startup else "exit",
                                 detail=f"exited with code {codes[rank]}"
                                        + _where(posts.get(rank))) for rank in failed]
         now = time.time()

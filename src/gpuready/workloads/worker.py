@@ -19,6 +19,8 @@ from gpuready.workloads.progress import RESULT_KEY, ProgressReporter
 
 SPEC_VARIABLE = "GPUREADY_VALIDATE_SPEC"
 STORE_VARIABLE = "GPUREADY_STORE"  # host:port of the runner's TCPStore (local runs only)
+# A workload raised: its error is stored, and the rank leaves rather than desynchronise its peers.
+WORKLOAD_FAILED_EXIT = 3
 
 
 def workload_functions() -> dict[str, Callable[[RankContext], Any]]:
@@ -98,6 +100,7 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
         on_ready(store)
     ctx.step("startup", "first collective (communicator set-up)", timeout_s=spec["startup_timeout_s"])
     dist.barrier()
+    ctx.step("ready", "every rank is up")
 
     result: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "local_rank": local_rank,
                               "node_rank": ctx.node_rank, "gpu": {"bus_id": bus_id, "uuid": uuid, "name": name},
@@ -108,9 +111,14 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
             continue
         try:
             result["workloads"][workload] = functions[workload](ctx)
-        except Exception as error:  # recorded as this workload's failure; the others still run
+        except Exception as error:
             result["workloads"][workload] = {"error": f"{type(error).__name__}: {error}",
                                              "traceback": traceback.format_exc(limit=8)}
+            store.set(RESULT_KEY.format(rank=rank), json.dumps(result))
+            progress.post("failed", workload)
+            traceback.print_exc()
+            sys.stdout.flush()
+            os._exit(WORKLOAD_FAILED_EXIT)  # peers would wait forever in their next collective
         store.set(RESULT_KEY.format(rank=rank), json.dumps(result))
     store.set(RESULT_KEY.format(rank=rank), json.dumps(result))
     progress.post("done", "finished")
