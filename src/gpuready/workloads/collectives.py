@@ -70,6 +70,10 @@ def run_collectives(ctx: RankContext, names: tuple[str, ...] = COLLECTIVES) -> t
     for name in names:
         if name == "send_recv" and ctx.world_size < 2:
             continue
+        if name == "send_recv" and ctx.backend == "gloo" and ctx.is_cuda:
+            # gloo's point-to-point ops take host tensors: with CUDA tensors the process aborts (seen: writev EFAULT).
+            unsupported.add("send_recv (gloo with CUDA tensors)")
+            continue
         for size_bytes in default_sizes(ctx):
             count = element_count(name, size_bytes, ctx.world_size, ELEMENT_BYTES)
             for placement in ("out_of_place", "in_place"):
