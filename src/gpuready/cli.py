@@ -11,7 +11,7 @@ from pathlib import Path
 from gpuready import __version__
 from gpuready.model import ExitCode
 
-VERBS = ("check", "collect", "validate")
+VERBS = ("check", "collect", "validate", "burn", "monitor")
 
 
 class UsageError(Exception):
@@ -56,6 +56,27 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun rendezvous endpoint with --nnodes")
     _add_output_options(validate)
 
+    burn = verbs.add_parser("burn", help="full load on every GPU with silent-error detection and telemetry")
+    burn.add_argument("--duration", default="30m", help="how long the GEMM window lasts: 30m, 90s, 1h (default 30m)")
+    burn.add_argument("--gpus", metavar="LIST", help="GPUs to burn: NVML indices, bus ids or UUIDs")
+    burn.add_argument("--dtype", choices=("bf16", "fp16", "tf32", "fp32", "fp64"),
+                      help="default bf16 where every GPU has it, else fp32")
+    burn.add_argument("--self-test", action="store_true", help="corrupt one result on purpose: must end in burn.errors")
+    burn.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    burn.add_argument("--ranks", type=int, default=1, metavar="N", help="CPU workers with --device cpu")
+    burn.add_argument("--interval", type=float, default=1.0, metavar="S", help="telemetry interval (default 1 s)")
+    burn.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                      help="a worker silent this long counts as lost (default 60 s)")
+    burn.add_argument("--log-dir", type=Path, metavar="DIR", help="worker logs")
+    _add_output_options(burn)
+
+    monitor = verbs.add_parser("monitor", help="watch GPU health beside a training job")
+    monitor.add_argument("--interval", type=float, default=1.0, metavar="S", help="sampling interval (default 1 s)")
+    monitor.add_argument("--jsonl", type=Path, metavar="FILE", help="append events and samples to FILE")
+    monitor.add_argument("--prometheus-port", type=int, metavar="N", help="serve metrics for Prometheus on port N")
+    monitor.add_argument("--count", type=int, metavar="N", help="stop after N samples (default: until Ctrl-C)")
+    monitor.add_argument("--quiet", action="store_true", help="no live table; events only")
+
     collect = verbs.add_parser("collect", help="write a support bundle of this machine")
     collect.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder (or .tar.gz with --tar)")
     collect.add_argument("--tar", action="store_true", help="write one .tar.gz")
@@ -93,6 +114,12 @@ def main(argv: list[str] | None = None) -> int:
             return _collect(args)
         if args.verb == "validate":
             return _validate(args, argv)
+        if args.verb == "burn":
+            return _burn(args)
+        if args.verb == "monitor":
+            from gpuready.monitor import run_monitor
+            return run_monitor(interval_s=args.interval, jsonl=args.jsonl, prometheus_port=args.prometheus_port,
+                               count=args.count, quiet=args.quiet)
         return _check(args)
     except UsageError as error:
         print(f"gpuready: {error}", file=sys.stderr)
@@ -182,6 +209,30 @@ def _validate(args: argparse.Namespace, argv: list[str]) -> int:
                                                         device, ranks, options)
     try:
         report, _outcome = validate.run_local_validate(options, progress)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return _emit(report, args)
+
+
+def _burn(args: argparse.Namespace) -> int:
+    from gpuready.burnin import BurnOptions, parse_duration, run_burn
+    try:
+        duration_s = parse_duration(args.duration)
+    except ValueError as error:
+        raise UsageError(f"--duration: {error}") from None
+    if duration_s <= 0 or args.interval <= 0 or args.timeout <= 0 or args.ranks < 1:
+        raise UsageError("--duration, --interval, --timeout and --ranks must be positive")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("gpuready: burn needs PyTorch (pip install 'gpuready[torch]')", file=sys.stderr)
+        return ExitCode.TOOL_ERROR
+    options = BurnOptions(duration_s=duration_s, dtype=args.dtype, device=args.device, ranks=args.ranks,
+                          gpus=[item.strip() for item in args.gpus.split(",")] if args.gpus else [],
+                          self_test=args.self_test, interval_s=args.interval, timeout_s=args.timeout,
+                          log_dir=args.log_dir, live=not args.json and sys.stderr.isatty())
+    try:
+        report = run_burn(options)
     except ValueError as error:
         raise UsageError(str(error)) from None
     return _emit(report, args)

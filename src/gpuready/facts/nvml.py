@@ -340,3 +340,109 @@ def _gpu_facts_from_json(data: dict[str, Any]) -> GpuFacts:
     gpu.lost = bool(data.get("lost"))
     gpu.source = "nvml.json"
     return gpu
+
+
+class NvmlSession:
+    """A live NVML connection for sampling (telemetry, monitor). Every call under a timeout; a GPU whose
+    call times out is marked lost and not asked again."""
+
+    def __init__(self, timeout_s: float = CALL_TIMEOUT_S):
+        import pynvml
+        self.pynvml, self.timeout_s = pynvml, timeout_s
+        call_with_timeout(pynvml.nvmlInit, timeout_s=timeout_s)
+        count = call_with_timeout(pynvml.nvmlDeviceGetCount, timeout_s=timeout_s)
+        self.handles = [call_with_timeout(pynvml.nvmlDeviceGetHandleByIndex, i, timeout_s=timeout_s)
+                        for i in range(count)]
+        self.lost: set[int] = set()
+        self.identity = [self._identity(handle) for handle in self.handles]
+        self._events = None
+
+    def _identity(self, handle: Any) -> dict[str, Any]:
+        ask = lambda function: _decode(call_with_timeout(function, handle, timeout_s=self.timeout_s))
+        pci = call_with_timeout(self.pynvml.nvmlDeviceGetPciInfo, handle, timeout_s=self.timeout_s)
+        return {"bus_id": normalize_bus_id(_decode(pci.busId)), "uuid": ask(self.pynvml.nvmlDeviceGetUUID),
+                "name": ask(self.pynvml.nvmlDeviceGetName)}
+
+    def _ask(self, index: int, function: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return call_with_timeout(function, self.handles[index], *args, timeout_s=self.timeout_s)
+        except NvmlTimeout:
+            self.lost.add(index)
+        except Exception as error:
+            if "GpuIsLost" in type(error).__name__:
+                self.lost.add(index)
+        return None
+
+    def sample(self, index: int) -> dict[str, Any] | None:
+        """One reading of the figures telemetry follows; None for a GPU that no longer answers."""
+        if index in self.lost:
+            return None
+        p = self.pynvml
+        power = self._ask(index, p.nvmlDeviceGetPowerUsage)
+        if index in self.lost:
+            return None
+        reasons_function = getattr(p, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+            or p.nvmlDeviceGetCurrentClocksThrottleReasons
+        utilization = self._ask(index, p.nvmlDeviceGetUtilizationRates)
+        memory_temperature = self._ask(index, p.nvmlDeviceGetFieldValues, [p.NVML_FI_DEV_MEMORY_TEMP])
+        memory_value = None
+        if memory_temperature and memory_temperature[0].nvmlReturn == 0:
+            memory_value = float(memory_temperature[0].value.uiVal)
+        return {
+            "power_w": power / 1000.0 if power is not None else None,
+            "power_limit_w": _milli(self._ask(index, p.nvmlDeviceGetEnforcedPowerLimit)),
+            "temperature_c": self._ask(index, p.nvmlDeviceGetTemperature, p.NVML_TEMPERATURE_GPU),
+            "memory_temperature_c": memory_value,
+            "sm_clock_mhz": self._ask(index, p.nvmlDeviceGetClockInfo, p.NVML_CLOCK_SM),
+            "memory_clock_mhz": self._ask(index, p.nvmlDeviceGetClockInfo, p.NVML_CLOCK_MEM),
+            "utilization_pct": utilization.gpu if utilization is not None else None,
+            "clock_event_reasons": self._ask(index, reasons_function),
+            "ecc_corrected": self._ask(index, p.nvmlDeviceGetTotalEccErrors, p.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                                       p.NVML_VOLATILE_ECC),
+            "ecc_uncorrected": self._ask(index, p.nvmlDeviceGetTotalEccErrors,
+                                         p.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, p.NVML_VOLATILE_ECC),
+            "pcie_replay": self._ask(index, p.nvmlDeviceGetPcieReplayCounter),
+            "pcie_width": self._ask(index, p.nvmlDeviceGetCurrPcieLinkWidth),
+        }
+
+    def watch_xid(self) -> bool:
+        """Register for Xid events (no root needed); False where the driver refuses."""
+        p = self.pynvml
+        try:
+            self._events = call_with_timeout(p.nvmlEventSetCreate, timeout_s=self.timeout_s)
+            for handle in self.handles:
+                call_with_timeout(p.nvmlDeviceRegisterEvents, handle, p.nvmlEventTypeXidCriticalError, self._events,
+                                  timeout_s=self.timeout_s)
+            return True
+        except Exception:
+            self._events = None
+            return False
+
+    def wait_xid(self, timeout_ms: int) -> list[tuple[int | None, int]]:
+        """(GPU index, Xid) events that arrived within the wait."""
+        if self._events is None:
+            return []
+        try:
+            data = call_with_timeout(self.pynvml.nvmlEventSetWait_v2, self._events, timeout_ms,
+                                     timeout_s=self.timeout_s + timeout_ms / 1000)
+        except Exception:  # NVML_ERROR_TIMEOUT: nothing happened
+            return []
+        index = next((i for i, handle in enumerate(self.handles)
+                      if _same_handle(handle, data.device)), None)
+        return [(index, int(data.eventData))]
+
+    def close(self) -> None:
+        try:
+            if self._events is not None:
+                call_with_timeout(self.pynvml.nvmlEventSetFree, self._events, timeout_s=self.timeout_s)
+            call_with_timeout(self.pynvml.nvmlShutdown, timeout_s=self.timeout_s)
+        except Exception:
+            pass
+
+
+def _same_handle(first: Any, second: Any) -> bool:
+    import ctypes
+    try:
+        return ctypes.cast(first, ctypes.c_void_p).value == ctypes.cast(second, ctypes.c_void_p).value
+    except Exception:
+        return False

@@ -23,6 +23,8 @@ class RankOptions:
     max_bytes: int | None = None
     """None: 1 GiB on GPUs, 64 MiB on CPUs (4 MiB with --quick)."""
     dtypes: tuple[str, ...] = ()
+    burn: dict = field(default_factory=dict)
+    """burn's settings: duration_s, dtype, self_test."""
 
 
 @dataclass(kw_only=True)
@@ -41,6 +43,8 @@ class RankContext:
     gpu_bus_id: str | None = None
     gpu_uuid: str | None = None
     gpu_name: str | None = None
+    publish_partial: Any = None
+    """Stores what the running workload measured so far (kept if the rank is later lost)."""
 
     @property
     def is_cuda(self) -> bool:
@@ -50,6 +54,10 @@ class RankContext:
         """Announce the next operation (to the watchdog) before starting it."""
         self.maybe_inject_fault(phase)
         self.progress.post(phase, operation, self.options.timeout_s if timeout_s is None else timeout_s)
+
+    def publish(self, partial: dict) -> None:
+        if self.publish_partial is not None:
+            self.publish_partial(partial)
 
     def maybe_inject_fault(self, phase: str) -> None:
         fault = os.environ.get(FAULT_VARIABLE, "")

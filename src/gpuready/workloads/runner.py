@@ -87,7 +87,9 @@ def _stop(processes: list[subprocess.Popen]) -> list[int]:
 
 def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_timeout_s: float,
               extra_env: dict[str, str] | None = None,
-              on_progress: Callable[[dict[int, Progress]], None] | None = None) -> RunOutcome:
+              on_progress: Callable[[dict[int, Progress]], None] | None = None,
+              independent: bool = False) -> RunOutcome:
+    """`independent`: ranks share nothing (burn), so a failed rank is stopped alone and the others go on."""
     import torch
     import torch.distributed as dist
 
@@ -107,7 +109,8 @@ def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_t
                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     outcome = RunOutcome(log_dir=log_dir)
     try:
-        outcome.failures = _watch(processes, store, world_size, startup_timeout_s, started, on_progress)
+        outcome.failures = _watch(processes, store, world_size, startup_timeout_s, started, on_progress,
+                                  independent)
     except KeyboardInterrupt:
         outcome.interrupted = True
     finally:
@@ -121,7 +124,9 @@ def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_t
 
 
 def _watch(processes: list[subprocess.Popen], store: Any, world_size: int, startup_timeout_s: float,
-           started: float, on_progress: Callable | None) -> list[RankFailure]:
+           started: float, on_progress: Callable | None, independent: bool = False) -> list[RankFailure]:
+    if independent:
+        return _watch_independent(processes, store, world_size, startup_timeout_s, started, on_progress)
     while True:
         posts = read_progress(store, world_size)
         if on_progress:
@@ -154,6 +159,38 @@ def _watch(processes: list[subprocess.Popen], store: Any, world_size: int, start
                                 detail=f"stopped advancing{_where(posts.get(rank))} "
                                        f"({_process_state(processes[rank].pid) or 'state unknown'})")
                     for rank in names]
+        time.sleep(POLL_S)
+
+
+def _watch_independent(processes: list[subprocess.Popen], store: Any, world_size: int, startup_timeout_s: float,
+                       started: float, on_progress: Callable | None) -> list[RankFailure]:
+    """Each rank on its own: one that dies or stops advancing is recorded and stopped; the rest go on."""
+    failures: dict[int, RankFailure] = {}
+    while True:
+        posts = read_progress(store, world_size)
+        if on_progress:
+            on_progress(posts)
+        now = time.time()
+        running = 0
+        for rank, process in enumerate(processes):
+            if rank in failures:
+                continue
+            code = process.poll()
+            post = posts.get(rank)
+            if code is None:
+                running += 1
+                overdue = post.overdue_s(now) > 0 if post else time.monotonic() - started > startup_timeout_s
+                if overdue:
+                    failures[rank] = RankFailure(rank=rank, kind="hang", progress=post,
+                                                 detail=f"stopped advancing{_where(post)} "
+                                                        f"({_process_state(process.pid) or 'state unknown'})")
+                    _stop([process])
+            elif code != 0:
+                kind = "workload" if code == WORKLOAD_FAILED_EXIT else "exit"
+                failures[rank] = RankFailure(rank=rank, kind=kind, progress=post,
+                                             detail=f"exited with code {code}{_where(post)}")
+        if not running:
+            return list(failures.values())
         time.sleep(POLL_S)
 
 

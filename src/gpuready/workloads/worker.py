@@ -24,8 +24,9 @@ WORKLOAD_FAILED_EXIT = 3
 
 
 def workload_functions() -> dict[str, Callable[[RankContext], Any]]:
-    from gpuready.workloads import collectives, ddp, gpu_bench
+    from gpuready.workloads import burn, collectives, ddp, gpu_bench
     return {
+        "burn": burn.run_burn,
         "compute": gpu_bench.run_compute,
         "transfer": gpu_bench.run_transfer,
         "p2p": gpu_bench.run_p2p,
@@ -81,9 +82,13 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
     device = torch.device("cuda", gpu_index) if use_cuda else torch.device("cpu")
     backend = spec.get("backend") or ("nccl" if use_cuda else "gloo")
     store = _connect_store(spec["startup_timeout_s"])
+    independent = not spec.get("collectives", True)  # burn: no process group, a lost GPU blocks nobody
     if store is not None:
         ProgressReporter(store, rank, bus_id, os.getpid()).post("startup", "init_process_group",
                                                                 spec["startup_timeout_s"])
+    if independent:
+        pass
+    elif store is not None:
         dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world_size,
                                 timeout=timedelta(seconds=options.timeout_s + 30),
                                 device_id=device if backend == "nccl" else None)
@@ -98,15 +103,23 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
                       options=options, gpu_bus_id=bus_id, gpu_uuid=uuid, gpu_name=name)
     if on_ready:
         on_ready(store)
-    ctx.step("startup", "first collective (communicator set-up)", timeout_s=spec["startup_timeout_s"])
-    dist.barrier()
-    ctx.step("ready", "every rank is up")
+    if not independent:
+        ctx.step("startup", "first collective (communicator set-up)", timeout_s=spec["startup_timeout_s"])
+        dist.barrier()
+    ctx.step("ready", "every rank is up" if not independent else "started")
 
     result: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "local_rank": local_rank,
                               "node_rank": ctx.node_rank, "gpu": {"bus_id": bus_id, "uuid": uuid, "name": name},
                               "backend": backend, "versions": _versions(torch), "workloads": {}}
     functions = workload_functions()
+
+    def publish_partial(partial: dict) -> None:
+        store.set(RESULT_KEY.format(rank=rank), json.dumps({**result, "workloads": {
+            **result["workloads"], current[0]: {**partial, "partial": True}}}))
+    ctx.publish_partial = publish_partial
+    current = [""]
     for workload in spec["workloads"]:
+        current[0] = workload
         if workload in GPU_ONLY and not use_cuda:
             continue
         try:
@@ -122,6 +135,8 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
         store.set(RESULT_KEY.format(rank=rank), json.dumps(result))
     store.set(RESULT_KEY.format(rank=rank), json.dumps(result))
     progress.post("done", "finished")
+    if independent:
+        return 0
     try:
         dist.barrier()
         if on_done:

@@ -1,0 +1,167 @@
+"""`gpuready burn`: every selected GPU at full load at once, one process per GPU, with telemetry.
+
+The workers share nothing (no process group), so a lost GPU stops only its own worker; the
+sampler runs here, in the parent, apart from them.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuready import __version__
+from gpuready.burnin.judge import BurnGpu, BurnJudge
+from gpuready.model import Report
+from gpuready.telemetry import Sampler
+
+DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp64")
+
+
+@dataclass(kw_only=True)
+class BurnOptions:
+    duration_s: float = 1800.0
+    dtype: str | None = None
+    """None: bf16 where every GPU has it (compute capability >= 8.0), else fp32."""
+    gpus: list[str] = field(default_factory=list)
+    device: str = "auto"
+    ranks: int = 1
+    """CPU workers with --device cpu."""
+    self_test: bool = False
+    interval_s: float = 1.0
+    timeout_s: float = 60.0
+    """A worker silent for this long counts as lost."""
+    log_dir: Path | None = None
+    live: bool = True
+
+
+def parse_duration(text: str) -> float:
+    """`30m`, `90s`, `1h`, `1h30m` or plain seconds."""
+    text = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([hms])", text)
+    if not parts or "".join(f"{n}{u}" for n, u in parts) != text.replace(" ", ""):
+        raise ValueError(f"{text!r} is not a duration like 30m, 90s or 1h")
+    return sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+
+
+def _live_table(identity: list[dict[str, Any]], selected: list[int], sampler: Sampler | None,
+                posts: dict, deadline: float, duration_s: float):
+    from rich.console import Group
+    from rich.progress_bar import ProgressBar
+    from rich.table import Table
+    from gpuready.facts.clock_reasons import reasons_from_mask
+
+    table = Table(expand=False)
+    for column in ("GPU", "status", "power", "temp", "SM clock", "reasons"):
+        table.add_column(column, no_wrap=True)
+    for rank, index in enumerate(selected):
+        post = posts.get(rank)
+        sample = sampler.telemetry.samples.get(index, [])[-1][1] if sampler and sampler.telemetry.samples.get(index) \
+            else {}
+        reasons = ", ".join(sorted(reasons_from_mask(int(sample.get("clock_event_reasons") or 0)) - {"gpu_idle"}))
+        table.add_row(f"{index} {identity[index].get('name', '') if index < len(identity) else ''}",
+                      post.operation if post else "starting",
+                      f"{sample['power_w']:.0f} W" if sample.get("power_w") is not None else "-",
+                      f"{sample['temperature_c']} °C" if sample.get("temperature_c") is not None else "-",
+                      f"{sample['sm_clock_mhz']} MHz" if sample.get("sm_clock_mhz") is not None else "-",
+                      reasons or "-")
+    remaining = max(0.0, deadline - time.time())
+    bar = ProgressBar(total=duration_s, completed=duration_s - remaining, width=50)
+    return Group(table, bar, f"{remaining:,.0f} s remaining")
+
+
+def run_burn(options: BurnOptions) -> Report:
+    import torch
+
+    from gpuready.validate import visible_devices
+    from gpuready.workloads.runner import run_local
+
+    device = options.device if options.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    session = facts = None
+    selected: list[int] = []
+    extra_env: dict[str, str] = {}
+    if device == "cuda":
+        from gpuready.bundle.collect import collect
+        from gpuready.facts.build import build_facts
+        from gpuready.facts.nvml import NvmlSession
+        facts = build_facts(collect(with_torch=False)[0], live=True)
+        session = NvmlSession()
+        if options.gpus:
+            extra_env["CUDA_VISIBLE_DEVICES"] = visible_devices(options.gpus, facts)
+            uuids = extra_env["CUDA_VISIBLE_DEVICES"].split(",")
+            selected = [i for uuid in uuids for i, gpu in enumerate(session.identity) if gpu["uuid"] == uuid]
+        else:
+            selected = list(range(len(session.handles)))
+        ranks = len(selected)
+    else:
+        ranks = options.ranks
+    dtype = options.dtype or _default_dtype(facts, selected)
+    spec = {"device": device, "workloads": ["burn"], "collectives": False, "startup_timeout_s": 300.0,
+            "options": {"timeout_s": options.timeout_s,
+                        "burn": {"duration_s": options.duration_s, "dtype": dtype, "self_test": options.self_test}}}
+    log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-burn-"))
+    identity = session.identity if session else []
+    sampler = Sampler(session, selected, options.interval_s) if session else None
+    started = time.time()
+    deadline = started + options.duration_s + 15  # start-up and the memory phase come first
+    live = None
+    if options.live:
+        from rich.console import Console
+        from rich.live import Live
+        live = Live(console=Console(stderr=True), refresh_per_second=2, transient=True)
+        live.start()
+
+    def on_progress(posts: dict) -> None:
+        if live is not None:
+            live.update(_live_table(identity, selected, sampler, posts, deadline, options.duration_s))
+
+    try:
+        if sampler:
+            sampler.__enter__()
+        outcome = run_local(world_size=ranks, spec=spec, log_dir=log_dir, startup_timeout_s=300.0,
+                            extra_env=extra_env, on_progress=on_progress, independent=True)
+    finally:
+        if sampler:
+            sampler.stop()
+        if live is not None:
+            live.stop()
+        if session:
+            session.close()
+    burn_gpus = []
+    for rank in range(ranks):
+        result = outcome.results.get(rank, {})
+        data = (result.get("workloads") or {}).get("burn")
+        index = selected[rank] if rank < len(selected) else None
+        facts_gpu = next((gpu for gpu in (facts.gpus or []) if index is not None and gpu.index == index), None) \
+            if facts else None
+        burn_gpus.append(BurnGpu(rank=rank, nvml_index=index, identity=identity[index] if index is not None else {},
+                                 result=data, slowdown_c=facts_gpu.slowdown_temperature_c if facts_gpu else None))
+    host = socket.gethostname()
+    judge = BurnJudge(host, burn_gpus, sampler.telemetry if sampler else None, outcome.failures, options.self_test)
+    judge.judge()
+    report = Report(tool_version=__version__, host=host, findings=judge.findings, measurements=judge.measurements,
+                    series=sampler.telemetry.series(host, identity) if sampler else [])
+    report.hung = any(failure.kind in ("hang", "exit", "start") for failure in outcome.failures)
+    report.interrupted = outcome.interrupted
+    report.facts = {"burn": {"dtype": dtype, "duration_s": options.duration_s, "device": device, "ranks": ranks,
+                             "log_dir": str(log_dir), "wall_s": round(outcome.wall_s, 1),
+                             "telemetry_interval_s": options.interval_s,
+                             "xid_source": sampler.telemetry.xid_source if sampler else "none",
+                             "self_test": options.self_test}}
+    return report
+
+
+def _default_dtype(facts: Any, selected: list[int]) -> str:
+    if facts is None:
+        return "fp32"
+    capabilities = [gpu.compute_capability for gpu in facts.gpus or [] if gpu.index in selected]
+    if capabilities and all(cc and float(cc) >= 8.0 for cc in capabilities):
+        return "bf16"
+    return "fp32"
+

@@ -1,0 +1,225 @@
+"""`gpuready monitor`: watch GPU health beside a training job.
+
+Prints health events as they happen (a new Xid, throttling starting or stopping by reason, ECC
+counts rising, a PCIe link narrowing, the power limit changing, a GPU lost), keeps a compact live
+table, appends events and samples to a JSON-lines file, and serves Prometheus metrics whose label
+keys join with DCGM-exporter dashboards (gpu, UUID, Hostname, modelName).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from gpuready.facts.clock_reasons import REASON_BITS, reasons_from_mask
+from gpuready.model import ExitCode
+
+IGNORED_REASONS = frozenset({"gpu_idle"})
+
+
+def detect_events(index: int, previous: dict[str, Any] | None, current: dict[str, Any] | None,
+                  ) -> list[dict[str, Any]]:
+    """Health events between two samples of one GPU (pure: tests replay recorded series)."""
+    if previous is None:
+        return []
+    if current is None:
+        return [{"gpu": index, "event": "gpu_lost", "detail": "the GPU stopped answering NVML"}]
+    events: list[dict[str, Any]] = []
+    before = reasons_from_mask(int(previous.get("clock_event_reasons") or 0)) - IGNORED_REASONS
+    after = reasons_from_mask(int(current.get("clock_event_reasons") or 0)) - IGNORED_REASONS
+    for reason in sorted(after - before):
+        events.append({"gpu": index, "event": "throttle_start", "reason": reason})
+    for reason in sorted(before - after):
+        events.append({"gpu": index, "event": "throttle_stop", "reason": reason})
+    for metric, kind in (("ecc_uncorrected", "uncorrectable"), ("ecc_corrected", "corrected")):
+        old, new = previous.get(metric), current.get(metric)
+        if old is not None and new is not None and new > old:
+            events.append({"gpu": index, "event": "ecc_increment", "kind": kind, "delta": new - old, "total": new})
+    old_width, new_width = previous.get("pcie_width"), current.get("pcie_width")
+    if old_width and new_width and new_width < old_width:
+        events.append({"gpu": index, "event": "pcie_width_drop", "from": old_width, "to": new_width})
+    old_limit, new_limit = previous.get("power_limit_w"), current.get("power_limit_w")
+    if old_limit and new_limit and abs(new_limit - old_limit) >= 1:
+        events.append({"gpu": index, "event": "power_limit_change", "from_w": old_limit, "to_w": new_limit})
+    return events
+
+
+def describe(event: dict[str, Any]) -> str:
+    kind = event["event"]
+    gpu = f"GPU{event['gpu']}" if event.get("gpu") is not None else "GPU?"
+    if kind == "throttle_start":
+        return f"{gpu}: clocks limited by {event['reason']}"
+    if kind == "throttle_stop":
+        return f"{gpu}: {event['reason']} ended"
+    if kind == "ecc_increment":
+        return f"{gpu}: +{event['delta']} {event['kind']} ECC error(s) (volatile total {event['total']})"
+    if kind == "pcie_width_drop":
+        return f"{gpu}: PCIe link narrowed x{event['from']} → x{event['to']}"
+    if kind == "power_limit_change":
+        return f"{gpu}: power limit {event['from_w']:.0f} W → {event['to_w']:.0f} W"
+    if kind == "xid":
+        from gpuready.knowledge import xid_entry
+        entry = xid_entry(event["xid"])
+        return f"{gpu}: Xid {event['xid']}" + (f" {entry['name']}: {entry['action']}" if entry else "")
+    if kind == "gpu_lost":
+        return f"{gpu}: LOST ({event['detail']})"
+    return json.dumps(event)
+
+
+class PrometheusExporter:
+    """Metrics in base units with a gpuready_ prefix; labels as DCGM-exporter names them."""
+
+    def __init__(self, port: int, identity: list[dict[str, Any]], hostname: str, address: str = "0.0.0.0"):
+        from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+        self.registry = CollectorRegistry()
+        labels = ["gpu", "UUID", "Hostname", "modelName"]
+        gauge = lambda name, doc, extra=(): Gauge(name, doc, labels + list(extra), registry=self.registry)
+        self.gauges = {
+            "power_w": (gauge("gpuready_power_usage_watts", "Board power draw"), 1.0),
+            "power_limit_w": (gauge("gpuready_power_limit_watts", "Enforced power limit"), 1.0),
+            "temperature_c": (gauge("gpuready_gpu_temperature_celsius", "GPU temperature"), 1.0),
+            "memory_temperature_c": (gauge("gpuready_memory_temperature_celsius", "HBM temperature"), 1.0),
+            "sm_clock_mhz": (gauge("gpuready_sm_clock_hertz", "SM clock"), 1e6),
+            "memory_clock_mhz": (gauge("gpuready_memory_clock_hertz", "Memory clock"), 1e6),
+            "utilization_pct": (gauge("gpuready_gpu_utilization_ratio", "GPU utilisation"), 0.01),
+            "pcie_replay": (gauge("gpuready_pcie_replay_count", "PCIe replays since reset"), 1.0),
+            "pcie_width": (gauge("gpuready_pcie_link_width_lanes", "Current PCIe link width"), 1.0),
+        }
+        self.ecc = gauge("gpuready_ecc_errors_volatile", "ECC errors since driver load", ["type"])
+        self.reasons = gauge("gpuready_clock_event_reason_active", "Clock-event reason active (1) or not", ["reason"])
+        self.lost = gauge("gpuready_gpu_lost", "1 when the GPU stopped answering")
+        self.xids = Counter("gpuready_xid_events", "Xid events seen", labels + ["xid"], registry=self.registry)
+        self.labels = [{"gpu": str(i), "UUID": gpu.get("uuid") or "", "Hostname": hostname,
+                        "modelName": gpu.get("name") or ""} for i, gpu in enumerate(identity)]
+        self.server, self.thread = start_http_server(port, addr=address, registry=self.registry)
+
+    def update(self, index: int, sample: dict[str, Any] | None) -> None:
+        labels = self.labels[index]
+        self.lost.labels(**labels).set(0 if sample is not None else 1)
+        if sample is None:
+            return
+        for metric, (gauge, scale) in self.gauges.items():
+            if sample.get(metric) is not None:
+                gauge.labels(**labels).set(sample[metric] * scale)
+        for kind in ("corrected", "uncorrected"):
+            if sample.get(f"ecc_{kind}") is not None:
+                self.ecc.labels(**labels, type=kind).set(sample[f"ecc_{kind}"])
+        mask = int(sample.get("clock_event_reasons") or 0)
+        for reason, bit in REASON_BITS.items():
+            self.reasons.labels(**labels, reason=reason).set(1 if mask & bit else 0)
+
+    def xid(self, index: int | None, xid: int) -> None:
+        if index is not None:
+            self.xids.labels(**self.labels[index], xid=str(xid)).inc()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def monitor_loop(source: Any, *, interval_s: float, count: int | None, jsonl: Path | None,
+                 exporter: PrometheusExporter | None, emit_event, show_table=None) -> int:
+    """Sample every GPU each interval; returns the number of samples taken. `source` as telemetry's."""
+    previous: dict[int, dict[str, Any] | None] = {}
+    handle = open(jsonl, "a") if jsonl else None
+    taken = 0
+    try:
+        next_at = time.monotonic()
+        while count is None or taken < count:
+            now = time.time()
+            samples = {index: (None if index in source.lost else source.sample(index))
+                       for index in range(len(source.identity))}
+            events: list[dict[str, Any]] = []
+            for index, sample in samples.items():
+                if index in previous and not (previous[index] is None and sample is None):
+                    events.extend(detect_events(index, previous[index], sample))
+                previous[index] = sample
+                if exporter:
+                    exporter.update(index, sample)
+            for index, xid in source.wait_xid(0) if hasattr(source, "wait_xid") else []:
+                events.append({"gpu": index, "event": "xid", "xid": xid})
+                if exporter:
+                    exporter.xid(index, xid)
+            for event in events:
+                event["time"] = now
+                emit_event(event)
+            if handle:
+                for event in events:
+                    handle.write(json.dumps({"type": "event", **event}) + "\n")
+                handle.write(json.dumps({"type": "sample", "time": now, "gpus": {str(i): s for i, s in samples.items()}})
+                             + "\n")
+                handle.flush()
+            if show_table:
+                show_table(samples)
+            taken += 1
+            next_at += interval_s
+            time.sleep(max(0.0, next_at - time.monotonic()))
+    finally:
+        if handle:
+            handle.close()
+    return taken
+
+
+def _table(identity: list[dict[str, Any]], samples: dict[int, dict[str, Any] | None]):
+    from rich.table import Table
+    table = Table(expand=False)
+    for column in ("GPU", "model", "power", "temp", "SM", "util", "reasons", "ECC (c/u)"):
+        table.add_column(column, no_wrap=True)
+    for index, sample in samples.items():
+        if sample is None:
+            table.add_row(str(index), identity[index].get("name", ""), "LOST", "", "", "", "", "")
+            continue
+        reasons = ", ".join(sorted(reasons_from_mask(int(sample.get("clock_event_reasons") or 0)) - IGNORED_REASONS))
+        table.add_row(str(index), identity[index].get("name", ""),
+                      f"{sample.get('power_w') or 0:.0f} W", f"{sample.get('temperature_c')} °C",
+                      f"{sample.get('sm_clock_mhz')} MHz", f"{sample.get('utilization_pct')} %", reasons or "-",
+                      f"{sample.get('ecc_corrected')}/{sample.get('ecc_uncorrected')}")
+    return table
+
+
+def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int | None, count: int | None,
+                quiet: bool, source: Any = None) -> int:
+    from rich.console import Console
+    from rich.live import Live
+
+    if interval_s <= 0 or (count is not None and count < 1):
+        print("gpuready: --interval and --count must be positive", file=sys.stderr)
+        return ExitCode.USAGE
+    if source is None:
+        from gpuready.facts.nvml import NvmlSession
+        try:
+            source = NvmlSession()
+        except Exception as error:
+            print(f"gpuready: no NVIDIA GPU or driver to monitor ({type(error).__name__}: {error})", file=sys.stderr)
+            return ExitCode.NOT_READY
+        source.watch_xid()
+    console = Console(stderr=True)
+    exporter = None
+    if prometheus_port is not None:
+        try:
+            exporter = PrometheusExporter(prometheus_port, source.identity, socket.gethostname())
+        except OSError as error:
+            print(f"gpuready: cannot serve metrics on port {prometheus_port}: {error.strerror}", file=sys.stderr)
+            return ExitCode.USAGE
+        console.print(f"Prometheus metrics on http://0.0.0.0:{prometheus_port}/metrics")
+    live = None if quiet or not console.is_terminal else Live(console=console, refresh_per_second=1)
+    emit = (lambda event: live.console.print(f"[bold]{time.strftime('%H:%M:%S')}[/bold] {describe(event)}")) \
+        if live else (lambda event: print(f"{time.strftime('%H:%M:%S')} {describe(event)}", flush=True))
+    try:
+        if live:
+            live.start()
+        monitor_loop(source, interval_s=interval_s, count=count, jsonl=jsonl, exporter=exporter, emit_event=emit,
+                     show_table=(lambda samples: live.update(_table(source.identity, samples))) if live else None)
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
+    finally:
+        if live:
+            live.stop()
+        if exporter:
+            exporter.close()
+        if hasattr(source, "close"):
+            source.close()
+    return ExitCode.READY

@@ -1,0 +1,109 @@
+"""An NVML sampler that runs beside any workload and returns time series.
+
+It runs in the parent process, apart from the workers, and every NVML call has a timeout (see
+facts/nvml.py), so a dead GPU stops its own series instead of freezing the sampler. Xid events
+come from NVML's event API in a second thread (no root needed).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gpuready.model import GpuRef, Series, Subject
+
+# Metrics kept as series: name → unit.
+METRICS = {"power_w": "watts", "temperature_c": "celsius", "memory_temperature_c": "celsius",
+           "sm_clock_mhz": "mhz", "memory_clock_mhz": "mhz", "utilization_pct": "percent",
+           "clock_event_reasons": "bitmask", "ecc_corrected": "count", "ecc_uncorrected": "count",
+           "pcie_replay": "count", "pcie_width": "lanes", "power_limit_w": "watts"}
+
+
+class SampleSource(Protocol):
+    identity: list[dict[str, Any]]
+    lost: set[int]
+
+    def sample(self, index: int) -> dict[str, Any] | None: ...
+    def wait_xid(self, timeout_ms: int) -> list[tuple[int | None, int]]: ...
+
+
+@dataclass
+class Telemetry:
+    started_at: float
+    """Wall-clock time (time.time()) of t_s = 0."""
+    samples: dict[int, list[tuple[float, dict[str, Any]]]] = field(default_factory=dict)
+    xid_events: list[tuple[float, int | None, int]] = field(default_factory=list)
+    lost_at: dict[int, float] = field(default_factory=dict)
+    interval_s: float = 1.0
+    xid_source: str = "none"
+
+    def values(self, index: int, metric: str, start_s: float = 0.0, end_s: float = float("inf")) -> list[float]:
+        return [sample[metric] for t, sample in self.samples.get(index, [])
+                if start_s <= t <= end_s and sample.get(metric) is not None]
+
+    def times(self, index: int, metric: str, start_s: float = 0.0, end_s: float = float("inf")) -> list[float]:
+        return [t for t, sample in self.samples.get(index, [])
+                if start_s <= t <= end_s and sample.get(metric) is not None]
+
+    def series(self, host: str, identity: list[dict[str, Any]]) -> list[Series]:
+        result = []
+        for index, samples in sorted(self.samples.items()):
+            gpu = identity[index] if index < len(identity) else {}
+            subject = Subject(host=host, gpu=GpuRef(index=index, bus_id=gpu.get("bus_id"), uuid=gpu.get("uuid")))
+            for metric, unit in METRICS.items():
+                points = [(t, sample[metric]) for t, sample in samples if sample.get(metric) is not None]
+                if points:
+                    result.append(Series(subject=subject, metric=metric, unit=unit,
+                                         t_s=[round(t, 3) for t, _ in points], values=[float(v) for _, v in points]))
+        return result
+
+
+class Sampler:
+    """`with Sampler(source, gpus, interval_s) as sampler: ...` then `sampler.telemetry`."""
+
+    def __init__(self, source: SampleSource, gpus: list[int], interval_s: float = 1.0, watch_xid: bool = True):
+        self.source, self.gpus, self.interval_s = source, gpus, interval_s
+        self.telemetry = Telemetry(started_at=time.time(), interval_s=interval_s,
+                                   samples={index: [] for index in gpus})
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._sample_loop, daemon=True, name="gpuready-sampler")]
+        if watch_xid and getattr(source, "watch_xid", None) and source.watch_xid():
+            self.telemetry.xid_source = "NVML event API"
+            self._threads.append(threading.Thread(target=self._xid_loop, daemon=True, name="gpuready-xid"))
+
+    def __enter__(self) -> "Sampler":
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=self.interval_s + 6)  # a thread stuck in NVML is abandoned, never awaited
+
+    def now_s(self) -> float:
+        return time.time() - self.telemetry.started_at
+
+    def _sample_loop(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            for index in self.gpus:
+                if index in self.telemetry.lost_at:
+                    continue
+                reading = self.source.sample(index)
+                if reading is None:
+                    self.telemetry.lost_at[index] = self.now_s()
+                    continue
+                self.telemetry.samples[index].append((self.now_s(), reading))
+            next_at += self.interval_s
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def _xid_loop(self) -> None:
+        while not self._stop.is_set():
+            for index, xid in self.source.wait_xid(500):
+                self.telemetry.xid_events.append((self.now_s(), index, xid))
