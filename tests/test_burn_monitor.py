@@ -166,3 +166,42 @@ def test_burn_bad_duration(tmp_path):
     result = subprocess.run([sys.executable, "-m", "gpuready", "burn", "--duration", "soon"], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 2 and "duration" in result.stderr
+
+
+RECORDED = json.loads((__import__("conftest").FIXTURES / "h200-burn" / "burn-60s-report.json").read_text())
+
+
+def _recorded_samples():
+    series = {s["metric"]: s for s in RECORDED["series"]}
+    times = series["power_w"]["t_s"]
+    return [(t, {metric: s["values"][i] for metric, s in series.items()}) for i, t in enumerate(times)]
+
+
+def test_recorded_h200_burn_series_judge_clean():
+    samples = _recorded_samples()
+    telemetry = Telemetry(started_at=0.0, samples={0: samples}, xid_source="NVML event API")
+    busy = [t for t, sample in samples if sample["utilization_pct"] >= 90]  # the GEMM window
+    gpu = _gpu(window=(busy[0], busy[-1]))
+    judge = BurnJudge("h200", [gpu], telemetry, [])
+    judge.judge()
+    statuses = {f.check_id: f.status for f in judge.findings}
+    assert all(status == Status.PASS for status in statuses.values()), statuses
+    power = next(m for m in judge.measurements if m.name == "burn_power_w")
+    assert power.value >= 0.97 * 700 and power.method["sw_power_cap_share"] > 0.9
+    recorded = {f["check_id"]: f["status"] for f in RECORDED["findings"]}
+    assert recorded["burn.power"] == "pass" and recorded["burn.clock_instability"] == "pass"
+
+
+def test_recorded_series_replayed_through_monitor():
+    samples = [sample for _, sample in _recorded_samples()]
+    events = [event for previous, current in zip(samples, samples[1:]) for event in detect_events(0, previous, current)]
+    kinds = [(event["event"], event.get("reason")) for event in events]
+    assert ("throttle_start", "sw_power_cap") in kinds  # the load reaches the power cap
+    assert not [event for event in events if event["event"] in ("ecc_increment", "pcie_width_drop", "gpu_lost")]
+
+
+def test_recorded_burn_report_matches_the_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+    schema = json.loads(resources.files("gpuready").joinpath("schema/report.schema.json").read_text())
+    jsonschema.validate(RECORDED, schema)
