@@ -205,3 +205,11 @@ def test_recorded_burn_report_matches_the_schema():
     from importlib import resources
     schema = json.loads(resources.files("gpuready").joinpath("schema/report.schema.json").read_text())
     jsonschema.validate(RECORDED, schema)
+
+
+def test_monitor_without_a_driver_says_so():
+    result = subprocess.run([sys.executable, "-m", "gpuready", "monitor", "--count", "1"], capture_output=True,
+                            text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": ""})
+    if result.returncode == 0:
+        pytest.skip("this machine has an NVIDIA driver")
+    assert result.returncode == 1 and "no NVIDIA GPU or driver" in result.stderr and "Traceback" not in result.stderr
