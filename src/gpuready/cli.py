@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--expect-gpus", type=int, metavar="N", help="fail unless exactly N GPUs are visible")
     check.add_argument("--psu-watts", type=float, metavar="W", help="PSU capacity, to judge the power budget")
     check.add_argument("--circuit-watts", type=float, metavar="W", help="circuit rating, to judge the power budget")
+    check.add_argument("--multi-node", action="store_true",
+                       help="the machine is for multi-node jobs: network findings decide the verdict and exit code")
+    check.add_argument("--nnodes", type=int, metavar="N", help="nodes the job will span; N > 1 implies --multi-node")
     _add_output_options(check)
 
     validate = verbs.add_parser("validate", help="measure compute, transfers, P2P, collectives and a DDP run")
@@ -140,7 +143,7 @@ def _check(args: argparse.Namespace) -> int:
     from gpuready.checks.registry import CheckOptions
     from gpuready.run_check import check_report, gather_facts
 
-    for name in ("expect_gpus", "psu_watts", "circuit_watts"):
+    for name in ("expect_gpus", "psu_watts", "circuit_watts", "nnodes"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive number, not {value:g}")
@@ -149,7 +152,8 @@ def _check(args: argparse.Namespace) -> int:
     except BundleError as error:
         raise UsageError(str(error)) from None
     options = CheckOptions(expect_gpus=args.expect_gpus, psu_watts=args.psu_watts, circuit_watts=args.circuit_watts)
-    report = check_report(facts, options, fail_on_warn=args.fail_on == "warn")
+    report = check_report(facts, options, fail_on_warn=args.fail_on == "warn",
+                          multi_node=args.multi_node or (args.nnodes or 1) > 1)
     return _emit(report, args)
 
 

@@ -30,6 +30,8 @@ class Verdict(str, enum.Enum):
     READY = "ready"
     READY_WITH_WARNINGS = "ready_with_warnings"
     NOT_READY = "not_ready"
+    UNKNOWN = "unknown"
+    """Not enough evidence: no input names a GPU, so readiness cannot be judged (exit code 2)."""
 
 
 class ExitCode(enum.IntEnum):
@@ -161,20 +163,30 @@ class Report:
     """A rank stopped advancing or died (exit code 4)."""
     interrupted: bool = False
     """Stopped by Ctrl-C (exit code 130); what was measured is kept."""
+    multi_node: bool = False
+    """The machine is meant for multi-node work: the top-level verdict and exit code include `network.*`."""
+    not_enough_evidence: str | None = None
+    """Why nothing about the GPUs could be judged (verdict `unknown`, exit code 2)."""
 
     def verdicts(self) -> dict[str, Verdict]:
-        single = [f for f in self.findings if f.category not in MULTI_NODE_CATEGORIES]
-        return {"single_node": verdict_of(single), "multi_node": verdict_of(self.findings)}
+        if self.not_enough_evidence:
+            return {"single_node": Verdict.UNKNOWN, "multi_node": Verdict.UNKNOWN}
+        return {"single_node": verdict_of(self._single_node_findings()), "multi_node": verdict_of(self.findings)}
 
     def verdict(self) -> Verdict:
-        return verdict_of(self.findings)
+        """The single-node verdict unless the machine is meant for multi-node work."""
+        return self.verdicts()["multi_node" if self.multi_node else "single_node"]
+
+    def _single_node_findings(self) -> list[Finding]:
+        return [f for f in self.findings if f.category not in MULTI_NODE_CATEGORIES]
 
     def exit_code(self) -> int:
-        statuses = {finding.status for finding in self.findings}
+        judged = self.findings if self.multi_node else self._single_node_findings()
+        statuses = {finding.status for finding in judged}
         codes = [ExitCode.READY]
         if Status.FAIL in statuses or (self.fail_on_warn and Status.WARN in statuses):
             codes.append(ExitCode.NOT_READY)
-        if self.input_error:
+        if self.input_error or self.not_enough_evidence:
             codes.append(ExitCode.USAGE)
         if any(f.status == Status.ERROR and f.check_id != INPUT_CHECK_ID for f in self.findings):
             codes.append(ExitCode.TOOL_ERROR)
@@ -193,6 +205,8 @@ class Report:
             "host": self.host,
             "verdict": self.verdict().value,
             "verdicts": {name: verdict.value for name, verdict in self.verdicts().items()},
+            "judged_for": "multi_node" if self.multi_node else "single_node",
+            "not_enough_evidence": self.not_enough_evidence,
             "exit_code": self.exit_code(),
             "findings": [_finding_to_dict(finding) for finding in self.findings],
             "measurements": [to_jsonable(m) for m in self.measurements],

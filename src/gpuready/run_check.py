@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpuready import __version__
 from gpuready.bundle.collect import collect
+from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.reader import read_bundle
 from gpuready.checks.registry import CheckOptions, run_checks
 from gpuready.facts.build import build_facts
@@ -35,7 +36,23 @@ def gather_facts(bundle: Path | None, fast: bool) -> Facts:
     return facts
 
 
-def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False) -> Report:
+# The bundle files that name GPUs, and the command that writes each, for the `unknown` verdict's message.
+_GPU_NAMING_FILES = ("nvml.json", "nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-topo.txt",
+                     "nvidia-smi-nvlink-s.txt", "nvidia-smi-L.txt", "lspci-vv.txt", "dmesg.txt")
+
+
+def not_enough_evidence(facts: Facts) -> str | None:
+    """Why no GPU can be judged, or None where some input names a GPU (or says there is none)."""
+    if facts.gpus is not None or facts.gpu_probe_error is not None:
+        return None
+    read = [f"{name} ({state})" for name, state in facts.sources.items() if state != "missing"]
+    wanted = ", ".join(f"`{BUNDLE_FILES[name].split(' (')[0]}` ({name})" for name in _GPU_NAMING_FILES)
+    return (f"Not enough evidence: no file names a GPU, so readiness cannot be judged. Read: "
+            f"{'; '.join(read) or 'nothing'}. GPUs are named by any of {wanted}; or run `gpuready collect` on the "
+            "machine and check that bundle.")
+
+
+def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False, multi_node: bool = False) -> Report:
     host = facts.host.hostname or socket.gethostname()
     facts.host.hostname = host
     findings = run_checks(facts, options)
@@ -44,7 +61,8 @@ def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False
                                 message=sentence, observed=name,
                                 fix=f"Collect {name} again (`gpuready collect`), or remove it from the bundle."))
     return Report(tool_version=__version__, host=host, findings=findings, facts=summarize_facts(facts),
-                  input_error=bool(facts.input_errors), fail_on_warn=fail_on_warn)
+                  input_error=bool(facts.input_errors), fail_on_warn=fail_on_warn, multi_node=multi_node,
+                  not_enough_evidence=not_enough_evidence(facts))
 
 
 def summarize_facts(facts: Facts) -> dict:

@@ -11,6 +11,7 @@ BUNDLE_FILES: dict[str, str] = {
     "nvidia-smi-topo.txt": "nvidia-smi topo -m",
     "nvidia-smi-topo-p2p.txt": "nvidia-smi topo -p2p r",
     "nvidia-smi-nvlink-s.txt": "nvidia-smi nvlink -s",
+    "nvidia-smi-L.txt": "nvidia-smi -L (read when given; collect does not write it, nvml.json holds the same)",
     "dmesg.txt": "dmesg (or journalctl -k -b)",
     "lspci-vv.txt": "lspci -vv",
     "meminfo.txt": "/proc/meminfo",

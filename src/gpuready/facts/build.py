@@ -1,17 +1,24 @@
 """Bundle files → Facts. Live and offline both come through here.
 
 Each file has one parser; a file that fails to parse becomes an input error naming it, and
-the other files are still used. GPU facts from several files are merged by PCI bus id, the
-richest source first (nvml.json, then `nvidia-smi -q -x`, then `-q` text, then plain `nvidia-smi`).
+the other files are still used. A file whose name is not a bundle name is read by what its content
+shows (bundle/sniff.py). GPU facts from several files are merged by PCI bus id, the richest source
+first (nvml.json, then `nvidia-smi -q -x`, then `-q` text, then plain `nvidia-smi`); GPUs that a tool
+names by index only (`topo -m`, `nvlink -s`, `-L`) join by UUID or index. lspci and the kernel log name
+the GPUs only where no driver-side source does.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any, Callable
 
+from gpuready.bundle.layout import BUNDLE_FILES
+from gpuready.bundle.sniff import kind_of
 from gpuready.facts import host_files, network_files, software_files
+from gpuready.facts.gpu_lists import parse_gpu_list
 from gpuready.facts.kernel_log import parse_kernel_log
 from gpuready.facts.lspci import parse_lspci
 from gpuready.facts.nvidia_smi_plain import parse_nvidia_smi_plain
@@ -21,24 +28,49 @@ from gpuready.facts.topology import parse_nvlink_status, parse_topo_matrix, pars
 from gpuready.facts.types import Facts, GpuFacts
 
 
+# Tool outputs that may come as several files (fragments of one tool, logs of several boots): each is read.
+_REPEATABLE = frozenset({"nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-L.txt", "dmesg.txt"})
+
+
+def classify_files(files: dict[str, str]) -> tuple[dict[str, list[tuple[str, str]]], dict[str, str]]:
+    """kind → [(file name, text)], bundle names by name and any other file by its content; plus the unrecognised."""
+    by_kind: dict[str, list[tuple[str, str]]] = {}
+    unrecognised: dict[str, str] = {}
+    for name in sorted(files, key=lambda name: (name not in BUNDLE_FILES, name)):
+        kind = name if name in BUNDLE_FILES else kind_of(files[name])
+        if kind is None:
+            unrecognised[name] = "ignored: not a tool output gpuready recognises"
+        else:
+            by_kind.setdefault(kind, []).append((name, files[name]))
+    return by_kind, unrecognised
+
+
 def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
     facts = Facts(live=live)
+    by_kind, unrecognised = classify_files(files)
+    facts.sources.update(unrecognised)
     gpu_sources: list[tuple[str, list[GpuFacts]]] = []
+    indexed_sources: list[tuple[str, list[GpuFacts]]] = []
 
-    def use(name: str, apply: Callable[[str], None]) -> None:
-        text = files.get(name)
-        if text is None:
-            facts.sources[name] = "missing"
+    def use(kind: str, apply: Callable[[str], None]) -> None:
+        entries = by_kind.get(kind)
+        if not entries:
+            facts.sources[kind] = "missing"
             return
-        try:
-            apply(text)
-            facts.sources[name] = "parsed"
-        except ForeignNvmlJson as error:
-            facts.sources[name] = f"ignored: {error}"
-        except Exception as error:  # any parser failure is about the file, reported, not raised
-            reason = str(error) or type(error).__name__
-            facts.sources[name] = f"unreadable: {reason}"
-            facts.input_errors.append((name, f"{name} could not be parsed: {reason}"))
+        if kind not in _REPEATABLE:
+            for name, _text in entries[1:]:
+                facts.sources[name] = f"ignored: {entries[0][0]} already gave {kind}"
+            entries = entries[:1]
+        for name, text in entries:
+            try:
+                apply(text)
+                facts.sources[name] = "parsed" if name == kind else f"parsed as {kind}"
+            except ForeignNvmlJson as error:
+                facts.sources[name] = f"ignored: {error}"
+            except Exception as error:  # any parser failure is about the file, reported, not raised
+                reason = str(error) or type(error).__name__
+                facts.sources[name] = f"unreadable: {reason}"
+                facts.input_errors.append((name, f"{name} could not be parsed as {kind}: {reason}"))
 
     def from_nvml(text: str) -> None:
         document = NvmlDocument(text)
@@ -77,18 +109,41 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
             raise ValueError("neither a GPU table nor a driver message found")
         gpu_sources.append(("nvidia-smi.txt", plain.gpus))
 
+    def from_topology(text: str) -> None:
+        facts.topology = parse_topo_matrix(text)
+        indexed_sources.append(("nvidia-smi-topo.txt", [
+            GpuFacts(index=int(label[3:]), bus_id=None, source="nvidia-smi-topo.txt")
+            for label in facts.topology.gpu_labels]))
+
+    def from_nvlink_status(text: str) -> None:
+        links = parse_nvlink_status(text)
+        try:
+            gpus = parse_gpu_list(text, "nvidia-smi-nvlink-s.txt")
+        except ValueError:  # an empty capture: no NVLink reported
+            gpus = []
+        for gpu in gpus:
+            gpu.nvlinks = links.get(gpu.index, [])
+        indexed_sources.append(("nvidia-smi-nvlink-s.txt", gpus))
+
     use("nvml.json", from_nvml)
     use("nvidia-smi-q.xml", from_smi_query(parse_nvidia_smi_q_xml, "nvidia-smi-q.xml"))
-    if "nvidia-smi-q.xml" not in files or facts.sources.get("nvidia-smi-q.xml") != "parsed":
-        use("nvidia-smi-q.txt", from_smi_query(parse_nvidia_smi_q_text, "nvidia-smi-q.txt"))
+    use("nvidia-smi-q.txt", from_smi_query(parse_nvidia_smi_q_text, "nvidia-smi-q.txt"))
     use("nvidia-smi.txt", from_plain)
-    facts.gpus = merge_gpu_sources(gpu_sources, facts.gpu_probe_error)
-
-    use("nvidia-smi-topo.txt", lambda text: setattr(facts, "topology", parse_topo_matrix(text)))
+    use("nvidia-smi-topo.txt", from_topology)
+    use("nvidia-smi-nvlink-s.txt", from_nvlink_status)
+    use("nvidia-smi-L.txt", lambda text: indexed_sources.append(
+        ("nvidia-smi-L.txt", parse_gpu_list(text, "nvidia-smi-L.txt"))))
     use("nvidia-smi-topo-p2p.txt", lambda text: setattr(facts, "p2p_read", parse_topo_p2p(text)))
-    use("nvidia-smi-nvlink-s.txt", lambda text: _apply_nvlink_status(facts, parse_nvlink_status(text)))
     use("dmesg.txt", lambda text: _apply_kernel_log(facts, text))
     use("lspci-vv.txt", lambda text: setattr(facts, "pci_devices", parse_lspci(text)))
+    facts.gpus = merge_gpu_sources(gpu_sources, facts.gpu_probe_error)
+    facts.gpus = attach_indexed_sources(facts.gpus, indexed_sources)
+    if facts.sources.get("nvidia-smi-nvlink-s.txt") == "parsed" or any(
+            state == "parsed as nvidia-smi-nvlink-s.txt" for state in facts.sources.values()):
+        for gpu in facts.gpus or []:  # the capture was read: a GPU it does not list has no NVLink
+            gpu.nvlinks = [] if gpu.nvlinks is None else gpu.nvlinks
+    if facts.gpus is None:
+        facts.gpus = _gpus_named_by_host(facts)
     _use_host_files(facts, use)
     use("torch.json", lambda text: setattr(facts, "torch", software_files.parse_torch_json(text)))
     use("pip-freeze.txt", lambda text: setattr(facts, "pip_packages", software_files.parse_pip_freeze(text)))
@@ -99,15 +154,30 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
     return facts
 
 
+def _gpus_named_by_host(facts: Facts) -> list[GpuFacts] | None:
+    """Without any driver-side list, the GPUs lspci or the kernel log name (neither is namespaced per container,
+    so they are used only when nothing else names GPUs)."""
+    from_lspci = [GpuFacts(index=0, bus_id=device.address, name=_lspci_product(device.description),
+                           pcie_width_current=device.link_status[1] if device.link_status else None,
+                           pcie_width_max=device.link_cap[1] if device.link_cap else None, source="lspci-vv.txt")
+                  for device in facts.pci_devices or [] if device.is_nvidia_gpu]
+    named = {event.bus_id for event in facts.kernel_log or []
+             if event.kind in ("xid", "fallen_off_bus") and event.bus_id}
+    from_log = [GpuFacts(index=0, bus_id=bus_id, source="dmesg.txt") for bus_id in sorted(named)]
+    gpus = merge_gpu_sources([(name, found) for name, found in (("lspci-vv.txt", from_lspci), ("dmesg.txt", from_log))
+                              if found], None)
+    return gpus or None
+
+
+def _lspci_product(description: str) -> str:
+    """`3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev a1)` → `NVIDIA H100 SXM5 80GB`."""
+    bracket = re.search(r"\[([^\]]+)\]\s*(?:\(rev [0-9a-f]+\))?\s*$", description)
+    return f"NVIDIA {bracket.group(1)}" if bracket else description.split(": ", 1)[-1]
+
+
 def _apply_kernel_log(facts: Facts, text: str) -> None:
     facts.kernel_log = parse_kernel_log(text)
     facts.kernel_log_readable = True
-
-
-def _apply_nvlink_status(facts: Facts, links: dict) -> None:
-    for gpu in facts.gpus or []:
-        if gpu.nvlinks is None:
-            gpu.nvlinks = links.get(gpu.index, [])
 
 
 def _apply_manifest(facts: Facts, text: str) -> None:
@@ -182,16 +252,37 @@ def merge_gpu_sources(sources: list[tuple[str, list[GpuFacts]]], probe_error: st
             existing = merged.get(gpu.bus_id)
             if existing is None:
                 merged[gpu.bus_id] = dataclasses.replace(gpu)
-                continue
-            for field in dataclasses.fields(GpuFacts):
-                if field.name in ("index", "bus_id", "error_fields", "lost", "source"):
-                    continue
-                if getattr(existing, field.name) is None and getattr(gpu, field.name) is not None:
-                    setattr(existing, field.name, getattr(gpu, field.name))
-            existing.lost = existing.lost or gpu.lost
-            existing.error_fields = sorted(set(existing.error_fields) | set(gpu.error_fields))
-            existing.source = f"{existing.source}, {name}" if name not in existing.source else existing.source
+            else:
+                _fill(existing, gpu, name)
     gpus = sorted(merged.values(), key=lambda gpu: gpu.bus_id)
     for index, gpu in enumerate(gpus):
         gpu.index = index  # NVML's order is PCI bus order
     return gpus
+
+
+def attach_indexed_sources(gpus: list[GpuFacts] | None, sources: list[tuple[str, list[GpuFacts]]]
+                           ) -> list[GpuFacts] | None:
+    """GPUs named by index (and UUID) only: matched by UUID, else by index; new ones join without a bus id."""
+    if not sources:
+        return gpus
+    merged = list(gpus or [])
+    for name, named in sources:
+        for gpu in named:
+            existing = next((known for known in merged if gpu.uuid and known.uuid == gpu.uuid), None) or \
+                next((known for known in merged if known.index == gpu.index), None)
+            if existing is None:
+                merged.append(dataclasses.replace(gpu))
+            else:
+                _fill(existing, gpu, name)
+    return sorted(merged, key=lambda gpu: gpu.index) if merged or gpus is not None else None
+
+
+def _fill(existing: GpuFacts, gpu: GpuFacts, name: str) -> None:
+    for field in dataclasses.fields(GpuFacts):
+        if field.name in ("index", "bus_id", "error_fields", "lost", "source"):
+            continue
+        if getattr(existing, field.name) is None and getattr(gpu, field.name) is not None:
+            setattr(existing, field.name, getattr(gpu, field.name))
+    existing.lost = existing.lost or gpu.lost
+    existing.error_fields = sorted(set(existing.error_fields) | set(gpu.error_fields))
+    existing.source = f"{existing.source}, {name}" if name not in existing.source else existing.source

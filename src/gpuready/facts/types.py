@@ -28,8 +28,8 @@ class NvLink:
 class GpuFacts:
     index: int
     """NVML index: the order of PCI bus ids."""
-    bus_id: str
-    """`0000:3b:00.0`: 4-hex domain, lower case."""
+    bus_id: str | None
+    """`0000:3b:00.0`: 4-hex domain, lower case; None for a GPU only named by index (`topo -m`, `nvlink -s`)."""
     uuid: str | None = None
     name: str | None = None
     serial: str | None = None

@@ -13,15 +13,18 @@ from gpuready.model import Finding, Report, Status
 _STATUS_STYLE = {Status.FAIL: "bold red", Status.ERROR: "bold magenta", Status.WARN: "yellow",
                  Status.PASS: "green", Status.SKIP: "dim"}
 _STATUS_ORDER = [Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP]
-_VERDICT_STYLE = {"ready": "bold green", "ready_with_warnings": "bold yellow", "not_ready": "bold red"}
+_VERDICT_STYLE = {"ready": "bold green", "ready_with_warnings": "bold yellow", "not_ready": "bold red",
+                  "unknown": "bold magenta"}
 # Labels for readers of Chinese first (`--lang zh`); ids, units and messages stay in the field's English.
 _LABELS = {
     "en": {"ready": "READY", "ready_with_warnings": "READY WITH WARNINGS", "not_ready": "NOT READY",
+           "unknown": "UNKNOWN (not enough evidence)", "judged_for": "verdict judged for",
            "single_node": "single node", "multi_node": "multi node", "fix": "fix",
            "pass": "pass", "warn": "warn", "fail": "fail", "skip": "skip", "error": "error",
            "summary": "{fail} fail, {warn} warn, {pass_} pass, {skip} skip"},
     "zh": {"ready": "就绪 READY", "ready_with_warnings": "就绪但有警告 READY WITH WARNINGS",
-           "not_ready": "未就绪 NOT READY", "single_node": "单机 single node", "multi_node": "多机 multi node",
+           "not_ready": "未就绪 NOT READY", "unknown": "无法判断 UNKNOWN (not enough evidence)",
+           "judged_for": "结论依据 verdict judged for", "single_node": "单机 single node", "multi_node": "多机 multi node",
            "fix": "修复 fix", "pass": "通过 pass", "warn": "警告 warn", "fail": "失败 fail", "skip": "跳过 skip",
            "error": "错误 error", "summary": "失败 {fail}，警告 {warn}，通过 {pass_}，跳过 {skip}"},
 }
@@ -38,7 +41,10 @@ def render_console(report: Report, console: Console | None = None, verbose: bool
     console.print(Text.assemble(
         (f"{report.host}: ", "bold"), (labels[verdict], _VERDICT_STYLE[verdict]),
         f"   ({labels['single_node']}: {labels[verdicts['single_node'].value]}; "
-        f"{labels['multi_node']}: {labels[verdicts['multi_node'].value]})"))
+        f"{labels['multi_node']}: {labels[verdicts['multi_node'].value]}; "
+        f"{labels['judged_for']}: {labels['multi_node' if report.multi_node else 'single_node']})"))
+    if report.not_enough_evidence:
+        console.print(Text(report.not_enough_evidence, style="magenta"))
     console.print(labels["summary"].format(fail=counts[Status.FAIL] + counts[Status.ERROR], warn=counts[Status.WARN],
                                            pass_=counts[Status.PASS], skip=counts[Status.SKIP]))
     _render_inventory(report, console)
@@ -79,7 +85,7 @@ def _render_inventory(report: Report, console: Console) -> None:
         table.add_column(column, no_wrap=True)
     for gpu in gpus:
         memory = gpu.get("memory_total_bytes")
-        table.add_row(str(gpu["index"]), gpu["bus_id"], gpu.get("name") or "?",
+        table.add_row(str(gpu["index"]), gpu["bus_id"] or "?", gpu.get("name") or "?",
                       f"{memory / 2**30:,.0f} GiB" if memory else "?", gpu.get("compute_capability") or "?",
                       gpu.get("pcie") or "?", f"{gpu['power_limit_w']:.0f} W" if gpu.get("power_limit_w") else "?",
                       f"{gpu['temperature_c']:.0f} °C" if gpu.get("temperature_c") is not None else "?")

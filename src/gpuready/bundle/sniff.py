@@ -1,0 +1,43 @@
+"""Recognise a tool output by its content, whatever the file is called.
+
+People paste `topo.txt`, `out`, `smi-ecc.log`: the name says little, the first lines say which
+tool wrote it. `kind_of` returns the bundle file name whose parser reads that output, or None.
+Order matters: the more specific shapes are tried first.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Only the start of a file is looked at: every recognised shape shows itself early.
+SNIFF_CHARS = 65536
+
+_BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
+_SHAPES: list[tuple[str, re.Pattern[str]]] = [
+    ("nvidia-smi-q.xml", re.compile(r"<nvidia_smi_log\b")),
+    ("nvml.json", re.compile(r'^\s*\{.*"format"\s*:\s*"gpuready-nvml"', re.DOTALL)),
+    ("manifest.json", re.compile(r'^\s*\{.*"files"\s*:.*"collected"', re.DOTALL)),
+    ("torch.json", re.compile(r'^\s*\{.*"arch_list"', re.DOTALL)),
+    # `nvidia-smi topo -m`: a header row of GPU labels, then rows of link types.
+    ("nvidia-smi-topo.txt", re.compile(r"^\s*GPU0\b.*\n(?:.*\n)*?GPU0\s+X\s+(?:NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)",
+                                       re.MULTILINE)),
+    ("nvidia-smi-topo.txt", re.compile(r"^\s*GPU0\s+(?:NIC0\s+)?CPU Affinity", re.MULTILINE)),
+    ("nvidia-smi-topo-p2p.txt", re.compile(r"^\s*GPU0\b.*\n(?:.*\n)*?GPU0\s+X\s+(?:OK|CNS|GNS|TNS|NS|DNS|U)\b",
+                                           re.MULTILINE)),
+    ("nvidia-smi-nvlink-s.txt", re.compile(r"^GPU \d+: .*\n\s+Link \d+:", re.MULTILINE)),
+    ("nvidia-smi-q.txt", re.compile(r"=+\s*NVSMI LOG\s*=+|^GPU " + _BUS_ID + r"\s*$", re.MULTILINE)),
+    ("nvidia-smi.txt", re.compile(r"NVIDIA-SMI \d|NVIDIA-SMI has failed|No devices were found|"
+                                  r"Driver/library version mismatch|nvidia-smi: (?:command )?not found", re.IGNORECASE)),
+    ("nvidia-smi-L.txt", re.compile(r"^GPU \d+: .+\(UUID: (?:GPU|MIG)-", re.MULTILINE)),
+    ("lspci-vv.txt", re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [^:\n]+: .+", re.MULTILINE)),
+    ("dmesg.txt", re.compile(r"NVRM: |nvidia-nvswitch\d*: |\bkernel: |^\[\s*\d+\.\d+\] ", re.MULTILINE)),
+    ("meminfo.txt", re.compile(r"^MemTotal:\s+\d+", re.MULTILINE)),
+    ("cpuinfo.txt", re.compile(r"^processor\s*:\s*\d+", re.MULTILINE)),
+    ("df.txt", re.compile(r"^Filesystem\s+\S*(?:blocks|Size)", re.MULTILINE)),
+    ("ibv_devinfo.txt", re.compile(r"^hca_id:\s", re.MULTILINE)),
+]
+
+
+def kind_of(text: str) -> str | None:
+    head = text[:SNIFF_CHARS]
+    return next((kind for kind, shape in _SHAPES if shape.search(head)), None)
