@@ -90,6 +90,8 @@ GPU_OPTIONAL = {
     "peak_tflops_fp32": "number",
     "peak_tflops_fp8_dense": "number",
     "notes": str,
+    "bar1_ships_mib": int,
+    "bar1_source": str,
 }
 GPU_ARCHES = {"Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"}
 NVLINK_VIA = {"nvswitch", "bridge", "none"}

@@ -142,3 +142,22 @@ def test_cli_nnodes_above_one_means_multi_node(tmp_path, capsys):
     capsys.readouterr()
     assert main(["check", "--bundle", str(folder), "--json", "--nnodes", "2"]) == 1
     assert json.loads(capsys.readouterr().out)["judged_for"] == "multi_node"
+
+
+def test_a_model_without_nvlink_warns_without_a_topology_file():
+    report = report_for(PUBLIC / "pcie-8gpu-2socket" / "nvidia-smi-q-8x4090.txt")
+    assert statuses(report, "topology.matrix") == ["warn"]
+    assert "No NVLink: RTX 4090 has none" in messages(report, "topology.matrix")
+    # An SXM part may or may not be NVLinked as expected: only the matrix says, so no verdict on the model alone.
+    assert statuses(report_for(PUBLIC / "dgx-h100-nvswitch" / "nvidia-smi-q.txt"), "topology.matrix") == ["skip"]
+
+
+def test_checks_that_lack_their_facts_skip_instead_of_passing():
+    report = report_for(PUBLIC / "dgx-h100-nvswitch" / "nvidia-smi-topo.txt")
+    for check_id in ("gpu.lost", "gpu.model_mismatch", "gpu.persistence", "gpu.mig", "gpu.compute_mode",
+                     "gpu.ecc_mode", "gpu.fabric", "health.retired_pages", "pcie.gen_degraded", "pcie.acs_iommu",
+                     "power.budget", "software.container"):
+        assert statuses(report, check_id) == ["skip"], check_id
+    passed = {f.check_id for f in report.findings if f.status.value == "pass"}
+    assert passed == {"gpu.present", "host.numa_affinity", "nvlink.link_down", "topology.matrix",
+                      "topology.cross_numa"}

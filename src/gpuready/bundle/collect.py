@@ -92,12 +92,21 @@ def _dmesg() -> Collected:
                      error=f"kernel log not readable ({reason}); run as root or add the user to group adm")
 
 
+# The container's limits (cgroup v2, then v1), its cpuset, and the cgroup paths that say whether this is a
+# container (PID 1's and our own: a Slurm job step shares PID 1 with the host, only /proc/self shows the job).
+CGROUP_FILES = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpuset.cpus.effective",
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+                "/sys/fs/cgroup/cpu/cpu.cfs_period_us", "/sys/fs/cgroup/cpuset/cpuset.effective_cpus",
+                "/sys/fs/cgroup/cpuset/cpuset.cpus", "/proc/1/cgroup", "/proc/self/cgroup"]
+# Files whose mere presence is the evidence (Docker, Podman); their content is not needed.
+CONTAINER_MARKER_FILES = ["/.dockerenv", "/run/.containerenv"]
+
+
 def _cgroup() -> Collected:
-    paths = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-             "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us", "/proc/1/cgroup"]
-    text = head_sections(paths)
-    if os.path.exists("/.dockerenv"):
-        text += "==> /.dockerenv <==\n\n"
+    text = head_sections(CGROUP_FILES)
+    for marker in CONTAINER_MARKER_FILES:
+        if os.path.exists(marker):
+            text += f"==> {marker} <==\n\n"
     return Collected(text=text, command="read cgroup files")
 
 

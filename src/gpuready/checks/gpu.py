@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
-from gpuready.checks.registry import CheckContext, check, per_gpu
+from gpuready.checks.registry import CheckContext, check, per_gpu, queried
+from gpuready.facts import host_files
 from gpuready.facts.types import GpuFacts
 from gpuready.knowledge import gpu_spec
 from gpuready.model import Finding
@@ -66,32 +68,80 @@ def gpu_present(context: CheckContext) -> list[Finding]:
             fix="Collect the bundle again with `gpuready collect`; run `nvidia-smi -q` to see the missing GPUs."))
     else:
         findings.append(context.passed(f"{count} GPU(s) visible: {models}; driver {facts.driver_version or '?'}, "
-                                       f"CUDA {facts.cuda_driver_version or '?'}.", observed=count, expected=expected))
+                                       f"CUDA {facts.cuda_driver_version or '?'}.{_named_by(facts.gpus)}",
+                                       observed=count, expected=expected))
     return findings
+
+
+# Sources that list GPUs without asking the driver whether it can use them.
+_HOST_ONLY_SOURCES = ("lspci-vv.txt", "dmesg.txt", "nvidia-smi-topo.txt", "nvidia-smi-nvlink-s.txt")
+
+
+def _named_by(gpus: list[GpuFacts]) -> str:
+    sources = sorted({part.strip() for gpu in gpus for part in gpu.source.split(",") if part.strip()})
+    if sources and all(source in _HOST_ONLY_SOURCES for source in sources):
+        return (f" Named by {', '.join(sources)} only: whether the driver can use them is not in this input "
+                "(nvidia-smi or nvml.json says).")
+    return ""
 
 
 @check("gpu.lost", "Every GPU answers")
 def gpu_lost(context: CheckContext) -> list[Finding]:
+    if not any(_answers_the_driver(gpu) for gpu in context.gpus):
+        return [context.skip("Not judged: no file in this run asks the driver about the GPUs (nvml.json, "
+                             "nvidia-smi or nvidia-smi -q does).")]
     findings = []
     for gpu in context.gpus:
         if gpu.lost:
             findings.append(context.fail(
-                f"{gpu.name or 'GPU'} at {gpu.bus_id} does not answer: {_error_summary(gpu)}.", gpu=gpu,
+                f"{gpu.name or 'GPU'} at {_where(gpu)} does not answer: {_error_summary(gpu)}.", gpu=gpu,
                 observed=gpu.error_fields or "lost", expected="readable",
                 fix="Drain the node and reboot it; if the GPU stays lost, reseat it or RMA it. "
                     "Look for Xid 79 in `dmesg` (see health.xid).", refs=[_NVIDIA_SMI_REF]))
         elif gpu.error_fields:
             findings.append(context.passed(
-                f"{gpu.name or 'GPU'} at {gpu.bus_id}: one field unreadable ({', '.join(gpu.error_fields)}); a single "
+                f"{gpu.name or 'GPU'} at {_where(gpu)}: one field unreadable ({', '.join(gpu.error_fields)}); a single "
                 "transient ERR! is noted, not failed.", gpu=gpu, observed=gpu.error_fields))
     missing = _gpus_missing_from_lspci(context)
-    if missing:
+    if not missing:
+        return findings
+    allocated = allocation(context)
+    listed = ", ".join(missing)
+    if allocated.partial:
+        findings.append(context.passed(
+            f"{len(missing)} GPU(s) of the host are not allocated to this container: {listed} (lspci is not "
+            f"namespaced and lists the host's GPUs; the driver inside shows the {len(context.gpus)} allocated). "
+            f"Container: {allocated.container} ({'; '.join(allocated.evidence)}).",
+            observed={"not_allocated": missing, "container": allocated.container, "evidence": allocated.evidence},
+            refs=["lspci -vv", "NVIDIA Container Toolkit: NVIDIA_VISIBLE_DEVICES, "
+                  "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html"]))
+    elif allocated.container:
+        findings.append(context.warn(
+            f"lspci lists {len(missing)} NVIDIA GPU(s) the driver does not show ({listed}), although this "
+            f"{allocated.container} container asks for all GPUs (NVIDIA_VISIBLE_DEVICES=all; GPUs given as CDI "
+            "devices, `--device nvidia.com/gpu=…`, leave that value as the image set it).",
+            observed={"missing": missing, "container": allocated.container, "evidence": allocated.evidence},
+            expected="every GPU of the host visible",
+            fix="On the host, run `nvidia-smi` and `dmesg | grep -i -e nvrm -e xid` for these bus ids; if the host "
+                "sees them, check the container's device list (`--gpus all`, CDI spec).", refs=["lspci -vv"]))
+    else:
         findings.append(context.fail(
-            f"lspci lists {len(missing)} NVIDIA GPU(s) the driver does not show: {', '.join(missing)}.",
+            f"lspci lists {len(missing)} NVIDIA GPU(s) the driver does not show: {listed}.",
             observed=missing, expected="every GPU visible to the driver",
-            fix="Check `dmesg | grep -i -e nvrm -e xid` for these bus ids; reboot; reseat or RMA a GPU that stays missing.",
+            fix="Check `dmesg | grep -i -e nvrm -e xid` for these bus ids; reboot; reseat or RMA a GPU that stays "
+                "missing. In a container, the GPUs it was not given show here too: run with `--gpus`/the device plugin "
+                "and collect again from inside it (its environment and cgroup files say it is a container).",
             refs=["lspci -vv"]))
     return findings
+
+
+def _where(gpu: GpuFacts) -> str:
+    return gpu.bus_id or f"index {gpu.index}"
+
+
+def _answers_the_driver(gpu: GpuFacts) -> bool:
+    return any(source not in _HOST_ONLY_SOURCES and source != "nvidia-smi-L.txt"
+               for source in (part.strip() for part in gpu.source.split(",")) if source)
 
 
 def _error_summary(gpu: GpuFacts) -> str:
@@ -99,11 +149,55 @@ def _error_summary(gpu: GpuFacts) -> str:
 
 
 def _gpus_missing_from_lspci(context: CheckContext) -> list[str]:
+    """NVIDIA GPUs lspci lists that no driver source names. GPUs the driver names only by index (no bus id) could be
+    any of them, so that many are forgiven (and then none can be named)."""
     devices = context.facts.pci_devices
     if not devices:
         return []
-    known = {gpu.bus_id for gpu in context.gpus}
-    return [device.address for device in devices if device.is_nvidia_gpu and device.address not in known]
+    known = {gpu.bus_id for gpu in context.gpus if gpu.bus_id}
+    unnamed = sum(1 for gpu in context.gpus if not gpu.bus_id)
+    missing = [device.address for device in devices if device.is_nvidia_gpu and device.address not in known]
+    return [] if unnamed and len(missing) <= unnamed else missing
+
+
+# Files that list the host's GPUs whatever the container was given: lspci and the kernel log are not namespaced.
+NOT_NAMESPACED_SOURCES = ("lspci-vv.txt", "dmesg.txt")
+
+
+@dataclass(frozen=True)
+class Allocation:
+    container: str | None
+    """The container (`kubernetes`, `docker`, `slurm` …) where the evidence says so; None on bare metal or unknown."""
+    evidence: list[str]
+    bus_ids: frozenset[str] | None
+    """The GPUs given to this run, as the driver inside reports them; None where no driver source named bus ids."""
+    requests_all: bool = False
+    """NVIDIA_VISIBLE_DEVICES=all outside Kubernetes and Slurm (`docker run --gpus all`): every host GPU is expected."""
+
+    @property
+    def partial(self) -> bool:
+        """A container that may hold only some of the host's GPUs: GPUs outside `bus_ids` are not its own."""
+        return self.container is not None and self.bus_ids is not None and not self.requests_all
+
+    def outside(self, bus_id: str | None) -> bool:
+        """A GPU of the host that this container was not given (never true on bare metal)."""
+        return self.partial and bus_id is not None and bus_id not in self.bus_ids
+
+
+def allocation(context: CheckContext) -> Allocation:
+    """Which GPUs this run was given: in a container, the ones the driver inside names; on bare metal, all."""
+    facts = context.facts
+    runtime, evidence = host_files.container_of(facts.host, facts.env)
+    container = runtime if runtime not in (None, "none") else None
+    driver_named = [gpu for gpu in context.gpus
+                    if any(part.strip() not in NOT_NAMESPACED_SOURCES for part in gpu.source.split(",") if part.strip())
+                    or not gpu.source]
+    bus_ids = frozenset(gpu.bus_id for gpu in driver_named if gpu.bus_id) if driver_named else None
+    if bus_ids is not None and any(not gpu.bus_id for gpu in driver_named):
+        bus_ids = None  # a GPU known only by its index could be any of the others
+    visible = (facts.env or {}).get("NVIDIA_VISIBLE_DEVICES", "").strip().lower()
+    requests_all = container in ("docker", "podman", "containerd", "container") and visible == "all"
+    return Allocation(container=container, evidence=evidence, bus_ids=bus_ids or None, requests_all=requests_all)
 
 
 @check("gpu.model_mismatch", "All GPUs alike (model, memory, VBIOS)")
@@ -111,6 +205,8 @@ def gpu_model_mismatch(context: CheckContext) -> list[Finding]:
     gpus = context.gpus
     if len(gpus) < 2:
         return [context.passed("One GPU: nothing to compare.")]
+    if all(gpu.name is None for gpu in gpus):
+        return [context.skip("GPU models not in this run (nvidia-smi, nvidia-smi -q, -L or nvml.json names them).")]
     findings = []
     for label, key, fix in (
             ("models", lambda gpu: gpu.name, "Training runs at the pace of the slowest GPU: group identical GPUs per "
@@ -168,7 +264,9 @@ def gpu_persistence(context: CheckContext) -> list[Finding]:
                                 expected="Enabled", fix="sudo systemctl enable --now nvidia-persistenced",
                                 refs=["https://docs.nvidia.com/deploy/driver-persistence/index.html"])
         return None
-    return per_gpu(context, judge, "Persistence mode is on (or not reported) on all {count} GPU(s).")
+    return per_gpu(context, judge, "Persistence mode is on on all {count} GPU(s).",
+                   reported=lambda gpu: gpu.persistence_mode is not None,
+                   unreported="Persistence mode not reported (nvml.json, nvidia-smi or nvidia-smi -q holds it).")
 
 
 @check("gpu.mig", "MIG off for whole-GPU training")
@@ -184,7 +282,9 @@ def gpu_mig(context: CheckContext) -> list[Finding]:
                                 observed="Pending Enabled", expected="Disabled",
                                 fix=f"sudo nvidia-smi -i {gpu.index} -mig 0")
         return None
-    return per_gpu(context, judge, "MIG is off on all {count} GPU(s).")
+    return per_gpu(context, judge, "MIG is off on all {count} GPU(s).",
+                   reported=lambda gpu: gpu.mig_enabled is not None or gpu.mig_pending is not None or queried(gpu),
+                   unreported="MIG mode not reported (nvml.json or nvidia-smi -q holds it).")
 
 
 @check("gpu.compute_mode", "Compute mode allows training")
@@ -201,7 +301,9 @@ def gpu_compute_mode(context: CheckContext) -> list[Finding]:
                                 observed=gpu.compute_mode, expected="Default",
                                 fix=f"sudo nvidia-smi -i {gpu.index} -c DEFAULT (unless the scheduler wants it)")
         return None
-    return per_gpu(context, judge, "Compute mode is Default on all {count} GPU(s).")
+    return per_gpu(context, judge, "Compute mode is Default on all {count} GPU(s).",
+                   reported=lambda gpu: gpu.compute_mode is not None,
+                   unreported="Compute mode not reported (nvml.json or nvidia-smi -q holds it).")
 
 
 @check("gpu.ecc_mode", "ECC on for datacenter GPUs")
@@ -218,7 +320,9 @@ def gpu_ecc_mode(context: CheckContext) -> list[Finding]:
                                 observed={"current": gpu.ecc_enabled, "pending": gpu.ecc_pending},
                                 fix="Reboot to apply the pending ECC mode.")
         return None
-    return per_gpu(context, judge, "ECC is as expected on all {count} GPU(s).")
+    return per_gpu(context, judge, "ECC is as expected on all {count} GPU(s).",
+                   reported=lambda gpu: gpu.ecc_enabled is not None or gpu.ecc_pending is not None or queried(gpu),
+                   unreported="ECC mode not reported (nvml.json or nvidia-smi -q holds it).")
 
 
 @check("gpu.busy", "No other compute processes on the GPUs")

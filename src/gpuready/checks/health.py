@@ -2,50 +2,148 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
-from gpuready.checks.registry import CheckContext, check, per_gpu
-from gpuready.facts.types import GpuFacts, KernelEvent
+from gpuready.checks.gpu import allocation
+from gpuready.checks.registry import CheckContext, check, kernel_log_missing, per_gpu
+from gpuready.facts.kernel_log import superseded_by
+from gpuready.facts.types import Facts, GpuFacts, KernelEvent
 from gpuready.knowledge import thresholds, xid_entry
 from gpuready.model import Finding
 
 _REMAP_UNREPORTED = "Row remapping not reported (pre-Ampere GPU, or not in this run)."
 _XID_REF = "NVIDIA Xid catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+_REMAP_REF = "NVIDIA GPU memory error management, row remapping: " \
+             "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
 
 
 @check("health.xid", "No Xid errors in the kernel log", needs_gpus=False)
 def health_xid(context: CheckContext) -> list[Finding]:
     facts = context.facts
-    if facts.kernel_log is None:
-        reason = "the kernel log was not readable (dmesg needs root or group adm)" \
-            if facts.kernel_log_readable is False else "no dmesg.txt in this run"
-        return [context.skip(f"Xid not judged: {reason}.", fix="sudo gpuready check, or `sudo dmesg > dmesg.txt` "
-                             "into the bundle")]
-    gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus}
-    events = [event for event in facts.kernel_log if event.kind in ("xid", "fallen_off_bus")]
+    if missing := kernel_log_missing(context, "Xid"):
+        return [missing]
+    window = _window(facts)
+    gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
+    allocated = allocation(context)
+    marks = _superseded(context, facts.kernel_log)
+    events = [(event, mark) for event, mark in zip(facts.kernel_log, marks) if event.kind in ("xid", "fallen_off_bus")]
     if not events:
-        return [context.passed("No Xid or fallen-off-the-bus messages in the kernel log.")]
+        return [context.passed(f"No Xid or fallen-off-the-bus messages in the kernel log ({window}).")]
     findings = []
-    grouped: dict[tuple[str | None, int | None], list[KernelEvent]] = {}
-    for event in events:
+    grouped: dict[tuple[str | None, int | None, bool], list[tuple[KernelEvent, KernelEvent | None]]] = {}
+    for event, mark in events:
         code = 79 if event.kind == "fallen_off_bus" else event.code
-        grouped.setdefault((event.bus_id, code), []).append(event)
-    for (bus_id, code), group in sorted(grouped.items(), key=lambda item: (str(item[0][0]), item[0][1] or 0)):
+        grouped.setdefault((event.bus_id, code, mark is not None), []).append((event, mark))
+    for (bus_id, code, history), group in sorted(grouped.items(), key=lambda item: (
+            str(item[0][0]), item[0][1] or 0, item[0][2])):
         entry = xid_entry(code) if code is not None else None
         gpu = gpu_by_bus.get(bus_id) if bus_id else None
         where = f"GPU{gpu.index} ({bus_id})" if gpu else (bus_id or "an unnamed GPU")
         severity = entry["severity"] if entry else "error"
         name = f"Xid {code} {entry['name']}" if entry else f"Xid {code} (not in the catalog)"
         meaning = entry["meaning"] if entry else "unknown to gpuready's catalog; see NVIDIA's Xid catalog"
-        status = context.fail if severity in ("critical", "error") else context.warn
+        level = "fail" if severity in ("critical", "error") else "warn"
         if entry and entry.get("app_fault") and severity != "critical":
-            status = context.warn
+            level = "warn"
+        last, mark = group[-1]
+        notes = [f"last {_when(last, facts.host.uptime_s)}"]
+        outside = allocated.outside(bus_id)
+        if history:
+            level = "warn"
+            notes.append(f"before the {_marker_name(mark)} {_when(mark, facts.host.uptime_s)}, so history: the GPU "
+                         "state since then is what counts (ECC and row-remap counters, a new Xid)")
+        if outside:
+            level = "warn" if level == "fail" else "pass"
+            notes.append(f"the node has a faulty GPU outside this {allocated.container} container (not allocated "
+                         "to it): its jobs are not affected, but the node needs attention")
+        status = {"fail": context.fail, "warn": context.warn, "pass": context.passed}[level]
         findings.append(status(
-            f"{name} on {where}, {len(group)}×: {meaning}. Last: {group[-1].line[:200]}", gpu=gpu,
-            observed={"xid": code, "count": len(group), "severity": severity}, expected="no Xid",
-            fix=entry["action"] if entry else "Look the Xid up in NVIDIA's catalog; run `dcgmi diag -r 3`.",
+            f"{name} on {where}, {len(group)}×: {meaning.rstrip('.')} ({'; '.join(notes)}). Last: {last.line[:200]}",
+            gpu=gpu,
+            observed={"xid": code, "count": len(group), "severity": severity, "history": history,
+                      "outside_allocation": outside, "last": _when(last, facts.host.uptime_s),
+                      "last_age_s": _age_s(last, facts.host.uptime_s)},
+            expected="no Xid",
+            fix=(entry["action"] if entry else "Look the Xid up in NVIDIA's catalog; run `dcgmi diag -r 3`.")
+            + (" Tell the node's operator: the GPU is not in this container." if outside else ""),
             refs=[entry["source"] if entry else _XID_REF]))
     return findings
+
+
+def _superseded(context: CheckContext, events: list[KernelEvent]) -> list[KernelEvent | None]:
+    """`superseded_by`, with the window from knowledge/, after naming the GPU of a reset that the log names only by
+    UUID (NVSentinel's line) from the GPUs' own UUIDs."""
+    bus_by_uuid = {gpu.uuid.lower(): gpu.bus_id for gpu in context.gpus if gpu.uuid and gpu.bus_id}
+    named = [dataclasses.replace(event, bus_id=bus_by_uuid.get(event.uuid))
+             if event.kind == "gpu_reset" and not event.bus_id and event.uuid in bus_by_uuid else event
+             for event in events]
+    marks = superseded_by(named, thresholds("xid_history")["same_load_window_s"])
+    return marks
+
+
+def _window(facts: Facts) -> str:
+    """What the kernel log covers: since boot, and the last driver load in it."""
+    loads = [event for event in facts.kernel_log or [] if event.kind == "driver_load"]
+    text = "the kernel log since boot"
+    if loads:
+        text += f"; NVIDIA driver {loads[-1].detail} loaded {_when(loads[-1], facts.host.uptime_s)}"
+    return text
+
+
+def _age_s(event: KernelEvent | None, uptime_s: float | None) -> float | None:
+    """Seconds since the event: kernel timestamps count from boot, so the age is uptime minus the timestamp."""
+    if event is None or event.timestamp_s is None or uptime_s is None or event.timestamp_s > uptime_s:
+        return None
+    return round(uptime_s - event.timestamp_s, 1)
+
+
+def _when(event: KernelEvent | None, uptime_s: float | None) -> str:
+    if event is None:
+        return "at an unknown time"
+    age = _age_s(event, uptime_s)
+    if age is not None:
+        return f"{_duration(age)} ago (kernel time {event.timestamp_s:,.0f} s, uptime {uptime_s:,.0f} s)"
+    if event.wall_time:
+        return f"at {event.wall_time}"
+    if event.timestamp_s is not None:
+        return f"{_duration(event.timestamp_s)} after boot (uptime not in this run)"
+    return "at an unknown time (the log line has no time stamp)"
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _marker_name(mark: KernelEvent | None) -> str:
+    if mark is None:
+        return "driver reload"
+    if mark.kind == "driver_load":
+        return f"driver (re)load (NVIDIA {mark.detail})"
+    return f"reset of this GPU ({mark.detail})"
+
+
+_Evidence = list[tuple[KernelEvent, KernelEvent | None]]
+"""(Xid event, the later driver load or GPU reset that made it history, or None), in log order."""
+
+
+def _xid_evidence(context: CheckContext, codes: tuple[int, ...]) -> dict[str, _Evidence]:
+    """Bus id → (Xid event, the later driver load/GPU reset or None) for the given codes, in log order."""
+    events = context.facts.kernel_log or []
+    found: dict[str, _Evidence] = {}
+    for event, mark in zip(events, _superseded(context, events)):
+        if event.kind == "xid" and event.code in codes and event.bus_id:
+            found.setdefault(event.bus_id, []).append((event, mark))
+    return found
+
+
+def _summarize(evidence: _Evidence, uptime_s: float | None) -> str:
+    counts = Counter(event.code for event, _mark in evidence)
+    listed = ", ".join(f"Xid {code} ×{count}" for code, count in sorted(counts.items()))
+    return f"{listed}, last {_when(evidence[-1][0], uptime_s)}"
 
 
 @check("health.sxid", "No NVSwitch SXid errors", needs=("kernel_log",), needs_gpus=False)
@@ -78,24 +176,40 @@ def health_inforom(context: CheckContext) -> list[Finding]:
         return None
     if all(gpu.inforom_valid is None for gpu in context.gpus) and not log_corrupt:
         return [context.skip("infoROM validity not reported (nvml.json or plain nvidia-smi warnings hold it).")]
-    findings = per_gpu(context, judge, "infoROM valid on all {count} GPU(s).")
+    findings = per_gpu(context, judge, "infoROM valid on all {count} GPU(s).",
+                       reported=lambda gpu: gpu.inforom_valid is not None or log_corrupt, unreported="")
     if log_corrupt and all(finding.status.value == "pass" for finding in findings):
         return [context.fail("The kernel log reports a corrupted infoROM.", fix="Run `nvidia-smi` to see which GPU; "
                              "contact the vendor.", refs=["NVML nvmlDeviceValidateInforom"])]
     return findings
 
 
+# Xids that are evidence of an uncorrectable memory error where the ECC counters are not in the run.
+_ECC_XIDS = (48, 94, 95)
+_KERNEL_LOG_REF = "NVIDIA Xid catalog (48 DBE, 94/95 contained/uncontained ECC, 63 row remap, 64 remap failure), " \
+                  "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+
+
 @check("health.ecc_uncorrected", "No uncorrectable ECC errors")
 def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
+    logged = _xid_evidence(context, _ECC_XIDS)
+    uptime = context.facts.host.uptime_s
+
+    def counted(gpu: GpuFacts) -> bool:
+        return gpu.ecc_uncorrected_volatile is not None or gpu.ecc_uncorrected_aggregate is not None
+
     def judge(gpu: GpuFacts) -> Finding | None:
         volatile, aggregate = gpu.ecc_uncorrected_volatile, gpu.ecc_uncorrected_aggregate
         corrected = gpu.ecc_corrected_volatile
+        if not counted(gpu) and gpu.bus_id in logged:
+            return _ecc_from_log(context, gpu, logged[gpu.bus_id], uptime)
         if volatile:
             return context.fail(f"GPU{gpu.index} has {volatile} uncorrectable ECC error(s) since the last driver "
                                 "load: results may be wrong and jobs on it die.", gpu=gpu,
                                 observed={"volatile": volatile, "aggregate": aggregate}, expected=0,
                                 fix="Drain the GPU, reset it or reboot (a row remap/page retirement applies then); "
-                                    "run `dcgmi diag -r 3`; RMA if errors return.", refs=["Xid 48 / 94 / 95", "NVML ECC"])
+                                    "run `dcgmi diag -r 3`; RMA if errors return.",
+                                refs=["Xid 48 / 94 / 95", "NVML ECC"])
         if aggregate:
             return context.warn(f"GPU{gpu.index} has {aggregate} uncorrectable ECC error(s) in its lifetime (none "
                                 "since the last driver load).", gpu=gpu, observed={"aggregate": aggregate},
@@ -106,9 +220,29 @@ def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
                                   observed={"corrected_volatile": corrected})
         return None
     return per_gpu(context, judge, "No uncorrectable ECC errors on any of {count} GPU(s).",
-                   reported=lambda gpu: gpu.ecc_uncorrected_volatile is not None
-                   or gpu.ecc_uncorrected_aggregate is not None,
-                   unreported="No ECC counters reported (ECC off, or a GPU without ECC).")
+                   reported=lambda gpu: counted(gpu) or gpu.bus_id in logged,
+                   unreported="No ECC counters reported (ECC off, or a GPU without ECC), and no Xid 48/94/95 for "
+                              "these GPUs in the kernel log.")
+
+
+def _ecc_from_log(context: CheckContext, gpu: GpuFacts, evidence: _Evidence, uptime: float | None) -> Finding:
+    current = [(event, mark) for event, mark in evidence if mark is None]
+    fix = (f"Read the counters: `nvidia-smi -q -d ECC,ROW_REMAPPER -i {gpu.index}`; drain the GPU, reset it "
+           f"(`sudo nvidia-smi -r -i {gpu.index}`) or reboot so the row remap applies; run `dcgmi diag -r 3`; "
+           "RMA if errors return.")
+    if current:
+        return context.fail(
+            f"GPU{gpu.index}: the kernel log shows uncorrectable ECC errors ({_summarize(current, uptime)}) since the "
+            "last driver load; the ECC counters are not in this run, so the evidence is the kernel log.", gpu=gpu,
+            observed={"kernel_log": _summarize(current, uptime), "counters": None}, expected="no uncorrectable error",
+            fix=fix, refs=[_KERNEL_LOG_REF])
+    mark = evidence[-1][1]
+    return context.warn(
+        f"GPU{gpu.index}: the kernel log shows uncorrectable ECC errors ({_summarize(evidence, uptime)}) before the "
+        f"{_marker_name(mark)} {_when(mark, uptime)}: history. The ECC counters are not in this run; they would tell "
+        "whether errors continued.", gpu=gpu,
+        observed={"kernel_log": _summarize(evidence, uptime), "history": True, "counters": None},
+        expected="no uncorrectable error", fix=fix, refs=[_KERNEL_LOG_REF])
 
 
 @check("health.retired_pages", "Retired memory pages within limits")
@@ -131,42 +265,78 @@ def health_retired_pages(context: CheckContext) -> list[Finding]:
                                 f"{limit['warn_at']}).", gpu=gpu, observed=retired, expected=f"< {limit['warn_at']}",
                                 fix="Watch the count; plan an RMA if it grows.", refs=[limit["source"]])
         return None
-    if all(gpu.retired_pages_sbe is None and gpu.retired_pages_dbe is None and gpu.retired_pages_pending is None
-           for gpu in context.gpus):
-        return [context.passed("Page retirement not reported: GPUs from Ampere on remap rows instead "
-                               "(see health.row_remap_*).")]
-    return per_gpu(context, judge, "Retired pages within limits on all {count} GPU(s).")
+    retires = [gpu for gpu in context.gpus if gpu.retired_pages_sbe is not None or gpu.retired_pages_dbe is not None
+               or gpu.retired_pages_pending is not None]
+    if not retires and any(gpu.remap_pending is not None for gpu in context.gpus):
+        return [context.passed("Page retirement not used: these GPUs remap rows instead (see health.row_remap_*).")]
+    return per_gpu(context, judge, "Retired pages within limits on all {count} GPU(s).",
+                   reported=lambda gpu: gpu.retired_pages_sbe is not None or gpu.retired_pages_dbe is not None
+                   or gpu.retired_pages_pending is not None,
+                   unreported="Page retirement not reported: GPUs from Ampere on remap rows instead (see "
+                              "health.row_remap_*), or no nvml.json / nvidia-smi -q in this run.")
 
 
 @check("health.row_remap_pending", "No row remap waiting for a reset")
 def health_row_remap_pending(context: CheckContext) -> list[Finding]:
+    logged = _xid_evidence(context, (63,))
+    uptime = context.facts.host.uptime_s
+    fix = "Reset the GPU when idle (`sudo nvidia-smi -r -i {index}`) or reboot."
+
     def judge(gpu: GpuFacts) -> Finding | None:
         if gpu.remap_pending:
             return context.fail(f"GPU{gpu.index} has a memory row remap pending: the faulty row stays in use until "
                                 "the GPU is reset.", gpu=gpu, observed="Pending: Yes", expected="No",
-                                fix=f"Reset the GPU when idle (`sudo nvidia-smi -r -i {gpu.index}`) or reboot.",
-                                refs=["NVIDIA GPU memory error management, row remapping: "
-                                      "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"])
+                                fix=fix.format(index=gpu.index), refs=[_REMAP_REF])
+        if gpu.remap_pending is None and gpu.bus_id in logged:
+            evidence = logged[gpu.bus_id]
+            current = [(event, mark) for event, mark in evidence if mark is None]
+            if current:
+                return context.fail(
+                    f"GPU{gpu.index}: the kernel log marks a memory row for remapping ({_summarize(current, uptime)}) "
+                    "and no GPU reset or driver reload follows: the remap is pending, the faulty row stays in use "
+                    "until the GPU is reset (the row-remapper state is not in this run).", gpu=gpu,
+                    observed={"kernel_log": _summarize(current, uptime), "pending": None}, expected="No",
+                    fix=fix.format(index=gpu.index) + f" Confirm with `nvidia-smi -q -d ROW_REMAPPER -i {gpu.index}`.",
+                    refs=[_REMAP_REF, _KERNEL_LOG_REF])
+            mark = evidence[-1][1]
+            return context.passed(
+                f"GPU{gpu.index}: the row remap the kernel log marked ({_summarize(evidence, uptime)}) was followed by "
+                f"the {_marker_name(mark)} {_when(mark, uptime)}, which applies it.", gpu=gpu,
+                observed={"kernel_log": _summarize(evidence, uptime), "history": True}, refs=[_REMAP_REF])
         return None
     return per_gpu(context, judge, "No row remap pending on any of {count} GPU(s).",
-                   reported=lambda gpu: gpu.remap_pending is not None, unreported=_REMAP_UNREPORTED)
+                   reported=lambda gpu: gpu.remap_pending is not None or gpu.bus_id in logged,
+                   unreported=_REMAP_UNREPORTED)
 
 
 @check("health.row_remap_failure", "No failed row remap")
 def health_row_remap_failure(context: CheckContext) -> list[Finding]:
+    logged = _xid_evidence(context, (64,))
+    uptime = context.facts.host.uptime_s
+
     def judge(gpu: GpuFacts) -> Finding | None:
         if gpu.remap_failure:
             return context.fail(f"GPU{gpu.index} failed to remap a memory row: it has run out of spare rows.",
                                 gpu=gpu, observed="Remapping Failure Occurred: Yes", expected="No",
                                 fix="RMA the GPU (NVIDIA: a remap failure requires replacement).",
-                                refs=["https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"])
+                                refs=[_REMAP_REF])
+        if gpu.remap_failure is None and gpu.bus_id in logged:
+            evidence = logged[gpu.bus_id]
+            return context.fail(
+                f"GPU{gpu.index}: the kernel log shows a failed row remap ({_summarize(evidence, uptime)}): the faulty "
+                "memory could not be isolated. A reset or driver reload does not undo that, so an earlier one still "
+                "counts (the row-remapper state is not in this run).", gpu=gpu,
+                observed={"kernel_log": _summarize(evidence, uptime), "failure": None}, expected="no Xid 64",
+                fix=f"Confirm with `nvidia-smi -q -d ROW_REMAPPER -i {gpu.index}` (Remapping Failure Occurred); "
+                    "drain the GPU, run `dcgmi diag -r 3` and RMA it.", refs=[_REMAP_REF, _KERNEL_LOG_REF])
         if gpu.remapped_rows_uncorrectable:
             return context.passed(f"GPU{gpu.index} has remapped {gpu.remapped_rows_uncorrectable} row(s) after "
                                   "uncorrectable errors; remapping works as designed.", gpu=gpu,
                                   observed={"uncorrectable_rows": gpu.remapped_rows_uncorrectable})
         return None
     return per_gpu(context, judge, "No row remap failure on any of {count} GPU(s).",
-                   reported=lambda gpu: gpu.remap_failure is not None, unreported=_REMAP_UNREPORTED)
+                   reported=lambda gpu: gpu.remap_failure is not None or gpu.bus_id in logged,
+                   unreported=_REMAP_UNREPORTED)
 
 
 @check("health.pcie_replay", "PCIe replay rate", needs=("host.uptime_s",))

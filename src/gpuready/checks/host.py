@@ -47,9 +47,13 @@ def host_memory_ratio(context: CheckContext) -> list[Finding]:
 def host_cpu_per_gpu(context: CheckContext) -> list[Finding]:
     limit = thresholds("host_cpu_per_gpu")
     host = context.facts.host
+    # The container's share: the fewest of the host's CPUs, its cpuset and its CPU quota (quota / period).
     cpus, what = float(host.cpu_count), "logical CPUs"
+    if host.cgroup_cpuset_count and host.cgroup_cpuset_count < cpus:
+        shown = host.cgroup_cpuset if len(host.cgroup_cpuset or "") <= 40 else f"{host.cgroup_cpuset[:37]}..."
+        cpus, what = float(host.cgroup_cpuset_count), f"CPUs in the container's cpuset ({shown})"
     if host.cgroup_cpu_limit and host.cgroup_cpu_limit < cpus:
-        cpus, what = host.cgroup_cpu_limit, "CPUs allowed by the container"
+        cpus, what = host.cgroup_cpu_limit, "CPUs allowed by the container's CPU quota"
     per_gpu = cpus / len(context.gpus)
     observed = f"{cpus:g} {what} / {len(context.gpus)} GPU(s) = {per_gpu:.1f}"
     if per_gpu < limit["warn_below"]:

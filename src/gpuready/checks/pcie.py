@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from gpuready.checks.registry import CheckContext, check, per_gpu
-from gpuready.facts.lspci import bridges_above
-from gpuready.facts.types import GpuFacts
+from gpuready.facts.lspci import ROOT_PORT, device_class, devices_below, holds, switch_upstream_port
+from gpuready.facts.types import GpuFacts, PciDevice
 from gpuready.knowledge import gpu_spec, thresholds
 from gpuready.model import Finding
 
 _PCIE_REF = "NVML nvmlDeviceGetCurrPcieLinkWidth/MaxPcieLinkWidth; nvidia-smi --help-query-gpu: 'may be reduced when the GPU is not in use'"
-# Below this utilisation an idle GPU lowers its link generation to save power.
-_BUSY_UTILIZATION_PCT = 50
 
 
 @check("pcie.link_degraded", "PCIe link at full width")
@@ -25,9 +24,9 @@ def pcie_link_degraded(context: CheckContext) -> list[Finding]:
             return context.fail(
                 f"GPU{gpu.index}'s PCIe link runs at x{current} of x{maximum}: host↔GPU bandwidth is cut to "
                 f"{current / maximum:.0%}.", gpu=gpu, observed=f"x{current}", expected=f"x{maximum}",
-                fix=f"Reseat GPU{gpu.index} (bus {gpu.bus_id}) or its riser/cable, check the slot's wiring in the "
-                    f"board manual and the BIOS bifurcation setting; confirm with `sudo lspci -vv -s {gpu.bus_id}` "
-                    "(LnkSta).", refs=[_PCIE_REF])
+                fix=f"Reseat {_gpu_label(gpu)} or its riser/cable, check the slot's wiring in the board manual and "
+                    "the BIOS bifurcation setting; confirm with "
+                    f"`sudo lspci -vv{f' -s {gpu.bus_id}' if gpu.bus_id else ''}` (LnkSta).", refs=[_PCIE_REF])
         return None
     return per_gpu(context, judge, "All {count} GPU(s) run at their full PCIe link width.",
                    reported=lambda gpu: gpu.pcie_width_current is not None,
@@ -36,6 +35,8 @@ def pcie_link_degraded(context: CheckContext) -> list[Finding]:
 
 @check("pcie.gen_degraded", "PCIe generation: slot/host and GPU agree")
 def pcie_gen_degraded(context: CheckContext) -> list[Finding]:
+    busy_pct = thresholds("pcie_gen_busy")["busy_utilization_pct"]
+
     def judge(gpu: GpuFacts) -> Finding | None:
         device_max = gpu.pcie_gen_device_max or _spec_gen(gpu)
         link_max = gpu.pcie_gen_host_max or gpu.pcie_gen_max
@@ -47,14 +48,14 @@ def pcie_gen_degraded(context: CheckContext) -> list[Finding]:
                 fix="Move the GPU to a slot of the GPU's generation, or set the slot's link speed to Auto/Gen"
                     f"{device_max} in the BIOS; risers and retimers can force a lower generation.", refs=[_PCIE_REF])
         current = gpu.pcie_gen_current
-        busy = gpu.utilization_gpu_pct is not None and gpu.utilization_gpu_pct >= _BUSY_UTILIZATION_PCT
+        busy = gpu.utilization_gpu_pct is not None and gpu.utilization_gpu_pct >= busy_pct
         if current and link_max and current < link_max:
             if busy:
                 return context.warn(
                     f"GPU{gpu.index} is busy ({gpu.utilization_gpu_pct:.0f}%) yet its link runs at Gen{current} of "
                     f"Gen{link_max}.", gpu=gpu, observed=f"Gen{current}", expected=f"Gen{link_max}",
                     fix="Check the slot, riser and BIOS link-speed setting; confirm under load with "
-                        "`gpuready validate --only transfer`.", refs=[_PCIE_REF])
+                        "`gpuready validate --only transfer`.", refs=[_PCIE_REF, thresholds("pcie_gen_busy")["source"]])
             return context.passed(
                 f"GPU{gpu.index} idles at Gen{current} (max Gen{link_max}): idle GPUs lower the link generation to "
                 "save power, so it is judged under load by `gpuready validate` (transfer).", gpu=gpu,
@@ -62,7 +63,9 @@ def pcie_gen_degraded(context: CheckContext) -> list[Finding]:
         return None
     return per_gpu(context, judge,
                    "All {count} GPU(s) have a slot of their PCIe generation (current generation judged under load "
-                   "by `gpuready validate`).")
+                   "by `gpuready validate`).",
+                   reported=lambda gpu: (gpu.pcie_gen_host_max or gpu.pcie_gen_max) is not None,
+                   unreported="No PCIe link generation reported (nvml.json or nvidia-smi -q holds it).")
 
 
 def _spec_gen(gpu: GpuFacts) -> int | None:
@@ -70,31 +73,66 @@ def _spec_gen(gpu: GpuFacts) -> int | None:
     return spec.get("pcie_gen") if spec else None
 
 
-@check("pcie.bar1", "BAR1 large enough (Resizable BAR / Above 4G decoding)")
+def _gpu_label(gpu: GpuFacts) -> str:
+    return f"GPU{gpu.index} ({gpu.bus_id})" if gpu.bus_id else f"GPU{gpu.index}"
+
+
+# --------------------------------------------------------------------------------------------- BAR1
+
+@check("pcie.bar1", "BAR1 as large as the GPU ships with (Resizable BAR / Above 4G decoding)")
 def pcie_bar1(context: CheckContext) -> list[Finding]:
     limit = thresholds("pcie_bar1")
+    gpus = context.gpus
+    if not any(gpu.bar1_total_bytes is not None for gpu in gpus):
+        return [context.skip("No BAR1 size reported.")]
+    findings: list[Finding] = []
+    small_by_design: list[tuple[GpuFacts, str]] = []
+    for gpu in gpus:
+        if gpu.bar1_total_bytes is None:
+            continue
+        bar1_mib = gpu.bar1_total_bytes / 2**20
+        spec = gpu_spec(gpu.name)
+        ships_mib = spec.get("bar1_ships_mib") if spec else None
+        if ships_mib is not None:
+            if bar1_mib < ships_mib:
+                findings.append(context.warn(
+                    f"{_gpu_label(gpu)}'s BAR1 is {bar1_mib:,.0f} MiB but the {spec.model} ships with "
+                    f"{ships_mib:,} MiB: Above 4G Decoding / Resizable BAR looks off in the BIOS, which limits "
+                    "GPUDirect RDMA and P2P mappings.", gpu=gpu, observed=f"{bar1_mib:,.0f} MiB",
+                    expected=f">= {ships_mib:,} MiB (as shipped)",
+                    fix="Enable 'Above 4G Decoding' (and 'Resizable BAR' / 'MMIO high size' where offered) in the "
+                        "BIOS; in a VM, give the guest a large enough 64-bit MMIO window.",
+                    refs=[spec.get("bar1_source", ""), limit["source"]]))
+            elif gpu.memory_total_bytes and \
+                    gpu.bar1_total_bytes < limit["warn_below_vram_fraction"] * gpu.memory_total_bytes:
+                small_by_design.append((gpu, spec.get("bar1_source", "")))
+            continue
+        # Unknown model (or no sourced shipped size): BAR1 against the VRAM.
+        if not gpu.memory_total_bytes:
+            continue
+        if gpu.bar1_total_bytes / gpu.memory_total_bytes < limit["warn_below_vram_fraction"]:
+            findings.append(context.warn(
+                f"{_gpu_label(gpu)}'s BAR1 is {bar1_mib:,.0f} MiB for {gpu.memory_total_bytes / 2**30:,.0f} GiB of "
+                "VRAM: Resizable BAR / Above 4G Decoding looks off, which limits GPUDirect RDMA and P2P mappings.",
+                gpu=gpu, observed=f"{bar1_mib:,.0f} MiB",
+                expected=f">= {limit['warn_below_vram_fraction']:.0%} of VRAM (model's shipped BAR1 unknown)",
+                fix="Enable 'Above 4G Decoding' and 'Resizable BAR' in the BIOS.", refs=[limit["source"]]))
+    if small_by_design:
+        names = ", ".join(f"{_gpu_label(gpu)} {gpu_spec(gpu.name).model}" for gpu, _ in small_by_design)
+        sizes = {f"{gpu.bar1_total_bytes / 2**20:,.0f} MiB" for gpu, _ in small_by_design}
+        findings.append(context.passed(
+            f"BAR1 is what these GPUs ship with: {names}{f' ({sizes.pop()})' if len(sizes) == 1 else ''}. "
+            "Such boards map only a small window of VRAM by design, so GPUDirect RDMA and P2P mappings are limited "
+            "(large registrations can fail); where the board and BIOS support Resizable BAR, enabling it maps all "
+            "VRAM.",
+            observed={_gpu_label(gpu): f"{gpu.bar1_total_bytes / 2**20:,.0f} MiB" for gpu, _ in small_by_design},
+            expected="BAR1 as shipped", refs=sorted({source for _, source in small_by_design if source})))
+    if not findings:
+        findings.append(context.passed(f"BAR1 is as shipped or covers the VRAM on all {len(gpus)} GPU(s)."))
+    return findings
 
-    def judge(gpu: GpuFacts) -> Finding | None:
-        if gpu.bar1_total_bytes is None or not gpu.memory_total_bytes:
-            return None
-        ratio = gpu.bar1_total_bytes / gpu.memory_total_bytes
-        if ratio < limit["warn_below_vram_fraction"]:
-            return context.warn(
-                f"GPU{gpu.index}'s BAR1 is {gpu.bar1_total_bytes / 2**20:,.0f} MiB for "
-                f"{gpu.memory_total_bytes / 2**30:,.0f} GiB of VRAM: Resizable BAR / Above 4G Decoding looks off, "
-                "which limits GPUDirect RDMA and P2P mappings.", gpu=gpu,
-                observed=gpu.bar1_total_bytes, expected=f">= {limit['warn_below_vram_fraction']:.0%} of VRAM",
-                fix="Enable 'Above 4G Decoding' and 'Resizable BAR' in the BIOS.", refs=[limit["source"]])
-        return None
-    return per_gpu(context, judge, "BAR1 covers the VRAM on all {count} GPU(s).",
-                   reported=lambda gpu: gpu.bar1_total_bytes is not None,
-                   unreported="No BAR1 size reported.")
 
-
-def _describe_acs(redirecting: dict[str, list[str]]) -> str:
-    return ", ".join(address + ": " + " ".join(flag + "+" for flag in flags)
-                     for address, flags in list(redirecting.items())[:4])
-
+# ---------------------------------------------------------------------------------------- ACS/IOMMU
 
 def _iommu_mode(context: CheckContext) -> tuple[str | None, str]:
     """('translated' | 'passthrough' | 'off' | None, evidence) from the kernel command line and log."""
@@ -112,30 +150,57 @@ def _iommu_mode(context: CheckContext) -> tuple[str | None, str]:
     return None, "no IOMMU setting on the kernel command line or in the kernel log"
 
 
+def _flags(port: PciDevice) -> str:
+    return " ".join(flag + "+" for flag in port.acs_enabled)
+
+
+def _name_pci_gpus(context: CheckContext, devices: list[PciDevice]) -> list[str]:
+    by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
+    return [_gpu_label(by_bus[device.address]) if device.address in by_bus else device.address for device in devices]
+
+
 @check("pcie.acs_iommu", "ACS and IOMMU do not redirect GPU peer traffic")
 def pcie_acs_iommu(context: CheckContext) -> list[Finding]:
     gpus = context.gpus
     if len(gpus) < 2:
         return [context.passed("One GPU: no peer-to-peer traffic for ACS or the IOMMU to redirect.")]
+    acs_ref = thresholds("pcie_acs")["source"]
     findings = []
     devices = context.facts.pci_devices or []
-    redirecting: dict[str, list[str]] = {}
-    for device in devices:
-        if device.is_nvidia_gpu:
-            for bridge in bridges_above(device, devices):
-                if bridge.acs_enabled:
-                    redirecting[bridge.address] = bridge.acs_enabled
-    if redirecting:
+    pci_gpus = [device for device in devices if device.is_nvidia_gpu]
+    # switch (its upstream port, or the redirecting port itself) → redirecting ports in it
+    switches: dict[str, tuple[PciDevice, list[PciDevice]]] = {}
+    root_ports: list[PciDevice] = []
+    for port in devices:
+        if not port.is_bridge or not port.acs_enabled:
+            continue
+        if not any(holds(port, gpu) for gpu in pci_gpus):
+            continue
+        if port.port_type == ROOT_PORT:
+            root_ports.append(port)
+            continue
+        # A switch port (or a bridge of unknown type): judged by the GPUs of its switch.
+        scope = (switch_upstream_port(port, devices) if port.port_type == "Downstream Port" else None) or port
+        switches.setdefault(scope.address, (scope, []))[1].append(port)
+    for scope, ports in switches.values():
+        below = [gpu for gpu in pci_gpus if holds(scope, gpu)]
+        if len(below) < 2:
+            continue
+        named = _name_pci_gpus(context, below)
+        kind = "PCIe switch" if scope.port_type in ("Upstream Port", "Downstream Port") else \
+            "PCIe bridge (port type unknown: lspci showed no Express capability)"
+        redirecting = ", ".join(f"{port.address} ({_flags(port)})" for port in ports)
         findings.append(context.warn(
-            f"ACS redirection is on for {len(redirecting)} PCIe bridge(s) above the GPUs "
-            f"({_describe_acs(redirecting)}): "
-            "GPU peer traffic detours through the root complex, P2P is slow and NCCL can hang.",
-            observed=redirecting, expected="ACSCtl ReqRedir- CmpltRedir-",
-            fix="Disable ACS in the BIOS (or per bridge: `sudo setpci -s BDF ECAP_ACS+0x6.w=0000`, lost at reboot); "
-                "on bare metal also consider disabling the IOMMU or `iommu=pt`.",
-            refs=["NCCL troubleshooting, PCI Access Control Services: "
-                  "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs",
-                  "NVIDIA/nccl#199"]))
+            f"ACS redirection is on at {kind} port(s) {redirecting} "
+            f"with {len(below)} GPUs below the same switch: {', '.join(named)}. Their peer traffic, which should turn "
+            "inside the switch, detours through the CPU root complex: P2P is slow and NCCL can hang.",
+            observed={"switch": scope.address, "ports": {port.address: port.acs_enabled for port in ports},
+                      "gpus": named},
+            expected="ACSCtl ReqRedir- CmpltRedir- on switch ports between GPUs",
+            fix="Disable ACS (PCIe ACS / 'ACS Control') in the BIOS, or per port: "
+                f"`sudo setpci -s {ports[0].address} ECAP_ACS+0x6.w=0000` (lost at reboot; NCCL troubleshooting "
+                "shows a loop over all bridges). Keep it on where GPUs are passed through to separate VMs.",
+            refs=[acs_ref]))
     mode, evidence = _iommu_mode(context)
     if mode == "translated":
         findings.append(context.warn(
@@ -143,32 +208,161 @@ def pcie_acs_iommu(context: CheckContext) -> list[Finding]:
             "dropped.", observed=evidence, expected="iommu=pt (passthrough) or off on bare metal",
             fix="Add `iommu=pt` to the kernel command line (GRUB_CMDLINE_LINUX), update-grub, reboot.",
             refs=["NCCL troubleshooting, IOMMU: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"]))
+    root_note = ""
+    if root_ports:
+        root_note = (f" ACS redirection on CPU root port(s) {', '.join(port.address for port in root_ports[:4])}"
+                     f"{' …' if len(root_ports) > 4 else ''} is by design (the kernel sets it with the IOMMU on) and "
+                     "does not slow GPU peer traffic, which crosses the root complex between root ports anyway.")
+    if not findings and not devices and mode is None:
+        return [context.skip("Not judged: neither lspci -vv (ACS) nor the kernel command line or log (IOMMU) is in "
+                             "this run.")]
     if not findings:
-        judged = "lspci shows no ACS redirection above the GPUs" if devices else \
+        judged = "lspci shows no ACS redirection on PCIe switch ports between GPUs" if devices else \
             "ACS not judged (no lspci -vv as root in this run)"
-        findings.append(context.passed(f"{judged}; IOMMU: {evidence}."))
+        findings.append(context.passed(f"{judged}; IOMMU: {evidence}.{root_note}",
+                                       observed={"root_ports_redirecting": [port.address for port in root_ports]}
+                                       if root_ports else None, refs=[acs_ref] if devices else []))
+    elif root_note:
+        findings[-1].message += root_note
     return findings
 
 
-@check("pcie.aer", "No PCIe AER errors for GPUs", needs=("kernel_log",))
-def pcie_aer(context: CheckContext) -> list[Finding]:
-    gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus}
-    findings = []
-    counts: dict[str, list[str]] = {}
-    for event in context.facts.kernel_log:
-        if event.kind == "aer":
-            counts.setdefault(event.bus_id or "?", []).append(event.line)
-    for bus_id, lines in counts.items():
-        gpu = gpu_by_bus.get(bus_id)
-        uncorrected = [line for line in lines if re.search(r"Uncorrected|Fatal|Non-Fatal", line, re.IGNORECASE)]
-        if gpu is None and not uncorrected:
+# --------------------------------------------------------------------------------------------- AER
+
+_BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+# Root port headline (kernel aer.c): "AER: Corrected error received: 0000:01:00.0", "Multiple Uncorrected
+# (Non-Fatal) error received: …", 6.x: "Correctable error message received from …", old kernels: "id=0018".
+_RECEIVED = re.compile(rf"\b(?:Multiple )?(Corrected|Correctable|Uncorrected|Uncorrectable)\b[^:]*? error "
+                       rf"(?:message )?received(?: from)?:? (?:({_BDF})|id=([0-9a-fA-F]{{4}}))")
+# Per-device line: "PCIe Bus Error: severity=Uncorrected (Non-Fatal), type=…, (Requester ID)"; old: "id=0018(…)".
+_BUS_ERROR = re.compile(r"PCIe Bus Error: severity=([^,]+)(?:.*?\bid=([0-9a-fA-F]{4})\()?")
+_PRINTER = re.compile(rf"\b([\w.-]+) ({_BDF}):")
+_NOT_GPU_CLASSES = ("Ethernet controller", "Infiniband controller", "Non-Volatile memory controller",
+                    "Network controller")
+
+
+def _from_id(domain_of: str, requester_id: str) -> str:
+    """Old kernels name the source by its requester id (bus << 8 | devfn) in the reporting port's domain."""
+    value = int(requester_id, 16)
+    return f"{domain_of.split(':')[0]}:{value >> 8:02x}:{(value & 0xff) >> 3:02x}.{value & 0x7}"
+
+
+@dataclass
+class _AerSource:
+    address: str
+    received: dict[str, int] = field(default_factory=lambda: {"corrected": 0, "uncorrected": 0})
+    """Root-port headlines naming this device, by severity."""
+    bus_errors: dict[str, int] = field(default_factory=lambda: {"corrected": 0, "uncorrected": 0})
+    """`PCIe Bus Error` lines for this device, by severity (the same errors, printed per device)."""
+    reported_by_port: bool = False
+    """The kernel's port service driver (`pcieport`) printed it as its own error: the device is a PCIe port."""
+    last_line: str = ""
+
+    def errors(self, severity: str) -> int:
+        return max(self.received[severity], self.bus_errors[severity])
+
+    @property
+    def count(self) -> int:
+        return self.errors("corrected") + self.errors("uncorrected")
+
+    @property
+    def uncorrected(self) -> bool:
+        return self.errors("uncorrected") > 0
+
+    def describe(self) -> str:
+        corrected, uncorrected = self.errors("corrected"), self.errors("uncorrected")
+        if corrected and uncorrected:
+            return f"{self.count} PCIe AER error(s) ({uncorrected} uncorrected, {corrected} corrected)"
+        return f"{self.count} {'uncorrected' if uncorrected else 'corrected'} PCIe AER error(s)"
+
+
+def _aer_sources(events) -> dict[str, _AerSource]:
+    sources: dict[str, _AerSource] = {}
+    for event in events:
+        if event.kind != "aer" or not event.bus_id:
             continue
-        status = context.fail if uncorrected else context.warn
-        findings.append(status(
-            f"{len(lines)} PCIe AER message(s) for {'GPU' + str(gpu.index) if gpu else 'device'} {bus_id}"
-            f"{f', {len(uncorrected)} uncorrected' if uncorrected else ' (corrected)'}; last: {lines[-1][:160]}",
-            gpu=gpu, observed=len(lines), expected=0,
-            fix="Reseat the GPU/riser, check the slot; persistent corrected errors often mean a marginal link "
-                "(try the BIOS link speed one generation lower to confirm).",
-            refs=["Linux PCIe AER howto, https://docs.kernel.org/PCI/pcieaer-howto.html"]))
-    return findings or [context.passed("No PCIe AER errors for the GPUs in the kernel log.")]
+        printer = _PRINTER.search(event.line)
+        if received := _RECEIVED.search(event.line):
+            address = (received.group(2) or _from_id(event.bus_id, received.group(3))).lower()
+            source = sources.setdefault(address, _AerSource(address))
+            tally, severity = source.received, received.group(1)
+            source.reported_by_port |= address == event.bus_id
+        elif bus_error := _BUS_ERROR.search(event.line):
+            address = _from_id(event.bus_id, bus_error.group(2)) if bus_error.group(2) else event.bus_id
+            source = sources.setdefault(address, _AerSource(address))
+            tally, severity = source.bus_errors, bus_error.group(1)
+            source.reported_by_port |= bool(printer and printer.group(1) == "pcieport" and address == event.bus_id)
+        else:  # detail lines ("device [..] error status/mask", "[ 0] RxErr"), "enabled with IRQ", recovery notes
+            continue
+        tally["uncorrected" if re.search(r"Uncorrect|Fatal", severity) else "corrected"] += 1
+        source.last_line = event.line
+    return sources
+
+
+def _severity(source: _AerSource) -> str:
+    return "uncorrected" if source.uncorrected else "corrected"
+
+
+@check("pcie.aer", "No PCIe AER errors on GPUs or the ports above them", needs=("kernel_log",))
+def pcie_aer(context: CheckContext) -> list[Finding]:
+    ref = thresholds("pcie_aer")["source"]
+    gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
+    devices = context.facts.pci_devices or []
+    by_address = {device.address: device for device in devices}
+    gpu_fix = ("Reseat the GPU and its riser/cable, check the slot and the port's link (`sudo lspci -vv -s {port}`: "
+               "LnkSta, AER status); persistent corrected errors often mean a marginal link (try the BIOS link speed "
+               "one generation lower to confirm).")
+    findings: list[Finding] = []
+    for source in sorted(_aer_sources(context.facts.kernel_log).values(), key=lambda item: item.address):
+        status = context.fail if source.uncorrected else context.warn
+        what = source.describe()
+        last = f"; last: {source.last_line[:160]}"
+        gpu = gpu_by_bus.get(source.address)
+        device = by_address.get(source.address)
+        if gpu is not None or (device is not None and device.is_nvidia_gpu):
+            label = _gpu_label(gpu) if gpu else f"NVIDIA GPU {source.address} (lspci; not in the GPU list)"
+            findings.append(status(f"{what} on {label}{last}", gpu=gpu, observed=source.count, expected=0,
+                                   fix=gpu_fix.format(port=source.address), refs=[ref]))
+            continue
+        if device is not None and device.is_bridge:
+            below = [found for found in devices_below(device, devices) if found.is_nvidia_gpu]
+            if below:
+                kind = device.port_type or "PCIe bridge"
+                for pci_gpu in below:
+                    gpu_below = gpu_by_bus.get(pci_gpu.address)
+                    label = _gpu_label(gpu_below) if gpu_below else f"NVIDIA GPU {pci_gpu.address}"
+                    findings.append(status(
+                        f"{what} on {kind} {source.address} above {label}: errors on the link to this GPU count for "
+                        f"it{f' (shared by {len(below)} GPUs below the port)' if len(below) > 1 else ''}{last}",
+                        gpu=gpu_below, observed={"port": source.address, "errors": source.count}, expected=0,
+                        fix=gpu_fix.format(port=source.address), refs=[ref]))
+                continue
+        if device is not None:
+            if source.uncorrected:
+                klass = device_class(device)
+                not_gpu = "a NIC or NVMe drive, " if klass in _NOT_GPU_CLASSES else ""
+                product = re.sub(r"\s*\((?:rev [0-9a-f]+|prog-if [^)]*)\)", "", device.description.split(": ", 1)[-1])
+                findings.append(context.warn(
+                    f"{what} on {klass} {source.address} ({product[:80]}): "
+                    f"{not_gpu}not a GPU fault, but it can stall I/O or RDMA{last}",
+                    observed={"device": source.address, "class": klass, "errors": source.count}, expected=0,
+                    fix=f"Check device {source.address}: reseat it, update its firmware, read `sudo lspci -vv -s "
+                        f"{source.address}`.", refs=[ref]))
+            continue
+        # Not in lspci (no lspci-vv.txt, or the device is missing from it).
+        if source.reported_by_port and not devices:
+            findings.append(context.warn(
+                f"{what} on PCIe port {source.address}: a GPU may sit below it (this run has no lspci -vv to tell)"
+                f"{last}", observed={"port": source.address, "errors": source.count,
+                                     "severity": _severity(source)}, expected=0,
+                fix=f"Add lspci-vv.txt (`sudo lspci -vv`) to see what sits below {source.address}; if a GPU does, "
+                    "reseat it and its riser.", refs=[ref]))
+        elif source.uncorrected or any(gpu.bus_id is None for gpu in context.gpus):
+            unknown_bus = any(gpu.bus_id is None for gpu in context.gpus)
+            findings.append(context.warn(
+                f"{what} on device {source.address}, which is not a GPU this run knows"
+                f"{' (some GPUs have no bus id here, so it may be one)' if unknown_bus else ''}{last}",
+                observed={"device": source.address, "errors": source.count, "severity": _severity(source)},
+                expected=0, fix=f"Identify it with `lspci -s {source.address}`.", refs=[ref]))
+    return findings or [context.passed("No PCIe AER errors on the GPUs or the ports above them in the kernel log.",
+                                       refs=[ref])]

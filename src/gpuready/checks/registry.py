@@ -114,7 +114,7 @@ def _fact(facts: Facts, path: str) -> Any:
 
 def run_checks(facts: Facts, options: CheckOptions | None = None, only: Iterable[str] | None = None) -> list[Finding]:
     # Importing the modules registers their checks.
-    from gpuready.checks import gpu, health, host, network, pcie, power, software, topology  # noqa: F401
+    from gpuready.checks import gpu, health, host, network, nvlink, pcie, power, software, topology  # noqa: F401
 
     options = options or CheckOptions()
     findings: list[Finding] = []
@@ -139,16 +139,39 @@ def run_checks(facts: Facts, options: CheckOptions | None = None, only: Iterable
 
 
 def per_gpu(context: CheckContext, judge: Callable[[GpuFacts], Finding | None], all_good: str, *,
-            reported: Callable[[GpuFacts], bool] | None = None, unreported: str = "") -> list[Finding]:
+            reported: Callable[[GpuFacts], bool], unreported: str) -> list[Finding]:
     """One finding per GPU that is flagged, and a single pass for the rest.
 
-    With `reported`, a run where no GPU reports the facts the judge needs is one `skip` saying `unreported`.
+    Only GPUs that report the facts the judge needs (`reported`) are judged or counted in the pass: a run where
+    none does is one `skip` saying `unreported`, never a pass on nothing.
     """
-    gpus = context.gpus
-    if reported is not None and not any(reported(gpu) for gpu in gpus):
+    gpus = [gpu for gpu in context.gpus if reported(gpu)]
+    if not gpus:
         return [context.skip(unreported)]
     flagged = [finding for gpu in gpus if (finding := judge(gpu)) is not None]
     problems = [finding for finding in flagged if finding.status != Status.PASS]
     if problems:
         return flagged
-    return flagged or [context.passed(all_good.format(count=len(gpus)))]
+    unjudged = len(context.gpus) - len(gpus)
+    note = f" {unjudged} other GPU(s) do not report it." if unjudged else ""
+    return flagged or [context.passed(all_good.format(count=len(gpus)) + note)]
+
+
+# The sources that query the driver per GPU in depth (modes, fabric, retirement): not lists or matrices.
+_DEEP_SOURCES = ("nvml.json", "nvidia-smi-q.xml", "nvidia-smi-q.txt")
+
+
+def queried(gpu: GpuFacts) -> bool:
+    """The driver was asked about this GPU in depth (nvml.json or `nvidia-smi -q`)."""
+    return any(source in gpu.source for source in _DEEP_SOURCES)
+
+
+def kernel_log_missing(context: CheckContext, what: str) -> Finding | None:
+    """A skip saying why the kernel log is not there (unreadable without root, or not in the bundle), else None."""
+    facts = context.facts
+    if facts.kernel_log is not None:
+        return None
+    reason = "the kernel log was not readable (dmesg needs root or group adm)" \
+        if facts.kernel_log_readable is False else "no dmesg.txt in this run"
+    return context.skip(f"{what} not judged: {reason}.",
+                        fix="sudo gpuready check, or `sudo dmesg > dmesg.txt` into the bundle")

@@ -150,6 +150,8 @@ def software_nccl(context: CheckContext) -> list[Finding]:
 def software_container(context: CheckContext) -> list[Finding]:
     host, env = context.facts.host, context.facts.env or {}
     runtime = host.container
+    if runtime is None and context.facts.env is None:
+        return [context.skip("No container facts in this run (cgroup.txt or env.txt holds them).")]
     schedulers = [name for name, prefix in (("Slurm", "SLURM_JOB_ID"), ("Kubernetes", "KUBERNETES_SERVICE_HOST"))
                   if prefix in env]
     nvidia_runtime = "NVIDIA_VISIBLE_DEVICES" in env

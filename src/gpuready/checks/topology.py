@@ -1,10 +1,10 @@
-"""How the GPUs are connected: the matrix, NUMA crossings, P2P support, NVLink state, NVSwitch fabric."""
+"""How the GPUs are connected: the matrix, NUMA crossings, P2P support, NVSwitch fabric (NVLink state: nvlink.py)."""
 
 from __future__ import annotations
 
 import re
 
-from gpuready.checks.registry import CheckContext, check, per_gpu
+from gpuready.checks.registry import CheckContext, check, per_gpu, queried
 from gpuready.facts.types import GpuFacts
 from gpuready.knowledge import gpu_spec
 from gpuready.model import Finding
@@ -27,9 +27,14 @@ def _nvlink_count(link: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-@check("topology.matrix", "GPU×GPU connection matrix", needs=("topology",))
+_TP_FIX = "Use tensor parallelism only inside NVLink-connected groups; for DDP, nothing to change."
+
+
+@check("topology.matrix", "GPU×GPU connection matrix")
 def topology_matrix(context: CheckContext) -> list[Finding]:
     topology = context.facts.topology
+    if topology is None:
+        return [_matrix_from_models(context)]
     pairs = _pairs(topology.links)
     matrix = {f"GPU{i}-GPU{j}": link for (i, j), link in sorted(pairs.items())}
     if not pairs:
@@ -47,9 +52,25 @@ def topology_matrix(context: CheckContext) -> list[Finding]:
         f"{len(without_nvlink)} of {len(pairs)} GPU pairs have no NVLink ({kinds}; e.g. {example}). Data parallel "
         "(DDP/FSDP) works over PCIe; tensor parallel across these pairs will be slow."
         + (f" {nvlinked} pair(s) are NVLinked: keep tensor-parallel groups inside them." if nvlinked else ""),
-        observed=matrix, expected="NV# between every pair for tensor parallelism",
-        fix="Use tensor parallelism only inside NVLink-connected groups; for DDP, nothing to change.",
-        refs=[_TOPO_REF])]
+        observed=matrix, expected="NV# between every pair for tensor parallelism", fix=_TP_FIX, refs=[_TOPO_REF])]
+
+
+def _matrix_from_models(context: CheckContext) -> Finding:
+    """Without `topo -m`: a model that has no NVLink at all (`nvlink_via = "none"`) says enough on its own."""
+    gpus = context.gpus
+    if len(gpus) < 2:
+        return context.passed("One GPU: no GPU-to-GPU links to judge.")
+    specs = [gpu_spec(gpu.name) for gpu in gpus]
+    if any(spec is None or spec.get("nvlink_via") != "none" for spec in specs):
+        return context.skip("Not judged: needs topology (nvidia-smi-topo.txt); these GPU models can have NVLink, "
+                            "so only the matrix says which pairs are linked.")
+    models = sorted({spec.model for spec in specs})
+    return context.warn(
+        f"No NVLink: {', '.join(models)} {'has' if len(models) == 1 else 'have'} none, so all {len(gpus)} GPUs talk "
+        "over PCIe. Data parallel (DDP/FSDP) works; tensor parallelism over PCIe will be slow.",
+        observed={f"GPU{gpu.index}": spec.model for gpu, spec in zip(gpus, specs)},
+        expected="NV# between GPUs for tensor parallelism", fix=_TP_FIX,
+        refs=[_TOPO_REF] + sorted({spec.source for spec in specs}))
 
 
 @check("topology.cross_numa", "GPU pairs that cross the CPU interconnect", needs=("topology",))
@@ -104,66 +125,6 @@ def topology_p2p(context: CheckContext) -> list[Finding]:
         refs=["nvidia-smi topo -p2p r legend", "NVML nvmlDeviceGetP2PStatus"])]
 
 
-@check("nvlink.link_down", "NVLink links up")
-def nvlink_link_down(context: CheckContext) -> list[Finding]:
-    gpus = context.gpus
-    if len(gpus) < 2:
-        return [context.passed("One GPU visible: no NVLink to judge.")]
-    if all(gpu.nvlinks is None for gpu in gpus) and context.facts.topology is None:
-        return [context.skip("No NVLink state in this run (nvml.json, nvidia-smi-nvlink-s.txt or "
-                             "nvidia-smi-topo.txt holds it).")]
-    topology_counts = _topology_nvlink_counts(context)
-
-    def judge(gpu: GpuFacts) -> Finding | None:
-        spec = gpu_spec(gpu.name)
-        links = gpu.nvlinks or []
-        active = [link for link in links if link.active]
-        inactive = [link for link in links if link.active is False]
-        wired_by_switch = spec is not None and spec.get("nvlink_via") == "nvswitch"
-        expected_links = spec.get("nvlink_links") if spec else None
-        if active and inactive:
-            return context.fail(
-                f"GPU{gpu.index} has {len(inactive)} NVLink link(s) down ({', '.join(str(l.link) for l in inactive)}) "
-                f"while {len(active)} are up: bandwidth to its peers drops and NCCL may route around it.", gpu=gpu,
-                observed={"up": len(active), "down": len(inactive)}, expected="all links up",
-                fix="Reboot or reset the GPU (`nvidia-smi -r -i N` when idle); check `nvidia-smi nvlink -e` error "
-                    "counters; if the link stays down, reseat/RMA (Xid 74 in dmesg confirms).",
-                refs=["nvidia-smi nvlink -s", "Xid 74 NVLINK_ERROR"])
-        if wired_by_switch and links and not active:
-            return context.fail(
-                f"GPU{gpu.index} ({gpu.name}) is an NVSwitch board but reports no active NVLink.", gpu=gpu,
-                observed=0, expected=expected_links, fix="Check the fabric manager (`systemctl status "
-                "nvidia-fabricmanager`) and `nvidia-smi nvlink -s`; reboot; RMA if it persists.", refs=[spec.source])
-        if wired_by_switch and expected_links and gpu.index in topology_counts and \
-                0 < topology_counts[gpu.index] < expected_links:
-            return context.fail(
-                f"GPU{gpu.index} reaches its peers over NV{topology_counts[gpu.index]}, fewer than the "
-                f"{expected_links} links a {spec.model} has.", gpu=gpu, observed=topology_counts[gpu.index],
-                expected=expected_links, fix="Check `nvidia-smi nvlink -s -i N` for inactive links; reset or RMA.",
-                refs=[spec.source])
-        return None
-
-    findings = per_gpu(context, judge, "No NVLink link is down on any of {count} GPU(s).")
-    if all(not gpu.nvlinks for gpu in gpus) and not topology_counts:
-        boards = {gpu_spec(gpu.name).get("nvlink_via") if gpu_spec(gpu.name) else None for gpu in gpus}
-        if boards & {"bridge", "none"} or boards == {None}:
-            return [context.passed("No NVLink reported: these boards are PCIe cards (links unused by design "
-                                   "unless bridged).")]
-    return findings
-
-
-def _topology_nvlink_counts(context: CheckContext) -> dict[int, int]:
-    """Per GPU, the smallest NV# towards a peer (a healthy NVSwitch box shows one value everywhere)."""
-    topology = context.facts.topology
-    if topology is None:
-        return {}
-    counts: dict[int, int] = {}
-    for (i, j), link in topology.links.items():
-        if i != j and link.startswith("NV"):
-            counts[i] = min(counts.get(i, 1 << 30), _nvlink_count(link))
-    return counts
-
-
 @check("gpu.fabric", "NVSwitch fabric registration complete")
 def gpu_fabric(context: CheckContext) -> list[Finding]:
     def judge(gpu: GpuFacts) -> Finding | None:
@@ -178,5 +139,8 @@ def gpu_fabric(context: CheckContext) -> list[Finding]:
                 refs=["NVIDIA Fabric Manager User Guide, https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"])
         return None
     if all(gpu.fabric_state is None for gpu in context.gpus):
+        if not any(queried(gpu) for gpu in context.gpus):
+            return [context.skip("Fabric state not in this run (nvml.json or nvidia-smi -q holds it).")]
         return [context.passed("No NVSwitch fabric reported (not an NVSwitch system, or not reported by this driver).")]
-    return per_gpu(context, judge, "NVSwitch fabric registration is complete on all {count} GPU(s).")
+    return per_gpu(context, judge, "NVSwitch fabric registration is complete on all {count} GPU(s).",
+                   reported=lambda gpu: gpu.fabric_state is not None, unreported="")

@@ -151,6 +151,8 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
     use("env.txt", lambda text: setattr(facts, "env", host_files.parse_env(text)))
     _use_network_files(facts, use)
     use("manifest.json", lambda text: _apply_manifest(facts, text))
+    # env.txt is read after the cgroup files: the container verdict combines both.
+    facts.host.container, facts.host.container_evidence = host_files.container_of(facts.host, facts.env)
     return facts
 
 
@@ -206,8 +208,10 @@ def _use_host_files(facts: Facts, use: Callable) -> None:
 
     def cgroup(text: str) -> None:
         sections = host_files.split_sections(text)
-        host.cgroup_memory_limit_bytes, host.cgroup_cpu_limit, host.container = \
-            host_files.parse_cgroup_limits(sections)
+        host.cgroup_memory_limit_bytes, host.cgroup_cpu_limit, _runtime = host_files.parse_cgroup_limits(sections)
+        host.container, host.container_evidence = host_files.container_from_cgroup(sections)
+        # Last: a corrupt cpuset list makes the file an input error, the limits above are kept.
+        host.cgroup_cpuset, host.cgroup_cpuset_count = host_files.parse_cpuset(sections)
 
     use("meminfo.txt", meminfo)
     use("cpuinfo.txt", cpuinfo)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from gpuready.facts.types import DiskUsage
+from gpuready.facts.types import DiskUsage, HostFacts
 from gpuready.facts.units import strip_ansi
 
 _SECTION = re.compile(r"^==> (.+) <==$")
@@ -129,23 +129,149 @@ def parse_cgroup_limits(sections: dict[str, str]) -> tuple[int | None, float | N
             memory_limit = int(value)
     cpu_limit: float | None = None
     cpu_max = sections.get("/sys/fs/cgroup/cpu.max", "").split()
-    if len(cpu_max) == 2 and cpu_max[0].isdigit():
+    if len(cpu_max) == 2 and cpu_max[0].isdigit() and cpu_max[1].isdigit() and int(cpu_max[1]) > 0:
         cpu_limit = int(cpu_max[0]) / int(cpu_max[1])
     quota = sections.get("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "").strip()
     period = sections.get("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "").strip()
-    if quota.lstrip("-").isdigit() and int(quota) > 0 and period.isdigit():
+    if quota.lstrip("-").isdigit() and int(quota) > 0 and period.isdigit() and int(period) > 0:
         cpu_limit = int(quota) / int(period)
-    return memory_limit, cpu_limit, _container_runtime(sections)
+    runtime, _evidence = container_from_cgroup(sections)
+    return memory_limit, cpu_limit, runtime
 
 
-def _container_runtime(sections: dict[str, str]) -> str | None:
-    proc_cgroup = sections.get("/proc/1/cgroup")
+# The cpuset files, most specific first: cgroup v2, then v1 (effective, then configured).
+CPUSET_PATHS = ("/sys/fs/cgroup/cpuset.cpus.effective", "/sys/fs/cgroup/cpuset/cpuset.effective_cpus",
+                "/sys/fs/cgroup/cpuset/cpuset.cpus")
+MAX_CPUS = 65536
+"""No Linux machine has more CPUs (the kernel's NR_CPUS tops out at 8192); a larger number is bad input."""
+
+
+def parse_cpu_count(text: str) -> int:
+    """A Linux CPU list as cgroup and sysfs files print it (`0-15,32-47`, `3`) → how many distinct CPUs.
+
+    Raises ValueError on anything else, on a CPU at or beyond 65,536, and on more than 65,536 entries.
+    """
+    text = text.strip()
+    if not text:
+        raise ValueError("empty CPU list")
+    parts = text.split(",")
+    if len(parts) > MAX_CPUS:
+        raise ValueError(f"a CPU list of {len(parts):,} entries")
+    ranges: list[tuple[int, int]] = []
+    for part in parts:
+        part = part.strip()
+        match = re.fullmatch(r"(\d{1,6})(?:-(\d{1,6}))?", part)
+        if not match:
+            raise ValueError(f"not a CPU list entry: {part[:40]!r}")
+        low = int(match.group(1))
+        high = int(match.group(2)) if match.group(2) is not None else low
+        if high < low:
+            raise ValueError(f"CPU range runs backwards: {part!r}")
+        if high >= MAX_CPUS:
+            raise ValueError(f"CPU {high:,} is beyond {MAX_CPUS:,} CPUs: {part!r}")
+        ranges.append((low, high))
+    count, reached = 0, -1  # merge overlapping ranges without building a set
+    for low, high in sorted(ranges):
+        if high > reached:
+            count += high - max(low, reached + 1) + 1
+            reached = high
+    return count
+
+
+def parse_cpuset(sections: dict[str, str]) -> tuple[str | None, int | None]:
+    """(CPU list, count) of the container's cpuset, from the first cpuset file that has one."""
+    for path in CPUSET_PATHS:
+        value = sections.get(path, "").strip()
+        if value:
+            return value, parse_cpu_count(value)
+    return None, None
+
+
+# Markers in a cgroup path and the runtime each names.
+_CGROUP_MARKERS = (("kubepods", "kubernetes"), ("libpod", "podman"), ("docker", "docker"),
+                   ("containerd", "containerd"), ("lxc", "lxc"))
+_SLURM_JOB = re.compile(r"slurm\S*/job_?\d+|/job_\d+/step_", re.IGNORECASE)
+# Where several say so, the one that allocates the GPUs names the container: a Kubernetes pod's path also
+# names its runtime (`kubepods/…/cri-containerd-…`), and Docker under Kubernetes leaves /.dockerenv.
+_RUNTIME_PRIORITY = ("kubernetes", "slurm", "podman", "docker", "containerd", "lxc", "container")
+
+
+def container_from_cgroup(sections: dict[str, str]) -> tuple[str | None, list[str]]:
+    """(runtime, evidence) from /.dockerenv, /run/.containerenv and the cgroup paths of PID 1 and of this process.
+
+    `none` where a cgroup path was read and names no container (`0::/init.scope`, or `0::/`, which a private
+    cgroup namespace also shows: that case needs the environment's evidence); None where nothing was read.
+    """
+    found: list[str] = []
+    evidence: list[str] = []
     if "/.dockerenv" in sections:
-        return "docker"
-    if proc_cgroup is None:
-        return None
-    for marker, runtime in (("kubepods", "kubernetes"), ("docker", "docker"), ("containerd", "containerd"),
-                            ("libpod", "podman"), ("lxc", "lxc")):
-        if marker in proc_cgroup:
-            return runtime
-    return "none"
+        found.append("docker")
+        evidence.append("/.dockerenv exists")
+    if "/run/.containerenv" in sections:
+        found.append("podman")
+        evidence.append("/run/.containerenv exists")
+    read_any = False
+    for path in ("/proc/1/cgroup", "/proc/self/cgroup"):
+        text = sections.get(path)
+        if text is None:
+            continue
+        read_any = True
+        if match := _SLURM_JOB.search(text):
+            found.append("slurm")
+            evidence.append(f"{path}: Slurm job cgroup ({match.group(0)})")
+            continue
+        for marker, name in _CGROUP_MARKERS:
+            if marker in text:
+                found.append(name)
+                evidence.append(f"{path}: {marker} ({_first_line_with(text, marker)})")
+                break
+    if found:
+        return _most_specific(found), evidence
+    return ("none" if read_any else None), evidence
+
+
+def _most_specific(runtimes: list[str]) -> str:
+    return min(runtimes, key=lambda name: _RUNTIME_PRIORITY.index(name) if name in _RUNTIME_PRIORITY else 99)
+
+
+def _first_line_with(text: str, marker: str) -> str:
+    line = next((line for line in text.splitlines() if marker in line.lower()), text.splitlines()[0] if text else "")
+    return line.strip()[:120]
+
+
+def container_from_env(env: dict[str, str] | None) -> tuple[str | None, list[str]]:
+    """(runtime, evidence) from the environment: Kubernetes' service variables and the NVIDIA runtime's device list.
+
+    SLURM_JOB_ID alone is not a container: without a Slurm cgroup the job sees every GPU of the node.
+    """
+    if not env:
+        return None, []
+    runtime, evidence = None, []
+    if "KUBERNETES_SERVICE_HOST" in env:
+        runtime = "kubernetes"
+        evidence.append("env KUBERNETES_SERVICE_HOST is set")
+    if "NVIDIA_VISIBLE_DEVICES" in env:
+        runtime = runtime or "container"
+        evidence.append(f"env NVIDIA_VISIBLE_DEVICES={env['NVIDIA_VISIBLE_DEVICES'][:80]}")
+    return runtime, evidence
+
+
+def container_of(host: HostFacts, env: dict[str, str] | None) -> tuple[str | None, list[str]]:
+    """The container this run is in, with every piece of evidence: the cgroup facts, then the environment.
+
+    (`kubernetes`/`slurm`/`podman`/`docker`/`containerd`/`lxc`/`container`, evidence); (`none`, []) where the
+    cgroup files were read and nothing says container; (None, []) where nothing was read. A Slurm job counts only
+    with its cgroup (SLURM_JOB_ID is then added as evidence).
+    """
+    found = [host.container] if host.container not in (None, "none") else []
+    evidence = list(host.container_evidence or [])
+    env_runtime, env_evidence = container_from_env(env)
+    if env_runtime:
+        found.append(env_runtime)
+        evidence += env_evidence
+    if not found:
+        return host.container, []
+    runtime = _most_specific(found)
+    if runtime == "slurm" and env and "SLURM_JOB_ID" in env:
+        evidence.append(f"env SLURM_JOB_ID={env['SLURM_JOB_ID'][:20]}")
+    return runtime, evidence

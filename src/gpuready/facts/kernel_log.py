@@ -1,8 +1,10 @@
-"""The kernel log (`dmesg`, `journalctl -k`): Xid, SXid, fallen-off-the-bus and PCIe AER lines."""
+"""The kernel log (`dmesg`, `journalctl -k`, syslog): Xid, SXid, fallen-off-the-bus and PCIe AER lines, and the
+events after which earlier ones are history: the NVIDIA driver loading, and a GPU reset."""
 
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 
 from gpuready.facts.types import KernelEvent
 from gpuready.facts.units import normalize_bus_id, strip_ansi
@@ -15,41 +17,139 @@ _FALLEN = re.compile(r"NVRM: GPU (?:at )?(?:PCI:)?([0-9a-fA-F:.]+?):?\s+(?:GPU )
 _GPU_NAMED = re.compile(r"NVRM: The NVIDIA GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
 _FALLEN_GENERIC = re.compile(r"fallen off the bus", re.IGNORECASE)
 _AER = re.compile(r"(?:pcieport|nvidia) ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): (?:PCIe Bus Error|AER):?\s*(.*)")
-_TIMESTAMP = re.compile(r"^\[\s*(\d+\.\d+)\]")
 _IOMMU_DOMAIN = re.compile(r"iommu: Default domain type: (\w+)")
 _INFOROM = re.compile(r"infoROM is corrupted", re.IGNORECASE)
+# The module's banner, printed each time it loads (boot, or `modprobe nvidia` after an unload):
+#   NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024
+#   NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)
+_DRIVER_LOAD = re.compile(
+    r"NVRM: loading NVIDIA UNIX (?:Open Kernel Module for \S+|\S+ Kernel Module)\s+(\d+(?:\.\d+)+)")
+# Printed with the first Xid of a GPU: names its UUID (`NVRM: GPU at PCI:0000:91:00: GPU-b6c3b2be-…`).
+_GPU_UUID = re.compile(r"NVRM: GPU at (?:PCI:)?([0-9a-fA-F:.]+): (GPU-[0-9a-fA-F-]{36})")
+# The driver logs no line when `nvidia-smi -r` resets a GPU; NVIDIA's NVSentinel writes one to syslog after its
+# reset (health-monitors/syslog-health-monitor and its gpu-reset script): `GPU reset executed: GPU-…[, success: …]`.
+_GPU_RESET = re.compile(r"GPU reset executed: (GPU-[0-9a-fA-F-]{36})(?:, success: (\w+))?")
+
+# Where each line's time is: kernel seconds since boot (`[ 1843.308145]`, also after syslog's `kernel: `), and the
+# wall clock of `dmesg --time-format iso`, `dmesg -T`/`--ctime`, syslog and journalctl's default format.
+_MONOTONIC = re.compile(r"^(?:.{0,80}?\bkernel:\s*)?\[\s*(\d+\.\d+)\]")
+_WALL_CLOCKS = (
+    re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"),
+    re.compile(r"^\[((?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})\]"),
+    re.compile(r"^([A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) \S+ "),
+)
+_MARKERS = ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:", "GPU reset executed")
+
+
+def _times(line: str) -> tuple[float | None, str | None]:
+    stamp = _MONOTONIC.search(line)
+    wall = next((match.group(1) for pattern in _WALL_CLOCKS if (match := pattern.search(line))), None)
+    return (float(stamp.group(1)) if stamp else None), wall
 
 
 def parse_kernel_log(text: str) -> list[KernelEvent]:
+    """The events, in the order of the log: later events come later in the list (checks rely on it)."""
     events: list[KernelEvent] = []
     last_named_gpu: str | None = None
+    bus_by_uuid: dict[str, str] = {}
+    previous_times: tuple[float | None, str | None] = (None, None)
     for line in strip_ansi(text).splitlines():
-        if not any(marker in line for marker in ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:")):
+        times = _times(line)
+        if times == (None, None) and line[:1].isspace():
+            times = previous_times  # a continuation line of the message above
+        previous_times = times
+        if not any(marker in line for marker in _MARKERS):
             continue
-        stamp = _TIMESTAMP.search(line)
-        timestamp_s = float(stamp.group(1)) if stamp else None
+        timestamp_s, wall_time = times
+
+        def event(kind: str, **fields) -> None:
+            events.append(KernelEvent(kind=kind, line=line.strip(), timestamp_s=timestamp_s, wall_time=wall_time,
+                                      **fields))
         if match := _XID.search(line):
-            events.append(KernelEvent(kind="xid", line=line.strip(), bus_id=normalize_bus_id(match.group(1)),
-                                      code=int(match.group(2)), detail=match.group(3).strip(),
-                                      timestamp_s=timestamp_s))
+            event("xid", bus_id=normalize_bus_id(match.group(1)), code=int(match.group(2)),
+                  detail=match.group(3).strip())
         elif match := _SXID.search(line):
-            events.append(KernelEvent(kind="sxid", line=line.strip(), bus_id=normalize_bus_id(match.group(2)),
-                                      code=int(match.group(3)), detail=match.group(4).strip(),
-                                      timestamp_s=timestamp_s))
+            event("sxid", bus_id=normalize_bus_id(match.group(2)), code=int(match.group(3)),
+                  detail=match.group(4).strip())
         elif match := _FALLEN.search(line):
-            events.append(KernelEvent(kind="fallen_off_bus", line=line.strip(),
-                                      bus_id=normalize_bus_id(match.group(1)), timestamp_s=timestamp_s))
+            event("fallen_off_bus", bus_id=normalize_bus_id(match.group(1)))
         elif _FALLEN_GENERIC.search(line):
-            events.append(KernelEvent(kind="fallen_off_bus", line=line.strip(), bus_id=last_named_gpu,
-                                      timestamp_s=timestamp_s))
+            event("fallen_off_bus", bus_id=last_named_gpu)
+        elif match := _DRIVER_LOAD.search(line):
+            event("driver_load", detail=match.group(1))
+        elif match := _GPU_UUID.search(line):
+            if bus_id := normalize_bus_id(match.group(1)):
+                bus_by_uuid[match.group(2).lower()] = bus_id
+        elif match := _GPU_RESET.search(line):
+            if (match.group(2) or "true").lower() == "true":
+                uuid = match.group(1).lower()
+                event("gpu_reset", bus_id=bus_by_uuid.get(uuid), uuid=uuid, detail="GPU reset executed")
         elif match := _GPU_NAMED.search(line):
             last_named_gpu = normalize_bus_id(match.group(1))
         elif match := _AER.search(line):
-            events.append(KernelEvent(kind="aer", line=line.strip(), bus_id=normalize_bus_id(match.group(1)),
-                                      detail=match.group(2).strip(), timestamp_s=timestamp_s))
+            event("aer", bus_id=normalize_bus_id(match.group(1)), detail=match.group(2).strip())
         elif match := _IOMMU_DOMAIN.search(line):
-            events.append(KernelEvent(kind="iommu", line=line.strip(), detail=match.group(0),
-                                      timestamp_s=timestamp_s))
+            event("iommu", detail=match.group(0))
         elif _INFOROM.search(line):
-            events.append(KernelEvent(kind="inforom", line=line.strip(), timestamp_s=timestamp_s))
+            event("inforom")
     return events
+
+
+# A driver load prints its banner after probing the GPUs: what the probe logged (a GPU fallen off the bus) lands
+# just before the banner and belongs to that load, not to the one before. The checks pass knowledge's value.
+SAME_LOAD_WINDOW_S = 10.0
+_WALL_FORMATS = ("%a %b %d %H:%M:%S %Y", "%b %d %H:%M:%S")
+
+
+def event_clock(event: KernelEvent) -> tuple[str, float] | None:
+    """(clock, seconds) to compare two events of one log: the kernel's seconds since boot, else the wall clock."""
+    if event.timestamp_s is not None:
+        return "boot", event.timestamp_s
+    if not event.wall_time:
+        return None
+    text = event.wall_time
+    try:
+        if text[:4].isdigit():  # ISO 8601, dmesg writes a comma before the fraction
+            return "wall", datetime.fromisoformat(text.replace(",", ".")).timestamp()
+        for layout in _WALL_FORMATS:
+            try:
+                moment = datetime.strptime(" ".join(text.split()), layout)
+            except ValueError:
+                continue
+            # syslog omits the year and the zone: comparable only with lines of the same log and kind
+            clock = "syslog" if layout == _WALL_FORMATS[1] else "ctime"
+            return clock, moment.replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+    return None
+
+
+def superseded_by(events: list[KernelEvent],
+                  same_load_window_s: float = SAME_LOAD_WINDOW_S) -> list[KernelEvent | None]:
+    """For each event, the first later driver load (any GPU) or GPU reset (that GPU) after which it is history;
+    None for events still current (and for the markers themselves).
+
+    Events logged within `same_load_window_s` before a driver load belong to that load (its probe), not to the past.
+    A reset that names only a UUID the log never tied to a bus id applies to no event.
+    """
+    loads = [index for index, event in enumerate(events) if event.kind == "driver_load"]
+    resets = [index for index, event in enumerate(events) if event.kind == "gpu_reset" and event.bus_id]
+    result: list[KernelEvent | None] = []
+    for index, event in enumerate(events):
+        if event.kind in ("driver_load", "gpu_reset"):
+            result.append(None)
+            continue
+        load = next((later for later in loads
+                     if later > index and not _same_load(event, events[later], same_load_window_s)), None)
+        reset = next((later for later in resets if later > index and events[later].bus_id == event.bus_id), None) \
+            if event.bus_id else None
+        found = [position for position in (load, reset) if position is not None]
+        result.append(events[min(found)] if found else None)
+    return result
+
+
+def _same_load(event: KernelEvent, load: KernelEvent, window_s: float) -> bool:
+    mine, theirs = event_clock(event), event_clock(load)
+    if mine is None or theirs is None or mine[0] != theirs[0]:
+        return False
+    return 0 <= theirs[1] - mine[1] <= window_s

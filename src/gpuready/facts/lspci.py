@@ -1,4 +1,5 @@
-"""`lspci -vv`: NVIDIA devices, bridges with ACS redirection, and link capability vs status."""
+"""`lspci -vv`: NVIDIA devices, bridges with ACS redirection, PCIe port types, bus ranges, and link
+capability vs status."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ from gpuready.facts.units import normalize_bus_id, strip_ansi
 _DEVICE = re.compile(r"^((?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.+)$")
 _LINK = re.compile(r"Speed\s+([\d.]+)GT/s[^,]*,\s*Width\s+x(\d+)")
 _BUS = re.compile(r"Bus: primary=([0-9a-f]{2}), secondary=([0-9a-f]{2}), subordinate=([0-9a-f]{2})")
+# pciutils ls-caps.c cap_express(): "Express (v2) Root Port (Slot+), MSI 00" (newer: ", IntMsgNum 0").
+_EXPRESS = re.compile(r"^Capabilities: \[[0-9a-f]+\] Express (?:\(v\d+\) )?(.+?)(?: \(Slot[+-]\))?, (?:MSI|IntMsgNum) ")
 # ACS controls that send peer-to-peer requests up to the root complex instead of across the switch.
 P2P_REDIRECT_FLAGS = ("ReqRedir", "CmpltRedir", "EgressCtrl")
+
+ROOT_PORT = "Root Port"
+SWITCH_PORTS = ("Downstream Port", "Upstream Port")
 
 
 def parse_lspci(text: str) -> list[PciDevice]:
@@ -39,16 +45,45 @@ def parse_lspci(text: str) -> list[PciDevice]:
         elif stripped.startswith("ACSCtl:"):
             current.acs_enabled = [flag.rstrip("+") for flag in stripped.split()[1:]
                                    if flag.endswith("+") and flag.rstrip("+") in P2P_REDIRECT_FLAGS]
+        elif express := _EXPRESS.match(stripped):
+            current.port_type = express.group(1)
         elif bus := _BUS.search(stripped):
             current.secondary_bus = int(bus.group(2), 16)
             current.subordinate_bus = int(bus.group(3), 16)
     return devices
 
 
+def _domain_bus(address: str) -> tuple[str, int]:
+    domain, bus = address.split(":")[:2]
+    return domain, int(bus, 16)
+
+
+def holds(bridge: PciDevice, device: PciDevice) -> bool:
+    """Whether `device` sits in the bridge's downstream bus range (secondary..subordinate)."""
+    if bridge.secondary_bus is None or bridge.subordinate_bus is None or bridge is device:
+        return False
+    bridge_domain, _ = _domain_bus(bridge.address)
+    domain, bus = _domain_bus(device.address)
+    return bridge_domain == domain and bridge.secondary_bus <= bus <= bridge.subordinate_bus
+
+
 def bridges_above(device: PciDevice, devices: list[PciDevice]) -> list[PciDevice]:
     """Bridges whose bus range holds this device: its path to the root complex."""
-    domain, bus = device.address.split(":")[0], int(device.address.split(":")[1], 16)
-    return [bridge for bridge in devices
-            if bridge.is_bridge and bridge.address.split(":")[0] == domain
-            and bridge.secondary_bus is not None and bridge.subordinate_bus is not None
-            and bridge.secondary_bus <= bus <= bridge.subordinate_bus]
+    return [bridge for bridge in devices if bridge.is_bridge and holds(bridge, device)]
+
+
+def devices_below(bridge: PciDevice, devices: list[PciDevice]) -> list[PciDevice]:
+    """Every device in the bridge's subtree (its downstream bus range)."""
+    return [device for device in devices if holds(bridge, device)]
+
+
+def switch_upstream_port(port: PciDevice, devices: list[PciDevice]) -> PciDevice | None:
+    """For a switch downstream port: the upstream port of its switch (whose secondary bus is the port's bus)."""
+    domain, bus = _domain_bus(port.address)
+    return next((device for device in devices if device.port_type == "Upstream Port"
+                 and _domain_bus(device.address)[0] == domain and device.secondary_bus == bus), None)
+
+
+def device_class(device: PciDevice) -> str:
+    """lspci's class name: `3D controller`, `Ethernet controller`, `Non-Volatile memory controller` …"""
+    return device.description.split(": ", 1)[0].strip()

@@ -24,6 +24,18 @@ _CUDA = re.compile(r"CUDA Version:\s*([\d.]+)")
 _INFOROM = re.compile(r"infoROM is corrupted at gpu ([0-9A-Fa-f:.]+)", re.IGNORECASE)
 
 
+def _volatile_uncorrected_ecc(row: str) -> int | None:
+    """The third cell of a GPU's first row, `Volatile Uncorr. ECC`: a count since the driver loaded.
+
+    `N/A` (ECC off or not supported), `Off`, `On` (MIG mode prints the mode there) and `ERR!` are no count.
+    """
+    cells = row.strip().strip("|").split("|")
+    if len(cells) < 3:
+        return None
+    value = cells[2].strip()
+    return int(value) if value.isdigit() else None
+
+
 @dataclass
 class PlainSmi:
     driver_version: str | None = None
@@ -59,6 +71,7 @@ def parse_nvidia_smi_plain(text: str) -> PlainSmi:
         second = lines[position + 1] if position + 1 < len(lines) else ""
         gpu = GpuFacts(index=int(match.group(1)), bus_id=bus_id, name=match.group(2).strip(),
                        persistence_mode={"On": True, "Off": False}.get(match.group(3)), source="nvidia-smi.txt")
+        gpu.ecc_uncorrected_volatile = _volatile_uncorrected_ecc(line)
         cells = [cell.strip() for cell in second.strip().strip("|").split("|")]
         if len(cells) >= 2:
             temperature = re.search(r"(\d+)C\b", cells[0])

@@ -28,7 +28,6 @@ from gpuready.facts.units import normalize_bus_id
 NVML_FORMAT = "gpuready-nvml"
 NVML_FORMAT_VERSION = 1
 CALL_TIMEOUT_S = 5.0
-_NVLINK_MAX_LINKS = 18
 _P2P_STATUS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DNS", 5: "NS", 6: "U"}
 _COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 _FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
@@ -258,7 +257,7 @@ def _process_name(pid: int) -> str | None:
 
 def _nvlinks(pynvml: Any, q: _Querier, handle: Any) -> list[dict[str, Any]]:
     links = []
-    for link in range(_NVLINK_MAX_LINKS):
+    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):  # the library's bound over all architectures
         try:
             state = call_with_timeout(pynvml.nvmlDeviceGetNvLinkState, handle, link, timeout_s=q.timeout_s)
         except Exception:  # NotSupported / InvalidArgument past the last link: no such link

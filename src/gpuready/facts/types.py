@@ -100,13 +100,19 @@ class GpuFacts:
 @dataclass(kw_only=True)
 class KernelEvent:
     kind: str
-    """`xid`, `sxid`, `fallen_off_bus`, `aer`, `iommu` (the DMA domain type), `inforom` (corrupted)."""
+    """`xid`, `sxid`, `fallen_off_bus`, `aer`, `iommu` (the DMA domain type), `inforom` (corrupted),
+    `driver_load` (the NVIDIA kernel module loaded: `detail` is its version; applies to every GPU),
+    `gpu_reset` (one GPU was reset: `bus_id` or `uuid` names it)."""
     line: str
     bus_id: str | None = None
     code: int | None = None
     """The Xid/SXid number."""
     detail: str = ""
     timestamp_s: float | None = None
+    wall_time: str | None = None
+    """The wall-clock time as the log printed it (`dmesg -T`, `--time-format iso`, syslog, journalctl)."""
+    uuid: str | None = None
+    """The GPU's UUID where the line names it (`gpu_reset`)."""
 
 
 @dataclass(kw_only=True)
@@ -135,6 +141,9 @@ class PciDevice:
     secondary_bus: int | None = None
     subordinate_bus: int | None = None
     """A bridge's downstream bus range, to find the bridges above a GPU."""
+    port_type: str | None = None
+    """PCIe port type from `Capabilities: [..] Express (v2) <type>`: `Root Port`, `Upstream Port`,
+    `Downstream Port`, `Endpoint`, `Legacy Endpoint`, …; None where lspci could not read the capability."""
 
 
 @dataclass(kw_only=True)
@@ -195,8 +204,17 @@ class HostFacts:
     uptime_s: float | None = None
     kernel_cmdline: str | None = None
     container: str | None = None
-    """`docker`, `kubernetes`, `containerd`, `podman`, `lxc` or `none`."""
+    """`docker`, `kubernetes`, `containerd`, `podman`, `lxc`, `slurm` or `none` (from the cgroup files)."""
     kernel_modules: set[str] | None = None
+    container_evidence: list[str] | None = None
+    """What said `container` (`/proc/1/cgroup: kubepods`, `/.dockerenv` …); [] when the cgroup files were read
+    and showed none. Environment evidence (KUBERNETES_SERVICE_HOST, NVIDIA_VISIBLE_DEVICES, SLURM_JOB_ID) is
+    added by `host_files.container_of`, which needs `Facts.env`."""
+    cgroup_cpuset: str | None = None
+    """The CPUs the container may run on, as Linux prints them (`0-15`): cpuset.cpus.effective (v2) or
+    cpuset.effective_cpus / cpuset.cpus (v1)."""
+    cgroup_cpuset_count: int | None = None
+    """How many CPUs `cgroup_cpuset` names."""
 
 
 @dataclass(kw_only=True)

@@ -84,3 +84,11 @@ def env_var_rules() -> list[dict[str, Any]]:
 
 def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
+def platform_spec(gpu_model: str | None, gpu_count: int) -> dict[str, Any] | None:
+    """The platforms.toml row for `gpu_count` GPUs of one gpus.toml model (`H100 SXM`), or None."""
+    if not gpu_model:
+        return None
+    return next((row for row in load_table("platforms")["platform"]
+                 if gpu_model in row["gpu_models"] and row["gpu_count"] == gpu_count), None)
