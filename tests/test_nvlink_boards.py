@@ -282,3 +282,27 @@ def test_no_kernel_log_is_a_skip():
 def test_errors_are_judged_from_a_kernel_log_alone(make_bundle, name, expected):
     report = report_for(make_bundle({"dmesg.txt": BOARDS / name}))
     assert [f.status.value for f in report.findings if f.check_id == "nvlink.errors"] == [expected]
+
+
+_RELOAD = "[ 9000.000001] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
+
+
+def test_nvlink_errors_before_a_driver_reload_are_history_not_a_failure():
+    gpus = [GpuFacts(index=0, bus_id="0000:d8:00.0", name="NVIDIA H100 80GB HBM3", source="nvidia-smi.txt")]
+    xid74 = _text(BOARDS / "xid74-dmesg.txt")
+    current = _errors(Facts(gpus=gpus, kernel_log=parse_kernel_log(xid74)))
+    assert [f.status for f in current] == [Status.FAIL]
+    past = _errors(Facts(gpus=gpus, kernel_log=parse_kernel_log(xid74 + _RELOAD)))
+    assert [f.status for f in past] == [Status.WARN]
+    assert "history" in past[0].message and past[0].subject.gpu.index == 0
+
+
+def test_nvlink_errors_on_a_gpu_outside_the_pod_are_a_note_of_the_node():
+    from gpuready.facts.types import HostFacts
+    gpus = [GpuFacts(index=0, bus_id="0000:18:00.0", name="NVIDIA H100 80GB HBM3", source="nvidia-smi.txt")]
+    facts = Facts(gpus=gpus, kernel_log=parse_kernel_log(_text(BOARDS / "xid74-dmesg.txt")),
+                  host=HostFacts(container="kubernetes", container_evidence=["/proc/1/cgroup: kubepods"]),
+                  env={"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    findings = _errors(facts)
+    assert [f.status for f in findings] == [Status.WARN]
+    assert "0000:d8:00.0" in findings[0].message and "not allocated to this container" in findings[0].message

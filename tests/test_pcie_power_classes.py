@@ -256,3 +256,19 @@ def test_every_fixture_is_listed_with_its_source():
     for path in HERE.iterdir():
         if path.name != "README.md":
             assert f"`{path.name}`" in readme, path.name
+
+
+def test_aer_above_a_gpu_outside_the_pod_is_a_note_not_a_fail():
+    """The Tesla P100 capture's uncorrected port errors, seen from a pod that was given another GPU."""
+    log = (HERE / "dmesg-aer-tesla-oldformat.txt").read_text()
+    lspci = ("00:02.0 PCI bridge: Intel Corporation Xeon E7 v4/Xeon E5 v4/Xeon E3 v4/Xeon D PCI Express Root Port 2 (rev 01) (prog-if 00 [Normal decode])\n"
+             "\tBus: primary=00, secondary=02, subordinate=02, sec-latency=0\n"
+             "\tCapabilities: [90] Express (v2) Root Port (Slot+), MSI 00\n\n"
+             "02:00.0 3D controller: NVIDIA Corporation GP100GL [Tesla P100 PCIe 16GB] (rev a1)\n"
+             "\tCapabilities: [78] Express (v2) Endpoint, MSI 00\n")
+    pod_gpu = [GpuFacts(index=0, bus_id="0000:81:00.0", name="Tesla P100-PCIE-16GB", source="nvidia-smi.txt")]
+    facts = Facts(gpus=pod_gpu, kernel_log=parse_kernel_log(log), pci_devices=parse_lspci(lspci),
+                  env={"KUBERNETES_SERVICE_HOST": "10.96.0.1"})
+    found = _found(facts, "pcie.aer")
+    assert [f.status.value for f in found] == ["warn"]
+    assert "not allocated to this container" in found[0].message and "0000:02:00.0" in found[0].message

@@ -73,8 +73,10 @@ def gpu_present(context: CheckContext) -> list[Finding]:
     return findings
 
 
-# Sources that list GPUs without asking the driver whether it can use them.
-_HOST_ONLY_SOURCES = ("lspci-vv.txt", "dmesg.txt", "nvidia-smi-topo.txt", "nvidia-smi-nvlink-s.txt")
+# Files that list the host's GPUs whatever the container was given: lspci and the kernel log are not namespaced.
+NOT_NAMESPACED_SOURCES = ("lspci-vv.txt", "dmesg.txt")
+# Sources that name GPUs without asking the driver whether it can use them.
+_HOST_ONLY_SOURCES = NOT_NAMESPACED_SOURCES + ("nvidia-smi-topo.txt", "nvidia-smi-nvlink-s.txt")
 
 
 def _named_by(gpus: list[GpuFacts]) -> str:
@@ -160,8 +162,6 @@ def _gpus_missing_from_lspci(context: CheckContext) -> list[str]:
     return [] if unnamed and len(missing) <= unnamed else missing
 
 
-# Files that list the host's GPUs whatever the container was given: lspci and the kernel log are not namespaced.
-NOT_NAMESPACED_SOURCES = ("lspci-vv.txt", "dmesg.txt")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ def health_xid(context: CheckContext) -> list[Finding]:
     window = _window(facts)
     gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
     allocated = allocation(context)
-    marks = _superseded(context, facts.kernel_log)
+    marks = history_marks(context, facts.kernel_log)
     events = [(event, mark) for event, mark in zip(facts.kernel_log, marks) if event.kind in ("xid", "fallen_off_bus")]
     if not events:
         return [context.passed(f"No Xid or fallen-off-the-bus messages in the kernel log ({window}).")]
@@ -71,7 +71,7 @@ def health_xid(context: CheckContext) -> list[Finding]:
     return findings
 
 
-def _superseded(context: CheckContext, events: list[KernelEvent]) -> list[KernelEvent | None]:
+def history_marks(context: CheckContext, events: list[KernelEvent]) -> list[KernelEvent | None]:
     """`superseded_by`, with the window from knowledge/, after naming the GPU of a reset that the log names only by
     UUID (NVSentinel's line) from the GPUs' own UUIDs."""
     bus_by_uuid = {gpu.uuid.lower(): gpu.bus_id for gpu in context.gpus if gpu.uuid and gpu.bus_id}
@@ -134,7 +134,7 @@ def _xid_evidence(context: CheckContext, codes: tuple[int, ...]) -> dict[str, _E
     """Bus id → (Xid event, the later driver load/GPU reset or None) for the given codes, in log order."""
     events = context.facts.kernel_log or []
     found: dict[str, _Evidence] = {}
-    for event, mark in zip(events, _superseded(context, events)):
+    for event, mark in zip(events, history_marks(context, events)):
         if event.kind == "xid" and event.code in codes and event.bus_id:
             found.setdefault(event.bus_id, []).append((event, mark))
     return found

@@ -21,6 +21,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuready.checks.gpu import allocation
+from gpuready.checks.health import history_marks
 from gpuready.checks.registry import CheckContext, check, kernel_log_missing
 from gpuready.facts.types import GpuFacts, KernelEvent
 from gpuready.knowledge import GpuSpec, gpu_spec, load_table, thresholds, xid_entry
@@ -379,6 +381,8 @@ def nvlink_errors(context: CheckContext) -> list[Finding]:
     gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
     per_gpu: dict[str | None, list[tuple[int, KernelEvent, bool]]] = defaultdict(list)
     per_switch: dict[tuple[int | None, str | None], list[KernelEvent]] = defaultdict(list)
+    # Errors before a driver reload or a reset of that GPU are history (health.xid's rule).
+    history = {id(event) for event, mark in zip(facts.kernel_log, history_marks(context, facts.kernel_log)) if mark}
     for event in facts.kernel_log:
         if event.kind == "sxid":
             match = _SWITCH.search(event.line)
@@ -390,7 +394,10 @@ def nvlink_errors(context: CheckContext) -> list[Finding]:
     if not per_gpu and not per_switch:
         return [context.passed("No NVLink Xid (" + ", ".join(str(code) for code in sorted(nvlink_xids)) +
                                ") or NVSwitch SXid in the kernel log.")]
-    findings = [_gpu_errors(context, bus_id, entries, gpu_by_bus.get(bus_id), always_fatal)
+    allocated = allocation(context)
+    findings = [_gpu_errors(context, bus_id, entries, gpu_by_bus.get(bus_id), always_fatal,
+                            past=all(id(event) in history for _code, event, _inferred in entries),
+                            outside=allocated.outside(bus_id))
                 for bus_id, entries in sorted(per_gpu.items(), key=lambda item: str(item[0]))]
     findings += [_switch_errors(context, switch, bus_id, events)
                  for (switch, bus_id), events in sorted(per_switch.items(), key=lambda item: str(item[0]))]
@@ -398,7 +405,7 @@ def nvlink_errors(context: CheckContext) -> list[Finding]:
 
 
 def _gpu_errors(context: CheckContext, bus_id: str | None, entries: list[tuple[int, KernelEvent, bool]],
-                gpu: GpuFacts | None, always_fatal: set[int]) -> Finding:
+                gpu: GpuFacts | None, always_fatal: set[int], *, past: bool = False, outside: bool = False) -> Finding:
     where = f"GPU{gpu.index} ({bus_id})" if gpu else f"the GPU at {bus_id}" if bus_id else "an unnamed GPU"
     by_code: dict[int, list[tuple[KernelEvent, bool]]] = defaultdict(list)
     for code, event, inferred in entries:
@@ -430,7 +437,11 @@ def _gpu_errors(context: CheckContext, bus_id: str | None, entries: list[tuple[i
         if entry and entry["source"] not in refs:
             refs.append(entry["source"])
     last = entries[-1][1].line[:200]
-    status = context.fail if fatal else context.warn
+    status = context.fail if fatal and not past and not outside else context.warn
+    if past:
+        parts.append("all before a later driver load or reset of this GPU: history, watch whether it returns")
+    if outside:
+        parts.append("this GPU is not allocated to this container: the node has a faulty GPU outside it")
     fix = ("Drain the node; reset the GPU when idle (`nvidia-smi -r -i N`) or reboot; read the link state and error "
            "counters (`nvidia-smi nvlink -s -i N`, `nvidia-smi nvlink -e -i N`) and, on NVSwitch systems, "
            "`journalctl -u nvidia-fabricmanager`; if errors return on the same link, run `dcgmi diag -r 2` and open "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gpuready.checks.gpu import allocation
 from gpuready.checks.registry import CheckContext, check, per_gpu
 from gpuready.facts.lspci import ROOT_PORT, device_class, devices_below, holds, switch_upstream_port
 from gpuready.facts.types import GpuFacts, PciDevice
@@ -313,6 +314,8 @@ def pcie_aer(context: CheckContext) -> list[Finding]:
                "LnkSta, AER status); persistent corrected errors often mean a marginal link (try the BIOS link speed "
                "one generation lower to confirm).")
     findings: list[Finding] = []
+    allocated = allocation(context)
+    outside_note = ": the GPU is not allocated to this container, so this is a note about the node"
     for source in sorted(_aer_sources(context.facts.kernel_log).values(), key=lambda item: item.address):
         status = context.fail if source.uncorrected else context.warn
         what = source.describe()
@@ -321,7 +324,9 @@ def pcie_aer(context: CheckContext) -> list[Finding]:
         device = by_address.get(source.address)
         if gpu is not None or (device is not None and device.is_nvidia_gpu):
             label = _gpu_label(gpu) if gpu else f"NVIDIA GPU {source.address} (lspci; not in the GPU list)"
-            findings.append(status(f"{what} on {label}{last}", gpu=gpu, observed=source.count, expected=0,
+            outside = allocated.outside(source.address)
+            findings.append((context.warn if outside else status)(
+                f"{what} on {label}{outside_note if outside else ''}{last}", gpu=gpu, observed=source.count, expected=0,
                                    fix=gpu_fix.format(port=source.address), refs=[ref]))
             continue
         if device is not None and device.is_bridge:
@@ -331,9 +336,11 @@ def pcie_aer(context: CheckContext) -> list[Finding]:
                 for pci_gpu in below:
                     gpu_below = gpu_by_bus.get(pci_gpu.address)
                     label = _gpu_label(gpu_below) if gpu_below else f"NVIDIA GPU {pci_gpu.address}"
-                    findings.append(status(
+                    outside = allocated.outside(pci_gpu.address)
+                    findings.append((context.warn if outside else status)(
                         f"{what} on {kind} {source.address} above {label}: errors on the link to this GPU count for "
-                        f"it{f' (shared by {len(below)} GPUs below the port)' if len(below) > 1 else ''}{last}",
+                        f"it{f' (shared by {len(below)} GPUs below the port)' if len(below) > 1 else ''}"
+                        f"{outside_note if outside else ''}{last}",
                         gpu=gpu_below, observed={"port": source.address, "errors": source.count}, expected=0,
                         fix=gpu_fix.format(port=source.address), refs=[ref]))
                 continue
