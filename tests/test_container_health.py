@@ -336,3 +336,19 @@ def test_readme_lists_every_fixture():
         if path.name != "README.md":
             assert f"`{path.name}`" in readme, path.name
     assert Path(LSPCI_8_H100).exists()
+
+
+def test_recorded_h200_docker_bundle_is_judged_as_a_container_with_its_one_gpu():
+    """`gpuready collect --redact` inside the lent H200's Docker container (2026-12-03, driver 580.159.04)."""
+    from gpuready.facts.build import build_facts
+    from gpuready.bundle.reader import read_bundle
+    bundle = FIXTURES / "h200-docker-collect"
+    facts = build_facts(read_bundle(bundle))
+    assert facts.host.container == "docker"
+    assert any("/.dockerenv" in item for item in facts.host.container_evidence)
+    assert any("NVIDIA_VISIBLE_DEVICES" in item for item in facts.host.container_evidence)
+    assert facts.host.cgroup_cpuset_count == 16
+    report = report_for(bundle)
+    problems = {(f.check_id, f.status.value) for f in report.findings if f.status.value in ("warn", "fail", "error")}
+    assert problems == {("host.memory_ratio", "warn")}  # 126 GiB RAM for 141 GB of VRAM
+    assert report.verdict().value == "ready_with_warnings" and report.exit_code() == 0
