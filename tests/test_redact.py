@@ -1,6 +1,23 @@
-from conftest import SHARED_H200
-from gpuready.bundle.redact import redact_text
+import ipaddress
+import json
+import re
+import socket
+import xml.etree.ElementTree as ET
+
+import psutil
+import pytest
+
+from conftest import FIXTURES, SHARED_H200
+from gpuready.bundle import redact
+from gpuready.bundle.redact import (LOOPBACK_NAMES, Redactor, expand_hostlist, redact_bundle, redact_text,
+                                    redaction_key)
+from gpuready.facts.build import build_facts
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_xml
+from gpuready.facts.nvml import NvmlDocument
+from helpers import report_for
+
+KEY = b"test-key"
+HOST = r"host-[0-9a-f]{8}"
 
 
 def test_uuid_and_serial_are_replaced_by_stable_hashes():
@@ -10,9 +27,204 @@ def test_uuid_and_serial_are_replaced_by_stable_hashes():
     assert "e1506c79-11fa-26b7-2c92-dff09c477788" not in once and "1653724061105" not in once
     gpu = parse_nvidia_smi_q_xml(once).gpus[0]
     assert gpu.uuid.startswith("GPU-") and len(gpu.uuid) == len("GPU-e1506c79-11fa-26b7-2c92-dff09c477788")
+    assert re.fullmatch(r"redacted-[0-9a-f]{10}", gpu.serial or "redacted-0000000000")
 
 
 def test_hosts_and_addresses():
     text = "inet 10.1.2.3/24 brd 10.1.2.255 scope global eth0 host gpu-node-17 link/ether aa:bb:cc:dd:ee:ff"
-    redacted = redact_text(text, {"gpu-node-17"})
+    redacted = redact_text(text, {"gpu-node-17"}, key=KEY)
     assert "10.1.2.3" not in redacted and "gpu-node-17" not in redacted and "aa:bb:cc" not in redacted
+    assert re.fullmatch(rf"inet 240\.\d+\.\d+\.\d+/24 brd 240\.\d+\.\d+\.\d+ scope global eth0 host {HOST} "
+                        r"link/ether 02(:[0-9a-f]{2}){5}", redacted), redacted
+
+
+def test_compressed_ipv6_hyphenated_macs_and_what_stays():
+    redactor = Redactor(KEY)
+    text = ("a fd00::2/64 b 2001:db8::17. c fe80::fc:ff:fe00:1%eth0 d ::ffff:10.9.8.7 e 00-1A-2B-3C-4D-5E "
+            "f 2001:0db8:0000:0000:0000:0000:0000:0017")
+    out = redactor.text(text)
+    for gone in ("fd00::2", "2001:db8::17", "fe80::fc:ff:fe00:1", "10.9.8.7", "00-1A-2B-3C-4D-5E", "0db8"):
+        assert gone.lower() not in out.lower()
+    words = out.split()
+    assert ipaddress.ip_address(words[1].split("/")[0]) in ipaddress.ip_network("100::/64")
+    assert words[3].endswith(".") and words[5].endswith("%eth0")
+    assert words[3][:-1] == words[11]  # the same address compressed or written out: one placeholder
+    assert re.fullmatch(r"02(-[0-9a-f]{2}){5}", words[9])
+    kept = ("::1 127.0.0.1 0.0.0.0:2024 255.255.255.0 ff02::1 00:00:00:00:00:00 ff:ff:ff:ff:ff:ff "
+            "NV_CUDNN_VERSION=9.13.0.50-1 libnccl2=2.28.3-1+cuda13.0 torch==2.11.0.1 vbios 96.00.74.00.0D "
+            "bus 00000000:3B:00.0 0000:3b:00.0 at 11:45:26 std::string")
+    assert redactor.text(kept) == kept
+
+
+def test_same_input_same_placeholder_and_keyed():
+    one, other = Redactor(b"one", ["trainer-7"]), Redactor(b"two", ["trainer-7"])
+    text = "MASTER_ADDR=trainer-7 peer 10.0.0.5 TRAINER-7 said"
+    first = one.text(text)
+    assert first == one.text(text) and first != other.text(text)
+    words = first.split()
+    assert words[0] == "MASTER_ADDR=" + words[3] and re.fullmatch(HOST, words[3])  # case-insensitive, same name
+    assert Redactor(b"one").text("10.0.0.5") == words[2] != Redactor(b"one").text("10.0.0.6")
+
+
+def test_key_from_the_environment_is_shared_by_every_node(monkeypatch):
+    monkeypatch.setenv(redact.KEY_ENV, "site-secret")
+    redaction_key.cache_clear()
+    try:
+        first = redaction_key()
+        redaction_key.cache_clear()
+        assert redaction_key() == first and redact_text("10.0.0.5") == Redactor(first).text("10.0.0.5")
+    finally:
+        redaction_key.cache_clear()
+
+
+def test_slurm_hostlists():
+    assert expand_hostlist("node[001-004,010]") == ["node001", "node002", "node003", "node004", "node010"]
+    assert expand_hostlist("rack[1-2]-n[08-09],login") == ["rack1-n08", "rack1-n09", "rack2-n08", "rack2-n09",
+                                                            "login"]
+    assert expand_hostlist("n[0-99999999]") is None  # bounded: replaced whole, never expanded
+    assert expand_hostlist("n[[1-2]]") is None and expand_hostlist("n[a-b]") is None
+    redactor = Redactor(KEY)
+    redactor.add_host_value("n[0-99999999]")
+    assert re.fullmatch(r"SLURM_NODELIST=hostlist-[0-9a-f]{8}", redactor.env("SLURM_NODELIST=n[0-99999999]").strip())
+
+
+def _recorded(fixture):
+    """The files of a recorded bundle as collect hands them to redact_bundle (whole, not as check reads them)."""
+    return {path.name: path.read_text() for path in (FIXTURES / fixture).iterdir() if path.name != "README.md"}
+
+
+def _bundle_with_identities(fixture, host, fqdn, addresses, macs):
+    """The recorded bundle, plus this machine's and other hosts' names and addresses where tools print them."""
+    files = _recorded(fixture)
+    manifest = json.loads(files["manifest.json"])
+    manifest["host"] = host
+    manifest["files"]["ip-addr.txt"] = {"command": "ip -o addr", "collected": True, "exit_code": 0,
+                                        "duration_s": 0.0, "error": None}
+    files["manifest.json"] = json.dumps(manifest, indent=1)
+    files["env.txt"] += ("HOSTNAME=" + host + "\nMASTER_ADDR=trainer-7\nMASTER_PORT=29500\n"
+                         "SLURM_NODELIST=node[001-004,010]\nSLURM_JOB_NODELIST=node[001-004,010]\n"
+                         "SLURMD_NODENAME=" + host + "\nSLURM_JOB_NUM_NODES=5\nSLURM_JOB_ID=4242\n"
+                         "KUBERNETES_NODE_NAME=k8s-worker-3\nKUBERNETES_SERVICE_HOST=10.96.0.1\n"
+                         "NCCL_SOCKET_IFNAME=eth0\nNCCL_COMM_ID=gpu-node-17.cluster.example.com:23456\n")
+    ip_lines = [f"{index + 2}: eth0    {'inet6' if ':' in address else 'inet'} {address}/64 scope global eth0"
+                for index, address in enumerate(addresses + ["10.20.30.40", "fd00::2", "2001:db8::17"])]
+    files["ip-addr.txt"] = "1: lo    inet 127.0.0.1/8 scope host lo\n" + "\n".join(ip_lines) + "\n"
+    files["sysfs.txt"] += "".join(f"\n==> /sys/class/net/eth{index}/address <==\n{mac}\n"
+                                  for index, mac in enumerate(macs + ["00:1a:2b:3c:4d:5e"]))
+    files["dmesg.txt"] += (
+        f"[   12.000001] {host} kernel: eth0: link up, peer trainer-7 at 10.20.30.40\n"
+        f"[   12.000002] systemd[1]: Set hostname to <{fqdn}>.\n"
+        + "".join(f"[   12.000003] mlx5_core: port mac {mac.upper().replace(':', '-')} (bare {mac.replace(':', '')})\n"
+                  for mac in macs + ["00:1a:2b:3c:4d:5e"]) +
+        "[   12.000004] nfs: server node003 not responding, peer gpu-node-17.cluster.example.com fd00::2\n"
+        "[   12.000005] peers Node001,node002.,(node004)\n"
+        f"Dec  2 11:45:26 {host.upper()} kernel: NVRM: node010 and 2001:db8::17 k8s-worker-3\n")
+    return files
+
+
+def _this_machine():
+    host, fqdn = socket.gethostname(), socket.getfqdn()
+    addresses, macs = [], []
+    for entries in psutil.net_if_addrs().values():
+        for entry in entries:
+            if entry.family in (socket.AF_INET, socket.AF_INET6):
+                address = ipaddress.ip_address(entry.address.split("%")[0])
+                if not (address.is_loopback or address.is_unspecified):
+                    addresses.append(entry.address.split("%")[0])
+            elif re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", entry.address or "") and entry.address.strip("0:"):
+                macs.append(entry.address)
+    return host, fqdn, addresses, macs
+
+
+@pytest.mark.parametrize("fixture", ["h200-collect", "h200-docker-collect"])
+def test_redacted_bundle_holds_none_of_this_machines_names_or_addresses(fixture):
+    host, fqdn, addresses, macs = _this_machine()
+    files = _bundle_with_identities(fixture, host, fqdn, addresses, macs)
+    redacted = redact_bundle(files)
+    assert set(redacted) == set(files)
+
+    names = {host, fqdn, host.split(".")[0], fqdn.split(".")[0], "trainer-7", "k8s-worker-3",
+             "gpu-node-17.cluster.example.com", "gpu-node-17", "node[001-004,010]",
+             "node001", "node002", "node003", "node004", "node010"} - LOOPBACK_NAMES - {""}
+    secrets = names | set(addresses) | set(macs) | {mac.replace(":", sep) for mac in macs for sep in ("-", "")} | {
+        "10.20.30.40", "fd00::2", "2001:db8::17", "00:1a:2b:3c:4d:5e", "00-1a-2b-3c-4d-5e", "10.96.0.1"}
+    for secret in secrets:
+        # A short name ("vm") is looked for as a whole token: "kvm-clock" does not name this host.
+        pattern = re.escape(secret) if len(secret) >= 4 else rf"(?<![A-Za-z0-9_-]){re.escape(secret)}(?![A-Za-z0-9_-])"
+        assert any(re.search(pattern, text, re.IGNORECASE) for text in files.values()), secret  # it was there
+        for name, text in redacted.items():
+            assert not re.search(pattern, text, re.IGNORECASE), f"{secret!r} left in {name}"
+
+    env = dict(line.split("=", 1) for line in redacted["env.txt"].splitlines())
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0" and env["MASTER_PORT"] == "29500" and env["SLURM_JOB_NUM_NODES"] == "5"
+    assert re.fullmatch(HOST, env["MASTER_ADDR"]) and env["SLURMD_NODENAME"] == env["HOSTNAME"]
+    assert re.fullmatch(rf"{HOST}(,{HOST}){{4}}", env["SLURM_NODELIST"])
+    assert env["SLURM_JOB_NODELIST"] == env["SLURM_NODELIST"]
+    node003, node010 = env["SLURM_NODELIST"].split(",")[2], env["SLURM_NODELIST"].split(",")[4]
+    assert f"server {node003} not responding" in redacted["dmesg.txt"]  # one name, one placeholder, every file
+    assert f"NVRM: {node010} and" in redacted["dmesg.txt"]
+    manifest = json.loads(redacted["manifest.json"])
+    assert manifest["host"] == env["HOSTNAME"] and f"] {manifest['host']} kernel:" in redacted["dmesg.txt"]
+    assert f"peer {env['MASTER_ADDR']} at 240." in redacted["dmesg.txt"]
+
+    # Still parseable: valid JSON and XML, every file read without an input error.
+    for name in ("manifest.json", "nvml.json", "torch.json"):
+        json.loads(redacted[name])
+    ET.fromstring(redacted["nvidia-smi-q.xml"])
+    assert parse_nvidia_smi_q_xml(redacted["nvidia-smi-q.xml"]).gpus[0].uuid == NvmlDocument(
+        redacted["nvml.json"]).gpus[0].uuid
+    facts = build_facts(redacted)
+    assert facts.input_errors == [] and build_facts(files).sources == facts.sources
+    assert {interface.name: len(interface.addresses) for interface in facts.net_interfaces or []} == {
+        interface.name: len(interface.addresses) for interface in build_facts(files).net_interfaces or []}
+
+
+@pytest.mark.parametrize("fixture", ["h200-collect", "h200-docker-collect"])
+def test_redacted_bundle_gives_the_same_verdict(fixture, make_bundle):
+    host, fqdn, addresses, macs = _this_machine()
+    files = _bundle_with_identities(fixture, host, fqdn, addresses, macs)
+    plain, hidden = make_bundle(files), make_bundle(redact_bundle(files))
+    before, after = report_for(plain), report_for(hidden)
+    assert after.to_dict()["verdict"] == before.to_dict()["verdict"] == "ready_with_warnings"
+    assert [(f.check_id, f.status) for f in after.findings] == [(f.check_id, f.status) for f in before.findings]
+    assert after.exit_code() == before.exit_code() == 0
+
+
+def test_short_and_generic_host_names():
+    files = {"manifest.json": json.dumps({"format": "gpuready-bundle", "host": "vm"}),
+             "env.txt": "HOSTNAME=gpu\nMASTER_ADDR=localhost\n",
+             "dmesg.txt": "[    1.0] kvm-clock: VM vm. on gpu\n[    2.0] gpu kernel: NVRM: GPU at vm\n"}
+    out = redact_bundle(files, key=KEY, local=False)
+    vm = json.loads(out["manifest.json"])["host"]
+    assert re.fullmatch(HOST, vm)  # short names are replaced in the manifest too
+    assert out["env.txt"].splitlines()[1] == "MASTER_ADDR=localhost"  # identifies nothing: kept
+    hostname = out["env.txt"].splitlines()[0].split("=")[1]
+    assert re.fullmatch(HOST, hostname)  # "gpu" is a host name here...
+    # ...but also a word the tools print: replaced only where it stands as a host name.
+    assert out["dmesg.txt"] == (f"[    1.0] kvm-clock: {vm} {vm}. on gpu\n"
+                                f"[    2.0] {hostname} kernel: NVRM: GPU at {vm}\n")
+
+
+def test_a_host_named_like_the_gpu_keeps_the_product_name():
+    files = _recorded("h200-collect")
+    manifest = json.loads(files["manifest.json"])
+    manifest["host"] = "h200"
+    files["manifest.json"] = json.dumps(manifest)
+    out = redact_bundle(files, key=KEY, local=False)
+    assert re.fullmatch(HOST, json.loads(out["manifest.json"])["host"])
+    assert NvmlDocument(out["nvml.json"]).gpus[0].name == "NVIDIA H200"
+
+
+def test_json_keys_and_xml_tags_never_change():
+    redactor = Redactor(KEY, ["serial", "uuid", "product_name"])
+    xml = "<?xml version=\"1.0\"?>\n<nvidia_smi_log><gpu id=\"00000000:3B:00.0\">" \
+          "<product_name>NVIDIA H100</product_name>" \
+          "<serial>1653724061105</serial><uuid>GPU-e1506c79-11fa-26b7-2c92-dff09c477788</uuid></gpu></nvidia_smi_log>"
+    out = redact._redact_file(redactor, "nvidia-smi-q.xml", xml)
+    assert [element.tag for element in ET.fromstring(out).iter()] == [
+        element.tag for element in ET.fromstring(xml).iter()]
+    assert "1653724061105" not in out and "e1506c79" not in out
+    document = {"host": "uuid", "serial": "1653724061105", "uuid": "serial at 10.0.0.5"}
+    redacted = json.loads(redact._redact_file(redactor, "x.json", json.dumps(document)))
+    assert list(redacted) == ["host", "serial", "uuid"] and "10.0.0.5" not in redacted["uuid"]
+    assert re.fullmatch(HOST, redacted["host"]) and redacted["serial"].startswith("redacted-")

@@ -32,7 +32,7 @@ def _workers_left(log_dir) -> list:
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_collectives_and_ddp_on_gloo(tmp_path, ranks):
-    result, report = _report(tmp_path, "--ranks", str(ranks))
+    result, report = _report(tmp_path, "--ranks", str(ranks), "--oversubscribe")  # CI has 2 CPUs
     assert result.returncode == 0, result.stderr[-2000:]
     names = {m["name"] for m in report["measurements"]}
     for collective in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv"):

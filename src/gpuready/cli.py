@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
+import socket
 import sys
+import tempfile
+import warnings
 from pathlib import Path
 
 from gpuready import __version__
-from gpuready.model import ExitCode
+from gpuready.model import ExitCode, worst_exit_code
 
 VERBS = ("check", "collect", "validate", "burn", "monitor")
+BROKEN_PIPE_EXIT = 141
+"""128 + SIGPIPE: what a shell reports for git or coreutils ended by SIGPIPE when their reader went away."""
 
 
 class UsageError(Exception):
@@ -44,7 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="cuda: one rank per GPU with NCCL; cpu: gloo ranks (collectives, ddp)")
     validate.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                           help="auto: nccl on GPUs, gloo on CPUs; gloo on GPUs lets ranks share a GPU")
-    validate.add_argument("--ranks", type=int, metavar="N", help="ranks to start (default: every GPU; 2 on cpu)")
+    validate.add_argument("--ranks", type=int, metavar="N",
+                          help="ranks to start (default: every GPU; 2 on cpu); at most one per GPU, "
+                               "or one per usable CPU on cpu")
+    validate.add_argument("--oversubscribe", action="store_true",
+                          help="allow more CPU ranks than usable CPUs (up to 4 per CPU)")
     validate.add_argument("--gpus", metavar="LIST", help="GPUs to use: NVML indices, bus ids or UUIDs, comma-separated")
     validate.add_argument("--only", metavar="LIST", help="workloads: compute,transfer,p2p,collectives,ddp")
     validate.add_argument("--quick", action="store_true", help="a smoke pass: fewer sizes and iterations")
@@ -66,7 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="default bf16 where every GPU has it, else fp32")
     burn.add_argument("--self-test", action="store_true", help="corrupt one result on purpose: must end in burn.errors")
     burn.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    burn.add_argument("--ranks", type=int, default=1, metavar="N", help="CPU workers with --device cpu")
+    burn.add_argument("--ranks", type=int, metavar="N",
+                      help="CPU workers with --device cpu (default 1, at most one per usable CPU); on GPUs burn "
+                           "only the first N selected GPUs")
+    burn.add_argument("--oversubscribe", action="store_true",
+                      help="allow more CPU workers than usable CPUs (up to 4 per CPU)")
     burn.add_argument("--interval", type=float, default=1.0, metavar="S", help="telemetry interval (default 1 s)")
     burn.add_argument("--timeout", type=float, default=60.0, metavar="S",
                       help="a worker silent this long counts as lost (default 60 s)")
@@ -77,21 +91,31 @@ def build_parser() -> argparse.ArgumentParser:
     monitor.add_argument("--interval", type=float, default=1.0, metavar="S", help="sampling interval (default 1 s)")
     monitor.add_argument("--jsonl", type=Path, metavar="FILE", help="append events and samples to FILE")
     monitor.add_argument("--prometheus-port", type=int, metavar="N", help="serve metrics for Prometheus on port N")
+    monitor.add_argument("--prometheus-address", default="127.0.0.1", metavar="ADDR",
+                         help="address the metrics server listens on (default 127.0.0.1; 0.0.0.0: every interface)")
     monitor.add_argument("--count", type=int, metavar="N", help="stop after N samples (default: until Ctrl-C)")
     monitor.add_argument("--quiet", action="store_true", help="no live table; events only")
 
     collect = verbs.add_parser("collect", help="write a support bundle of this machine")
-    collect.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder (or .tar.gz with --tar)")
-    collect.add_argument("--tar", action="store_true", help="write one .tar.gz")
+    collect.add_argument("--out", required=True, metavar="DIR|FILE.tar.gz",
+                         help="a new or empty folder (its parent must exist), or an archive name ending in .tar.gz "
+                              "or .tgz (implies --tar)")
+    collect.add_argument("--tar", action="store_true",
+                         help="write one .tar.gz at exactly --out (NAME becomes NAME.tar.gz; never a folder)")
+    collect.add_argument("--force", action="store_true",
+                         help="remove the contents of the --out folder first (refused unless it holds only bundle "
+                              "files), or replace an existing archive")
     collect.add_argument("--redact", action="store_true",
-                         help="replace serials, UUIDs (stable hash), host names and addresses")
+                         help="replace serials, UUIDs, host names (this machine's and those named in env and logs), "
+                              "IP and MAC addresses by stable placeholders")
     collect.add_argument("--fast", action="store_true", help="do not import torch")
     return parser
 
 
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print only the JSON report")
-    parser.add_argument("--out", type=Path, metavar="FILE", help="also write the JSON report to FILE")
+    parser.add_argument("--out", type=Path, metavar="FILE",
+                        help="also write the JSON report to FILE (its folder must exist; checked before any work)")
     parser.add_argument("--fail-on", choices=("fail", "warn"), default="fail", help="warn: warnings exit 1 too")
     parser.add_argument("--verbose", "-v", action="store_true", help="list skipped checks too")
     parser.add_argument("--lang", choices=("en", "zh"), default="en", help="labels in English or Chinese (zh)")
@@ -108,6 +132,32 @@ def _size(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, so that a reader gone away is seen now and not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
+    except SystemExit as error:
+        if isinstance(error.__context__, BrokenPipeError):  # rich's Console.on_broken_pipe exits 1: the same case
+            return _reader_gone()
+        raise
+
+
+def _reader_gone() -> int:
+    """`gpuready check | head -1`: the reader has what it wanted. Stop quietly, as git and coreutils do when
+    SIGPIPE ends them (a shell shows 141 for them too); stdout goes to /dev/null so that Python's own flush at
+    exit does not complain. --out, written before anything is printed, is complete."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return BROKEN_PIPE_EXIT
+
+
+def _main(argv: list[str] | None) -> int:
+    # torch warns on import where numpy is absent; gpuready needs no numpy (the [torch] extra brings it anyway)
+    warnings.filterwarnings("ignore", message=r"Failed to initialize NumPy", category=UserWarning)
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in VERBS + ("-h", "--help", "--version"):
         argv = ["check", *argv]
@@ -122,11 +172,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.verb == "monitor":
             from gpuready.monitor import run_monitor
             return run_monitor(interval_s=args.interval, jsonl=args.jsonl, prometheus_port=args.prometheus_port,
-                               count=args.count, quiet=args.quiet)
+                               count=args.count, quiet=args.quiet, prometheus_address=args.prometheus_address)
         return _check(args)
     except UsageError as error:
         print(f"gpuready: {error}", file=sys.stderr)
         return ExitCode.USAGE
+    except BrokenPipeError:
+        raise
     except KeyboardInterrupt:
         print("gpuready: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
@@ -147,6 +199,7 @@ def _check(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive number, not {value:g}")
+    _check_out(args)
     try:
         facts = gather_facts(args.bundle, fast=args.fast)
     except BundleError as error:
@@ -157,28 +210,70 @@ def _check(args: argparse.Namespace) -> int:
     return _emit(report, args)
 
 
-def _write_report(report, args: argparse.Namespace) -> None:
+def _check_out(args: argparse.Namespace) -> None:
+    """--out, before any work: its folder must exist (it is not created) and take a new file."""
+    out: Path | None = getattr(args, "out", None)
+    if out is None:
+        return
+    folder = out.parent
+    try:
+        if out.is_dir():
+            raise UsageError(f"--out {out} is a folder; give the report's file name")
+        if not folder.is_dir():
+            raise UsageError(f"--out {out}: the folder {folder} does not exist (gpuready does not create it)")
+        if out.exists() and not os.access(out, os.W_OK):
+            raise UsageError(f"--out {out} exists and is not writable")
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuready-out-", suffix=".tmp"):
+            pass
+    except OSError as error:
+        raise UsageError(f"--out {out}: cannot write in {folder} ({error.strerror or error})") from None
+
+
+def _check_log_dir(args: argparse.Namespace) -> None:
+    """--log-dir, before any work: created if absent (it is the output folder), and writable."""
+    log_dir: Path | None = getattr(args, "log_dir", None)
+    if log_dir is None:
+        return
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=log_dir, prefix=".gpuready-", suffix=".tmp"):
+            pass
+    except OSError as error:
+        raise UsageError(f"--log-dir {log_dir}: cannot write there ({error.strerror or error})") from None
+
+
+def _write_report(document: str, args: argparse.Namespace) -> str | None:
+    """Write --out; the reason it failed (one sentence), or None."""
     if args.out:
         try:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(report.to_dict(), indent=1))
+            args.out.write_text(document)
         except OSError as error:
-            raise UsageError(f"cannot write the report to {args.out}: {error.strerror}") from None
+            return f"cannot write the report to {args.out} ({error.strerror or error})"
+    return None
 
 
 def _emit(report, args: argparse.Namespace) -> int:
     report.fail_on_warn = args.fail_on == "warn"
-    _write_report(report, args)
+    document = json.dumps(report.to_dict(), indent=1, allow_nan=False)  # strict JSON: to_dict writes no NaN
+    problem = _write_report(document, args)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=1))
+        print(document)
     else:
         from gpuready.report.console import render_console
         render_console(report, verbose=args.verbose, lang=args.lang)
-    return report.exit_code()
+    code = report.exit_code()
+    if problem:  # nothing measured is lost: the JSON goes to stdout instead, and the exit code says 2 at least
+        print(f"gpuready: {problem}; the JSON report is on stdout instead", file=sys.stderr)
+        if not args.json:
+            print(document)
+        code = worst_exit_code(code, ExitCode.USAGE)
+    sys.stdout.flush()  # under torchrun rank 0 may leave through os._exit right after
+    return int(code)
 
 
 def _validate(args: argparse.Namespace, argv: list[str]) -> int:
     from gpuready import validate
+    from gpuready.workloads.runner import SpawnError
 
     only = tuple(item.strip() for item in args.only.split(",")) if args.only else validate.WORKLOADS
     unknown = [item for item in only if item not in validate.WORKLOADS]
@@ -190,10 +285,13 @@ def _validate(args: argparse.Namespace, argv: list[str]) -> int:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
     if args.timeout <= 0 or args.startup_timeout <= 0:
         raise UsageError("--timeout and --startup-timeout must be positive")
+    _check_out(args)
+    _check_log_dir(args)
     options = validate.ValidateOptions(device=args.device, backend=args.backend, ranks=args.ranks, only=only, quick=args.quick,
                                        timeout_s=args.timeout, startup_timeout_s=args.startup_timeout,
                                        max_bytes=args.max_bytes, log_dir=args.log_dir,
-                                       gpus=[item.strip() for item in args.gpus.split(",")] if args.gpus else [])
+                                       gpus=[item.strip() for item in args.gpus.split(",")] if args.gpus else [],
+                                       oversubscribe=args.oversubscribe)
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -215,17 +313,23 @@ def _validate(args: argparse.Namespace, argv: list[str]) -> int:
         report, _outcome = validate.run_local_validate(options, progress)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    except SpawnError as error:  # the ranks already started were stopped; nothing was measured
+        print(f"gpuready: {error}", file=sys.stderr)
+        return ExitCode.TOOL_ERROR
     return _emit(report, args)
 
 
 def _burn(args: argparse.Namespace) -> int:
     from gpuready.burnin import BurnOptions, parse_duration, run_burn
+    from gpuready.workloads.runner import SpawnError
     try:
         duration_s = parse_duration(args.duration)
     except ValueError as error:
         raise UsageError(f"--duration: {error}") from None
-    if duration_s <= 0 or args.interval <= 0 or args.timeout <= 0 or args.ranks < 1:
+    if duration_s <= 0 or args.interval <= 0 or args.timeout <= 0 or (args.ranks is not None and args.ranks < 1):
         raise UsageError("--duration, --interval, --timeout and --ranks must be positive")
+    _check_out(args)
+    _check_log_dir(args)
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -234,11 +338,15 @@ def _burn(args: argparse.Namespace) -> int:
     options = BurnOptions(duration_s=duration_s, dtype=args.dtype, device=args.device, ranks=args.ranks,
                           gpus=[item.strip() for item in args.gpus.split(",")] if args.gpus else [],
                           self_test=args.self_test, interval_s=args.interval, timeout_s=args.timeout,
-                          log_dir=args.log_dir, live=not args.json and sys.stderr.isatty())
+                          log_dir=args.log_dir, live=not args.json and sys.stderr.isatty(),
+                          oversubscribe=args.oversubscribe)
     try:
         report = run_burn(options)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    except SpawnError as error:  # the workers already started were stopped; nothing was measured
+        print(f"gpuready: {error}", file=sys.stderr)
+        return ExitCode.TOOL_ERROR
     return _emit(report, args)
 
 
@@ -254,7 +362,10 @@ def _progress_printer(predicted_s: float, device: str, ranks: int, options):
         for rank, post in sorted(posts.items()):
             phase = post.phase
             if last.get(rank) != phase and rank == min(posts):
-                print(f"  [{time.monotonic() - started:5.1f} s] {phase}: {post.operation}", file=sys.stderr)
+                try:
+                    print(f"  [{time.monotonic() - started:5.1f} s] {phase}: {post.operation}", file=sys.stderr)
+                except BrokenPipeError:  # nobody reads stderr any more: the run and its report go on
+                    pass
             last[rank] = phase
     return show
 
@@ -274,26 +385,102 @@ def _run_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
             skip = 0 if "=" in item else drop[name]
             continue
         passed.append(item)
-    nproc = args.nproc_per_node
-    if nproc is None:
-        from gpuready.validate import resolve_device, ValidateOptions
-        nproc = resolve_device(ValidateOptions(device=args.device))[1]
-    command = torchrun_command(args.nnodes, nproc, args.rdzv_endpoint, passed)
+    from gpuready.validate import ValidateOptions, resolve_device
+    try:
+        nproc = resolve_device(ValidateOptions(device=args.device, backend=args.backend, ranks=args.nproc_per_node,
+                                               oversubscribe=args.oversubscribe), option="--nproc-per-node")[1]
+    except (ValueError, RuntimeError) as error:
+        raise UsageError(str(error)) from None
+    from gpuready.workloads.worker import RDZV_STORE_VARIABLE
+    store, host_here, note = host_rendezvous_store(args.rdzv_endpoint, args.startup_timeout)
+    print(f"gpuready: {note}", file=sys.stderr)
+    command = torchrun_command(args.nnodes, nproc, args.rdzv_endpoint, passed,
+                               rdzv_conf=None if host_here is None else f"is_host={str(host_here).lower()}")
     print("gpuready: " + " ".join(command), file=sys.stderr)
-    return subprocess.call(command)
+    # The ranks build their group on the rendezvous store (RDZV_STORE_VARIABLE), so torchrun's rank-0 agent need
+    # not listen with a second store on every interface (TORCH_DISABLE_SHARE_RDZV_TCP_STORE).
+    env = {**os.environ, RDZV_STORE_VARIABLE: args.rdzv_endpoint, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    try:
+        return subprocess.call(command, env=env)
+    finally:
+        del store  # kept listening until this node's torchrun has left the rendezvous
+
+
+def host_rendezvous_store(endpoint: str, timeout_s: float) -> tuple[object | None, bool | None, str]:
+    """Host the c10d rendezvous store where the endpoint is this machine, listening on that address only.
+
+    Returns (the store or None, what torchrun's `is_host` should be: False where another process hosts it,
+    None to let torchrun decide, and the sentence to log). torchrun itself would listen on every interface.
+    """
+    from gpuready.workloads.runner import listening_store
+    from gpuready.workloads.worker import RDZV_BIND_KEY
+    host, _, port_text = endpoint.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise UsageError(f"--rdzv-endpoint {endpoint!r} is not HOST:PORT")
+    port = int(port_text)
+    try:
+        addresses = [info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+    except (socket.gaierror, UnicodeError) as error:
+        raise UsageError(f"--rdzv-endpoint {endpoint}: cannot resolve {host} "
+                         f"({getattr(error, 'strerror', None) or error})") from None
+    address = addresses[0]
+    literal = _is_ip_literal(host)
+    if not literal and host != "localhost" and all(_is_loopback(item) for item in addresses):
+        # /etc/hosts often maps the machine's own name to 127.0.1.1: the other nodes could not reach that
+        return None, None, (f"{host} resolves to the loopback address {address} here, so the other nodes could not "
+                            "reach a store bound to it; torchrun hosts the rendezvous store on every interface "
+                            "(give --rdzv-endpoint as this node's IP address to bind that interface only)")
+    try:
+        store = listening_store(address, port, timeout_s)
+    except OSError as error:
+        if error.errno == errno.EADDRNOTAVAIL:
+            return None, False, f"the rendezvous store is hosted by {host} (another node); nothing listens here for it"
+        if error.errno == errno.EADDRINUSE:
+            return None, False, (f"{address}:{port} is already listened on by another process of this machine; "
+                                 "joining it as the rendezvous store")
+        raise UsageError(f"--rdzv-endpoint {endpoint}: cannot listen on {address}:{port} "
+                         f"({error.strerror or error})") from None
+    shown = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    where = f"{shown} only (hosted by gpuready on {socket.gethostname()})"
+    store.set(RDZV_BIND_KEY, where)
+    return store, False, f"hosting the rendezvous store on {where}"
+
+
+def _is_ip_literal(text: str) -> bool:
+    import ipaddress
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _is_loopback(address: str) -> bool:
+    import ipaddress
+    try:
+        return ipaddress.ip_address(address.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from gpuready.bundle.collect import collect, write_bundle
+    from gpuready.bundle.collect import OutputError, collect, plan_output, write_bundle
     from gpuready.bundle.redact import redact_bundle
 
+    try:  # before the slow part: a wrong --out costs nothing
+        plan_output(args.out, as_tar=args.tar, force=args.force)
+    except OutputError as error:
+        raise UsageError(str(error)) from None
     files, manifest = collect(with_torch=not args.fast)
     if args.redact:
         files = redact_bundle(files)
     try:
-        target = write_bundle(files, args.out, as_tar=args.tar)
+        target = write_bundle(files, args.out, as_tar=args.tar, force=args.force)
+    except OutputError as error:
+        raise UsageError(str(error)) from None
     except OSError as error:
-        raise UsageError(f"cannot write the bundle to {args.out}: {error.strerror}") from None
+        raise UsageError(f"cannot write the bundle to {args.out}: {error.strerror or error}") from None
     missing = [name for name, entry in manifest["files"].items() if not entry["collected"]]
     print(f"gpuready: wrote {len(files)} files to {target}" +
           (f"; not collected: {', '.join(missing)} (manifest.json says why)" if missing else ""))

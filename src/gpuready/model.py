@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import uuid as uuid_lib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from gpuready.facts.units import normalize_bus_id
+
 SCHEMA_VERSION = "1.0"
 # Findings about unreadable input files: status `error`, but exit code 2, not 3.
 INPUT_CHECK_ID = "bundle.unreadable"
+# A bundle entry not read (a link, a folder, a special file): status `warn`.
+SKIPPED_CHECK_ID = "bundle.skipped"
+# A bundle file read only in part (over a size limit): status `warn`.
+TRUNCATED_CHECK_ID = "bundle.truncated"
 
 
 class Status(str, enum.Enum):
@@ -202,7 +209,7 @@ class Report:
             "tool_version": self.tool_version,
             "run_id": self.run_id,
             "started_at": self.started_at,
-            "host": self.host,
+            "host": str(self.host),
             "verdict": self.verdict().value,
             "verdicts": {name: verdict.value for name, verdict in self.verdicts().items()},
             "judged_for": "multi_node" if self.multi_node else "single_node",
@@ -222,7 +229,20 @@ def _finding_to_dict(finding: Finding) -> dict[str, Any]:
 
 
 def to_jsonable(value: Any) -> Any:
-    """Dataclasses, enums, sets and tuples as plain JSON values."""
+    """Dataclasses, enums, sets and tuples as plain JSON values that strict JSON (`allow_nan=False`) can write.
+
+    A float that is NaN or ±inf becomes `{"value": null, "raw": "nan" | "inf" | "-inf"}` wherever it sits (the number
+    is unknown, and what was there is kept); a GPU's `bus_id` is the normalised `0000:3b:00.0` or null; a subject's
+    `host` is a string.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"value": None, "raw": str(value)}
+    if isinstance(value, GpuRef):
+        return {**{f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)},
+                "bus_id": normalize_bus_id(value.bus_id) if isinstance(value.bus_id, str) else None}
+    if isinstance(value, Subject):
+        return {**{f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)},
+                "host": str(value.host)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):
@@ -232,5 +252,9 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [to_jsonable(item) for item in value]
     if isinstance(value, (set, frozenset)):
-        return sorted(to_jsonable(item) for item in value)
+        items = [to_jsonable(item) for item in value]
+        try:
+            return sorted(items)
+        except TypeError:  # mixed kinds: a stable order all the same
+            return sorted(items, key=repr)
     return value

@@ -73,7 +73,7 @@ def describe(event: dict[str, Any]) -> str:
 class PrometheusExporter:
     """Metrics in base units with a gpuready_ prefix; labels as DCGM-exporter names them."""
 
-    def __init__(self, port: int, identity: list[dict[str, Any]], hostname: str, address: str = "0.0.0.0"):
+    def __init__(self, port: int, identity: list[dict[str, Any]], hostname: str, address: str = "127.0.0.1"):
         from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
         self.registry = CollectorRegistry()
         labels = ["gpu", "UUID", "Hostname", "modelName"]
@@ -180,13 +180,49 @@ def _table(identity: list[dict[str, Any]], samples: dict[int, dict[str, Any] | N
     return table
 
 
+def check_prometheus_endpoint(address: str, port: int) -> str | None:
+    """Why metrics cannot be served on address:port (one sentence), or None. Checked before NVML is opened."""
+    if not 1 <= port <= 65535:
+        return f"--prometheus-port {port} is not a TCP port (1 to 65535)"
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as error:
+        return f"--prometheus-address {address!r} cannot be resolved ({getattr(error, 'strerror', None) or error})"
+    probe = socket.socket(family, kind, proto)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the metrics server will
+        probe.bind(sockaddr)
+        probe.listen(1)
+    except OSError as error:
+        return f"cannot serve metrics on {address}:{port}: {error.strerror or error}"
+    finally:
+        probe.close()
+    return None
+
+
+def check_jsonl(path: Path) -> str | None:
+    """Why events cannot be appended to `path` (one sentence), or None. Creates the file (empty) if absent."""
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as error:
+        return f"cannot append to --jsonl {path}: {error.strerror or error}"
+    return None
+
+
 def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int | None, count: int | None,
-                quiet: bool, source: Any = None) -> int:
+                quiet: bool, source: Any = None, prometheus_address: str = "127.0.0.1") -> int:
+    """`prometheus_address`: where the metrics server listens; loopback unless asked (0.0.0.0: every interface)."""
     from rich.console import Console
     from rich.live import Live
 
     if interval_s <= 0 or (count is not None and count < 1):
         print("gpuready: --interval and --count must be positive", file=sys.stderr)
+        return ExitCode.USAGE
+    problem = (check_prometheus_endpoint(prometheus_address, prometheus_port) if prometheus_port is not None
+               else None) or (check_jsonl(jsonl) if jsonl else None)
+    if problem:
+        print(f"gpuready: {problem}", file=sys.stderr)
         return ExitCode.USAGE
     if source is None:
         from gpuready.facts.nvml import NvmlSession
@@ -200,11 +236,17 @@ def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int |
     exporter = None
     if prometheus_port is not None:
         try:
-            exporter = PrometheusExporter(prometheus_port, source.identity, socket.gethostname())
+            exporter = PrometheusExporter(prometheus_port, source.identity, socket.gethostname(),
+                                          address=prometheus_address)
         except OSError as error:
-            print(f"gpuready: cannot serve metrics on port {prometheus_port}: {error.strerror}", file=sys.stderr)
+            print(f"gpuready: cannot serve metrics on {prometheus_address}:{prometheus_port}: "
+                  f"{error.strerror or error}", file=sys.stderr)
+            if hasattr(source, "close"):
+                source.close()
             return ExitCode.USAGE
-        console.print(f"Prometheus metrics on http://0.0.0.0:{prometheus_port}/metrics")
+        host = f"[{prometheus_address}]" if ":" in prometheus_address else prometheus_address
+        console.print(f"Prometheus metrics on http://{host}:{prometheus_port}/metrics"
+                      + (" (every interface)" if prometheus_address in ("0.0.0.0", "::") else ""))
     live = None if quiet or not console.is_terminal else Live(console=console, refresh_per_second=1)
     emit = (lambda event: live.console.print(f"[bold]{time.strftime('%H:%M:%S')}[/bold] {describe(event)}")) \
         if live else (lambda event: print(f"{time.strftime('%H:%M:%S')} {describe(event)}", flush=True))

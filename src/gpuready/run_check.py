@@ -10,10 +10,10 @@ from gpuready.bundle.collect import collect
 from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.reader import read_bundle
 from gpuready.checks.registry import CheckOptions, run_checks
-from gpuready.facts.build import build_facts
+from gpuready.facts.build import build_facts, bundle_notes
 from gpuready.facts.types import Facts
 from gpuready.knowledge import gpu_spec, thresholds
-from gpuready.model import INPUT_CHECK_ID, Finding, Report, Status, Subject
+from gpuready.model import INPUT_CHECK_ID, SKIPPED_CHECK_ID, TRUNCATED_CHECK_ID, Finding, Report, Status, Subject
 
 
 def port_is_free(port: int) -> bool:
@@ -60,9 +60,20 @@ def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False
         findings.append(Finding(check_id=INPUT_CHECK_ID, status=Status.ERROR, subject=Subject(host=host),
                                 message=sentence, observed=name,
                                 fix=f"Collect {name} again (`gpuready collect`), or remove it from the bundle."))
+    for check_id, name, sentence in bundle_notes(facts):
+        findings.append(Finding(check_id=check_id, status=Status.WARN, subject=Subject(host=host),
+                                message=sentence, observed=name, fix=_BUNDLE_NOTE_FIXES[check_id]))
     return Report(tool_version=__version__, host=host, findings=findings, facts=summarize_facts(facts),
                   input_error=bool(facts.input_errors), fail_on_warn=fail_on_warn, multi_node=multi_node,
                   not_enough_evidence=not_enough_evidence(facts))
+
+
+_BUNDLE_NOTE_FIXES = {
+    SKIPPED_CHECK_ID: "Put the files themselves in the bundle's folder (`cp -L`, `tar --dereference`): gpuready does "
+                      "not follow links or read subfolders; `gpuready collect` writes a bundle as it should be.",
+    TRUNCATED_CHECK_ID: "Check that the file is the tool output it is named for (real ones stay far below the limit); "
+                        "collect it again with `gpuready collect`, or trim it to the part that matters.",
+}
 
 
 def summarize_facts(facts: Facts) -> dict:

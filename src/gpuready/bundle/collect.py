@@ -12,6 +12,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import socket
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from gpuready import __version__
-from gpuready.bundle.layout import ENV_PREFIXES
+from gpuready.bundle.layout import BUNDLE_FILES, ENV_PREFIXES
 from gpuready.facts import torch_probe
 from gpuready.facts.nvml import collect_nvml
 
@@ -245,19 +246,121 @@ def collect(with_torch: bool = True) -> tuple[dict[str, str], dict]:
     return files, manifest
 
 
-def write_bundle(files: dict[str, str], out: Path, as_tar: bool) -> Path:
-    """Write the files into a folder, or into one .tar.gz whose members sit in one folder."""
-    if as_tar:
-        target = out if out.name.endswith((".tar.gz", ".tgz")) else out.with_name(out.name + ".tar.gz")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(target, "w:gz") as archive:
-            for name, text in sorted(files.items()):
-                data = text.encode()
-                info = tarfile.TarInfo(f"{target.name.split('.')[0]}/{name}")
-                info.size, info.mtime = len(data), int(time.time())
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
+
+
+class OutputError(Exception):
+    """--out cannot be used as asked: one sentence for the user (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    path: Path
+    as_tar: bool
+
+
+def plan_output(out: str | os.PathLike[str], as_tar: bool, force: bool = False) -> Output:
+    """Where the bundle goes, checked before anything is collected or written; raises OutputError.
+
+    A folder: a new one (its parent must exist) or an empty one; a non-empty one only with `force`, and only when
+    every entry is a bundle file (a plain file under a bundle name), so that --force never empties a folder that
+    holds anything else. An archive (--tar, or --out ending in .tar.gz/.tgz): exactly the path given, with
+    `.tar.gz` appended where it lacks the suffix; never a folder, and an existing archive only with `force`.
+    """
+    try:
+        return _plan_output(os.fspath(out), as_tar, force)
+    except OSError as error:  # a path that cannot even be looked at (permissions, a name too long)
+        raise OutputError(f"{os.fspath(out)} cannot be used ({error.strerror or error})") from None
+
+
+def _plan_output(text: str, as_tar: bool, force: bool) -> Output:
+    if not text.strip():
+        raise OutputError("--out is empty; give a new folder or an archive name ending in .tar.gz")
+    path = Path(text)
+    if as_tar or text.lower().endswith(ARCHIVE_SUFFIXES):
+        if text.endswith(("/", os.sep)) or path.name in ("", ".", "..") or path.is_dir():
+            raise OutputError(f"{text} is a folder; with --tar, --out names the archive itself "
+                              f"(for example {path / 'bundle.tar.gz'})")
+        target = path if text.lower().endswith(ARCHIVE_SUFFIXES) else Path(text + ".tar.gz")
+        _require_parent(target)
+        if target.is_symlink() or target.exists():
+            if target.is_symlink() or not target.is_file():
+                raise OutputError(f"{target} already exists and is not a plain file; choose another --out")
+            if not force:
+                raise OutputError(f"{target} already exists; add --force to replace it, or choose another --out")
+        return Output(target, True)
+    if path.is_symlink() and not path.exists() or path.exists() and not path.is_dir():
+        raise OutputError(f"{text} already exists and is not a folder; choose another --out")
+    if not path.exists():
+        _require_parent(path)
+        return Output(path, False)
+    entries = sorted(path.iterdir())
+    if entries and not force:
+        raise OutputError(f"{text} is not empty (an older bundle there would be read as this one); give a new or "
+                          "empty folder, or add --force to remove its contents first")
+    strangers = [entry.name for entry in entries if not _is_bundle_entry(entry)]
+    if strangers:
+        what = (f"{strangers[0]!r}, which is not a bundle file" if len(strangers) == 1 else
+                f"{strangers[0]!r} and {len(strangers) - 1} more entries that are not bundle files")
+        raise OutputError(f"refusing --force: {text} holds {what}; empty it yourself or choose another --out")
+    return Output(path, False)
+
+
+def _require_parent(path: Path) -> None:
+    parent = path.parent
+    if not parent.is_dir():
+        raise OutputError(f"folder {parent} does not exist; create it first (collect creates only the last part of "
+                          "--out)")
+
+
+def _is_bundle_entry(entry: Path) -> bool:
+    return entry.name in BUNDLE_FILES and not entry.is_symlink() and entry.is_file()
+
+
+def _safe_name(name: str) -> str:
+    if not name or name != Path(name).name or name.startswith(".") or "\\" in name:
+        raise ValueError(f"{name!r} is not a bundle file name")
+    return name
+
+
+def _ordered(files: dict[str, str]) -> list[tuple[str, bytes]]:
+    """Every file as UTF-8, manifest.json last: a bundle with a manifest was written whole."""
+    names = sorted(files, key=lambda name: (name == "manifest.json", name))
+    return [(_safe_name(name), files[name].encode("utf-8", errors="replace")) for name in names]
+
+
+def write_bundle(files: dict[str, str], out: str | os.PathLike[str], as_tar: bool, force: bool = False) -> Path:
+    """Write the files into a folder, or into one .tar.gz whose members sit in one folder (plan_output's rules).
+
+    Raises OutputError when --out cannot be used, OSError when writing fails.
+    """
+    output = plan_output(out, as_tar, force)
+    contents = _ordered(files)
+    if output.as_tar:
+        _write_archive(contents, output.path)
+        return output.path
+    if output.path.exists():
+        for entry in output.path.iterdir():  # plan_output checked: only bundle files, and force was given
+            entry.unlink()
+    else:
+        output.path.mkdir()
+    for name, data in contents:
+        with open(output.path / name, "xb") as handle:
+            handle.write(data)
+    return output.path
+
+
+def _write_archive(contents: list[tuple[str, bytes]], target: Path) -> None:
+    """Written beside the target under a hidden name, then renamed: an old archive stays whole until then."""
+    folder = re.sub(r"(?i)\.(tar\.gz|tgz)$", "", target.name).strip(".") or "bundle"
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        with tarfile.open(partial, "w:gz") as archive:
+            for name, data in contents:
+                info = tarfile.TarInfo(f"{folder}/{name}")
+                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
                 archive.addfile(info, io.BytesIO(data))
-        return target
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (out / name).write_text(text)
-    return out
+        os.replace(partial, target)
+    finally:
+        if partial.exists():
+            partial.unlink()

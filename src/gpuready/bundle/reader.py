@@ -1,54 +1,559 @@
-"""Read a bundle folder, a .tar.gz, or one pasted tool output into {file name: text}.
+"""Read a support bundle (a folder, a .tar / .tar.gz, or one pasted tool output) into a `Bundle`.
 
-Files keep their names; build_facts reads a bundle name by its name and any other file by its content.
+A `Bundle` is {file name: text} for the files that were read, plus, for everything else that was met, why it was not
+read, so that nothing is dropped silently. The rules (README, "Support bundles"):
+
+- Only regular files are read; nothing is followed. A symbolic link (in a folder or an archive) or a hard-link member is
+  skipped and reported, a folder or a special file likewise; a folder under a bundle file's name is an unreadable file,
+  as is a file that cannot be opened (permissions) or read.
+- The kernel log (`dmesg.txt`, or any file whose head shows a kernel log) is read line by line to its end, whatever its
+  size, keeping only the lines the kernel-log parser uses (facts/kernel_log.py `relevant_lines`).
+- Any other file is parsed whole, so it is read up to MAX_FILE_BYTES and never further: a longer one is read in part,
+  and the bundle says so (`bundle.truncated`).
+- A file whose name is not a bundle name is recognised by its head (bundle/sniff.py); only a recognised one is read on.
+- An archive holds one bundle: the files of one folder (the one holding the bundle's files; or the top level). Members
+  elsewhere (absolute paths, `..`, other folders) and second copies of a name are rejected by name, never merged; an
+  archive holding several bundles is refused. What is inflated is bounded (MAX_ARCHIVE_BYTES, MAX_ENTRIES).
 """
 
 from __future__ import annotations
 
+import errno
+import io
+import os
+import re
+import stat
 import tarfile
+import zlib
 from pathlib import Path
+from typing import BinaryIO, Iterator
 
 from gpuready.bundle.layout import BUNDLE_FILES
+from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
 
+# The limits, all in one place.
 MAX_FILE_BYTES = 64 * 1024 * 1024
-# A bundle holds a few dozen files; a folder with far more is not a bundle (the first ones are read).
+"""A file parsed whole (XML, JSON, `-q` text, `topo -m` …) is read up to this many bytes, never further."""
+MAX_BUNDLE_BYTES = 256 * 1024 * 1024
+"""All files parsed whole, together: what a bundle may make gpuready hold in memory."""
 MAX_FILES = 256
+"""Files read from one bundle (a bundle holds a few dozen; the bundle file names are read first)."""
+MAX_ENTRIES = 4096
+"""Folder entries or archive members looked at (beyond it they are counted, not listed)."""
+MAX_LOG_KEPT_BYTES = 16 * 1024 * 1024
+"""The kernel-log lines kept (those that name NVIDIA, NVSwitch, PCIe AER, IOMMU or a GPU reset)."""
+MAX_LINE_BYTES = 64 * 1024
+"""A kernel-log line longer than this is cut to it (the kernel prints lines under 1 KiB)."""
+MAX_ARCHIVE_BYTES = 1024 * 1024 * 1024
+"""What is inflated from one archive, skipped members included (a decompression bomb stops here)."""
+MAX_HEADER_BYTES = 1024 * 1024
+"""A long-name or pax header of an archive member (these are read whole by tarfile)."""
+HEAD_BYTES = SNIFF_CHARS
+_CHUNK_BYTES = 1024 * 1024
+
+# Read line by line to the end, keeping only what their parser uses; everything else is parsed whole.
+STREAMED_KINDS = frozenset({"dmesg.txt"})
 
 
 class BundleError(Exception):
-    """The bundle as a whole cannot be read (missing, not a folder or an archive)."""
+    """The bundle as a whole cannot be read (missing, not a folder or an archive, several bundles in one archive)."""
 
 
-def read_bundle(path: str | Path) -> dict[str, str]:
+class Bundle(dict):
+    """{file name: text} of the files read, and what happened to everything else.
+
+    For a streamed kernel log the text holds only the lines its parser uses (`relevant_lines`), which give the same
+    events as the whole log.
+    """
+
+    def __init__(self, origin: str = "") -> None:
+        super().__init__()
+        self.origin = origin
+        self.kinds: dict[str, str] = {}
+        """File name → the bundle file name whose parser reads it (its own name, or what its head shows)."""
+        self.not_read: dict[str, str] = {}
+        """Entry → its state for `facts.sources`: `skipped: …` (links, folders, special files: a warning),
+        `ignored: …` (not a tool output), `rejected: …` and `unreadable: …` (input errors, in `errors` too)."""
+        self.errors: list[tuple[str, str]] = []
+        """(entry, one sentence): input errors (`bundle.unreadable`, exit code 2)."""
+        self.partial: dict[str, str] = {}
+        """Entry → what was read of it, where not all of it was (`bundle.truncated`)."""
+        self.held_bytes = 0
+        self.files_read = 0
+
+    def skip(self, name: str, reason: str) -> None:
+        self.not_read[name] = f"skipped: {reason}"
+
+    def unreadable(self, name: str, sentence: str) -> None:
+        self.not_read[name] = f"unreadable: {sentence}"
+        self.errors.append((name, f"{name} {sentence}"))
+
+
+def read_bundle(path: str | Path) -> Bundle:
+    """Raises BundleError where nothing of the bundle can be read; anything less is recorded in the Bundle."""
     path = Path(path)
-    if not path.exists():
-        raise BundleError(f"bundle {path} does not exist")
-    if path.is_dir():
-        names = sorted((entry.name for entry in path.iterdir() if not entry.name.startswith(".")),
-                       key=lambda name: (name not in BUNDLE_FILES, name))[:MAX_FILES]
-        return {name: _decode(file.read_bytes()[:MAX_FILE_BYTES]) for name in names
-                if (file := path / name).is_file()}
+    try:
+        info = path.stat()  # the path given is followed: the user named it
+    except FileNotFoundError:
+        raise BundleError(f"bundle {path} does not exist") from None
+    except OSError as error:
+        raise BundleError(f"bundle {path} cannot be read ({error.strerror or error})") from None
+    bundle = Bundle(str(path))
+    if stat.S_ISDIR(info.st_mode):
+        _read_folder(path, bundle)
+        return bundle
+    if not stat.S_ISREG(info.st_mode):
+        raise BundleError(f"bundle {path} is neither a folder nor a file (a device, FIFO or socket)")
     try:
         is_archive = tarfile.is_tarfile(path)
-    except OSError as error:
-        raise BundleError(f"{path} cannot be read ({error.strerror or error})") from None
+    except (OSError, EOFError, zlib.error) as error:
+        raise BundleError(f"{path} cannot be read ({getattr(error, 'strerror', None) or error})") from None
     if not is_archive and not path.name.endswith((".tar", ".tar.gz", ".tgz")):
         # One tool output on its own (`topo.txt` pasted from a ticket): read by its content.
-        with path.open("rb") as single:
-            return {path.name: _decode(single.read(MAX_FILE_BYTES))}
+        _read_path(bundle, path.name, path, follow=True)
+        return bundle
+    _read_archive(path, bundle)
+    return bundle
+
+
+# --- folders --------------------------------------------------------------------------------------------------------
+
+def _read_folder(path: Path, bundle: Bundle) -> None:
+    entries: list[os.DirEntry] = []
+    uncounted = 0
     try:
-        with tarfile.open(path, "r:*") as archive:
-            files: dict[str, str] = {}
-            for member in archive.getmembers():
-                name = Path(member.name).name
-                if member.isfile() and not name.startswith(".") and member.size <= MAX_FILE_BYTES \
-                        and len(files) < MAX_FILES:
-                    extracted = archive.extractfile(member)
-                    if extracted is not None:
-                        files[name] = _decode(extracted.read())
-            return files
-    except (tarfile.TarError, OSError, EOFError) as error:
+        with os.scandir(path) as listing:
+            for entry in listing:
+                if entry.name in BUNDLE_FILES or len(entries) < MAX_ENTRIES:
+                    entries.append(entry)
+                else:
+                    uncounted += 1
+    except OSError as error:
+        raise BundleError(f"bundle {path} cannot be read ({error.strerror or error})") from None
+    if uncounted:
+        bundle.partial[f"{path.name} (the folder)"] = (
+            f"it holds {len(entries) + uncounted} entries; {uncounted} beyond the first {MAX_ENTRIES} were not "
+            "looked at")
+    for entry in sorted(entries, key=lambda entry: (entry.name not in BUNDLE_FILES, entry.name)):
+        name = _shown(entry.name)
+        if name.startswith("."):
+            bundle.not_read[name] = "ignored: a hidden file"
+            continue
+        try:
+            if entry.is_symlink():
+                bundle.skip(name, f"a symbolic link (to {_shown(os.readlink(entry.path))}), not followed")
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if name in BUNDLE_FILES:
+                    bundle.unreadable(name, f"is a folder, not the file `{_command(name)}` writes")
+                else:
+                    bundle.skip(name, "a folder (a bundle's files sit in one folder; its contents were not read)")
+                continue
+        except OSError as error:
+            bundle.unreadable(name, f"cannot be read ({error.strerror or error})")
+            continue
+        _read_path(bundle, name, Path(entry.path), follow=False)
+
+
+def _read_path(bundle: Bundle, name: str, path: Path, *, follow: bool) -> None:
+    if not _room_for_another(bundle, name):
+        return
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)  # a link swapped in after the listing is not followed either
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as error:
+        bundle.unreadable(name, f"cannot be read ({error.strerror or error})")
+        return
+    with os.fdopen(descriptor, "rb", buffering=0) as raw:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            bundle.skip(name, "not a regular file (a device, FIFO or socket)")
+            return
+        _read_entry(bundle, name, raw, info.st_size)
+
+
+def _room_for_another(bundle: Bundle, name: str) -> bool:
+    if bundle.files_read >= MAX_FILES:
+        bundle.skip(name, f"gpuready reads at most {MAX_FILES} files from one bundle")
+        return False
+    bundle.files_read += 1
+    return True
+
+
+# --- one file -------------------------------------------------------------------------------------------------------
+
+def _read_entry(bundle: Bundle, name: str, raw: BinaryIO, size: int | None, budget: int | None = None,
+                budget_reason: str = "") -> None:
+    """Read one file from its start; `budget`: the most bytes it may be read for (an archive's remaining budget)."""
+    try:
+        head = _read_up_to(raw, HEAD_BYTES if budget is None else min(HEAD_BYTES, budget))
+        kind = name if name in BUNDLE_FILES else kind_of(_decode(head).replace("\0", ""))
+        if kind is None:
+            bundle.not_read[name] = ("ignored: not text" if why_not_text(_decode(head))
+                                     else "ignored: not a tool output gpuready recognises")
+            return
+        bundle.kinds[name] = kind
+        if kind in STREAMED_KINDS:
+            _read_log(bundle, name, raw, head, size, budget, budget_reason)
+        else:
+            _read_whole(bundle, name, raw, head, size, budget, budget_reason)
+    except (OSError, EOFError, tarfile.TarError, zlib.error) as error:
+        bundle.kinds.pop(name, None)
+        bundle.pop(name, None)
+        bundle.unreadable(name, f"cannot be read ({getattr(error, 'strerror', None) or error})")
+
+
+def _read_whole(bundle: Bundle, name: str, raw: BinaryIO, head: bytes, size: int | None, budget: int | None,
+                budget_reason: str) -> None:
+    room = MAX_BUNDLE_BYTES - bundle.held_bytes
+    if room <= 0:
+        bundle.kinds.pop(name, None)
+        bundle.skip(name, f"the files read before it already hold {_size(MAX_BUNDLE_BYTES)}, the most "
+                          "gpuready reads from one bundle")
+        return
+    if not_text := why_not_text(_decode(head)):  # refused on its head: the rest is not read
+        bundle.kinds.pop(name, None)
+        bundle.unreadable(name, not_text)
+        return
+    cap, why = MAX_FILE_BYTES, f"the most gpuready reads of a file it parses whole is {_size(MAX_FILE_BYTES)}"
+    if room < cap:
+        cap, why = room, f"the files read before it already hold {_size(bundle.held_bytes)} of the " \
+                         f"{_size(MAX_BUNDLE_BYTES)} gpuready reads from one bundle"
+    if budget is not None and budget < cap:
+        cap, why = budget, budget_reason
+    data = head[:cap] + _read_up_to(raw, cap - len(head)) if cap > len(head) else head[:cap]
+    if len(data) >= cap and (size > len(data) if size else bool(raw.read(1))):
+        bundle.partial[name] = f"only its first {_size(len(data))} of {_size(size) if size else 'more'} were " \
+                               f"read ({why}); the rest was not parsed"
+    bundle.held_bytes += len(data)
+    bundle[name] = _decode(data)
+
+
+def _read_log(bundle: Bundle, name: str, raw: BinaryIO, head: bytes, size: int | None, budget: int | None,
+              budget_reason: str) -> None:
+    from gpuready.facts.kernel_log import relevant_lines
+
+    lines = _LogLines(raw, head, budget)
+    kept: list[str] = []
+    kept_bytes = 0
+    full = False
+    try:
+        for line in relevant_lines(lines):
+            kept_bytes += len(line)
+            if kept_bytes > MAX_LOG_KEPT_BYTES:
+                full = True
+                break
+            kept.append(line)
+    except _NotText as error:
+        bundle.kinds.pop(name, None)
+        bundle.unreadable(name, str(error))
+        return
+    bundle[name] = "".join(kept)
+    notes = []
+    if full:
+        notes.append(f"its lines about NVIDIA, NVSwitch, PCIe and IOMMU passed the {_size(MAX_LOG_KEPT_BYTES)} "
+                     f"gpuready keeps after {_size(lines.bytes_read)}"
+                     f"{f' of {_size(size)}' if size else ''}; the rest was not read")
+    elif lines.stopped:
+        notes.append(f"only its first {_size(lines.bytes_read)}{f' of {_size(size)}' if size else ''} were read "
+                     f"({budget_reason})")
+    if lines.long_lines:
+        notes.append(f"{lines.long_lines} line(s) longer than {_size(MAX_LINE_BYTES)} were cut to their first "
+                     f"{_size(MAX_LINE_BYTES)}")
+    if notes:
+        bundle.partial[name] = "; ".join(notes)
+
+
+class _NotText(ValueError):
+    pass
+
+
+class _LogLines:
+    """The lines of a log read in chunks (each with its newline), in bounded memory whatever the file's size.
+
+    NUL bytes are dropped (a crash leaves runs of them in syslog files; a sparse file is one); lines over
+    MAX_LINE_BYTES are cut. Raises _NotText when the first SNIFF_CHARS of what remains are binary.
+    """
+
+    def __init__(self, raw: BinaryIO, head: bytes, budget: int | None) -> None:
+        self.raw, self.head, self.budget = raw, head, budget
+        self.bytes_read = 0
+        self.long_lines = 0
+        self.stopped = False
+
+    def _chunks(self) -> Iterator[bytes]:
+        """The file's bytes in chunks; stretches of NUL bytes are not yielded (and holes of a sparse file skipped)."""
+        zeros = bytes(_CHUNK_BYTES)
+        chunk = self.head
+        while chunk:
+            self.bytes_read += len(chunk)
+            if chunk != zeros[:len(chunk)]:
+                yield chunk
+            elif isinstance(self.raw, io.FileIO):  # a file on disk, not an archive member
+                self.bytes_read += self._skip_hole()
+            want = _CHUNK_BYTES
+            if self.budget is not None:
+                want = min(want, self.budget - self.bytes_read)
+                if want <= 0:
+                    self.stopped = bool(self.raw.read(1))
+                    return
+            chunk = self.raw.read(want)
+
+    def _skip_hole(self) -> int:
+        """Where the file is sparse, move to its next data (a hole reads as NUL bytes, which are dropped anyway)."""
+        if not hasattr(os, "SEEK_DATA"):
+            return 0
+        try:
+            descriptor = self.raw.fileno()
+            here = os.lseek(descriptor, 0, os.SEEK_CUR)
+            try:
+                there = os.lseek(descriptor, here, os.SEEK_DATA)
+            except OSError as error:
+                if error.errno != errno.ENXIO:  # ENXIO: only a hole is left
+                    return 0
+                there = os.lseek(descriptor, 0, os.SEEK_END)
+            return there - here
+        except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+            return 0
+
+    def __iter__(self) -> Iterator[str]:
+        sample = bytearray()
+        judged = False
+        pending = b""
+        dropping = False  # inside a line already cut
+        first = True
+        for chunk in self._chunks():
+            if first:
+                first = False
+                for bom in (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff"):
+                    chunk = chunk[len(bom):] if chunk.startswith(bom) else chunk
+            if b"\0" in chunk:
+                chunk = chunk.replace(b"\0", b"")
+            if not judged:
+                sample += chunk[:SNIFF_CHARS - len(sample)]
+                if len(sample) >= SNIFF_CHARS:
+                    self._judge(sample)
+                    judged = True
+            *complete, last = chunk.split(b"\n")
+            for part in complete:
+                if dropping:
+                    dropping = False
+                    continue
+                line, pending = pending + part, b""
+                if len(line) > MAX_LINE_BYTES:
+                    self.long_lines += 1
+                    line = line[:MAX_LINE_BYTES]
+                yield line.decode("utf-8", errors="replace") + "\n"
+            if not dropping:
+                pending += last
+                if len(pending) > MAX_LINE_BYTES:
+                    self.long_lines += 1
+                    yield pending[:MAX_LINE_BYTES].decode("utf-8", errors="replace") + "\n"
+                    pending, dropping = b"", True
+        if not judged:
+            self._judge(sample)
+        if pending and not dropping:
+            yield pending.decode("utf-8", errors="replace")
+
+    @staticmethod
+    def _judge(sample: bytearray) -> None:
+        reason = why_not_text(bytes(sample).decode("utf-8", errors="replace"))
+        if reason:
+            raise _NotText(reason)
+
+
+# --- archives -------------------------------------------------------------------------------------------------------
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """tarfile reads long-name and pax headers whole: a huge one is refused. A damaged header, which tarfile takes
+    for the end of the archive, is remembered so that the end is not silent."""
+
+    def _proc_member(self, archive):
+        if self.type in (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
+                         tarfile.SOLARIS_XHDTYPE) and self.size > MAX_HEADER_BYTES:
+            raise tarfile.ReadError(f"a member header of {_size(self.size)} (more than {_size(MAX_HEADER_BYTES)})")
+        return super()._proc_member(archive)
+
+    @classmethod
+    def fromtarfile(cls, archive):
+        try:
+            return super().fromtarfile(archive)
+        except (tarfile.InvalidHeaderError, tarfile.TruncatedHeaderError) as error:
+            if archive.offset:
+                archive.gpuready_damage = str(error)
+            raise
+
+
+def _read_archive(path: Path, bundle: Bundle) -> None:
+    label = f"{path.name} (the archive)"
+    try:
+        archive = tarfile.open(path, "r:*", tarinfo=_BoundedTarInfo)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
         raise BundleError(f"{path} is neither a bundle folder nor a readable .tar.gz ({error})") from None
+    with archive:
+        members, budgets = _list_members(archive, path, bundle, label)
+        root = _root_of(members, path)
+        where = "/".join(root) + "/" if root else "the archive's top level"
+        rejected: list[str] = []
+        seen: dict[str, int] = {}
+        for member in members:
+            parts = _member_parts(member.name)
+            shown = _shown(member.name)
+            if parts is None:
+                bundle.not_read[shown] = f"rejected: {_unsafe_reason(member.name)}"
+                rejected.append(shown)
+                continue
+            if not parts or (member.isdir() and (len(parts) != len(root) + 1 or parts[:len(root)] != root)):
+                continue  # the folders that lead to the bundle; other folders show through their members
+            if parts[:len(root)] != root:
+                bundle.not_read[shown] = f"rejected: outside the bundle's folder ({where})"
+                rejected.append(shown)
+                continue
+            if len(parts) > len(root) + 1:
+                bundle.skip(shown, "in a subfolder of the bundle (a bundle's files sit in one folder)")
+                continue
+            name = _shown(parts[-1])
+            if name in seen:
+                seen[name] += 1
+                key = f"{shown} (copy {seen[name]})"
+                bundle.not_read[key] = "rejected: a second member of the same name (the first was read)"
+                rejected.append(key)
+                continue
+            seen[name] = 1
+            if name.startswith("."):
+                bundle.not_read[name] = "ignored: a hidden file"
+            elif member.isdir():
+                if name in BUNDLE_FILES:
+                    bundle.unreadable(name, f"is a folder, not the file `{_command(name)}` writes")
+            elif member.issym():
+                bundle.skip(name, f"a symbolic link (to {_shown(member.linkname)}) in the archive, not followed")
+            elif member.islnk():
+                bundle.skip(name, f"a hard link (to {_shown(member.linkname)}) in the archive, not followed")
+            elif not member.isreg():
+                bundle.skip(name, "not a regular file (a device or FIFO entry in the archive)")
+            elif _room_for_another(bundle, name):
+                _read_member(archive, member, name, bundle, budgets.get(member.name))
+        if rejected:
+            shown = ", ".join(rejected[:20]) + (f" and {len(rejected) - 20} more" if len(rejected) > 20 else "")
+            bundle.errors.append((label, f"{path.name} holds members that are not files of its bundle ({where}), "
+                                         f"rejected unread: {shown}"))
+        damage = getattr(archive, "gpuready_damage", None)
+        if damage and members:
+            bundle.unreadable(label, f"is damaged in or after member {_shown(members[-1].name)} ({damage}); what "
+                                     "follows was not read")
+
+
+def _read_member(archive: tarfile.TarFile, member: tarfile.TarInfo, name: str, bundle: Bundle,
+                 budget: int | None) -> None:
+    try:
+        extracted = archive.extractfile(member)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+        bundle.unreadable(name, f"cannot be read from the archive ({error})")
+        return
+    if extracted is None:
+        bundle.skip(name, "not a regular file in the archive")
+        return
+    with extracted:
+        _read_entry(bundle, name, extracted, member.size, budget,
+                    f"the archive's members pass the {_size(MAX_ARCHIVE_BYTES)} gpuready inflates from one archive "
+                    "here; members after it were not read")
+
+
+def _list_members(archive: tarfile.TarFile, path: Path, bundle: Bundle, label: str
+                  ) -> tuple[list[tarfile.TarInfo], dict[str, int]]:
+    """The members, up to MAX_ENTRIES and MAX_ARCHIVE_BYTES of content (the member at which it stops is read up to
+    what is left of that budget: its name → that budget)."""
+    members: list[tarfile.TarInfo] = []
+    budgets: dict[str, int] = {}
+    total = 0
+    try:
+        while True:
+            if len(members) >= MAX_ENTRIES:
+                bundle.partial[label] = f"it holds more than {MAX_ENTRIES} members; those after " \
+                                        f"{_shown(members[-1].name)} were not read"
+                break
+            member = archive.next()  # skips (inflates) the data of the member before
+            if member is None:
+                break
+            members.append(member)
+            if total + member.size > MAX_ARCHIVE_BYTES:
+                budgets[member.name] = MAX_ARCHIVE_BYTES - total
+                bundle.partial[label] = (
+                    f"reading it stopped at {_shown(member.name)} (of {_size(member.size)}): the members pass the "
+                    f"{_size(MAX_ARCHIVE_BYTES)} gpuready inflates from one archive; any members after it were not "
+                    "read")
+                break
+            total += member.size
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+        if not members:
+            raise BundleError(f"{path} is neither a bundle folder nor a readable .tar.gz ({error})") from None
+        bundle.unreadable(label, f"is damaged in or after member {_shown(members[-1].name)} ({error}); what "
+                                 "follows was not read")
+    return members, budgets
+
+
+def _unsafe_reason(name: str) -> str:
+    return "a path that climbs out of the archive (..)" if ".." in name.replace("\\", "/").split("/") \
+        else "an absolute path"
+
+
+def _member_parts(name: str) -> tuple[str, ...] | None:
+    """The path of a member as parts; None where it is absolute or climbs out (`..`)."""
+    if name.startswith(("/", "\\")) or name[1:3] in (":\\", ":/"):
+        return None
+    parts = tuple(part for part in name.replace("\\", "/").split("/") if part not in ("", "."))
+    return None if ".." in parts else parts
+
+
+def _root_of(members: list[tarfile.TarInfo], path: Path) -> tuple[str, ...]:
+    """The bundle's folder in the archive: the one folder that holds bundle files (by name), else the deepest folder
+    common to all files. Several folders holding bundle files are several bundles: refused."""
+    files = [parts for member in members if not member.isdir() and (parts := _member_parts(member.name))]
+    holders = sorted({parts[:-1] for parts in files if parts[-1] in BUNDLE_FILES})
+    if len(holders) > 1:
+        names = ", ".join(("/".join(folder) + "/") if folder else "the top level" for folder in holders[:10])
+        raise BundleError(f"{path} holds {len(holders)} bundles ({names}{' …' if len(holders) > 10 else ''}); check "
+                          "reads one machine's bundle: check each folder on its own, or compare the machines with "
+                          "`gpuready fleet` (a later release)")
+    if holders:
+        return holders[0]
+    if not files:
+        return ()
+    common = list(files[0][:-1])
+    for parts in files[1:]:
+        folder = parts[:-1]
+        while tuple(common) != folder[:len(common)]:
+            common.pop()
+    return tuple(common)
+
+
+# --- helpers --------------------------------------------------------------------------------------------------------
+
+def _read_up_to(raw: BinaryIO, count: int) -> bytes:
+    """Up to `count` bytes (fewer only at the end of the file)."""
+    if count <= 0:
+        return b""
+    parts: list[bytes] = []
+    while count > 0:
+        part = raw.read(min(count, 16 * _CHUNK_BYTES))
+        if not part:
+            break
+        parts.append(part)
+        count -= len(part)
+    return b"".join(parts)
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(name: str, limit: int = 200) -> str:
+    """A name from the bundle as the report shows it: control characters (a terminal escape in a member name)
+    written out, and at most `limit` characters."""
+    name = _UNPRINTABLE.sub(lambda match: f"\\x{ord(match.group()):02x}" if ord(match.group()) < 0x100
+                            else f"\\u{ord(match.group()):04x}", name)
+    return name if len(name) <= limit else name[:limit - 1] + "…"
 
 
 def _decode(data: bytes) -> str:
@@ -56,3 +561,14 @@ def _decode(data: bytes) -> str:
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         return data.decode("utf-16", errors="replace")
     return data.decode("utf-8-sig", errors="replace")
+
+
+def _command(name: str) -> str:
+    return BUNDLE_FILES[name].split(" (")[0]
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}".replace(".0 ", " ")
+    return f"{count} bytes"

@@ -29,8 +29,10 @@ class BurnOptions:
     """None: bf16 where every GPU has it (compute capability >= 8.0), else fp32."""
     gpus: list[str] = field(default_factory=list)
     device: str = "auto"
-    ranks: int = 1
-    """CPU workers with --device cpu."""
+    ranks: int | None = None
+    """CPU workers with --device cpu (default 1, at most one per usable CPU unless `oversubscribe`); on GPUs at
+    most the selected GPUs, and then only the first `ranks` of them are burnt (default: all)."""
+    oversubscribe: bool = False
     self_test: bool = False
     interval_s: float = 1.0
     timeout_s: float = 60.0
@@ -80,9 +82,11 @@ def run_burn(options: BurnOptions) -> Report:
     import torch
 
     from gpuready.validate import visible_devices
-    from gpuready.workloads.runner import run_local
+    from gpuready.workloads.runner import check_cpu_ranks, run_local
 
     device = options.device if options.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu" and options.ranks is not None:
+        check_cpu_ranks(options.ranks, options.oversubscribe)  # before NVML, facts or any worker
     session = facts = None
     selected: list[int] = []
     extra_env: dict[str, str] = {}
@@ -98,9 +102,15 @@ def run_burn(options: BurnOptions) -> Report:
             selected = [i for uuid in uuids for i, gpu in enumerate(session.identity) if gpu["uuid"] == uuid]
         else:
             selected = list(range(len(session.handles)))
+        if options.ranks is not None:
+            if options.ranks > len(selected):
+                session.close()
+                raise ValueError(f"--ranks {options.ranks} is more than the {len(selected)} selected GPU(s): "
+                                 "one worker per GPU")
+            selected = selected[:options.ranks]
         ranks = len(selected)
     else:
-        ranks = options.ranks
+        ranks = options.ranks or 1
     dtype = options.dtype or _default_dtype(facts, selected)
     spec = {"device": device, "workloads": ["burn"], "collectives": False, "startup_timeout_s": 300.0,
             "options": {"timeout_s": options.timeout_s,
@@ -153,7 +163,7 @@ def run_burn(options: BurnOptions) -> Report:
                              "log_dir": str(log_dir), "wall_s": round(outcome.wall_s, 1),
                              "telemetry_interval_s": options.interval_s,
                              "xid_source": sampler.telemetry.xid_source if sampler else "none",
-                             "self_test": options.self_test}}
+                             "self_test": options.self_test, "rendezvous_store": outcome.store_address}}
     return report
 
 

@@ -79,7 +79,7 @@ def host_numa_affinity(context: CheckContext) -> list[Finding]:
         return [context.skip("No CPU/NUMA affinity reported (nvml.json or nvidia-smi-topo.txt holds it).")]
     nodes = {entry["numa_node"] for entry in affinity.values()} - {"?", "N/A"}
     summary = "; ".join(f"{gpu}: CPUs {entry['cpus']}, NUMA {entry['numa_node']}" for gpu, entry in affinity.items())
-    cpu_sets = [parse_cpu_list(entry["cpus"]) for entry in affinity.values() if entry["cpus"] != "?"]
+    cpu_sets = [cpus for entry in affinity.values() if (cpus := _cpu_set(entry["cpus"])) is not None]
     note = ""
     if len(nodes) > 1:
         note = (" Pin each rank to its GPU's node (torchrun --numa-binding=node on torch >= 2.8, or "
@@ -88,6 +88,14 @@ def host_numa_affinity(context: CheckContext) -> list[Finding]:
         note = " All GPUs share one NUMA node: no pinning needed."
     return [context.passed(f"GPU affinity: {summary}.{note}", observed=affinity,
                            refs=["nvidia-smi topo -m (CPU/NUMA Affinity)"])]
+
+
+def _cpu_set(cpus: str) -> set[int] | None:
+    """The CPUs of an affinity list; None for `?`, `N/A` or a list that does not parse (bounded: < 2^16 CPUs)."""
+    try:
+        return parse_cpu_list(cpus)
+    except ValueError:
+        return None
 
 
 @check("host.shm", "/dev/shm size", needs=("host.shm_total_bytes",))

@@ -33,20 +33,30 @@ def software_driver_cuda(context: CheckContext) -> list[Finding]:
                              observed=torch.version, expected="a CUDA build",
                              fix=f"pip install torch --index-url https://download.pytorch.org/whl/cu128 (see {_TORCH_INSTALL})",
                              refs=[_TORCH_INSTALL])]
+    if not version_tuple(driver):
+        return [context.warn(f"The driver version {driver[:40]!r} is not a version number; torch's CUDA {torch.cuda} "
+                             "not judged against it.", observed=driver, fix="Run `nvidia-smi` and collect again.")]
     requirement = driver_requirement(torch.cuda)
     if requirement is None:
         return [context.warn(f"torch is built with CUDA {torch.cuda}, which gpuready's table does not know; driver "
                              f"{driver} not judged.", observed=torch.cuda, fix="Compare with NVIDIA's CUDA release "
                              "notes table of minimum drivers.")]
     observed = f"driver {driver}, torch {torch.version} (CUDA {torch.cuda})"
-    if version_tuple(driver) < version_tuple(requirement.minimum):
+    below_minimum = _older(driver, requirement.minimum)
+    if below_minimum is None:
+        return [context.warn(f"The driver version {driver} stops short of the {requirement.minimum} that torch's CUDA "
+                             f"{torch.cuda} needs at least: whether it is new enough cannot be told.",
+                             observed=observed, expected=f">= {requirement.minimum}",
+                             fix="Run `nvidia-smi` (it prints the full driver version) and collect again.",
+                             refs=[requirement.minimum_source])]
+    if below_minimum:
         return [context.fail(f"Driver {driver} is too old for torch's CUDA {torch.cuda} (needs >= "
                              f"{requirement.minimum}): CUDA initialisation fails with 'driver version is insufficient'.",
                              observed=observed, expected=f">= {requirement.minimum}",
                              fix=f"Upgrade the driver to >= {requirement.full_feature or requirement.minimum}, or install "
                                  f"a torch built for an older CUDA ({_TORCH_INSTALL}).",
                              refs=[requirement.minimum_source])]
-    if requirement.full_feature and version_tuple(driver) < version_tuple(requirement.full_feature):
+    if requirement.full_feature and _older(driver, requirement.full_feature) is not False:
         return [context.passed(f"Driver {driver} runs torch's CUDA {torch.cuda} through minor-version compatibility "
                                f"(>= {requirement.minimum}); features that need the {requirement.full_feature} driver "
                                "(e.g. JIT of newer PTX) are unavailable.", observed=observed,
@@ -57,9 +67,19 @@ def software_driver_cuda(context: CheckContext) -> list[Finding]:
                            refs=[requirement.full_feature_source or requirement.minimum_source])]
 
 
+def _older(version: str, than: str) -> bool | None:
+    """Whether driver `version` is below `than`, field by field as the table says (`455.23` < `455.23.04`); None for
+    a version without a dot (no driver has one) whose number is the one `than` starts with (`580` against `580.65.06`):
+    that cannot be told."""
+    mine, theirs = version_tuple(version), version_tuple(than)
+    if len(mine) == 1 and len(theirs) > 1 and mine[0] == theirs[0]:
+        return None
+    return mine < theirs
+
+
 def _arch_supported(capability: str, arch_list: list[str]) -> tuple[bool, str]:
     """PyTorch's own rule: SASS for the same major (sm_XY with X = major, Y <= minor), or PTX at or below it."""
-    major, minor = (int(part) for part in capability.split("."))
+    major, minor = version_tuple(capability)
     for arch in arch_list:
         match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", arch)
         if not match:
@@ -82,7 +102,9 @@ def software_torch_arch(context: CheckContext) -> list[Finding]:
     if not torch.arch_list:
         return [context.skip("torch reports no CUDA arch list (CPU build or CUDA unavailable).")]
     findings = []
-    for capability in sorted({gpu.compute_capability for gpu in context.gpus if gpu.compute_capability}):
+    # Only `major.minor` capabilities are judged (the parsers let nothing else through).
+    for capability in sorted({gpu.compute_capability for gpu in context.gpus
+                              if gpu.compute_capability and len(version_tuple(gpu.compute_capability)) == 2}):
         supported, via = _arch_supported(capability, torch.arch_list)
         gpus = [gpu for gpu in context.gpus if gpu.compute_capability == capability]
         names = ", ".join(sorted({gpu.name or "?" for gpu in gpus}))

@@ -16,7 +16,8 @@ import re
 from typing import Any, Callable
 
 from gpuready.bundle.layout import BUNDLE_FILES
-from gpuready.bundle.sniff import kind_of
+from gpuready.bundle.reader import Bundle
+from gpuready.bundle.sniff import kind_of, why_not_text
 from gpuready.facts import host_files, network_files, software_files
 from gpuready.facts.gpu_lists import parse_gpu_list
 from gpuready.facts.kernel_log import parse_kernel_log
@@ -26,18 +27,38 @@ from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_text, parse_nvidia_sm
 from gpuready.facts.nvml import ForeignNvmlJson, NvmlDocument
 from gpuready.facts.topology import parse_nvlink_status, parse_topo_matrix, parse_topo_p2p
 from gpuready.facts.types import Facts, GpuFacts
+from gpuready.model import SKIPPED_CHECK_ID, TRUNCATED_CHECK_ID
 
 
 # Tool outputs that may come as several files (fragments of one tool, logs of several boots): each is read.
 _REPEATABLE = frozenset({"nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-L.txt", "dmesg.txt"})
 
+# `facts.sources` states that check_report turns into findings (besides `facts.input_errors`): an entry not read
+# (a link, a folder, a special file: `bundle.skipped`), and a file read in part (`bundle.truncated`, after its state).
+SKIPPED = "skipped: "
+READ_IN_PART = "read in part: "
+
+
+def bundle_notes(facts: Facts) -> list[tuple[str, str, str]]:
+    """(check id, entry, one sentence) for each bundle entry skipped or read in part (warnings, not input errors)."""
+    notes = []
+    for name, state in facts.sources.items():
+        if state.startswith(SKIPPED):
+            notes.append((SKIPPED_CHECK_ID, name, f"{name} was not read: {state[len(SKIPPED):]}."))
+        if READ_IN_PART in state:
+            notes.append((TRUNCATED_CHECK_ID, name, f"{name} was read in part: {state.split(READ_IN_PART, 1)[1]}."))
+    return notes
+
 
 def classify_files(files: dict[str, str]) -> tuple[dict[str, list[tuple[str, str]]], dict[str, str]]:
-    """kind → [(file name, text)], bundle names by name and any other file by its content; plus the unrecognised."""
+    """kind → [(file name, text)], bundle names by name and any other file by its content; plus the unrecognised.
+
+    A `Bundle` says each file's kind already (the reader looked at its head)."""
     by_kind: dict[str, list[tuple[str, str]]] = {}
     unrecognised: dict[str, str] = {}
+    kinds = files.kinds if isinstance(files, Bundle) else {}
     for name in sorted(files, key=lambda name: (name not in BUNDLE_FILES, name)):
-        kind = name if name in BUNDLE_FILES else kind_of(files[name])
+        kind = kinds.get(name) or (name if name in BUNDLE_FILES else kind_of(files[name]))
         if kind is None:
             unrecognised[name] = "ignored: not a tool output gpuready recognises"
         else:
@@ -46,31 +67,38 @@ def classify_files(files: dict[str, str]) -> tuple[dict[str, list[tuple[str, str
 
 
 def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
+    """`files`: {file name: text}, or the `Bundle` read_bundle returns (which also says what it did not read)."""
     facts = Facts(live=live)
     by_kind, unrecognised = classify_files(files)
     facts.sources.update(unrecognised)
+    if isinstance(files, Bundle):
+        facts.sources.update(files.not_read)
+        facts.input_errors.extend(files.errors)
     gpu_sources: list[tuple[str, list[GpuFacts]]] = []
     indexed_sources: list[tuple[str, list[GpuFacts]]] = []
 
     def use(kind: str, apply: Callable[[str], None]) -> None:
         entries = by_kind.get(kind)
         if not entries:
-            facts.sources[kind] = "missing"
+            facts.sources.setdefault(kind, "missing")  # or what the reader said (unreadable, skipped)
             return
         if kind not in _REPEATABLE:
             for name, _text in entries[1:]:
                 facts.sources[name] = f"ignored: {entries[0][0]} already gave {kind}"
             entries = entries[:1]
         for name, text in entries:
+            if not_text := why_not_text(text):  # binary content is refused before any parser sees it
+                facts.sources[name] = f"unreadable: {not_text}"
+                facts.input_errors.append((name, f"{name} {not_text}"))
+                continue
             try:
                 apply(text)
                 facts.sources[name] = "parsed" if name == kind else f"parsed as {kind}"
             except ForeignNvmlJson as error:
                 facts.sources[name] = f"ignored: {error}"
             except Exception as error:  # any parser failure is about the file, reported, not raised
-                reason = str(error) or type(error).__name__
-                facts.sources[name] = f"unreadable: {reason}"
-                facts.input_errors.append((name, f"{name} could not be parsed as {kind}: {reason}"))
+                facts.sources[name] = f"unreadable: {_parse_failure(error)}"
+                facts.input_errors.append((name, f"{name} could not be parsed as {kind}: {_parse_failure(error)}"))
 
     def from_nvml(text: str) -> None:
         document = NvmlDocument(text)
@@ -138,8 +166,8 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
     use("lspci-vv.txt", lambda text: setattr(facts, "pci_devices", parse_lspci(text)))
     facts.gpus = merge_gpu_sources(gpu_sources, facts.gpu_probe_error)
     facts.gpus = attach_indexed_sources(facts.gpus, indexed_sources)
-    if facts.sources.get("nvidia-smi-nvlink-s.txt") == "parsed" or any(
-            state == "parsed as nvidia-smi-nvlink-s.txt" for state in facts.sources.values()):
+    if facts.sources.get("nvidia-smi-nvlink-s.txt", "").startswith("parsed") or any(
+            state.startswith("parsed as nvidia-smi-nvlink-s.txt") for state in facts.sources.values()):
         for gpu in facts.gpus or []:  # the capture was read: a GPU it does not list has no NVLink
             gpu.nvlinks = [] if gpu.nvlinks is None else gpu.nvlinks
     if facts.gpus is None:
@@ -153,7 +181,24 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
     use("manifest.json", lambda text: _apply_manifest(facts, text))
     # env.txt is read after the cgroup files: the container verdict combines both.
     facts.host.container, facts.host.container_evidence = host_files.container_of(facts.host, facts.env)
+    if isinstance(files, Bundle):
+        for name, what in files.partial.items():
+            state = facts.sources.get(name)
+            facts.sources[name] = f"{state}; {READ_IN_PART}{what}" if state else f"{READ_IN_PART}{what}"
     return facts
+
+
+# ValueErrors raised by Python itself (int(), unpacking, strptime …), not by a parser's own sentence.
+_PYTHON_VALUE_ERRORS = re.compile(r"invalid literal for|could not convert|values to unpack|math domain error|"
+                                  r"is not in list|substring not found|does not match format|unconverted data|"
+                                  r"Invalid isoformat|cannot convert|out of range|Exceeds the limit")
+
+
+def _parse_failure(error: Exception) -> str:
+    """A parser's own sentence (ValueError), or one sentence about the file for anything else it raised."""
+    if isinstance(error, ValueError) and str(error) and not _PYTHON_VALUE_ERRORS.search(str(error)):
+        return str(error)
+    return f"its layout is not what that tool prints ({type(error).__name__} at the parser)"
 
 
 def _gpus_named_by_host(facts: Facts) -> list[GpuFacts] | None:
@@ -186,7 +231,8 @@ def _apply_manifest(facts: Facts, text: str) -> None:
     manifest = json.loads(text)
     if not isinstance(manifest, dict):
         raise ValueError("manifest.json is not a JSON object")
-    facts.host.hostname = facts.host.hostname or manifest.get("host")
+    host = manifest.get("host")
+    facts.host.hostname = facts.host.hostname or (host if isinstance(host, str) and host.strip() else None)
     dmesg = manifest.get("files", {}).get("dmesg.txt", {})
     if dmesg and not dmesg.get("collected"):
         facts.kernel_log_readable = False

@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 
 from gpuready.facts.types import GpuFacts
-from gpuready.facts.units import strip_ansi
+from gpuready.facts.units import bounded, strip_ansi
 
 _HEADER = re.compile(r"^GPU (\d+): (.+?)\s*\(UUID: ([^)]*)\)")
 
 
 def parse_gpu_list(text: str, source: str) -> list[GpuFacts]:
     """One GpuFacts per `GPU N: NAME (UUID: GPU-…)` line; no bus id (these tools do not print it)."""
-    gpus = [GpuFacts(index=int(match.group(1)), bus_id=None, name=match.group(2).strip(), uuid=match.group(3) if match.group(3).startswith("GPU-") else None,
+    gpus = [GpuFacts(index=bounded(match.group(1), "gpus", "a GPU index"), bus_id=None, name=match.group(2).strip(), uuid=match.group(3) if match.group(3).startswith("GPU-") else None,
                      source=source)
             for line in strip_ansi(text).splitlines() if (match := _HEADER.match(line.strip()))]
     if not gpus:

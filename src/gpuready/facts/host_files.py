@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from gpuready.facts.types import DiskUsage, HostFacts
-from gpuready.facts.units import strip_ansi
+from gpuready.facts.units import parse_cpu_count, strip_ansi
 
 _SECTION = re.compile(r"^==> (.+) <==$")
 _HUMAN_SIZE = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
@@ -142,40 +142,6 @@ def parse_cgroup_limits(sections: dict[str, str]) -> tuple[int | None, float | N
 # The cpuset files, most specific first: cgroup v2, then v1 (effective, then configured).
 CPUSET_PATHS = ("/sys/fs/cgroup/cpuset.cpus.effective", "/sys/fs/cgroup/cpuset/cpuset.effective_cpus",
                 "/sys/fs/cgroup/cpuset/cpuset.cpus")
-MAX_CPUS = 65536
-"""No Linux machine has more CPUs (the kernel's NR_CPUS tops out at 8192); a larger number is bad input."""
-
-
-def parse_cpu_count(text: str) -> int:
-    """A Linux CPU list as cgroup and sysfs files print it (`0-15,32-47`, `3`) → how many distinct CPUs.
-
-    Raises ValueError on anything else, on a CPU at or beyond 65,536, and on more than 65,536 entries.
-    """
-    text = text.strip()
-    if not text:
-        raise ValueError("empty CPU list")
-    parts = text.split(",")
-    if len(parts) > MAX_CPUS:
-        raise ValueError(f"a CPU list of {len(parts):,} entries")
-    ranges: list[tuple[int, int]] = []
-    for part in parts:
-        part = part.strip()
-        match = re.fullmatch(r"(\d{1,6})(?:-(\d{1,6}))?", part)
-        if not match:
-            raise ValueError(f"not a CPU list entry: {part[:40]!r}")
-        low = int(match.group(1))
-        high = int(match.group(2)) if match.group(2) is not None else low
-        if high < low:
-            raise ValueError(f"CPU range runs backwards: {part!r}")
-        if high >= MAX_CPUS:
-            raise ValueError(f"CPU {high:,} is beyond {MAX_CPUS:,} CPUs: {part!r}")
-        ranges.append((low, high))
-    count, reached = 0, -1  # merge overlapping ranges without building a set
-    for low, high in sorted(ranges):
-        if high > reached:
-            count += high - max(low, reached + 1) + 1
-            reached = high
-    return count
 
 
 def parse_cpuset(sections: dict[str, str]) -> tuple[str | None, int | None]:

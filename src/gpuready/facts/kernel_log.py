@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
+from typing import Iterable, Iterator
 
 from gpuready.facts.types import KernelEvent
 from gpuready.facts.units import normalize_bus_id, strip_ansi
@@ -47,13 +48,41 @@ def _times(line: str) -> tuple[float | None, str | None]:
     return (float(stamp.group(1)) if stamp else None), wall
 
 
-def parse_kernel_log(text: str) -> list[KernelEvent]:
-    """The events, in the order of the log: later events come later in the list (checks rely on it)."""
+def _lines(log: str | Iterable[str]) -> Iterator[str]:
+    """The log's lines, from its whole text or from its lines as a file yields them (with or without newlines)."""
+    if isinstance(log, str):
+        return iter(strip_ansi(log).splitlines())
+    return (line for item in log for line in (strip_ansi(item).splitlines() or [""]))
+
+
+def relevant_lines(log: str | Iterable[str]) -> Iterator[str]:
+    """The lines parse_kernel_log uses, each with its newline: those with a marker, and before an indented continuation
+    line that has one, the line whose time it takes. parse_kernel_log gives the same events from these as from the
+    whole log, so a log of any size is read line by line keeping only these (bundle/reader.py)."""
+    anchor: str | None = None
+    anchor_kept = True
+    for line in _lines(log):
+        continuation = line[:1].isspace() and _times(line) == (None, None)
+        if not continuation:
+            anchor, anchor_kept = line, False
+        if any(marker in line for marker in _MARKERS):
+            if not continuation:
+                anchor_kept = True
+            elif not anchor_kept and anchor is not None:
+                anchor_kept = True
+                yield anchor + "\n"
+            yield line + "\n"
+
+
+def parse_kernel_log(log: str | Iterable[str]) -> list[KernelEvent]:
+    """The events, in the order of the log: later events come later in the list (checks rely on it).
+
+    `log`: the whole text, or its lines read one at a time (an open file, `relevant_lines(...)`)."""
     events: list[KernelEvent] = []
     last_named_gpu: str | None = None
     bus_by_uuid: dict[str, str] = {}
     previous_times: tuple[float | None, str | None] = (None, None)
-    for line in strip_ansi(text).splitlines():
+    for line in _lines(log):
         times = _times(line)
         if times == (None, None) and line[:1].isspace():
             times = previous_times  # a continuation line of the message above

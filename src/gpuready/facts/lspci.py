@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from gpuready.facts.types import PciDevice
-from gpuready.facts.units import normalize_bus_id, strip_ansi
+from gpuready.facts.units import bounded, first_number, normalize_bus_id, strip_ansi
 
 _DEVICE = re.compile(r"^((?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.+)$")
 _LINK = re.compile(r"Speed\s+([\d.]+)GT/s[^,]*,\s*Width\s+x(\d+)")
@@ -39,9 +39,9 @@ def parse_lspci(text: str) -> list[PciDevice]:
             continue
         stripped = line.strip()
         if stripped.startswith("LnkCap:") and (link := _LINK.search(stripped)):
-            current.link_cap = (float(link.group(1)), int(link.group(2)))
+            current.link_cap = _link(link)
         elif stripped.startswith("LnkSta:") and (link := _LINK.search(stripped)):
-            current.link_status = (float(link.group(1)), int(link.group(2)))
+            current.link_status = _link(link)
         elif stripped.startswith("ACSCtl:"):
             current.acs_enabled = [flag.rstrip("+") for flag in stripped.split()[1:]
                                    if flag.endswith("+") and flag.rstrip("+") in P2P_REDIRECT_FLAGS]
@@ -51,6 +51,13 @@ def parse_lspci(text: str) -> list[PciDevice]:
             current.secondary_bus = int(bus.group(2), 16)
             current.subordinate_bus = int(bus.group(3), 16)
     return devices
+
+
+def _link(match: re.Match[str]) -> tuple[float, int] | None:
+    """(GT/s, width) of a LnkCap/LnkSta line; None where the speed is no number, ValueError for an absurd width."""
+    speed = first_number(match.group(1))
+    width = bounded(match.group(2), "pcie_width", f"the PCIe link width x{match.group(2)[:20]}")
+    return (speed, width) if speed is not None else None
 
 
 def _domain_bus(address: str) -> tuple[str, int]:

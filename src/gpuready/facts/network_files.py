@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from gpuready.facts.types import IbPort, NetInterface
+from gpuready.facts.units import first_number, to_int
 
 # Interfaces that are not physical NICs (never the path between nodes).
 _VIRTUAL_PREFIXES = ("lo", "docker", "veth", "virbr", "br-", "cni", "flannel", "cali", "tun", "tap",
@@ -42,7 +43,7 @@ def parse_ib_sysfs(sections: dict[str, str]) -> list[IbPort]:
             port.state = content.split(":")[-1].strip()  # "4: ACTIVE"
         elif match.group(3) == "rate":
             rate = re.match(r"([\d.]+)\s*Gb/sec", content)
-            port.rate_gbit_per_s = float(rate.group(1)) if rate else None
+            port.rate_gbit_per_s = first_number(rate.group(1)) if rate else None
         else:
             port.link_layer = content.strip()
     return sorted(ports.values(), key=lambda port: (port.device, port.port))
@@ -60,7 +61,7 @@ def parse_net_sysfs(sections: dict[str, str]) -> list[NetInterface]:
         if match.group(2) == "speed":
             value = content.strip()
             # -1 or an error: the driver does not report a speed (virtio, down links).
-            interface.speed_mbit_per_s = int(value) if value.isdigit() else None
+            interface.speed_mbit_per_s = to_int(value) if re.fullmatch(r"\d+", value) else None
         else:
             interface.operstate = content.strip()
     return sorted(interfaces.values(), key=lambda interface: interface.name)

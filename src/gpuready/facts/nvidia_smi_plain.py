@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuready.facts.types import GpuFacts
-from gpuready.facts.units import first_number, normalize_bus_id, strip_ansi, to_bytes
+from gpuready.facts.units import bounded, first_number, normalize_bus_id, strip_ansi, to_bytes, to_int
 
 # The sentences nvidia-smi prints when it cannot reach the GPUs, and what each means.
 DRIVER_ERRORS = {
@@ -32,8 +32,7 @@ def _volatile_uncorrected_ecc(row: str) -> int | None:
     cells = row.strip().strip("|").split("|")
     if len(cells) < 3:
         return None
-    value = cells[2].strip()
-    return int(value) if value.isdigit() else None
+    return to_int(cells[2])
 
 
 @dataclass
@@ -69,7 +68,8 @@ def parse_nvidia_smi_plain(text: str) -> PlainSmi:
         if bus_id is None:
             continue
         second = lines[position + 1] if position + 1 < len(lines) else ""
-        gpu = GpuFacts(index=int(match.group(1)), bus_id=bus_id, name=match.group(2).strip(),
+        index = bounded(match.group(1), "gpus", f"the GPU number {match.group(1)[:20]!r}")
+        gpu = GpuFacts(index=index, bus_id=bus_id, name=match.group(2).strip(),
                        persistence_mode={"On": True, "Off": False}.get(match.group(3)), source="nvidia-smi.txt")
         gpu.ecc_uncorrected_volatile = _volatile_uncorrected_ecc(line)
         cells = [cell.strip() for cell in second.strip().strip("|").split("|")]
@@ -78,7 +78,7 @@ def parse_nvidia_smi_plain(text: str) -> PlainSmi:
             gpu.temperature_c = first_number(temperature.group(1)) if temperature else None
             power = re.search(r"(\d+)W\s*/\s*(\d+)W", cells[0])
             if power:
-                gpu.power_draw_w, gpu.power_limit_w = float(power.group(1)), float(power.group(2))
+                gpu.power_draw_w, gpu.power_limit_w = first_number(power.group(1)), first_number(power.group(2))
             memory = re.search(r"(\d+)MiB\s*/\s*(\d+)MiB", cells[1])
             if memory:
                 gpu.memory_used_bytes, gpu.memory_total_bytes = to_bytes(memory.group(1)), to_bytes(memory.group(2))

@@ -12,8 +12,8 @@ from typing import Callable
 from gpuready.facts.clock_reasons import reason_from_label
 from gpuready.facts.smi_tree import Node, SmiParseError, parse_text, parse_xml
 from gpuready.facts.types import GpuFacts, GpuProcess
-from gpuready.facts.units import (clean, first_number, is_read_error, normalize_bus_id, to_bool,
-                                  to_bytes, to_int)
+from gpuready.facts.units import (bounded, clean, first_number, is_read_error, normalize_bus_id,
+                                  to_bool, to_bytes, to_int)
 
 
 @dataclass
@@ -27,6 +27,18 @@ class SmiQuery:
 
 def _text(value: str | None) -> str | None:
     return clean(value)
+
+
+def _bounded_int(limit: str, what: str) -> Callable[[str | None], int | None]:
+    """A converter: `to_int`, then ValueError where the count is beyond what a real machine has (LIMITS)."""
+    def convert(value: str | None) -> int | None:
+        number = to_int(value)
+        return bounded(number, limit, f"{what} {value!r}") if number is not None else None
+    return convert
+
+
+_pcie_gen = _bounded_int("pcie_gen", "the PCIe generation")
+_pcie_width = _bounded_int("pcie_width", "the PCIe link width")
 
 
 # field → (converter, candidate paths). XML tags first, then text labels (normalised).
@@ -62,22 +74,22 @@ _FIELDS: dict[str, tuple[Callable[[str | None], object], list[tuple[str, ...]]]]
     "sm_clock_mhz": (first_number, [("clocks", "sm_clock"), ("clocks", "sm")]),
     "sm_clock_max_mhz": (first_number, [("max_clocks", "sm_clock"), ("max_clocks", "sm")]),
     "utilization_gpu_pct": (first_number, [("utilization", "gpu_util"), ("utilization", "gpu")]),
-    "pcie_gen_max": (to_int, [
+    "pcie_gen_max": (_pcie_gen, [
         ("pci", "pci_gpu_link_info", "pcie_gen", "max_link_gen"),
         ("pci", "gpu_link_info", "pcie_generation", "max")]),
-    "pcie_gen_current": (to_int, [
+    "pcie_gen_current": (_pcie_gen, [
         ("pci", "pci_gpu_link_info", "pcie_gen", "current_link_gen"),
         ("pci", "gpu_link_info", "pcie_generation", "current")]),
-    "pcie_gen_device_max": (to_int, [
+    "pcie_gen_device_max": (_pcie_gen, [
         ("pci", "pci_gpu_link_info", "pcie_gen", "max_device_link_gen"),
         ("pci", "gpu_link_info", "pcie_generation", "device_max")]),
-    "pcie_gen_host_max": (to_int, [
+    "pcie_gen_host_max": (_pcie_gen, [
         ("pci", "pci_gpu_link_info", "pcie_gen", "max_host_link_gen"),
         ("pci", "gpu_link_info", "pcie_generation", "host_max")]),
-    "pcie_width_max": (to_int, [
+    "pcie_width_max": (_pcie_width, [
         ("pci", "pci_gpu_link_info", "link_widths", "max_link_width"),
         ("pci", "gpu_link_info", "link_width", "max")]),
-    "pcie_width_current": (to_int, [
+    "pcie_width_current": (_pcie_width, [
         ("pci", "pci_gpu_link_info", "link_widths", "current_link_width"),
         ("pci", "gpu_link_info", "link_width", "current")]),
     "pcie_replay_count": (to_int, [("pci", "replay_counter"), ("pci", "replays_since_reset")]),
@@ -115,8 +127,9 @@ def parse_nvidia_smi_q_text(text: str) -> SmiQuery:
 
 def _from_tree(root: Node) -> SmiQuery:
     gpu_nodes = root.find_all("gpu")
+    bounded(len(gpu_nodes), "gpus", "the number of GPU sections")
     gpus = [_gpu_from_node(index, node) for index, node in enumerate(gpu_nodes)]
-    attached = to_int(root.get("attached_gpus"))
+    attached = _bounded_int("gpus", "the attached GPU count")(root.get("attached_gpus"))
     # NVML numbers GPUs in PCI bus order; nvidia-smi prints them in the same order.
     gpus.sort(key=lambda gpu: gpu.bus_id)
     for index, gpu in enumerate(gpus):

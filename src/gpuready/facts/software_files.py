@@ -4,19 +4,39 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from gpuready.facts.types import TorchInfo
+from gpuready.facts.units import bounded
 
 
 def parse_torch_json(text: str) -> TorchInfo:
+    """torch.json → TorchInfo. Its nulls mean something (no torch, a CPU build, not read), so a field of the wrong
+    type (a number where a version string belongs, NaN, a list) is not read as null: the file is unreadable."""
     data = json.loads(text)
     if not isinstance(data, dict):
         raise ValueError("torch.json is not a JSON object")
-    arch_list = data.get("arch_list")
-    return TorchInfo(version=data.get("version"), cuda=data.get("cuda"),
-                     arch_list=list(arch_list) if isinstance(arch_list, list) else None,
-                     device_count=data.get("device_count"), nccl_version=data.get("nccl_version"),
-                     error=data.get("error"), source=data.get("source", "torch.json"))
+    strings = {key: _optional(data, key, str) for key in ("version", "cuda", "nccl_version", "error", "source")}
+    arch_list = _optional(data, "arch_list", list)
+    if arch_list is not None and not all(isinstance(arch, str) for arch in arch_list):
+        raise ValueError("`arch_list` holds something other than strings")
+    device_count = _optional(data, "device_count", int)
+    if device_count is not None:
+        bounded(device_count, "gpus", "`device_count`")
+    return TorchInfo(version=strings["version"], cuda=strings["cuda"], arch_list=arch_list,
+                     device_count=device_count, nccl_version=strings["nccl_version"], error=strings["error"],
+                     source=strings["source"] or "torch.json")
+
+
+_JSON_TYPE_NAMES = {str: "a string", list: "a list", int: "an integer"}
+
+
+def _optional(data: dict, key: str, kind: type) -> Any:
+    """data[key] when it is null, missing or of `kind` (bool is not an integer); ValueError otherwise."""
+    value = data.get(key)
+    if value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
+        return value
+    raise ValueError(f"`{key}` is {json.dumps(value)[:40]}, where {_JSON_TYPE_NAMES[kind]} or null belongs")
 
 
 def parse_pip_freeze(text: str) -> dict[str, str]:

@@ -2,7 +2,60 @@
 
 from __future__ import annotations
 
+import math
 import re
+
+# What a real machine can have: the bound on every count, index, range and size read from a file, in ONE place.
+# A value at or beyond its bound is not a fact but a corrupt or hostile file (`topo -m` with CPU affinity
+# `0-2147483649` would build a 2^31-element set): the parser raises ValueError with one sentence, and build_facts
+# reports that file as `bundle.unreadable` (exit 2) while the other files are still judged. Each bound is far above
+# today's largest machines, so that no real output trips it.
+LIMITS: dict[str, tuple[int, str, str]] = {  # name: (bound, what it counts, why no machine reaches it)
+    "cpus": (2**16, "CPUs", "the kernel's NR_CPUS tops out at 8,192"),
+    "numa_nodes": (2**10, "NUMA nodes", "the kernel's MAX_NUMNODES is 1,024"),
+    "gpus": (1024, "GPUs", "NVML enumerates a few dozen in one host at most"),
+    "nvlinks": (64, "NVLink links", "NVML_NVLINK_MAX_LINKS is 36 in nvidia-ml-py 13"),
+    "bytes": (2**50, "bytes", "1 PiB; one GPU has 2^38 at most, one host 2^44"),
+    "pcie_gen": (16, "PCIe generations", "Gen6 is the newest"),
+    "pcie_width": (64, "PCIe lanes", "x32 is the widest link the standard defines"),
+}
+MAX_MAGNITUDE = 2**53
+"""A number without a bound of its own above is absurd beyond ±2^53 (where floats stop counting in ones): the
+converters read it as None, like NaN, ±inf and text that is no number."""
+
+
+def bounded(value: int | str, limit: str, what: str) -> int:
+    """`value` (an int, or a string of digits) when 0 <= value < LIMITS[limit]; else ValueError naming `what`."""
+    bound, noun, why = LIMITS[limit]
+    if isinstance(value, str):  # digits only: a regex matched them; too many digits is beyond any bound
+        value = int(value) if len(value) <= 30 else 10**30
+    if value < 0:
+        raise ValueError(f"{what} is {value:,}, a negative number of {noun}")
+    if value >= bound:
+        shown = f"{value:,}" if value < 10**30 else "a number of 30 digits or more"
+        raise ValueError(f"{what} is {shown}, beyond {bound:,} {noun}: no real machine has that many ({why})")
+    return value
+
+
+def finite(value: object, *, non_negative: bool = False) -> float | None:
+    """A JSON number as a float: None for NaN, ±inf, a magnitude beyond 2^53, a negative where `non_negative`,
+    and anything that is not a number (bool, str, list …)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int):
+        if abs(value) > MAX_MAGNITUDE:
+            return None
+        value = float(value)
+    if not math.isfinite(value) or abs(value) > MAX_MAGNITUDE or (non_negative and value < 0):
+        return None
+    return value
+
+
+def whole(value: object) -> int | None:
+    """A JSON number as a non-negative int (counts, sizes, indices): None for fractions and what `finite` rejects."""
+    number = finite(value, non_negative=True)
+    return int(number) if number is not None and number == int(number) else None
+
 
 _NOT_AVAILABLE = {"", "n/a", "[n/a]", "not supported", "[not supported]", "none", "unknown", "-"}
 # What nvidia-smi prints where the driver failed to read a field.
@@ -34,34 +87,42 @@ def clean(value: str | None) -> str | None:
     return value
 
 
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+
+
 def first_number(value: str | None) -> float | None:
+    """The first number in a tool's text (`700.00 W` → 700.0); None for N/A, NaN, inf or beyond ±2^53."""
     value = clean(value)
     if value is None:
         return None
-    match = re.search(r"-?\d+(?:\.\d+)?", value)
-    return float(match.group()) if match else None
+    match = _NUMBER.search(value)
+    return finite(float(match.group())) if match else None
 
 
 def to_int(value: str | None) -> int | None:
+    """A count as a tool prints it (`12`, `0x1f`): None for N/A, negatives, fractions, NaN, inf or beyond 2^53."""
     value = clean(value)
     if value is None:
         return None
     if re.fullmatch(r"0x[0-9a-fA-F]+", value):
-        return int(value, 16)
+        return whole(int(value, 16))
     number = first_number(value)
-    return int(number) if number is not None else None
+    return int(number) if number is not None and number >= 0 else None
 
 
 def to_bytes(value: str | None) -> int | None:
-    """`143771 MiB` → bytes; a bare number counts as MiB, as nvidia-smi's memory fields do."""
+    """`143771 MiB` → bytes; a bare number counts as MiB, as nvidia-smi's memory fields do.
+
+    None for what is not a size (N/A, negative); ValueError for a size of 2^50 bytes or more (LIMITS).
+    """
     value = clean(value)
     if value is None:
         return None
-    match = re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?", value, flags=re.IGNORECASE)
+    match = re.fullmatch(r"(\d{1,30}(?:\.\d{1,30})?)\s*([KMGT]i?B|B)?", value, flags=re.IGNORECASE)
     if not match:
         return None
     unit = (match.group(2) or "MiB").lower()
-    return int(float(match.group(1)) * _BYTES_PER_UNIT[unit])
+    return bounded(int(float(match.group(1)) * _BYTES_PER_UNIT[unit]), "bytes", f"the size {value[:40]!r}")
 
 
 def to_bool(value: str | None) -> bool | None:
@@ -91,12 +152,49 @@ def normalize_bus_id(text: str | None) -> str | None:
     return f"{domain_int & 0xFFFF:04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{function or '0'}"
 
 
+def cpu_ranges(text: str) -> list[tuple[int, int]]:
+    """A Linux CPU list as cgroup, sysfs and `nvidia-smi topo -m` print it (`0-15,32-47`, `3`) → [(low, high)].
+
+    Raises ValueError on anything else, on a CPU at or beyond LIMITS["cpus"], and on more entries than that.
+    """
+    text = text.strip()
+    if not text:
+        raise ValueError("empty CPU list")
+    bound = LIMITS["cpus"][0]
+    parts = text.split(",", bound)
+    if len(parts) > bound:
+        raise ValueError(f"a CPU list of more than {bound:,} entries")
+    ranges: list[tuple[int, int]] = []
+    for part in parts:
+        part = part.strip()
+        match = re.fullmatch(r"(\d{1,12})(?:-(\d{1,12}))?", part)
+        if not match:
+            raise ValueError(f"not a CPU list entry: {part[:40]!r}")
+        low = int(match.group(1))
+        high = int(match.group(2)) if match.group(2) is not None else low
+        if high < low:
+            raise ValueError(f"CPU range runs backwards: {part!r}")
+        bounded(high, "cpus", f"the CPU list entry {part!r}")
+        ranges.append((low, high))
+    return ranges
+
+
+def parse_cpu_count(text: str) -> int:
+    """How many distinct CPUs a CPU list names (overlaps counted once, no set built); ValueError as `cpu_ranges`."""
+    count, reached = 0, -1
+    for low, high in sorted(cpu_ranges(text)):
+        if high > reached:
+            count += high - max(low, reached + 1) + 1
+            reached = high
+    return count
+
+
 def parse_cpu_list(text: str) -> set[int]:
-    """`0-15,32-47` → {0..15, 32..47}."""
+    """`0-15,32-47` → {0..15, 32..47}; an empty text (sysfs's form of an empty mask) → set(); otherwise ValueError
+    as `cpu_ranges`, so the set never has more than 2^16 members."""
     cpus: set[int] = set()
-    for part in text.replace(" ", "").split(","):
-        if not part or not re.fullmatch(r"\d+(-\d+)?", part):
-            continue
-        low, _, high = part.partition("-")
-        cpus.update(range(int(low), int(high or low) + 1))
+    if not text.strip():
+        return cpus
+    for low, high in cpu_ranges(text):
+        cpus.update(range(low, high + 1))
     return cpus

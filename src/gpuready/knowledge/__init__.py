@@ -66,9 +66,14 @@ class DriverRequirement:
 
 
 def driver_requirement(cuda_version: str) -> DriverRequirement | None:
+    """The drivers a CUDA release (`12.8`, `13`) needs; None for a version the table does not know or that is not a
+    version at all (`abc`)."""
     table = load_table("cuda_driver")
     exact = next((row for row in table.get("cuda", []) if row["cuda"] == cuda_version), None)
-    major = int(cuda_version.split(".")[0])
+    parts = version_tuple(cuda_version)
+    if not parts:
+        return None
+    major = parts[0]
     floor = next((row for row in table.get("minor_compat", []) if int(row["cuda_major"]) == major), None)
     if floor is None and exact is None:
         return None
@@ -82,8 +87,16 @@ def env_var_rules() -> list[dict[str, Any]]:
     return load_table("env_vars")["var"]
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version))
+def version_tuple(version: str | None) -> tuple[int, ...]:
+    """`580.65.06` → (580, 65, 6), `13` → (13,); () where there is no number to read (`abc`, None).
+
+    Only the leading `N.N.N` counts (`2.11.0+cu130` → (2, 11, 0)); each part is at most nine digits, so a hostile
+    version string cannot build a huge integer.
+    """
+    if not isinstance(version, str):
+        return ()
+    match = re.match(r"\s*v?(\d{1,9}(?:\.\d{1,9})*)", version)
+    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
 
 
 def platform_spec(gpu_model: str | None, gpu_count: int) -> dict[str, Any] | None:

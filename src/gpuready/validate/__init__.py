@@ -20,7 +20,7 @@ from typing import Any
 
 from gpuready import __version__
 from gpuready.model import Report
-from gpuready.workloads.runner import RankFailure, RunOutcome
+from gpuready.workloads.runner import RankFailure, RunOutcome, check_cpu_ranks
 
 WORKLOADS = ("compute", "transfer", "p2p", "collectives", "ddp")
 GPU_ONLY = ("compute", "transfer", "p2p")
@@ -39,6 +39,8 @@ class ValidateOptions:
     max_bytes: int | None = None
     gpus: list[str] = field(default_factory=list)
     log_dir: Path | None = None
+    oversubscribe: bool = False
+    """Allow more CPU ranks than usable CPUs (up to runner.OVERSUBSCRIBE_FACTOR per CPU)."""
 
 
 def under_torchrun() -> bool:
@@ -65,7 +67,12 @@ def predicted_seconds(options: ValidateOptions, device: str, ranks: int) -> floa
     return estimate + sum(costs[name] for name in options.only if cuda or name not in GPU_ONLY)
 
 
-def resolve_device(options: ValidateOptions) -> tuple[str, int]:
+def resolve_device(options: ValidateOptions, option: str = "--ranks") -> tuple[str, int]:
+    """The device and the number of ranks, bounded before anything starts (ValueError: a usage error).
+
+    On GPUs one rank per GPU at most (with --backend gloo ranks may share GPUs: then bounded as CPU ranks);
+    on CPUs one rank per usable CPU, or up to runner.OVERSUBSCRIBE_FACTOR per CPU with --oversubscribe.
+    """
     import torch
     device = options.device
     if device == "auto":
@@ -75,9 +82,14 @@ def resolve_device(options: ValidateOptions) -> tuple[str, int]:
         if count == 0:
             raise RuntimeError("--device cuda: torch sees no CUDA GPU")
         ranks = options.ranks or count
-        if ranks > count and options.backend != "gloo":
-            raise ValueError(f"--ranks {ranks} is more than the {count} visible GPU(s): one rank per GPU")
+        if ranks > count:
+            if options.backend != "gloo":
+                raise ValueError(f"{option} {ranks} is more than the {count} visible GPU(s): one rank per GPU "
+                                 "(--backend gloo lets ranks share a GPU)")
+            check_cpu_ranks(ranks, options.oversubscribe, option)
         return device, ranks
+    if options.ranks is not None:  # the default, 2, is allowed even on one CPU
+        check_cpu_ranks(options.ranks, options.oversubscribe, option)
     return device, options.ranks or 2
 
 
@@ -92,6 +104,8 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
     report.interrupted = outcome.interrupted
     report.facts["validate"] = {"wall_s": round(outcome.wall_s, 1), "log_dir": str(outcome.log_dir),
                                 "ranks": sorted(outcome.results)}
+    if outcome.store_address:
+        report.facts["validate"]["rendezvous_store"] = outcome.store_address
     return report
 
 
@@ -148,6 +162,11 @@ def run_torchrun_rank(options: ValidateOptions, write_report) -> int:
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     facts = local_facts(device) if rank == 0 else None
     started = time.monotonic()
+    store_address: list[str | None] = [None]
+
+    def outcome_of(store: Any, **fields: Any) -> RunOutcome:
+        return RunOutcome(results=collect_results(store), log_dir=options.log_dir, wall_s=time.monotonic() - started,
+                          store_address=store_address[0], **fields)
 
     def collect_results(store: Any) -> dict[int, dict[str, Any]]:
         return {r: json.loads(store.get(RESULT_KEY.format(rank=r))) for r in range(world_size)
@@ -159,24 +178,37 @@ def run_torchrun_rank(options: ValidateOptions, write_report) -> int:
             posts = read_progress(store, world_size)
             blamed = stalled_ranks(posts, time.time())
             if blamed:
-                outcome = RunOutcome(results=collect_results(store), log_dir=options.log_dir,
-                                     wall_s=time.monotonic() - started,
-                                     failures=[RankFailure(rank=r, kind="hang", progress=posts.get(r),
-                                                           detail="stopped advancing") for r in blamed])
+                outcome = outcome_of(store, failures=[RankFailure(rank=r, kind="hang", progress=posts.get(r),
+                                                                  detail="stopped advancing") for r in blamed])
                 write_report(build_report(outcome, facts, socket.gethostname()))
                 os._exit(4)
 
     def on_ready(store: Any) -> None:
         if rank == 0:
+            store_address[0] = rendezvous_store_address(store)
             threading.Thread(target=watchdog, args=(store,), daemon=True).start()
 
     def on_done(store: Any) -> None:
         if rank == 0:
-            outcome = RunOutcome(results=collect_results(store), log_dir=options.log_dir,
-                                 wall_s=time.monotonic() - started)
+            outcome = outcome_of(store)
             write_report(build_report(outcome, facts, socket.gethostname()))
 
     return worker.main(on_ready=on_ready, on_done=on_done)
+
+
+def rendezvous_store_address(store: Any) -> str | None:
+    """Under `gpuready validate --nnodes`: where the rendezvous store listens, as its host said (None if unknown)."""
+    from gpuready.workloads.worker import RDZV_BIND_KEY, RDZV_STORE_VARIABLE
+    endpoint = os.environ.get(RDZV_STORE_VARIABLE)
+    if not endpoint:
+        return None
+    try:
+        raw = getattr(store, "underlying_store", store)
+        if raw.check([RDZV_BIND_KEY]):
+            return raw.get(RDZV_BIND_KEY).decode()
+    except Exception:
+        pass
+    return f"{endpoint} (hosted by torchrun: every interface)"
 
 
 def _cuda_available() -> bool:
@@ -184,7 +216,9 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def torchrun_command(nnodes: int, nproc_per_node: int, endpoint: str, validate_args: list[str]) -> list[str]:
+def torchrun_command(nnodes: int, nproc_per_node: int, endpoint: str, validate_args: list[str],
+                     rdzv_conf: str | None = None) -> list[str]:
+    """`rdzv_conf`: torchrun's --rdzv-conf (`is_host=false` where gpuready hosts the store itself)."""
     return [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
             "--nproc-per-node", str(nproc_per_node), "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
-            "-m", "gpuready", "validate", *validate_args]
+            *(["--rdzv-conf", rdzv_conf] if rdzv_conf else []), "-m", "gpuready", "validate", *validate_args]

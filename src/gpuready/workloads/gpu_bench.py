@@ -107,7 +107,7 @@ def _local_cpus(bus_id: str | None) -> set[int] | None:
         with open(f"/sys/bus/pci/devices/{bus_id}/local_cpulist") as handle:
             cpus = parse_cpu_list(handle.read()) & os.sched_getaffinity(0)
             return cpus or None
-    except OSError:
+    except (OSError, ValueError):  # no such file, or a CPU list that does not parse
         return None
 
 

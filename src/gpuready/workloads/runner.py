@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,6 +26,80 @@ from gpuready.workloads.worker import SPEC_VARIABLE, STORE_VARIABLE, WORKLOAD_FA
 
 POLL_S = 0.25
 TERMINATE_GRACE_S = 5.0
+OVERSUBSCRIBE_FACTOR = 4
+"""With --oversubscribe, at most this many ranks per usable CPU (each rank is a whole Python + torch process)."""
+
+
+class SpawnError(RuntimeError):
+    """A rank could not be started; the ranks already started were stopped."""
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask: taskset, cgroup cpusets), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_cpu_ranks(ranks: int, oversubscribe: bool = False, option: str = "--ranks") -> None:
+    """Ranks that do not each own a GPU are bounded by the CPUs: one per CPU, or OVERSUBSCRIBE_FACTOR per CPU
+    with --oversubscribe. Raises ValueError (a usage error) before anything is started."""
+    cpus = usable_cpus()
+    if not oversubscribe and ranks > cpus:
+        raise ValueError(f"{option} {ranks} is more than the {cpus} CPU(s) this process may use; one rank per CPU "
+                         f"(--oversubscribe allows up to {OVERSUBSCRIBE_FACTOR * cpus})")
+    if ranks > OVERSUBSCRIBE_FACTOR * cpus:
+        raise ValueError(f"{option} {ranks} is more than {OVERSUBSCRIBE_FACTOR * cpus}, the most --oversubscribe "
+                         f"allows on {cpus} CPU(s) ({OVERSUBSCRIBE_FACTOR} per CPU)")
+
+
+def loopback_interface() -> str:
+    """The name of the interface holding 127.0.0.1 (`lo` on Linux)."""
+    try:
+        import psutil
+        for name, addresses in psutil.net_if_addrs().items():
+            if any(address.family == socket.AF_INET and address.address == "127.0.0.1" for address in addresses):
+                return name
+    except Exception:
+        pass
+    return "lo"
+
+
+def listening_store(host: str, port: int, timeout_s: float, **store_options: Any) -> Any:
+    """A TCPStore server that listens on `host`'s address only.
+
+    `TCPStore(host, port, is_master=True)` listens on every interface (`::`, dual stack) whatever `host` says
+    (torch 2.4 to 2.13 at least, libuv and classic backends alike), and the store has no authentication. So
+    the listening socket is made and bound here and handed over through `master_listen_fd`, which both
+    backends accept. `port` 0 picks a free port; the store's `.port` says which. OSError if the address
+    cannot be bound (EADDRINUSE: someone listens there already; EADDRNOTAVAIL: not an address of this host).
+    """
+    import torch.distributed as dist
+
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    last_error: Exception | None = None
+    for backend in ({}, {"use_libuv": False}):  # the classic backend if this torch's libuv one refuses the fd
+        listener = socket.socket(family, kind, proto)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch does: rebind after TIME_WAIT
+            listener.bind(address)
+            listener.listen(2048)
+        except BaseException:
+            listener.close()
+            raise
+        bound_port = listener.getsockname()[1]
+        fd = listener.detach()  # the store owns it from here (and closes it when it is destroyed)
+        try:
+            return dist.TCPStore(host, bound_port, is_master=True, timeout=timedelta(seconds=timeout_s),
+                                 master_listen_fd=fd, **{"wait_for_workers": False, **store_options, **backend})
+        except (RuntimeError, TypeError, ValueError) as error:
+            last_error = error
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    raise RuntimeError(f"this torch cannot host a store on {host} only: {last_error}")
 
 
 def flight_recorder_env(log_dir: Path, torch_version: str) -> dict[str, str]:
@@ -59,6 +134,8 @@ class RunOutcome:
     interrupted: bool = False
     log_dir: Path | None = None
     wall_s: float = 0.0
+    store_address: str | None = None
+    """Where the rendezvous store listened (loopback only on local runs)."""
 
 
 def _process_state(pid: int) -> str | None:
@@ -91,23 +168,20 @@ def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_t
               independent: bool = False) -> RunOutcome:
     """`independent`: ranks share nothing (burn), so a failed rank is stopped alone and the others go on."""
     import torch
-    import torch.distributed as dist
 
     started = time.monotonic()
     log_dir.mkdir(parents=True, exist_ok=True)
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                          timeout=timedelta(seconds=startup_timeout_s))
-    base_env = {**os.environ, **flight_recorder_env(log_dir, torch.__version__), **(extra_env or {}),
+    store = listening_store("127.0.0.1", 0, startup_timeout_s)
+    local_only = {}
+    for variable in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):  # one node: the ranks' own sockets on loopback too
+        if variable not in os.environ and variable not in (extra_env or {}):
+            local_only[variable] = loopback_interface()
+    base_env = {**os.environ, **flight_recorder_env(log_dir, torch.__version__), **local_only, **(extra_env or {}),
                 "CUDA_DEVICE_ORDER": "PCI_BUS_ID", SPEC_VARIABLE: json.dumps(spec),
                 STORE_VARIABLE: f"127.0.0.1:{store.port}", "WORLD_SIZE": str(world_size),
                 "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0", "PYTHONUNBUFFERED": "1"}
-    processes = []
-    for rank in range(world_size):
-        env = {**base_env, "RANK": str(rank), "LOCAL_RANK": str(rank)}
-        log = open(log_dir / f"rank{rank}.log", "w")
-        processes.append(subprocess.Popen([sys.executable, "-m", "gpuready.workloads.worker"], env=env,
-                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-    outcome = RunOutcome(log_dir=log_dir)
+    processes = _spawn_all(world_size, base_env, log_dir)
+    outcome = RunOutcome(log_dir=log_dir, store_address=f"127.0.0.1:{store.port}")
     try:
         outcome.failures = _watch(processes, store, world_size, startup_timeout_s, started, on_progress,
                                   independent)
@@ -121,6 +195,27 @@ def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_t
             outcome.results[rank] = json.loads(store.get(key))
     outcome.wall_s = time.monotonic() - started
     return outcome
+
+
+def _spawn_all(world_size: int, base_env: dict[str, str], log_dir: Path) -> list[subprocess.Popen]:
+    """Start every rank, or none: if one cannot be started, those already started are stopped (SpawnError)."""
+    processes: list[subprocess.Popen] = []
+    rank = 0
+    try:
+        for rank in range(world_size):
+            env = {**base_env, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+            with open(log_dir / f"rank{rank}.log", "w") as log:  # the child keeps its own copy
+                processes.append(subprocess.Popen([sys.executable, "-m", "gpuready.workloads.worker"], env=env,
+                                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    except BaseException as error:
+        survivors = _stop(processes)
+        if not isinstance(error, Exception):  # Ctrl-C while starting: stopped, then passed on
+            raise
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise SpawnError(f"could not start rank {rank} of {world_size} ({reason}); the {len(processes)} rank(s) "
+                         f"already started were stopped" + (f", except PIDs {survivors}" if survivors else "")
+                         ) from error
+    return processes
 
 
 def _watch(processes: list[subprocess.Popen], store: Any, world_size: int, startup_timeout_s: float,

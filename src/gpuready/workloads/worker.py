@@ -11,6 +11,7 @@ import os
 import socket
 import sys
 import traceback
+import warnings
 from datetime import timedelta
 from typing import Any, Callable
 
@@ -19,6 +20,11 @@ from gpuready.workloads.progress import RESULT_KEY, ProgressReporter
 
 SPEC_VARIABLE = "GPUREADY_VALIDATE_SPEC"
 STORE_VARIABLE = "GPUREADY_STORE"  # host:port of the runner's TCPStore (local runs only)
+# host:port of the rendezvous store of a `gpuready validate --nnodes` run: the ranks build their process group
+# on it rather than on a second store that torchrun's rank-0 agent (or rank 0) would listen with on every interface.
+RDZV_STORE_VARIABLE = "GPUREADY_RDZV_STORE"
+# The key under which the gpuready process hosting that store says what address it listens on.
+RDZV_BIND_KEY = "gpuready/store_bind"
 # A workload raised: its error is stored, and the rank leaves rather than desynchronise its peers.
 WORKLOAD_FAILED_EXIT = 3
 
@@ -43,13 +49,28 @@ def _env_int(name: str, default: int) -> int:
     return int(value) if value not in (None, "") else default
 
 
-def _connect_store(timeout_s: float):
+def _connect_store(timeout_s: float, variable: str = STORE_VARIABLE):
     import torch.distributed as dist
-    endpoint = os.environ.get(STORE_VARIABLE)
+    endpoint = os.environ.get(variable)
     if not endpoint:
         return None
     host, port = endpoint.rsplit(":", 1)
-    return dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=timeout_s))
+    return dist.TCPStore(host.strip("[]"), int(port), is_master=False, timeout=timedelta(seconds=timeout_s))
+
+
+def quiet_torch_import_warnings() -> None:
+    """torch warns "Failed to initialize NumPy" on import where numpy is absent; gpuready uses no numpy."""
+    warnings.filterwarnings("ignore", message=r"Failed to initialize NumPy", category=UserWarning)
+
+
+def rendezvous_run_store(timeout_s: float):
+    """Under `gpuready validate --nnodes`: this run's part of the rendezvous store (a client), else None."""
+    import torch.distributed as dist
+    store = _connect_store(timeout_s, RDZV_STORE_VARIABLE)
+    if store is None:
+        return None
+    run = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'none')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    return dist.PrefixStore(f"gpuready/{run}", store)
 
 
 def _gpu_identity(torch: Any, index: int) -> tuple[str | None, str | None, str | None]:
@@ -70,6 +91,7 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
     local_rank, local_world = _env_int("LOCAL_RANK", rank), _env_int("LOCAL_WORLD_SIZE", world_size)
     options = RankOptions(**spec["options"])
 
+    quiet_torch_import_warnings()
     import torch
     import torch.distributed as dist
 
@@ -92,7 +114,11 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
         dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world_size,
                                 timeout=timedelta(seconds=options.timeout_s + 30),
                                 device_id=device if backend == "nccl" else None)
-    else:  # under torchrun: its rendezvous, its store
+    elif (store := rendezvous_run_store(spec["startup_timeout_s"])) is not None:  # gpuready --nnodes: its store
+        dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=options.timeout_s + 30),
+                                device_id=device if backend == "nccl" else None)
+    else:  # under a torchrun of the user's own: its rendezvous, its store
         dist.init_process_group(backend, timeout=timedelta(seconds=options.timeout_s + 30),
                                 device_id=device if backend == "nccl" else None)
         store = dist.distributed_c10d._get_default_store()
