@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from gpuready.validate import ValidateOptions, run_local_validate
+from gpuready.verbs.validate import ValidateOptions, run_local_validate
 
 if __name__ == "__main__":
     report, outcome = run_local_validate(ValidateOptions(quick="--quick" in sys.argv))

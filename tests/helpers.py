@@ -3,7 +3,7 @@ from pathlib import Path
 from gpuready.checks.registry import CheckOptions
 from gpuready.facts.build import build_facts
 from gpuready.bundle.reader import read_bundle
-from gpuready.run_check import check_report
+from gpuready.verbs.check import check_report
 
 
 def report_for(bundle: Path, **options):

@@ -7,13 +7,13 @@ import urllib.request
 
 import pytest
 
-from gpuready.burnin import parse_duration
-from gpuready.burnin.judge import BurnGpu, BurnJudge
+from gpuready.verbs.burn import parse_duration
+from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
 from gpuready.facts.clock_reasons import REASON_BITS
 from gpuready.model import Status
-from gpuready.monitor import PrometheusExporter, detect_events, monitor_loop
+from gpuready.verbs.monitor import PrometheusExporter, detect_events, monitor_loop
 from gpuready.telemetry import Sampler, Telemetry
-from gpuready.workloads.runner import RankFailure
+from gpuready.runner.local import RankFailure
 
 IDENTITY = [{"bus_id": "0000:00:06.0", "uuid": "GPU-0000", "name": "NVIDIA H200"}]
 

@@ -255,7 +255,7 @@ def test_network_checks():
 
 def test_single_and_multi_node_verdicts():
     from gpuready.facts.types import NetInterface
-    from gpuready.run_check import check_report
+    from gpuready.verbs.check import check_report
     facts = build_facts({"nvml.json": (H200_COLLECT / "nvml.json").read_text()})
     facts.host = HostFacts(memory_total_bytes=512 * 2**30)
     facts.net_interfaces = [NetInterface(name="eno1", speed_mbit_per_s=1000, operstate="up")]

@@ -47,10 +47,10 @@ def no_work(monkeypatch):
     """Fails the test if a verb gets as far as starting its work."""
     def refuse(*args, **kwargs):
         raise AssertionError("work started although the options were refused")
-    import gpuready.validate
-    import gpuready.workloads.runner
-    monkeypatch.setattr(gpuready.validate, "run_local_validate", refuse)
-    monkeypatch.setattr(gpuready.workloads.runner, "run_local", refuse)  # burn's way to its workers
+    import gpuready.verbs.validate
+    import gpuready.runner.local
+    monkeypatch.setattr(gpuready.verbs.validate, "run_local_validate", refuse)
+    monkeypatch.setattr(gpuready.runner.local, "run_local", refuse)  # burn's way to its workers
     monkeypatch.setattr(subprocess, "Popen", refuse)
     monkeypatch.setattr(subprocess, "call", refuse)
 
@@ -95,7 +95,7 @@ def test_a_failed_final_write_prints_the_json_instead(tmp_path, capsys, monkeypa
 # 2. --ranks is bounded; a failed spawn leaves no rank behind
 
 def test_ranks_are_bounded_before_anything_starts(capsys, no_work):
-    from gpuready.workloads.runner import OVERSUBSCRIBE_FACTOR, usable_cpus
+    from gpuready.runner.local import OVERSUBSCRIBE_FACTOR, usable_cpus
     cpus = usable_cpus()
     cases = [(["validate", "--device", "cpu", "--ranks", "100000"], "--oversubscribe allows up to"),
              (["validate", "--device", "cpu", "--ranks", "100000", "--oversubscribe"], "the most --oversubscribe"),
@@ -114,7 +114,7 @@ def test_ranks_are_bounded_before_anything_starts(capsys, no_work):
 def test_ranks_on_gpus_are_bounded_by_the_gpus(monkeypatch):
     import torch
 
-    from gpuready.validate import ValidateOptions, resolve_device
+    from gpuready.verbs.validate import ValidateOptions, resolve_device
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert resolve_device(ValidateOptions(device="cuda")) == ("cuda", 2)
     with pytest.raises(ValueError, match=r"--ranks 3 is more than the 2 visible GPU\(s\): one rank per GPU"):
@@ -124,7 +124,7 @@ def test_ranks_on_gpus_are_bounded_by_the_gpus(monkeypatch):
 
 
 def test_a_failed_spawn_stops_the_ranks_already_started(monkeypatch, capsys, tmp_path):
-    import gpuready.workloads.runner as runner
+    import gpuready.runner.local as runner
     real_popen, started = subprocess.Popen, []
 
     def third_fails(*args, **kwargs):
@@ -146,7 +146,7 @@ def test_a_failed_spawn_stops_the_ranks_already_started(monkeypatch, capsys, tmp
 # 3. the rendezvous store and the metrics server listen where they are told
 
 def test_the_store_listens_on_loopback_only():
-    from gpuready.workloads.runner import listening_store
+    from gpuready.runner.local import listening_store
     store = listening_store("127.0.0.1", 0, 10)
     assert (("127.0.0.1", store.port)) in _listening(os.getpid())
     assert not [address for address in _listening(os.getpid()) if address[1] == store.port and
@@ -212,7 +212,7 @@ def test_metrics_listen_on_loopback_unless_asked(capsys):
         port = _free_port()
         source = _Source(port)
         options = {} if address is None else {"prometheus_address": address}
-        from gpuready.monitor import run_monitor
+        from gpuready.verbs.monitor import run_monitor
         assert run_monitor(interval_s=0.01, jsonl=None, prometheus_port=port, count=1, quiet=True, source=source,
                            **options) == ExitCode.READY
         assert source.addresses == expected

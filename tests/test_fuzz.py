@@ -182,7 +182,7 @@ def check_bundle(folder: Path, validator) -> list[str]:
     from gpuready.checks.registry import CheckOptions
     from gpuready.facts.build import build_facts
     from gpuready.model import INPUT_CHECK_ID
-    from gpuready.run_check import check_report
+    from gpuready.verbs.check import check_report
 
     report = check_report(build_facts(read_bundle(folder)), CheckOptions())
     text = json.dumps(report.to_dict(), allow_nan=False)  # raises on NaN / Infinity

@@ -6,7 +6,7 @@ from gpuready.bundle.collect import collect
 from gpuready.facts.build import build_facts
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_xml
 from gpuready.facts.nvml import NvmlDocument
-from gpuready.run_check import check_report
+from gpuready.verbs.check import check_report
 from gpuready.checks.registry import CheckOptions
 
 pytestmark = pytest.mark.gpu

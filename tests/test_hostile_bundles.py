@@ -30,7 +30,7 @@ from gpuready.cli import main
 from gpuready.facts.build import build_facts
 from gpuready.facts.kernel_log import parse_kernel_log, relevant_lines
 from gpuready.model import Verdict
-from gpuready.run_check import check_report
+from gpuready.verbs.check import check_report
 
 COLLECT = FIXTURES / "h200-collect"
 NVML = (COLLECT / "nvml.json").read_bytes()
@@ -43,7 +43,7 @@ import json, resource, sys
 from gpuready.bundle.reader import read_bundle
 from gpuready.checks.registry import CheckOptions
 from gpuready.facts.build import build_facts
-from gpuready.run_check import check_report
+from gpuready.verbs.check import check_report
 def peak_rss_mib():
     # VmHWM belongs to this process image; ru_maxrss survives exec, so it would report pytest's own peak.
     with open("/proc/self/status") as status:

@@ -16,7 +16,7 @@ from gpuready.checks.registry import CheckOptions
 from gpuready.facts.build import build_facts
 from gpuready.facts.types import NetInterface
 from gpuready.model import Verdict
-from gpuready.run_check import check_report
+from gpuready.verbs.check import check_report
 
 PARTIAL = FIXTURES / "partial"
 

@@ -26,8 +26,10 @@ def _report(tmp_path, *args, env=None):
 
 
 def _workers_left(log_dir) -> list:
+    """Rank processes of this run only: their environment names this run's log folder (another suite's do not)."""
     return [p for p in psutil.process_iter(["cmdline", "environ"])
-            if "gpuready.workloads.worker" in " ".join(p.info["cmdline"] or [])]
+            if "gpuready.workloads.worker" in " ".join(p.info["cmdline"] or [])
+            and any(str(log_dir) in value for value in (p.info["environ"] or {}).values())]
 
 
 @pytest.mark.parametrize("ranks", [2, 4])

@@ -11,8 +11,8 @@ from gpuready.facts.build import build_facts
 from gpuready.facts.topology import parse_topo_matrix
 from gpuready.facts.types import Facts, GpuFacts
 from gpuready.model import Status
-from gpuready.validate import build_report, expect
-from gpuready.workloads.runner import RankFailure, RunOutcome
+from gpuready.verbs.validate import build_report, expect
+from gpuready.runner.local import RankFailure, RunOutcome
 
 RESULTS = {int(rank): result for rank, result in
            json.loads((FIXTURES / "h200-validate" / "rank-results.json").read_text())["results"].items()}

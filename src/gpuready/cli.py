@@ -170,7 +170,7 @@ def _main(argv: list[str] | None) -> int:
         if args.verb == "burn":
             return _burn(args)
         if args.verb == "monitor":
-            from gpuready.monitor import run_monitor
+            from gpuready.verbs.monitor import run_monitor
             return run_monitor(interval_s=args.interval, jsonl=args.jsonl, prometheus_port=args.prometheus_port,
                                count=args.count, quiet=args.quiet, prometheus_address=args.prometheus_address)
         return _check(args)
@@ -193,7 +193,7 @@ def _main(argv: list[str] | None) -> int:
 def _check(args: argparse.Namespace) -> int:
     from gpuready.bundle.reader import BundleError
     from gpuready.checks.registry import CheckOptions
-    from gpuready.run_check import check_report, gather_facts
+    from gpuready.verbs.check import check_report, gather_facts
 
     for name in ("expect_gpus", "psu_watts", "circuit_watts", "nnodes"):
         value = getattr(args, name)
@@ -272,8 +272,8 @@ def _emit(report, args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpuready import validate
-    from gpuready.workloads.runner import SpawnError
+    from gpuready.verbs import validate
+    from gpuready.runner.local import SpawnError
 
     only = tuple(item.strip() for item in args.only.split(",")) if args.only else validate.WORKLOADS
     unknown = [item for item in only if item not in validate.WORKLOADS]
@@ -320,8 +320,8 @@ def _validate(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _burn(args: argparse.Namespace) -> int:
-    from gpuready.burnin import BurnOptions, parse_duration, run_burn
-    from gpuready.workloads.runner import SpawnError
+    from gpuready.verbs.burn import BurnOptions, parse_duration, run_burn
+    from gpuready.runner.local import SpawnError
     try:
         duration_s = parse_duration(args.duration)
     except ValueError as error:
@@ -373,7 +373,7 @@ def _progress_printer(predicted_s: float, device: str, ranks: int, options):
 def _run_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
     import subprocess
 
-    from gpuready.validate import torchrun_command
+    from gpuready.verbs.validate import torchrun_command
     drop = {"--nnodes": 1, "--nproc-per-node": 1, "--rdzv-endpoint": 1}
     passed, skip = [], 0
     for item in argv[1:]:
@@ -385,7 +385,7 @@ def _run_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
             skip = 0 if "=" in item else drop[name]
             continue
         passed.append(item)
-    from gpuready.validate import ValidateOptions, resolve_device
+    from gpuready.verbs.validate import ValidateOptions, resolve_device
     try:
         nproc = resolve_device(ValidateOptions(device=args.device, backend=args.backend, ranks=args.nproc_per_node,
                                                oversubscribe=args.oversubscribe), option="--nproc-per-node")[1]
@@ -412,7 +412,7 @@ def host_rendezvous_store(endpoint: str, timeout_s: float) -> tuple[object | Non
     Returns (the store or None, what torchrun's `is_host` should be: False where another process hosts it,
     None to let torchrun decide, and the sentence to log). torchrun itself would listen on every interface.
     """
-    from gpuready.workloads.runner import listening_store
+    from gpuready.runner.local import listening_store
     from gpuready.workloads.worker import RDZV_BIND_KEY
     host, _, port_text = endpoint.rpartition(":")
     host = host.strip("[]")

@@ -8,7 +8,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuready.workloads.progress import ProgressReporter
+from gpuready.runner.progress import ProgressReporter
 
 # Fault injection for the watchdog's own tests: GPUREADY_FAULT="RANK:stop|exit|raise:PHASE".
 FAULT_VARIABLE = "GPUREADY_FAULT"

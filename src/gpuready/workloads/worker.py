@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from gpuready.workloads.context import RankContext, RankOptions
-from gpuready.workloads.progress import RESULT_KEY, ProgressReporter
+from gpuready.runner.progress import RESULT_KEY, ProgressReporter
 
 SPEC_VARIABLE = "GPUREADY_VALIDATE_SPEC"
 STORE_VARIABLE = "GPUREADY_STORE"  # host:port of the runner's TCPStore (local runs only)

@@ -21,7 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from gpuready.workloads.progress import RESULT_KEY, Progress, read_progress, stalled_ranks
+from gpuready.runner.progress import RESULT_KEY, Progress, read_progress, stalled_ranks
 from gpuready.workloads.worker import SPEC_VARIABLE, STORE_VARIABLE, WORKLOAD_FAILED_EXIT
 
 POLL_S = 0.25

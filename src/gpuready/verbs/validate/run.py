@@ -1,6 +1,6 @@
 """`gpuready validate`: measure what the links and GPUs really do, on one node or many.
 
-Locally gpuready starts its own ranks (workloads/runner.py); under torchrun every process is a
+Locally gpuready starts its own ranks (runner/local.py); under torchrun every process is a
 rank and rank 0 writes the report. Either way the same workers run, and the same judge turns
 their results into measurements and findings.
 """
@@ -20,10 +20,10 @@ from typing import Any
 
 from gpuready import __version__
 from gpuready.model import Report
-from gpuready.workloads.runner import RankFailure, RunOutcome, check_cpu_ranks
+from gpuready.runner.local import RankFailure, RunOutcome, check_cpu_ranks
+from gpuready.workloads.worker import GPU_ONLY
 
 WORKLOADS = ("compute", "transfer", "p2p", "collectives", "ddp")
-GPU_ONLY = ("compute", "transfer", "p2p")
 
 
 @dataclass(kw_only=True)
@@ -94,8 +94,8 @@ def resolve_device(options: ValidateOptions, option: str = "--ranks") -> tuple[s
 
 
 def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool = False) -> Report:
-    from gpuready.run_check import summarize_facts
-    from gpuready.validate.judge import Judge
+    from gpuready.verbs.check import summarize_facts
+    from gpuready.verbs.validate.judge import Judge
     judge = Judge(outcome, facts, host)
     judge.judge_all()
     report = Report(tool_version=__version__, host=host, findings=judge.findings, measurements=judge.measurements,
@@ -137,7 +137,7 @@ def visible_devices(selection: list[str], facts: Any) -> str | None:
 
 
 def run_local_validate(options: ValidateOptions, progress_callback=None) -> tuple[Report, RunOutcome]:
-    from gpuready.workloads.runner import run_local
+    from gpuready.runner.local import run_local
     device, ranks = resolve_device(options)
     facts = local_facts(device)
     extra_env = {}
@@ -154,7 +154,7 @@ def run_local_validate(options: ValidateOptions, progress_callback=None) -> tupl
 def run_torchrun_rank(options: ValidateOptions, write_report) -> int:
     """Under torchrun: this process is one rank; rank 0 watches the others and writes the report."""
     from gpuready.workloads import worker
-    from gpuready.workloads.progress import RESULT_KEY, read_progress, stalled_ranks
+    from gpuready.runner.progress import RESULT_KEY, read_progress, stalled_ranks
 
     device = options.device if options.device != "auto" else ("cuda" if _cuda_available() else "cpu")
     os.environ[worker.SPEC_VARIABLE] = json.dumps(_rank_spec(options, device))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready import __version__
-from gpuready.burnin.judge import BurnGpu, BurnJudge
+from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
 from gpuready.model import Report
 from gpuready.telemetry import Sampler
 
@@ -81,8 +81,8 @@ def _live_table(identity: list[dict[str, Any]], selected: list[int], sampler: Sa
 def run_burn(options: BurnOptions) -> Report:
     import torch
 
-    from gpuready.validate import visible_devices
-    from gpuready.workloads.runner import check_cpu_ranks, run_local
+    from gpuready.verbs.validate import visible_devices
+    from gpuready.runner.local import check_cpu_ranks, run_local
 
     device = options.device if options.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu" and options.ranks is not None:

@@ -7,8 +7,8 @@ from typing import Any
 from gpuready.facts.types import Facts
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
-from gpuready.validate import expect
-from gpuready.workloads.runner import RunOutcome
+from gpuready.verbs.validate import expect
+from gpuready.runner.local import RunOutcome
 
 
 class Judge:

@@ -1,0 +1,1 @@
+"""One module or package per verb: each wires its options to facts, workloads and the runner, and owns its judge."""
