@@ -79,7 +79,8 @@ def test_straggler():
     slow.rank, slow.nvml_index = 1, None
     judge = BurnJudge("h", [_gpu(), slow], None, [])
     judge.judge()
-    assert [(f.check_id, f.subject.rank) for f in judge.findings if f.status == Status.WARN] == [("burn.straggler", 1)]
+    warned = [(f.check_id, f.subject.rank) for f in judge.findings if f.status == Status.WARN]
+    assert warned == [("burn.throughput_low", 1), ("burn.straggler", 1)]  # 560 is 86 % of the 652.7 expected
 
 
 def test_monitor_events():

@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--gpus", metavar="LIST", help="GPUs to use: NVML indices, bus ids or UUIDs, comma-separated")
     validate.add_argument("--only", metavar="LIST", help="workloads: compute,transfer,p2p,collectives,ddp")
     validate.add_argument("--quick", action="store_true", help="a smoke pass: fewer sizes and iterations")
+    validate.add_argument("--exclusive", action="store_true",
+                          help="fail before anything runs when another process computes on a selected GPU")
     validate.add_argument("--timeout", type=float, default=120.0, metavar="S",
                           help="seconds one operation may take before its rank counts as hung (default 120)")
     validate.add_argument("--startup-timeout", type=float, default=300.0, metavar="S",
@@ -75,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     burn.add_argument("--dtype", choices=("bf16", "fp16", "tf32", "fp32", "fp64"),
                       help="default bf16 where every GPU has it, else fp32")
     burn.add_argument("--self-test", action="store_true", help="corrupt one result on purpose: must end in burn.errors")
+    burn.add_argument("--exclusive", action="store_true",
+                      help="fail before anything runs when another process computes on a selected GPU")
     burn.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     burn.add_argument("--ranks", type=int, metavar="N",
                       help="CPU workers with --device cpu (default 1, at most one per usable CPU); on GPUs burn "
@@ -291,15 +295,21 @@ def _validate(args: argparse.Namespace, argv: list[str]) -> int:
                                        timeout_s=args.timeout, startup_timeout_s=args.startup_timeout,
                                        max_bytes=args.max_bytes, log_dir=args.log_dir,
                                        gpus=[item.strip() for item in args.gpus.split(",")] if args.gpus else [],
-                                       oversubscribe=args.oversubscribe)
+                                       oversubscribe=args.oversubscribe, exclusive=args.exclusive)
     try:
         import torch  # noqa: F401
     except ImportError:
         print("gpuready: validate needs PyTorch (pip install 'gpuready[torch]')", file=sys.stderr)
         return ExitCode.TOOL_ERROR
+    if args.nnodes and not args.rdzv_endpoint:
+        raise UsageError("--nnodes needs --rdzv-endpoint HOST:PORT (the same on every node)")
+    from gpuready.verbs.validate.run import NoGpuError, auto_device
+    try:
+        auto_device(args.device, "validate")  # --device auto without a GPU: exit 3, never a silent CPU run
+    except NoGpuError as error:
+        print(f"gpuready: {error}", file=sys.stderr)
+        return ExitCode.TOOL_ERROR
     if args.nnodes:
-        if not args.rdzv_endpoint:
-            raise UsageError("--nnodes needs --rdzv-endpoint HOST:PORT (the same on every node)")
         return _run_torchrun(args, argv)
     if validate.under_torchrun():
         return validate.run_torchrun_rank(options, lambda report: _emit(report, args))
@@ -335,11 +345,17 @@ def _burn(args: argparse.Namespace) -> int:
     except ImportError:
         print("gpuready: burn needs PyTorch (pip install 'gpuready[torch]')", file=sys.stderr)
         return ExitCode.TOOL_ERROR
+    from gpuready.verbs.validate.run import NoGpuError, auto_device
+    try:
+        auto_device(args.device, "burn")  # --device auto without a GPU: exit 3, never a silent CPU run
+    except NoGpuError as error:
+        print(f"gpuready: {error}", file=sys.stderr)
+        return ExitCode.TOOL_ERROR
     options = BurnOptions(duration_s=duration_s, dtype=args.dtype, device=args.device, ranks=args.ranks,
                           gpus=[item.strip() for item in args.gpus.split(",")] if args.gpus else [],
                           self_test=args.self_test, interval_s=args.interval, timeout_s=args.timeout,
                           log_dir=args.log_dir, live=not args.json and sys.stderr.isatty(),
-                          oversubscribe=args.oversubscribe)
+                          oversubscribe=args.oversubscribe, exclusive=args.exclusive)
     try:
         report = run_burn(options)
     except ValueError as error:

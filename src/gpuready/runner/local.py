@@ -21,7 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from gpuready.runner.progress import RESULT_KEY, Progress, read_progress, stalled_ranks
+from gpuready.runner.progress import RESULT_KEY, Progress, ProgressWatch, stalled_ranks
 from gpuready.workloads.worker import SPEC_VARIABLE, STORE_VARIABLE, WORKLOAD_FAILED_EXIT
 
 POLL_S = 0.25
@@ -136,6 +136,14 @@ class RunOutcome:
     wall_s: float = 0.0
     store_address: str | None = None
     """Where the rendezvous store listened (loopback only on local runs)."""
+    overridden_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    """The user's variables the ranks ran with another value: name → {"user": …, "used": …} (said in the report)."""
+
+
+def overridden_variables(user_env: dict[str, str], rank_env: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Variables the user set that the ranks get with a different value (CUDA_DEVICE_ORDER, TORCH_NCCL_*, …)."""
+    return {name: {"user": user_env[name], "used": rank_env[name]} for name in sorted(user_env)
+            if name in rank_env and rank_env[name] != user_env[name]}
 
 
 def _process_state(pid: int) -> str | None:
@@ -181,7 +189,8 @@ def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_t
                 STORE_VARIABLE: f"127.0.0.1:{store.port}", "WORLD_SIZE": str(world_size),
                 "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0", "PYTHONUNBUFFERED": "1"}
     processes = _spawn_all(world_size, base_env, log_dir)
-    outcome = RunOutcome(log_dir=log_dir, store_address=f"127.0.0.1:{store.port}")
+    outcome = RunOutcome(log_dir=log_dir, store_address=f"127.0.0.1:{store.port}",
+                         overridden_env=overridden_variables(dict(os.environ), base_env))
     try:
         outcome.failures = _watch(processes, store, world_size, startup_timeout_s, started, on_progress,
                                   independent)
@@ -222,8 +231,9 @@ def _watch(processes: list[subprocess.Popen], store: Any, world_size: int, start
            started: float, on_progress: Callable | None, independent: bool = False) -> list[RankFailure]:
     if independent:
         return _watch_independent(processes, store, world_size, startup_timeout_s, started, on_progress)
+    watch = ProgressWatch(store, world_size)
     while True:
-        posts = read_progress(store, world_size)
+        posts = watch.read()
         if on_progress:
             on_progress(posts)
         codes = [process.poll() for process in processes]
@@ -237,7 +247,7 @@ def _watch(processes: list[subprocess.Popen], store: Any, world_size: int, start
                                 "start" if in_startup else "exit",
                                 detail=f"exited with code {codes[rank]}"
                                        + _where(posts.get(rank))) for rank in failed]
-        now = time.time()
+        now = time.monotonic()
         silent = [rank for rank in range(world_size) if rank not in posts]
         if silent and time.monotonic() - started > startup_timeout_s:
             return [RankFailure(rank=rank, kind="start", detail=f"did not start within {startup_timeout_s:.0f} s")
@@ -261,11 +271,12 @@ def _watch_independent(processes: list[subprocess.Popen], store: Any, world_size
                        started: float, on_progress: Callable | None) -> list[RankFailure]:
     """Each rank on its own: one that dies or stops advancing is recorded and stopped; the rest go on."""
     failures: dict[int, RankFailure] = {}
+    watch = ProgressWatch(store, world_size)
     while True:
-        posts = read_progress(store, world_size)
+        posts = watch.read()
         if on_progress:
             on_progress(posts)
-        now = time.time()
+        now = time.monotonic()
         running = 0
         for rank, process in enumerate(processes):
             if rank in failures:
@@ -293,4 +304,4 @@ def _where(progress: Progress | None) -> str:
     if progress is None:
         return " before reporting any progress"
     return (f"; its last report: {progress.phase}: {progress.operation} (operation #{progress.sequence}, "
-            f"{time.time() - progress.started_at:.0f} s ago)")
+            f"{progress.age_s(time.monotonic()):.0f} s ago)")

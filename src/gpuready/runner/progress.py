@@ -31,9 +31,16 @@ class Progress:
     gpu: str | None = None
     """The GPU's bus id, where the rank has one."""
     pid: int = 0
+    received_at: float | None = None
+    """When the reader first saw this post, on the reader's own monotonic clock (set by ProgressWatch): silence is
+    measured from it, never from `started_at`, which is the posting host's wall clock."""
 
     def overdue_s(self, now: float) -> float:
-        return now - self.started_at - self.timeout_s
+        """How far past its timeout the operation is; `now` is the reader's `time.monotonic()`."""
+        return now - (self.received_at if self.received_at is not None else now) - self.timeout_s
+
+    def age_s(self, now: float) -> float:
+        return now - self.received_at if self.received_at is not None else 0.0
 
 
 class ProgressReporter:
@@ -49,17 +56,43 @@ class ProgressReporter:
 
 
 def read_progress(store: Any, world_size: int) -> dict[int, Progress]:
-    """The latest post of every rank that has posted (non-blocking)."""
+    """The latest post of every rank that has posted (non-blocking), without receipt times."""
     posts = {}
     for rank in range(world_size):
         key = PROGRESS_KEY.format(rank=rank)
         if store.check([key]):
-            posts[rank] = Progress(**json.loads(store.get(key)))
+            fields = json.loads(store.get(key))
+            fields.pop("received_at", None)
+            posts[rank] = Progress(**fields)
     return posts
 
 
+class ProgressWatch:
+    """Reads the posts and times each on this process's monotonic clock: when its sequence number was first seen.
+
+    Ranks on other hosts post their own wall-clock `started_at`; a skewed clock there must not make a rank look
+    hung (or alive) here, so silence is the time since a rank's post last changed, as this reader saw it.
+    """
+
+    def __init__(self, store: Any, world_size: int):
+        self.store, self.world_size = store, world_size
+        self._seen: dict[int, tuple[tuple[int, str], float]] = {}
+
+    def read(self) -> dict[int, Progress]:
+        posts = read_progress(self.store, self.world_size)
+        now = time.monotonic()
+        for rank, post in posts.items():
+            key = (post.sequence, post.phase)
+            if rank not in self._seen or self._seen[rank][0] != key:
+                self._seen[rank] = (key, now)
+            post.received_at = self._seen[rank][1]
+        return posts
+
+
 def stalled_ranks(posts: dict[int, Progress], now: float) -> list[int]:
-    """Ranks to blame for a hang: those behind the others, or else those overdue the longest."""
+    """Ranks to blame for a hang: those behind the others, or else those silent the longest.
+
+    `posts` come from ProgressWatch.read() and `now` is `time.monotonic()` of the same process."""
     active = {rank: post for rank, post in posts.items() if post.phase not in ("done", "failed")}
     if not active or not any(post.overdue_s(now) > 0 for post in active.values()):
         return []
@@ -67,5 +100,5 @@ def stalled_ranks(posts: dict[int, Progress], now: float) -> list[int]:
     behind = [rank for rank, post in active.items() if post.sequence == lowest]
     if len(behind) < len(active):
         return sorted(behind)
-    oldest = min(post.started_at for post in active.values())
-    return sorted(rank for rank, post in active.items() if post.started_at == oldest)
+    oldest = max(post.age_s(now) for post in active.values())
+    return sorted(rank for rank, post in active.items() if post.age_s(now) == oldest)

@@ -18,6 +18,8 @@ TOLERANCE = {"bf16": 1e-2, "fp16": 1e-3, "tf32": 1e-3, "fp32": 1e-5, "fp64": 1e-
 CHECK_EVERY = 20
 PUBLISH_EVERY_S = 2.0
 SELF_TEST_ITERATION = 3 * CHECK_EVERY
+MEMORY_FREE_SHARE = 0.25
+MEMORY_CAP_BYTES = 8 * 2**30
 
 
 def _dtype(torch: Any, name: str) -> Any:
@@ -27,9 +29,12 @@ def _dtype(torch: Any, name: str) -> Any:
 
 def _memory_pattern(torch: Any, ctx: RankContext) -> dict[str, Any]:
     """Write two patterns over a large buffer and read them back (outside the GEMM window)."""
+    free = total = None
     if ctx.is_cuda:
-        free, _ = torch.cuda.mem_get_info(ctx.device)
-        count = int(min(free * 0.25, 8 * 2**30) // 4)
+        free, total = torch.cuda.mem_get_info(ctx.device)
+        # the buffer, its index and one pattern live at once (plus a 1-byte mask): about 3.25× the buffer, so a
+        # quarter of what is free at start leaves headroom for another process's growth
+        count = int(min(free * MEMORY_FREE_SHARE, MEMORY_CAP_BYTES) // 4)
     else:
         count = 64 * 2**20 // 4
     started = time.time()
@@ -43,7 +48,9 @@ def _memory_pattern(torch: Any, ctx: RankContext) -> dict[str, Any]:
     if ctx.is_cuda:
         torch.cuda.empty_cache()
     return {"bytes": count * 4, "wrong_words": wrong, "seconds": round(time.time() - started, 3),
-            "patterns": ["3*i+1", "~i"]}
+            "patterns": ["3*i+1", "~i"], "free_bytes_at_start": free, "total_bytes": total,
+            "sizing": (f"{MEMORY_FREE_SHARE:.0%} of the memory free at start, "
+                       f"at most {MEMORY_CAP_BYTES / 2**30:.0f} GiB" if ctx.is_cuda else "64 MiB on CPU")}
 
 
 def _gemm_size(torch: Any, ctx: RankContext) -> int:

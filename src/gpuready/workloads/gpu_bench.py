@@ -2,8 +2,9 @@
 
 Methods follow DESIGN.md §3: 8192³ matmuls, 3 warm-up then 20 timed between CUDA events (a short
 window, before the power cap bites); a 4 GiB device copy ×10 counting read+write; 1 GiB
-host↔device ×10 from memory pinned near the GPU; 512 MiB GPU↔GPU copies (nvbandwidth's size),
-16 per sample, median of 3 samples. GB = 1e9 bytes.
+host↔device ×10 from memory pinned near the GPU, and pageable ones as a data loader without
+pin_memory makes them (touched buffer, `.to(device)`, host clock); 512 MiB GPU↔GPU copies
+(nvbandwidth's size), 16 per sample, median of 3 samples. GB = 1e9 bytes.
 """
 
 from __future__ import annotations
@@ -111,33 +112,80 @@ def _local_cpus(bus_id: str | None) -> set[int] | None:
         return None
 
 
-def _host_copies(torch: Any, ctx: RankContext) -> dict[str, Any]:
+def _pinned_copies(torch: Any, ctx: RankContext, local: set[int] | None) -> dict[str, Any]:
     results: dict[str, Any] = {}
+    device_buffer = torch.empty(HOST_COPY_BYTES, dtype=torch.uint8, device=ctx.device)
+    host_buffer = torch.empty(HOST_COPY_BYTES, dtype=torch.uint8, pin_memory=True)
+    host_buffer.fill_(1)
+    for direction in ("h2d", "d2h"):
+        source, target = (host_buffer, device_buffer) if direction == "h2d" else (device_buffer, host_buffer)
+        target.copy_(source, non_blocking=True)
+        torch.cuda.synchronize(ctx.device)
+
+        def timed() -> None:
+            for _ in range(HOST_COPY_ITERATIONS):
+                target.copy_(source, non_blocking=True)
+        seconds = _events_seconds(torch, timed)
+        results[f"{direction}_pinned"] = {
+            "gb_per_s": HOST_COPY_BYTES * HOST_COPY_ITERATIONS / seconds / 1e9,
+            "method": {"bytes": HOST_COPY_BYTES, "iterations": HOST_COPY_ITERATIONS, "pinned": True,
+                       "numa_local_cpus": sorted(local) if local else None, "warmup": 1,
+                       "timing": "CUDA events around back-to-back non_blocking copy_ into a preallocated tensor"}}
+    del host_buffer, device_buffer
+    return results
+
+
+def _pageable_copies(torch: Any, ctx: RankContext) -> dict[str, Any]:
+    """What a data loader without pin_memory sees: an ordinary (pageable) CPU tensor, allocated and written
+    before timing, moved with `.to(device)` (the driver stages it through its own pinned buffers), host
+    clock around each copy and its synchronize. The process's own CPU affinity, not pinned to the GPU's node."""
+    import time
+    results: dict[str, Any] = {}
+    host_buffer = torch.empty(HOST_COPY_BYTES, dtype=torch.uint8)
+    host_buffer.fill_(1)  # every page written, so no first-touch faults inside the timed copies
+    device_buffer = host_buffer.to(ctx.device)  # warm-up, also the D2H source
+    torch.cuda.synchronize(ctx.device)
+    times = []
+    for _ in range(HOST_COPY_ITERATIONS):
+        begin = time.perf_counter()
+        moved = host_buffer.to(ctx.device)
+        torch.cuda.synchronize(ctx.device)
+        times.append(time.perf_counter() - begin)
+        del moved
+    samples = [HOST_COPY_BYTES / seconds / 1e9 for seconds in times]
+    results["h2d_pageable"] = {
+        "gb_per_s": HOST_COPY_BYTES * len(times) / sum(times) / 1e9,
+        "method": {"bytes": HOST_COPY_BYTES, "iterations": HOST_COPY_ITERATIONS, "pinned": False, "warmup": 1,
+                   "samples_gb_per_s": [round(sample, 2) for sample in samples],
+                   "timing": "host clock around tensor.to(device) + synchronize, one copy at a time",
+                   "buffer": "torch.empty (pageable), written with fill_ before timing",
+                   "cpu_affinity": "the process's own (not pinned to the GPU's NUMA node)"}}
+    host_buffer.copy_(device_buffer)
+    times = []
+    for _ in range(HOST_COPY_ITERATIONS):
+        begin = time.perf_counter()
+        host_buffer.copy_(device_buffer)  # synchronous into pageable memory
+        times.append(time.perf_counter() - begin)
+    results["d2h_pageable"] = {
+        "gb_per_s": HOST_COPY_BYTES * len(times) / sum(times) / 1e9,
+        "method": {"bytes": HOST_COPY_BYTES, "iterations": HOST_COPY_ITERATIONS, "pinned": False, "warmup": 1,
+                   "samples_gb_per_s": [round(HOST_COPY_BYTES / seconds / 1e9, 2) for seconds in times],
+                   "timing": "host clock around copy_ into a touched pageable tensor (synchronous)",
+                   "cpu_affinity": "the process's own (not pinned to the GPU's NUMA node)"}}
+    del host_buffer, device_buffer
+    return results
+
+
+def _host_copies(torch: Any, ctx: RankContext) -> dict[str, Any]:
     original = os.sched_getaffinity(0)
     local = _local_cpus(ctx.gpu_bus_id)
     if local:  # pinned pages land on the node of the CPU that first touches them
         os.sched_setaffinity(0, local)
     try:
-        device_buffer = torch.empty(HOST_COPY_BYTES, dtype=torch.uint8, device=ctx.device)
-        for pinned in (True, False):
-            host_buffer = torch.empty(HOST_COPY_BYTES, dtype=torch.uint8, pin_memory=pinned)
-            host_buffer.fill_(1)
-            for direction in ("h2d", "d2h"):
-                source, target = (host_buffer, device_buffer) if direction == "h2d" else (device_buffer, host_buffer)
-                target.copy_(source, non_blocking=pinned)
-                torch.cuda.synchronize(ctx.device)
-
-                def timed() -> None:
-                    for _ in range(HOST_COPY_ITERATIONS):
-                        target.copy_(source, non_blocking=pinned)
-                seconds = _events_seconds(torch, timed)
-                results[f"{direction}_{'pinned' if pinned else 'pageable'}"] = {
-                    "gb_per_s": HOST_COPY_BYTES * HOST_COPY_ITERATIONS / seconds / 1e9,
-                    "method": {"bytes": HOST_COPY_BYTES, "iterations": HOST_COPY_ITERATIONS, "pinned": pinned,
-                               "numa_local_cpus": sorted(local) if local else None, "warmup": 1}}
-            del host_buffer
+        results = _pinned_copies(torch, ctx, local)
     finally:
         os.sched_setaffinity(0, original)
+    results.update(_pageable_copies(torch, ctx))
     return results
 
 

@@ -26,16 +26,52 @@ class BurnGpu:
     identity: dict[str, Any]
     result: dict[str, Any] | None
     slowdown_c: float | None = None
+    power_limit_w: float | None = None
+    """Enforced power limit at the start (facts); telemetry's `power_limit_w` is preferred where sampled."""
+    power_default_limit_w: float | None = None
 
 
 def _share(mask_values: list[int], mask: int) -> float:
     return sum(1 for value in mask_values if value & mask) / len(mask_values) if mask_values else 0.0
 
 
+FAILURE_CAUSES = {
+    "out_of_memory": ("CUDA ran out of memory", "Free the GPU (see who holds its memory: `nvidia-smi`) and rerun."),
+    "illegal_address": ("an illegal memory access (a fault on the GPU)",
+                        "Check `dmesg` for Xid 13/31/43; rerun; RMA if it repeats on this GPU only."),
+    "launch_failure": ("a kernel launch failure", "Check `dmesg` for Xid; rerun; RMA if it repeats on this GPU only."),
+    "device_lost": ("the GPU was lost or became unusable",
+                    "Check `dmesg` for Xid 79/119/48 and the GPU's power and seating; reboot; RMA if it repeats."),
+    "other": ("an exception in the worker", "Read the worker log in --log-dir; rerun."),
+}
+_CAUSE_PATTERNS = [
+    ("out_of_memory", ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation")),
+    ("illegal_address", ("illegal memory access", "illegal address", "misaligned address")),
+    ("launch_failure", ("launch failure", "launch timed out", "too many resources requested for launch")),
+    ("device_lost", ("fallen off the bus", "device lost", "gpu is lost", "no cuda-capable device",
+                     "uncorrectable ecc", "ecc error", "cuda-capable device(s) is/are busy or unavailable",
+                     "device not ready", "unknown error", "cudaerrordevicesunavailable")),
+]
+
+
+def classify_failure(error: str) -> str:
+    """A worker's exception text → out_of_memory | illegal_address | launch_failure | device_lost | other."""
+    text = (error or "").lower()
+    for cause, patterns in _CAUSE_PATTERNS:
+        if any(pattern in text for pattern in patterns):
+            return cause
+    return "other"
+
+
 class BurnJudge:
     def __init__(self, host: str, gpus: list[BurnGpu], telemetry: Telemetry | None,
-                 failures: list[RankFailure], self_test: bool = False):
+                 failures: list[RankFailure], self_test: bool = False, users: dict | None = None,
+                 checked_sharing: bool = False, exclusive: bool = False):
         self.host, self.gpus, self.telemetry, self.failures = host, gpus, telemetry, failures
+        self.users = users
+        """NVML index → GpuUsers (facts/gpu_users.py): other processes seen on the burned GPUs."""
+        self.checked_sharing = checked_sharing or users is not None
+        self.exclusive = exclusive
         self.self_test = self_test
         self.limits = thresholds("burn")
         self.findings: list[Finding] = []
@@ -60,6 +96,9 @@ class BurnJudge:
         return (start, end) if end > start else None
 
     def judge(self) -> None:
+        from gpuready.facts.gpu_users import blame_sharing, sharing_findings
+        if self.checked_sharing:
+            self.findings.extend(sharing_findings("burn", self.host, self.users, self.exclusive))
         self._errors()
         self._lost()
         self._throughput()
@@ -68,6 +107,7 @@ class BurnJudge:
             for gpu in self.gpus:
                 if gpu.nvml_index is not None:
                     self._telemetry(gpu)
+        blame_sharing(self.findings, self.users)
 
     # -- correctness --------------------------------------------------------------------------
     def _errors(self) -> None:
@@ -94,7 +134,9 @@ class BurnJudge:
             else:
                 self.add("burn.errors", Status.PASS, gpu,
                          f"{result['iterations']:,} {result['dtype']} GEMMs ({result['n']}³) matched the reference; "
-                         f"memory pattern over {result['memory']['bytes'] / 2**30:,.1f} GiB read back intact.",
+                         f"memory pattern over {result['memory']['bytes'] / 2**30:,.1f} GiB read back intact"
+                         + (f" ({result['memory']['sizing']}: {result['memory']['free_bytes_at_start'] / 2**30:,.1f} "
+                            "GiB free)." if result["memory"].get("free_bytes_at_start") else "."),
                          observed=0, expected=0)
             checksums[(gpu.identity.get("name") or "cpu", result["dtype"])].append(gpu)
         for (name, dtype), group in checksums.items():
@@ -125,7 +167,23 @@ class BurnJudge:
             if failure.kind == "workload":
                 gpu = next((gpu for gpu in self.gpus if gpu.rank == failure.rank), None)
                 error = ((gpu.result or {}).get("error") if gpu else None) or failure.detail
-                self.add("burn.errors", Status.FAIL, gpu, f"The burn worker failed: {error}", observed=error)
+                self._failed(gpu, str(error))
+
+    def _failed(self, gpu: BurnGpu | None, error: str) -> None:
+        """burn.failed: the worker raised (not a wrong result: those are burn.errors), with its cause."""
+        from gpuready.facts.gpu_users import users_of
+        cause = classify_failure(error)
+        text, fix = FAILURE_CAUSES[cause]
+        message = f"The burn worker stopped: {text} ({error.splitlines()[0][:300] if error else 'no detail'})."
+        observed: dict[str, Any] = {"cause": cause, "error": error}
+        if cause == "out_of_memory":
+            entry = users_of(self.subject(gpu).gpu, self.users or {}) if gpu else None
+            if entry is not None and entry.processes:
+                message += f" Other processes hold memory on this GPU: {entry.describe()}."
+                observed["holders"] = entry.processes
+            elif self.users is not None:
+                message += " No other compute process was seen on this GPU."
+        self.add("burn.failed", Status.FAIL, gpu, message, observed=observed, expected="no exception", fix=fix)
 
     def _throughput(self) -> None:
         figures = {gpu.rank: gpu.result["tflops"] for gpu in self.gpus if gpu.result and "tflops" in gpu.result}
@@ -142,12 +200,72 @@ class BurnJudge:
                 method={"n": result["n"], "dtype": result["dtype"], "window_s": round(
                     result["window_end"] - result["window_start"], 1), "gemms": result["iterations"],
                     "checked_every": 20, "counting": "GEMM work in the GEMM window only"}))
+            self._against_datasheet(gpu, figures[gpu.rank])
             if len(figures) > 1 and figures[gpu.rank] < best * (1 - self.limits["straggler_fraction"]):
                 self.add("burn.straggler", Status.WARN, gpu,
                          f"{figures[gpu.rank]:,.0f} TFLOP/s sustained, {1 - figures[gpu.rank] / best:.0%} below the "
                          f"best GPU ({best:,.0f}).", observed=round(figures[gpu.rank], 1), expected=round(best, 1),
                          fix="Compare its clocks, power and temperature series with its peers'.",
                          refs=[self.limits["source"]])
+
+    def expected_tflops(self, gpu: BurnGpu) -> tuple[float, dict[str, Any]] | None:
+        """Datasheet dense peak × sustained-load efficiency × (enforced / default power limit where below)."""
+        from gpuready.knowledge import gpu_spec
+        result = gpu.result or {}
+        dtype = result.get("dtype")
+        spec = gpu_spec(gpu.identity.get("name"))
+        if spec is None or not dtype:
+            return None
+        peak = spec.get(f"peak_tflops_{dtype}_dense") or spec.get(f"peak_tflops_{dtype}")
+        if not peak:
+            return None
+        table = thresholds("burn_throughput")
+        measured = dtype in table["measured"]
+        efficiency = table.get(dtype, table["default"]) if measured else table["default"]
+        enforced = self._enforced_limit(gpu)
+        default = gpu.power_default_limit_w
+        scale = enforced / default if enforced and default and enforced < default else 1.0
+        basis = {"peak_tflops_dense": peak, "efficiency": efficiency, "power_scale": round(scale, 3),
+                 "enforced_power_limit_w": enforced, "default_power_limit_w": default,
+                 "expected_source": (table["source"] if measured else "unmeasured") ,
+                 "peak_source": spec.source}
+        return peak * efficiency * scale, basis
+
+    def _enforced_limit(self, gpu: BurnGpu) -> float | None:
+        if self.telemetry is not None and gpu.nvml_index is not None:
+            limits = [sample.get("power_limit_w") for _, sample in self.telemetry.samples.get(gpu.nvml_index, [])
+                      if isinstance(sample.get("power_limit_w"), (int, float))]
+            if limits:
+                return float(min(limits))
+        return gpu.power_limit_w
+
+    def _against_datasheet(self, gpu: BurnGpu, value: float) -> None:
+        """burn.throughput_low: warn below 90 %, fail below 50 % of what the GPU should sustain."""
+        found = self.expected_tflops(gpu)
+        if found is None:
+            return
+        expected, basis = found
+        table = thresholds("burn_throughput")
+        measurement = self.measurements[-1]
+        measurement.expected = round(expected, 1)
+        measurement.expected_source = basis["expected_source"]
+        measurement.method = {**measurement.method, "expected_basis": basis}
+        fraction = value / expected
+        status = (Status.FAIL if fraction < table["low_fail_fraction"] else
+                  Status.WARN if fraction < table["low_warn_fraction"] else Status.PASS)
+        dtype = gpu.result["dtype"]
+        how = (f"{basis['peak_tflops_dense']:,.1f} dense × {basis['efficiency']:.2f} sustained"
+               + (f" × {basis['power_scale']:.2f} power limit" if basis["power_scale"] < 1 else "")
+               + ("" if basis["expected_source"] != "unmeasured" else f"; the {dtype} efficiency is unmeasured, "
+                  "a conservative default"))
+        self.add("burn.throughput_low", status, gpu,
+                 f"{value:,.1f} {dtype} TFLOP/s sustained, {fraction:.0%} of the {expected:,.1f} expected ({how}).",
+                 observed=round(value, 1), expected=round(expected, 1),
+                 fix=None if status == Status.PASS else
+                 "Check its clocks, throttle reasons, power limit and temperature series; another process on the GPU "
+                 "(burn.gpu_shared) also lowers it.",
+                 refs=[basis["expected_source"] if basis["expected_source"] != "unmeasured" else table["source"],
+                       basis["peak_source"]])
 
     # -- telemetry ----------------------------------------------------------------------------
     def _xid(self) -> None:

@@ -39,6 +39,8 @@ class BurnOptions:
     """A worker silent for this long counts as lost."""
     log_dir: Path | None = None
     live: bool = True
+    exclusive: bool = False
+    """Another compute process on a selected GPU is a fail before anything starts."""
 
 
 def parse_duration(text: str) -> float:
@@ -84,7 +86,8 @@ def run_burn(options: BurnOptions) -> Report:
     from gpuready.verbs.validate import visible_devices
     from gpuready.runner.local import check_cpu_ranks, run_local
 
-    device = options.device if options.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    from gpuready.verbs.validate.run import auto_device
+    device = auto_device(options.device, "burn")  # NoGpuError without a GPU unless --device cpu
     if device == "cpu" and options.ranks is not None:
         check_cpu_ranks(options.ranks, options.oversubscribe)  # before NVML, facts or any worker
     session = facts = None
@@ -111,6 +114,17 @@ def run_burn(options: BurnOptions) -> Report:
         ranks = len(selected)
     else:
         ranks = options.ranks or 1
+    watch = None
+    if device == "cuda":
+        from gpuready.facts.gpu_users import UserWatch, shared, sharing_findings
+        watch = UserWatch(selected)
+        if options.exclusive and shared(watch.before):
+            session.close()
+            host = socket.gethostname()
+            report = Report(tool_version=__version__, host=host,
+                            findings=sharing_findings("burn", host, watch.before, exclusive=True, ran=False))
+            report.facts = {"burn": {"device": device, "ranks": 0, "exclusive": True, "started": False}}
+            return report
     dtype = options.dtype or _default_dtype(facts, selected)
     spec = {"device": device, "workloads": ["burn"], "collectives": False, "startup_timeout_s": 300.0,
             "options": {"timeout_s": options.timeout_s,
@@ -132,11 +146,15 @@ def run_burn(options: BurnOptions) -> Report:
             live.update(_live_table(identity, selected, sampler, posts, deadline, options.duration_s))
 
     try:
+        if watch:
+            watch.__enter__()
         if sampler:
             sampler.__enter__()
         outcome = run_local(world_size=ranks, spec=spec, log_dir=log_dir, startup_timeout_s=300.0,
                             extra_env=extra_env, on_progress=on_progress, independent=True)
     finally:
+        if watch:
+            watch.__exit__(None, None, None)
         if sampler:
             sampler.stop()
         if live is not None:
@@ -151,9 +169,13 @@ def run_burn(options: BurnOptions) -> Report:
         facts_gpu = next((gpu for gpu in (facts.gpus or []) if index is not None and gpu.index == index), None) \
             if facts else None
         burn_gpus.append(BurnGpu(rank=rank, nvml_index=index, identity=identity[index] if index is not None else {},
-                                 result=data, slowdown_c=facts_gpu.slowdown_temperature_c if facts_gpu else None))
+                                 result=data, slowdown_c=facts_gpu.slowdown_temperature_c if facts_gpu else None,
+                                 power_limit_w=facts_gpu.power_limit_w if facts_gpu else None,
+                                 power_default_limit_w=facts_gpu.power_default_limit_w if facts_gpu else None))
     host = socket.gethostname()
-    judge = BurnJudge(host, burn_gpus, sampler.telemetry if sampler else None, outcome.failures, options.self_test)
+    judge = BurnJudge(host, burn_gpus, sampler.telemetry if sampler else None, outcome.failures, options.self_test,
+                      users=watch.seen if watch else None, checked_sharing=watch is not None,
+                      exclusive=options.exclusive)
     judge.judge()
     report = Report(tool_version=__version__, host=host, findings=judge.findings, measurements=judge.measurements,
                     series=sampler.telemetry.series(host, identity) if sampler else [])
@@ -163,7 +185,8 @@ def run_burn(options: BurnOptions) -> Report:
                              "log_dir": str(log_dir), "wall_s": round(outcome.wall_s, 1),
                              "telemetry_interval_s": options.interval_s,
                              "xid_source": sampler.telemetry.xid_source if sampler else "none",
-                             "self_test": options.self_test, "rendezvous_store": outcome.store_address}}
+                             "self_test": options.self_test, "rendezvous_store": outcome.store_address,
+                             "overridden_env": outcome.overridden_env}}
     return report
 
 

@@ -21,25 +21,40 @@ def gpu_by_bus(facts: Facts | None, bus_id: str | None) -> GpuFacts | None:
     return next((gpu for gpu in facts.gpus or [] if gpu.bus_id == bus_id), None)
 
 
+def efficiency(spec, key: str) -> tuple[float, str] | None:
+    """(measured/peak ratio, its source) for this GPU's architecture: Hopper from [compute_efficiency]
+    (measured on an H200), others from [compute_efficiency_arch.<arch>] where published measurements
+    exist, else the conservative [compute_efficiency_unmeasured] default, marked `unmeasured`."""
+    arch = spec.get("arch") if spec else None
+    hopper = thresholds("compute_efficiency")
+    if arch == hopper.get("arch") and key in hopper:
+        return hopper[key], f"{arch}: {hopper['source']}"
+    table = thresholds("compute_efficiency_arch").get(arch or "", {})
+    if key in table:
+        return table[key], f"{arch}: {table['source']}"
+    default = thresholds("compute_efficiency_unmeasured")
+    if key not in default:
+        return None
+    return default[key], f"unmeasured for {arch or 'this architecture'} {key}: {default['source']}"
+
+
 def matmul_tflops(gpu_name: str | None, dtype: str) -> Expected | None:
     spec = gpu_spec(gpu_name)
     key = "peak_tflops_fp32" if dtype == "fp32" else f"peak_tflops_{dtype}_dense"
     peak = spec.get(key) if spec else None
-    efficiency = thresholds("compute_efficiency")
-    if not peak or dtype not in efficiency:
+    ratio = efficiency(spec, dtype) if peak else None
+    if not peak or ratio is None:
         return None
-    return Expected(peak * efficiency[dtype], f"{spec.model} {key} {peak} × {efficiency[dtype]} "
-                                              f"({efficiency['source']}; specs: {spec.source})")
+    return Expected(peak * ratio[0], f"{spec.model} {key} {peak} × {ratio[0]} ({ratio[1]}; specs: {spec.source})")
 
 
 def memory_copy(gpu_name: str | None) -> Expected | None:
     spec = gpu_spec(gpu_name)
     bandwidth = spec.get("memory_bw_gb_per_s") if spec else None
-    if not bandwidth:
+    ratio = efficiency(spec, "memory_copy") if bandwidth else None
+    if not bandwidth or ratio is None:
         return None
-    efficiency = thresholds("compute_efficiency")["memory_copy"]
-    return Expected(bandwidth * efficiency, f"{spec.model} memory {bandwidth} GB/s × {efficiency} "
-                                            f"({thresholds('compute_efficiency')['source']})")
+    return Expected(bandwidth * ratio[0], f"{spec.model} memory {bandwidth} GB/s × {ratio[0]} ({ratio[1]})")
 
 
 def pcie_link(gpu: GpuFacts | None, gpu_name: str | None) -> tuple[int, int] | None:
@@ -91,6 +106,12 @@ def p2p_copy(facts: Facts | None, first: GpuFacts | None, second: GpuFacts | Non
     links = [pcie_link(gpu, gpu_name) for gpu in (first, second)]
     if all(links):
         slowest = min(pcie_rate_gb_per_s(link) for link in links)
+        blocked = host_path_pairs(facts, [first, second])
+        if blocked:
+            host = thresholds("p2p_host_path")
+            return Expected(slowest * host["pcie_efficiency"],
+                            f"copy staged through host memory ({blocked}) {slowest:.1f} GB/s × "
+                            f"{host['pcie_efficiency']} ({host['source']})")
         return Expected(slowest * table["pcie_efficiency"],
                         f"PCIe {slowest:.1f} GB/s × {table['pcie_efficiency']} ({table['source']})")
     return None
@@ -112,6 +133,38 @@ def nccl_busbw(facts: Facts | None, gpus: list[GpuFacts], gpu_name: str | None) 
     pcie = [pcie_link(gpu, gpu_name) for gpu in gpus]
     if all(pcie):
         slowest = min(pcie_rate_gb_per_s(link) for link in pcie)
+        blocked = host_path_pairs(facts, gpus)
+        if blocked:
+            host = thresholds("nccl_host_path")
+            return Expected(slowest * host["pcie_efficiency"],
+                            f"ring over PCIe through host memory ({blocked}) {slowest:.1f} GB/s × "
+                            f"{host['pcie_efficiency']} ({host['source']})")
         return Expected(slowest * table["pcie_efficiency"], f"ring over PCIe {slowest:.1f} GB/s × "
                                                             f"{table['pcie_efficiency']} ({table['source']})")
     return None
+
+
+def host_path_pairs(facts: Facts | None, gpus: list[GpuFacts | None]) -> str | None:
+    """Why some hop of a ring over these GPUs has no peer-to-peer path and goes through host memory:
+    a pair the driver reports without P2P read (`nvidia-smi topo -p2p r` / NVML not OK), or a pair
+    across CPU sockets (SYS) that the driver does not report OK. None where every pair has P2P."""
+    gpus = [gpu for gpu in gpus if gpu is not None]
+    if facts is None:
+        return None
+    p2p = facts.p2p_read or {}
+    no_p2p, sys_pairs = [], []
+    for a in gpus:
+        for b in gpus:
+            if a.index is None or b.index is None or a.index >= b.index:
+                continue
+            status = p2p.get((a.index, b.index)) or p2p.get((b.index, a.index))
+            if status is not None and status != "OK":
+                no_p2p.append(f"GPU{a.index}-GPU{b.index} {status}")
+            elif status is None and pair_link(facts, a, b) == "SYS":
+                sys_pairs.append(f"GPU{a.index}-GPU{b.index}")
+    reasons = []
+    if no_p2p:
+        reasons.append(f"no P2P: {', '.join(no_p2p[:3])}{' …' if len(no_p2p) > 3 else ''}")
+    if sys_pairs:
+        reasons.append(f"SYS pairs: {', '.join(sys_pairs[:3])}{' …' if len(sys_pairs) > 3 else ''}")
+    return "; ".join(reasons) or None

@@ -41,6 +41,8 @@ class ValidateOptions:
     log_dir: Path | None = None
     oversubscribe: bool = False
     """Allow more CPU ranks than usable CPUs (up to runner.OVERSUBSCRIBE_FACTOR per CPU)."""
+    exclusive: bool = False
+    """Another compute process on a selected GPU is a fail before anything starts."""
 
 
 def under_torchrun() -> bool:
@@ -67,6 +69,34 @@ def predicted_seconds(options: ValidateOptions, device: str, ranks: int) -> floa
     return estimate + sum(costs[name] for name in options.only if cuda or name not in GPU_ONLY)
 
 
+class NoGpuError(Exception):
+    """`--device auto` (the default) on a machine where torch sees no GPU: exit 3, never a silent CPU run."""
+
+
+def no_gpu_reason(verb: str = "validate") -> str:
+    """One sentence: why torch sees no GPU here, and how to run on CPUs on purpose."""
+    import torch
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if getattr(torch.version, "cuda", None) is None:
+        why = f"this PyTorch {torch.__version__} is a CPU-only build (torch.version.cuda is None)"
+    elif hidden is not None and hidden.strip() in ("", "-1", "none", "NoDevFiles"):
+        why = f"CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU"
+    else:
+        why = (f"torch (CUDA {torch.version.cuda}) sees no GPU: no NVIDIA driver loaded or no GPU present"
+               + (f" (CUDA_VISIBLE_DEVICES={hidden!r})" if hidden is not None else ""))
+    return f"{verb} found no GPU: {why}; to run on CPUs on purpose, pass --device cpu"
+
+
+def auto_device(device: str, verb: str = "validate") -> str:
+    """`auto` is `cuda`: without a GPU it raises NoGpuError (the CPU path only with --device cpu)."""
+    if device != "auto":
+        return device
+    import torch
+    if not torch.cuda.is_available():
+        raise NoGpuError(no_gpu_reason(verb))
+    return "cuda"
+
+
 def resolve_device(options: ValidateOptions, option: str = "--ranks") -> tuple[str, int]:
     """The device and the number of ranks, bounded before anything starts (ValueError: a usage error).
 
@@ -74,9 +104,7 @@ def resolve_device(options: ValidateOptions, option: str = "--ranks") -> tuple[s
     on CPUs one rank per usable CPU, or up to runner.OVERSUBSCRIBE_FACTOR per CPU with --oversubscribe.
     """
     import torch
-    device = options.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = auto_device(options.device)
     if device == "cuda":
         count = torch.cuda.device_count()
         if count == 0:
@@ -93,11 +121,17 @@ def resolve_device(options: ValidateOptions, option: str = "--ranks") -> tuple[s
     return device, options.ranks or 2
 
 
-def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool = False) -> Report:
+def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool = False,
+                 watch: Any = None, exclusive: bool = False) -> Report:
+    """`watch`: a facts.gpu_users.UserWatch over the selected GPUs (None: sharing not checked, e.g. CPU runs)."""
+    from gpuready.facts.gpu_users import blame_sharing, sharing_findings
     from gpuready.verbs.check import summarize_facts
     from gpuready.verbs.validate.judge import Judge
     judge = Judge(outcome, facts, host)
     judge.judge_all()
+    if watch is not None:
+        judge.findings[:0] = sharing_findings("validate", host, watch.seen, exclusive)
+        blame_sharing(judge.findings, watch.seen)
     report = Report(tool_version=__version__, host=host, findings=judge.findings, measurements=judge.measurements,
                     facts=summarize_facts(facts) if facts is not None else {}, fail_on_warn=fail_on_warn)
     report.hung = any(failure.kind != "workload" for failure in outcome.failures) or bool(outcome.unkillable)
@@ -106,6 +140,8 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
                                 "ranks": sorted(outcome.results)}
     if outcome.store_address:
         report.facts["validate"]["rendezvous_store"] = outcome.store_address
+    if outcome.overridden_env:  # the user's own values that the ranks did not run with
+        report.facts["validate"]["overridden_env"] = outcome.overridden_env
     return report
 
 
@@ -144,19 +180,46 @@ def run_local_validate(options: ValidateOptions, progress_callback=None) -> tupl
     if options.gpus:
         extra_env["CUDA_VISIBLE_DEVICES"] = visible_devices(options.gpus, facts)
         ranks = min(ranks, len(options.gpus))
+    watch = None
+    if device == "cuda":
+        from gpuready.facts.gpu_users import UserWatch, shared, sharing_findings
+        watch = UserWatch(selected_indices(extra_env.get("CUDA_VISIBLE_DEVICES"), facts, ranks))
+        if options.exclusive and shared(watch.before):
+            host = socket.gethostname()
+            report = Report(tool_version=__version__, host=host,
+                            findings=sharing_findings("validate", host, watch.before, exclusive=True, ran=False))
+            report.facts["validate"] = {"ranks": [], "exclusive": True, "started": False}
+            return report, None
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-validate-"))
-    outcome = run_local(world_size=ranks, spec=_rank_spec(options, device), log_dir=log_dir,
-                        startup_timeout_s=options.startup_timeout_s, extra_env=extra_env,
-                        on_progress=progress_callback)
-    return build_report(outcome, facts, socket.gethostname()), outcome
+    try:
+        if watch:
+            watch.__enter__()
+        outcome = run_local(world_size=ranks, spec=_rank_spec(options, device), log_dir=log_dir,
+                            startup_timeout_s=options.startup_timeout_s, extra_env=extra_env,
+                            on_progress=progress_callback)
+    finally:
+        if watch:
+            watch.__exit__(None, None, None)
+    return build_report(outcome, facts, socket.gethostname(), watch=watch, exclusive=options.exclusive), outcome
+
+
+def selected_indices(visible: str | None, facts: Any, ranks: int) -> list[int] | None:
+    """NVML indices of the GPUs the ranks use (the first `ranks` visible ones); None: every GPU."""
+    gpus = sorted((facts.gpus or []) if facts else [], key=lambda gpu: gpu.bus_id or "")
+    if visible:
+        by_uuid = {gpu.uuid: gpu.index for gpu in gpus}
+        chosen = [by_uuid[uuid] for uuid in visible.split(",") if uuid in by_uuid]
+    else:
+        chosen = [gpu.index for gpu in gpus]
+    return chosen[:ranks] if chosen else None
 
 
 def run_torchrun_rank(options: ValidateOptions, write_report) -> int:
     """Under torchrun: this process is one rank; rank 0 watches the others and writes the report."""
     from gpuready.workloads import worker
-    from gpuready.runner.progress import RESULT_KEY, read_progress, stalled_ranks
+    from gpuready.runner.progress import RESULT_KEY, ProgressWatch, stalled_ranks
 
-    device = options.device if options.device != "auto" else ("cuda" if _cuda_available() else "cpu")
+    device = auto_device(options.device)
     os.environ[worker.SPEC_VARIABLE] = json.dumps(_rank_spec(options, device))
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -172,11 +235,12 @@ def run_torchrun_rank(options: ValidateOptions, write_report) -> int:
         return {r: json.loads(store.get(RESULT_KEY.format(rank=r))) for r in range(world_size)
                 if store.check([RESULT_KEY.format(rank=r)])}
 
-    def watchdog(store: Any) -> None:  # rank 0 only
+    def watchdog(store: Any) -> None:  # rank 0 only; silence is timed on rank 0's clock (ProgressWatch)
+        watch = ProgressWatch(store, world_size)
         while True:
             time.sleep(0.5)
-            posts = read_progress(store, world_size)
-            blamed = stalled_ranks(posts, time.time())
+            posts = watch.read()
+            blamed = stalled_ranks(posts, time.monotonic())
             if blamed:
                 outcome = outcome_of(store, failures=[RankFailure(rank=r, kind="hang", progress=posts.get(r),
                                                                   detail="stopped advancing") for r in blamed])

@@ -1,0 +1,188 @@
+"""Who else computes on the GPUs: NVML compute processes and the memory they hold, per GPU.
+
+Read through `facts.nvml.collect_nvml()` (its per-GPU `processes`), so that `facts/nvml.py` stays the only
+module that imports pynvml and every NVML call keeps its timeout. Our own processes (this one and its
+children: the ranks) are left out. Caveat: inside a container with its own PID namespace NVML may report
+host PIDs, which cannot be matched to ours; the snapshot taken before any rank starts is exact either way.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+LOW_FIGURE_CHECKS = frozenset({"compute.low", "compute.straggler", "memory_bw.low", "transfer.low", "p2p.low",
+                               "nccl.busbw_low", "burn.straggler", "burn.throughput_low", "burn.power_low",
+                               "burn.clocks"})
+"""Findings about a figure below its expectation: on a shared GPU the other process is the likely cause."""
+
+
+@dataclass
+class GpuUsers:
+    """One GPU's foreign compute processes (pid, name, used_memory_bytes)."""
+    index: int
+    bus_id: str | None
+    uuid: str | None
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    free_bytes: int | None = None
+
+    @property
+    def held_bytes(self) -> int:
+        return sum(p.get("used_memory_bytes") or 0 for p in self.processes)
+
+    def describe(self) -> str:
+        parts = []
+        for process in self.processes:
+            used = process.get("used_memory_bytes")
+            held = f"{used / 2**30:,.1f} GiB" if isinstance(used, int) else "memory unknown"
+            parts.append(f"pid {process.get('pid')}" + (f" ({process['name']})" if process.get("name") else "")
+                         + f" holding {held}")
+        return ", ".join(parts)
+
+
+def own_pids() -> set[int]:
+    """This process and all its descendants (the ranks)."""
+    pids = {os.getpid()}
+    try:
+        import psutil
+        pids.update(child.pid for child in psutil.Process().children(recursive=True))
+    except Exception:
+        pass
+    return pids
+
+
+def read_nvml() -> dict[str, Any]:
+    """The nvml.json document (monkeypatched in tests)."""
+    from gpuready.facts.nvml import collect_nvml
+    return collect_nvml()
+
+
+def gpu_users(indices: Iterable[int] | None = None, ignore: set[int] | None = None) -> dict[int, GpuUsers] | None:
+    """NVML index → foreign processes on that GPU, for `indices` (None: every GPU); None when NVML cannot say."""
+    document = read_nvml()
+    if document.get("init_error"):
+        return None
+    ignore = own_pids() if ignore is None else ignore
+    wanted = set(indices) if indices is not None else None
+    users: dict[int, GpuUsers] = {}
+    for gpu in document.get("gpus") or []:
+        index = gpu.get("index")
+        if wanted is not None and index not in wanted:
+            continue
+        total, used = gpu.get("memory_total_bytes"), gpu.get("memory_used_bytes")
+        free = total - used if isinstance(total, int) and isinstance(used, int) else None
+        processes = [dict(p) for p in gpu.get("processes") or [] if p.get("pid") not in ignore]
+        users[index] = GpuUsers(index=index, bus_id=gpu.get("bus_id"), uuid=gpu.get("uuid"), processes=processes,
+                                free_bytes=free)
+    return users
+
+
+def shared(users: dict[int, GpuUsers] | None) -> dict[int, GpuUsers]:
+    """Only the GPUs that another process uses."""
+    return {index: entry for index, entry in (users or {}).items() if entry.processes}
+
+
+def merge(into: dict[int, GpuUsers], more: dict[int, GpuUsers] | None) -> None:
+    """Add the processes seen in a later snapshot (a pid once, with the most memory seen)."""
+    for index, entry in (more or {}).items():
+        if index not in into:
+            into[index] = entry
+            continue
+        known = {p.get("pid"): p for p in into[index].processes}
+        for process in entry.processes:
+            old = known.get(process.get("pid"))
+            if old is None:
+                into[index].processes.append(process)
+            elif (process.get("used_memory_bytes") or 0) > (old.get("used_memory_bytes") or 0):
+                old["used_memory_bytes"] = process["used_memory_bytes"]
+
+
+def users_of(subject_gpu: Any, users: dict[int, GpuUsers]) -> GpuUsers | None:
+    """The shared-GPU entry for a finding's GpuRef (matched by UUID, bus id, then NVML index)."""
+    if subject_gpu is None:
+        return None
+    for entry in users.values():
+        if entry.processes and ((entry.uuid and entry.uuid == getattr(subject_gpu, "uuid", None))
+                                or (entry.bus_id and entry.bus_id == getattr(subject_gpu, "bus_id", None))):
+            return entry
+    entry = users.get(getattr(subject_gpu, "index", None))
+    return entry if entry and entry.processes and not getattr(subject_gpu, "uuid", None) \
+        and not getattr(subject_gpu, "bus_id", None) else None
+
+
+def blame_sharing(findings: list[Any], users: dict[int, GpuUsers] | None) -> None:
+    """Every non-pass low-figure finding on a shared GPU says the other process is the likely cause."""
+    for finding in findings:
+        if finding.check_id not in LOW_FIGURE_CHECKS or str(getattr(finding.status, "value", finding.status)) == "pass":
+            continue
+        entry = users_of(finding.subject.gpu, shared(users))
+        if entry is not None:
+            finding.message = (finding.message.rstrip() + f" Another process shares this GPU ({entry.describe()}): "
+                               "the likely cause.")
+
+
+class UserWatch:
+    """Snapshot before the ranks start, then a re-read every `interval_s` while they run (merged: anyone seen)."""
+
+    def __init__(self, indices: Iterable[int] | None, interval_s: float = 15.0):
+        import threading
+        self.indices = list(indices) if indices is not None else None
+        self.interval_s = interval_s
+        self.before = gpu_users(self.indices)
+        self.seen: dict[int, GpuUsers] | None = None
+        if self.before is not None:
+            self.seen = {index: GpuUsers(index=e.index, bus_id=e.bus_id, uuid=e.uuid,
+                                         processes=[dict(p) for p in e.processes], free_bytes=e.free_bytes)
+                         for index, e in self.before.items()}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                later = gpu_users(self.indices)
+            except Exception:
+                continue
+            if later is not None:
+                if self.seen is None:
+                    self.seen = later
+                else:
+                    merge(self.seen, later)
+
+    def __enter__(self) -> "UserWatch":
+        if self.before is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+
+
+def sharing_findings(verb: str, host: str, users: dict[int, GpuUsers] | None, exclusive: bool,
+                     ran: bool = True) -> list[Any]:
+    """`<verb>.gpu_shared`: warn per GPU another process uses (fail with --exclusive); pass when none does;
+    skip when NVML could not say."""
+    from gpuready.model import Finding, GpuRef, Status, Subject
+    check_id = f"{verb}.gpu_shared"
+    if users is None:
+        return [Finding(check_id=check_id, status=Status.SKIP, subject=Subject(host=host),
+                        message="NVML could not list the GPUs' compute processes: sharing was not checked.")]
+    findings = []
+    for index, entry in sorted(shared(users).items()):
+        status = Status.FAIL if exclusive else Status.WARN
+        tail = ("--exclusive: nothing was started." if not ran else
+                "Its figures are not this GPU's alone: low throughput, power or clocks are likely that process's.")
+        findings.append(Finding(
+            check_id=check_id, status=status,
+            subject=Subject(host=host, gpu=GpuRef(index=index, bus_id=entry.bus_id, uuid=entry.uuid)),
+            message=f"GPU {index} is shared with another process: {entry.describe()}. {tail}",
+            observed=[{"pid": p.get("pid"), "name": p.get("name"), "used_memory_bytes": p.get("used_memory_bytes")}
+                      for p in entry.processes],
+            expected="no other compute process",
+            fix="Stop the other process or pick free GPUs with --gpus; --exclusive refuses shared GPUs."))
+    if not findings:
+        findings.append(Finding(check_id=check_id, status=Status.PASS, subject=Subject(host=host),
+                                message=f"No other compute process on the {len(users)} selected GPU(s).",
+                                observed=[], expected="no other compute process"))
+    return findings
