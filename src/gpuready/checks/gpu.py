@@ -80,7 +80,7 @@ _HOST_ONLY_SOURCES = NOT_NAMESPACED_SOURCES + ("nvidia-smi-topo.txt", "nvidia-sm
 
 
 def _named_by(gpus: list[GpuFacts]) -> str:
-    sources = sorted({part.strip() for gpu in gpus for part in gpu.source.split(",") if part.strip()})
+    sources = sorted({source for gpu in gpus for source in gpu.source_files()})
     if sources and all(source in _HOST_ONLY_SOURCES for source in sources):
         return (f" Named by {', '.join(sources)} only: whether the driver can use them is not in this input "
                 "(nvidia-smi or nvml.json says).")
@@ -142,8 +142,7 @@ def _where(gpu: GpuFacts) -> str:
 
 
 def _answers_the_driver(gpu: GpuFacts) -> bool:
-    return any(source not in _HOST_ONLY_SOURCES and source != "nvidia-smi-L.txt"
-               for source in (part.strip() for part in gpu.source.split(",")) if source)
+    return any(source not in _HOST_ONLY_SOURCES and source != "nvidia-smi-L.txt" for source in gpu.source_files())
 
 
 def _error_summary(gpu: GpuFacts) -> str:
@@ -190,7 +189,7 @@ def allocation(context: CheckContext) -> Allocation:
     runtime, evidence = host_files.container_of(facts.host, facts.env)
     container = runtime if runtime not in (None, "none") else None
     driver_named = [gpu for gpu in context.gpus
-                    if any(part.strip() not in NOT_NAMESPACED_SOURCES for part in gpu.source.split(",") if part.strip())
+                    if any(source not in NOT_NAMESPACED_SOURCES for source in gpu.source_files())
                     or not gpu.source]
     bus_ids = frozenset(gpu.bus_id for gpu in driver_named if gpu.bus_id) if driver_named else None
     if bus_ids is not None and any(not gpu.bus_id for gpu in driver_named):

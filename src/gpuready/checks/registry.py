@@ -163,7 +163,7 @@ _DEEP_SOURCES = ("nvml.json", "nvidia-smi-q.xml", "nvidia-smi-q.txt")
 
 def queried(gpu: GpuFacts) -> bool:
     """The driver was asked about this GPU in depth (nvml.json or `nvidia-smi -q`)."""
-    return any(source in gpu.source for source in _DEEP_SOURCES)
+    return any(source in _DEEP_SOURCES for source in gpu.source_files())
 
 
 def kernel_log_missing(context: CheckContext, what: str) -> Finding | None:

@@ -96,6 +96,10 @@ class GpuFacts:
     source: str = ""
     """The bundle file(s) these facts came from."""
 
+    def source_files(self) -> list[str]:
+        """`source` as a list of bundle file names."""
+        return [part.strip() for part in self.source.split(",") if part.strip()]
+
 
 @dataclass(kw_only=True)
 class KernelEvent:
