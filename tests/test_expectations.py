@@ -5,6 +5,8 @@ Sources of the published figures:
   H100 SXM bf16 794.5 TFLOPS (shared/reference/anchors-microbenchmarks.md, "Matmul peak").
 - tests/fixtures/public/pcie-4090-no-p2p/all_reduce_perf.txt: nccl-tests all_reduce rows of an RTX 4090 box
   (tinygrad/open-gpu-kernel-modules PR #22), busbw 12.76 GB/s at 64 MiB, 4 ranks.
+- Datasheet peaks and PCIe link rates are written literally below with their source (never read from
+  knowledge/), so a wrong table row or efficiency shows up as a failing test.
 """
 
 import copy
@@ -27,6 +29,21 @@ RTX4090 = "NVIDIA GeForce RTX 4090"
 
 # stas00/ml-engineering mamf-finder (bf16 TFLOPS, best shape)
 PUBLISHED_MAMF_BF16 = {A100: 271.2, H100: 794.5}
+# Datasheet dense bf16 peaks, written here (not read from knowledge/gpus.toml):
+DATASHEET_BF16_DENSE = {
+    A100: 312.0,  # NVIDIA A100 datasheet: BF16 Tensor Core 312 TFLOPS (624 with sparsity)
+    H100: 989.5,  # NVIDIA H100 SXM datasheet: BF16 Tensor Core 1,979 TFLOPS with sparsity
+    "NVIDIA H200": 989.5,  # NVIDIA H200 SXM datasheet: BF16 Tensor Core 1,979 TFLOPS with sparsity
+    RTX4090: 165.2,  # NVIDIA Ada Lovelace architecture whitepaper, RTX 4090: peak BF16 Tensor TFLOPS with FP32
+                     # accumulate 165.2 (330.4 with sparsity)
+    "NVIDIA B200": 2250.0,  # NVIDIA HGX B200: BF16 Tensor Core 4.5 PFLOPS with sparsity per GPU
+}
+H200_BF16_MEASURED_LOW = 783.0  # DESIGN.md §3: 8192³ bf16 on one H200, 783-791 TFLOP/s
+PCIE_GEN4_X16 = 31.5  # PCIe 4.0: 16 GT/s × 16 lanes × 128/130 / 8 = 31.5 GB/s per direction
+# Literal figures and the status each must get: the published one passes, a figure well under it is low, one
+# under half of any plausible expectation fails.
+LITERAL_BF16 = {A100: [(271.2, Status.PASS), (180.0, Status.WARN), (100.0, Status.FAIL)],
+                H100: [(794.5, Status.PASS), (500.0, Status.WARN), (300.0, Status.FAIL)]}
 
 
 def _gpus(name, count, generation=4):
@@ -52,16 +69,17 @@ def _bf16_status(name, tflops):
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED_MAMF_BF16))
-def test_published_mamf_bf16_passes_and_40_percent_below_does_not(name):
-    published = PUBLISHED_MAMF_BF16[name]
-    assert published >= 0.9 * expect.matmul_tflops(name, "bf16").value
-    assert _bf16_status(name, published) == [Status.PASS]
-    assert _bf16_status(name, published * 0.6) in ([Status.WARN], [Status.FAIL])
+def test_published_mamf_bf16_passes_and_literal_low_figures_do_not(name):
+    expected = expect.matmul_tflops(name, "bf16").value
+    assert PUBLISHED_MAMF_BF16[name] >= 0.9 * expected and expected < DATASHEET_BF16_DENSE[name]
+    for tflops, status in LITERAL_BF16[name]:
+        assert _bf16_status(name, tflops) == [status], (name, tflops)
 
 
 def test_ampere_uses_its_own_efficiency_and_says_so():
     a100 = expect.matmul_tflops(A100, "bf16")
-    assert a100.value == pytest.approx(312 * 0.80) and "Ampere" in a100.source and "271.2" in a100.source
+    assert PUBLISHED_MAMF_BF16[A100] >= 0.9 * a100.value and a100.value < DATASHEET_BF16_DENSE[A100]
+    assert "Ampere" in a100.source and "271.2" in a100.source
     assert "unmeasured" not in a100.source
     tf32 = expect.matmul_tflops(A100, "tf32")  # no published A100 tf32 mamf figure: the default, marked
     assert "unmeasured" in tf32.source
@@ -70,12 +88,14 @@ def test_ampere_uses_its_own_efficiency_and_says_so():
 @pytest.mark.parametrize("name", [RTX4090, "NVIDIA B200"])
 def test_architectures_without_measurements_get_the_marked_default(name):
     bf16 = expect.matmul_tflops(name, "bf16")
-    assert "unmeasured" in bf16.source and bf16.value < 0.7 * expect.gpu_spec(name).get("peak_tflops_bf16_dense")
+    assert "unmeasured" in bf16.source and bf16.value < 0.7 * DATASHEET_BF16_DENSE[name]
     assert "unmeasured" in expect.memory_copy(name).source
 
 
 def test_hopper_keeps_the_h200_measurements():
-    assert expect.matmul_tflops("NVIDIA H200", "bf16").value == pytest.approx(989 * 0.80)
+    h200 = expect.matmul_tflops("NVIDIA H200", "bf16")
+    assert H200_BF16_MEASURED_LOW >= 0.9 * h200.value and h200.value < DATASHEET_BF16_DENSE["NVIDIA H200"]
+    assert "unmeasured" not in h200.source
     assert "unmeasured" not in expect.memory_copy("NVIDIA H200").source
 
 
@@ -99,7 +119,7 @@ def _collectives_report(facts, rows):
 
 def test_published_4090_rows_without_p2p_pass():
     rows = _published_4090_rows()
-    ranks = round(2 / (2 - rows[-1]["busbw_gb_per_s"] / rows[-1]["algbw_gb_per_s"]))  # busbw = algbw·2(n-1)/n
+    ranks = 4  # published busbw/algbw 12.76/8.51 = 1.5: 4 ranks (tests/fixtures/public/README.md)
     gpus = _gpus(RTX4090, ranks)
     facts = Facts(gpus=gpus, p2p_read={(a.index, b.index): "GNS" for a in gpus for b in gpus if a is not b})
     report = _collectives_report(facts, rows)
@@ -120,7 +140,9 @@ def test_8x4090_two_sockets_host_path_and_one_socket_with_p2p():
     gns = Facts(gpus=gpus, topology=topology,
                 p2p_read={(a.index, b.index): "GNS" for a in gpus for b in gpus if a is not b})
     expected = expect.nccl_busbw(gns, gpus, RTX4090)
-    assert expected.value == pytest.approx(1.969 * 16 * 0.35) and re.search(r"no P2P: GPU0-GPU1 GNS", expected.source)
+    assert re.search(r"no P2P: GPU0-GPU1 GNS", expected.source)
+    # The published no-P2P box (12.76 GB/s busbw at 64 MiB) meets the host-path expectation.
+    assert 12.76 >= 0.9 * expected.value and expected.value < PCIE_GEN4_X16
     # SYS pairs with no P2P report: the ring crosses the sockets through host memory.
     sys_only = Facts(gpus=gpus, topology=topology)
     assert "SYS pairs" in expect.nccl_busbw(sys_only, gpus, RTX4090).source
@@ -128,13 +150,21 @@ def test_8x4090_two_sockets_host_path_and_one_socket_with_p2p():
     socket0 = gpus[:4]
     ok = Facts(gpus=gpus, topology=topology,
                p2p_read={(a.index, b.index): "OK" for a in socket0 for b in socket0 if a is not b})
-    assert expect.nccl_busbw(ok, socket0, RTX4090).value == pytest.approx(1.969 * 16 * 0.75)
+    with_p2p = expect.nccl_busbw(ok, socket0, RTX4090)
+    # A P2P ring expects more than the host path, less than the link: 25.9 GB/s published for 4×RTX 4090 with the
+    # P2P-patched driver (tinygrad/open-gpu-kernel-modules#36) passes, 12.76 (no P2P) is low there.
+    assert expected.value < with_p2p.value < PCIE_GEN4_X16 and "host memory" not in with_p2p.source
+    assert 25.9 >= 0.9 * with_p2p.value and 12.76 < 0.9 * with_p2p.value
 
 
 def test_p2p_copy_without_p2p_is_staged_through_host_memory():
     gpus = _gpus(RTX4090, 2)
     gns = Facts(gpus=gpus, p2p_read={(0, 1): "GNS", (1, 0): "GNS"})
     staged = expect.p2p_copy(gns, gpus[0], gpus[1], RTX4090)
-    assert staged.value == pytest.approx(1.969 * 16 * 0.50) and "unmeasured" in staged.source
+    assert "unmeasured" in staged.source and "host memory" in staged.source
     ok = Facts(gpus=gpus, p2p_read={(0, 1): "OK", (1, 0): "OK"})
-    assert expect.p2p_copy(ok, gpus[0], gpus[1], RTX4090).value == pytest.approx(1.969 * 16 * 0.80)
+    direct = expect.p2p_copy(ok, gpus[0], gpus[1], RTX4090)
+    # Staged through host memory expects less than a direct copy, both under the Gen4 x16 link rate; the
+    # published p2pBandwidthLatencyTest "P2P=Disabled" 20.1-22.4 GB/s between PCIe GPUs (NVIDIA/nccl#814) passes.
+    assert staged.value < direct.value < PCIE_GEN4_X16 and "host memory" not in direct.source
+    assert 20.1 >= 0.9 * staged.value

@@ -292,6 +292,8 @@ def test_cuda_rows_cover_expected_versions_in_order(cuda_table):
 
 def test_cuda_spot_values(cuda_table):
     by_version = {row["cuda"]: row["min_driver_linux"] for row in cuda_table["cuda"]}
+    # NVIDIA CUDA Toolkit release notes, Table 3 (toolkit driver version, Linux x86_64, GA):
+    # CUDA 12.4 GA >= 550.54.14, CUDA 13.0 GA >= 580.65.06.
     assert by_version["12.4"] == "550.54.14"
     assert by_version["13.0"] == "580.65.06"
 

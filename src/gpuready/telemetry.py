@@ -1,8 +1,12 @@
 """An NVML sampler that runs beside any workload and returns time series.
 
-It runs in the parent process, apart from the workers, and every NVML call has a timeout (see
-facts/nvml.py), so a dead GPU stops its own series instead of freezing the sampler. Xid events
-come from NVML's event API in a second thread (no root needed).
+It runs in the parent process, apart from the workers. One sampling thread walks the GPUs each
+interval; the NVML source (facts/nvml.py NvmlSession) runs its calls on one long-lived worker
+thread, one batched nvmlDeviceGetFieldValues read per GPU where the driver has the fields, and
+awaits each GPU's sample under a timeout: a hung GPU's sample is missing, the GPU is marked lost
+(`lost_at`) and its series stops, never the loop. Functions and fields the driver lacks are
+logged once per GPU and not asked again. Xid events come from NVML's event API in a second
+thread (no root needed), on a worker of their own so a wait never delays a sample.
 """
 
 from __future__ import annotations

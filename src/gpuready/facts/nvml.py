@@ -3,7 +3,9 @@
 `collect_nvml()` asks NVML everything `check` needs and returns the `nvml.json` document
 (layout below, versioned); `parse_nvml_json()` turns that document into facts. A query that
 fails is kept as an error string in the GPU's `errors` map, never raised; every call runs under
-a timeout because a GPU that has fallen off the bus can block NVML.
+a timeout because a GPU that has fallen off the bus can block NVML. Once one call on a GPU times
+out, nothing more is asked of that GPU in that collection (fields, NVLinks, infoROM, P2P pairs):
+its later fields read "skipped: …", so one hung GPU costs one timeout, not one per probe.
 
 nvml.json, format "gpuready-nvml" version 1:
   {"format": "gpuready-nvml", "version": 1,
@@ -11,13 +13,17 @@ nvml.json, format "gpuready-nvml" version 1:
    "driver_version": str, "cuda_driver_version": "13.0", "nvml_version": str,
    "device_count": int,
    "gpus": [{<GpuFacts field>: value, …, "errors": {<field>: "NVMLError_…"}}],
-   "p2p_read": {"0,1": "OK" | "CNS" | "GNS" | "TNS" | "DNS" | "NS" | "U"}}
+   "p2p_read": {"0,1": "OK" | "CNS" | "GNS" | "TNS" | "DNS" | "NS" | "U"},
+   "p2p_not_probed": {"0,1": "not probed: GPU 1 timed out earlier"}}  # only when some pair was not asked
 GPU fields carry the names and units of `facts.types.GpuFacts`.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
+import logging
+import queue
 import re
 import threading
 import typing
@@ -35,8 +41,69 @@ _COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Excl
 _FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
 
 
+log = logging.getLogger("gpuready.nvml")
+_SKIPPED = "skipped: an earlier NVML call on this GPU timed out"
+# Errors that say the driver or GPU lacks the function: a fact, asked once, never again.
+_UNSUPPORTED_ERRORS = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
+
+
 class NvmlTimeout(Exception):
     pass
+
+
+class _Skipped(Exception):
+    """Not asked: an earlier call on this GPU timed out."""
+
+
+class NvmlWorker:
+    """One long-lived daemon thread that runs NVML calls in turn, each awaited at most `timeout_s`.
+
+    A call that does not return is abandoned with its thread (stuck in the driver; told to exit if it ever
+    comes back) and the next call starts a fresh thread: no thread per call, and never a blocked caller.
+    """
+
+    def __init__(self, name: str = "gpuready-nvml"):
+        self.name = name
+        self.threads_started = 0
+        self._jobs: queue.SimpleQueue | None = None
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue) -> None:
+        while True:
+            job = jobs.get()
+            if job is None:
+                return
+            function, args, outcome, done = job
+            try:
+                outcome["value"] = function(*args)
+            except BaseException as error:  # re-raised in the caller's thread
+                outcome["error"] = error
+            done.set()
+
+    def call(self, function: Callable[..., Any], *args: Any, timeout_s: float = CALL_TIMEOUT_S) -> Any:
+        with self._lock:
+            if self._jobs is None:
+                self._jobs = queue.SimpleQueue()
+                threading.Thread(target=self._serve, args=(self._jobs,), daemon=True, name=self.name).start()
+                self.threads_started += 1
+            outcome: dict[str, Any] = {}
+            done = threading.Event()
+            self._jobs.put((function, args, outcome, done))
+            if not done.wait(timeout_s):
+                self._jobs.put(None)  # the stuck thread exits if its call ever returns
+                self._jobs = None
+                raise NvmlTimeout(f"{getattr(function, '__name__', 'NVML call')} did not return within "
+                                  f"{timeout_s:g} s")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("value")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._jobs is not None:
+                self._jobs.put(None)
+                self._jobs = None
 
 
 def call_with_timeout(function: Callable[..., Any], *args: Any, timeout_s: float = CALL_TIMEOUT_S) -> Any:
@@ -53,7 +120,7 @@ def call_with_timeout(function: Callable[..., Any], *args: Any, timeout_s: float
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():
-        raise NvmlTimeout(f"{getattr(function, '__name__', 'NVML call')} did not return within {timeout_s:.0f} s")
+        raise NvmlTimeout(f"{getattr(function, '__name__', 'NVML call')} did not return within {timeout_s:g} s")
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
@@ -84,13 +151,16 @@ def collect_nvml(timeout_s: float = CALL_TIMEOUT_S) -> dict[str, Any]:
         document["cuda_driver_version"] = f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None
         count = system.ask(pynvml.nvmlDeviceGetCount, field="count")
         document["device_count"] = count if isinstance(count, int) else None
-        handles = []
+        handles, queriers = [], []
         for index in range(count if isinstance(count, int) else 0):
             querier = _Querier(pynvml, timeout_s)
             handle = querier.ask(pynvml.nvmlDeviceGetHandleByIndex, index, field="handle")
             document["gpus"].append(_query_gpu(pynvml, querier, index, handle))
             handles.append(handle if "handle" not in querier.errors else None)
-        document["p2p_read"] = _query_p2p(pynvml, handles, timeout_s)
+            queriers.append(querier)
+        document["p2p_read"], not_probed = _query_p2p(pynvml, handles, queriers, timeout_s)
+        if not_probed:
+            document["p2p_not_probed"] = not_probed
         document["errors"] = system.errors
     finally:
         try:
@@ -114,17 +184,26 @@ class _Querier:
         self.timed_out = False
 
     def ask(self, function: Callable[..., Any], *args: Any, field: str) -> Any:
+        try:
+            return self.call(function, *args, field=field)
+        except _Skipped:
+            pass
+        except Exception as error:
+            self.errors[field] = _error_text(error)
+        return None
+
+    def call(self, function: Callable[..., Any], *args: Any, field: str) -> Any:
+        """As `ask`, but NVML's own errors are raised for the caller to read; a timeout (or a GPU that has
+        timed out before) files the error under `field` and raises _Skipped."""
         if self.timed_out:  # one hung call: the GPU is not answering, stop asking it
-            self.errors[field] = "skipped: an earlier NVML call on this GPU timed out"
-            return None
+            self.errors.setdefault(field, _SKIPPED)
+            raise _Skipped
         try:
             return call_with_timeout(function, *args, timeout_s=self.timeout_s)
         except NvmlTimeout as error:
             self.timed_out = True
             self.errors[field] = f"timeout: {error}"
-        except Exception as error:
-            self.errors[field] = _error_text(error)
-        return None
+            raise _Skipped from error
 
 
 def _query_gpu(pynvml: Any, q: _Querier, index: int, handle: Any) -> dict[str, Any]:
@@ -218,8 +297,10 @@ def _milli(value: Any) -> float | None:
 
 def _inforom_valid(pynvml: Any, q: _Querier, handle: Any) -> bool | None:
     try:
-        call_with_timeout(pynvml.nvmlDeviceValidateInforom, handle, timeout_s=q.timeout_s)
+        q.call(pynvml.nvmlDeviceValidateInforom, handle, field="inforom_valid")
         return True
+    except _Skipped:
+        return None
     except Exception as error:
         if "Corrupted" in type(error).__name__ or "corrupt" in str(error).lower():
             return False
@@ -232,7 +313,9 @@ def _fabric_state(pynvml: Any, q: _Querier, handle: Any) -> str | None:
     if info_class is None:
         return None
     info = info_class()
-    if q.ask(pynvml.nvmlDeviceGetGpuFabricInfo, handle, info, field="fabric_state") is None:
+    # NVML takes a pointer; nvidia-ml-py passes the argument through untyped, and a Structure passed
+    # that way goes by value: NVML then writes through garbage (a segfault, seen on an H200 in a thread).
+    if q.ask(pynvml.nvmlDeviceGetGpuFabricInfo, handle, ctypes.byref(info), field="fabric_state") is None:
         return None
     return _FABRIC_STATES.get(int(info.state))
 
@@ -257,15 +340,52 @@ def _process_name(pid: int) -> str | None:
         return None
 
 
-def _nvlinks(pynvml: Any, q: _Querier, handle: Any) -> list[dict[str, Any]]:
+def _nvlink_count(pynvml: Any, q: _Querier, handle: Any) -> int | None:
+    """The GPU's NVLink count from NVML_FI_DEV_NVLINK_LINK_COUNT; None where the driver lacks the field."""
+    field_id = getattr(pynvml, "NVML_FI_DEV_NVLINK_LINK_COUNT", None)
+    if field_id is None:
+        return None
+    try:
+        values = q.call(pynvml.nvmlDeviceGetFieldValues, handle, [field_id], field="nvlinks")
+    except _Skipped:
+        raise
+    except Exception:  # the function itself missing or refused: probe instead
+        return None
+    if not values or getattr(values[0], "nvmlReturn", 1) != 0:
+        return None
+    count = _field_value(values[0])
+    return count if isinstance(count, int) and 0 <= count <= pynvml.NVML_NVLINK_MAX_LINKS else None
+
+
+def _nvlinks(pynvml: Any, q: _Querier, handle: Any) -> list[dict[str, Any]] | None:
+    """Links 0 … count-1 (the field value), or every index up to the library's bound where the field is missing;
+    None once the GPU has timed out."""
     links = []
-    for link in range(pynvml.NVML_NVLINK_MAX_LINKS):  # the library's bound over all architectures
-        try:
-            state = call_with_timeout(pynvml.nvmlDeviceGetNvLinkState, handle, link, timeout_s=q.timeout_s)
-        except Exception:  # NotSupported / InvalidArgument past the last link: no such link
-            continue
-        links.append({"link": link, "active": bool(state), "speed_gb_per_s": None})
+    try:
+        count = _nvlink_count(pynvml, q, handle)
+        for link in range(pynvml.NVML_NVLINK_MAX_LINKS if count is None else count):
+            try:
+                state = q.call(pynvml.nvmlDeviceGetNvLinkState, handle, link, field="nvlinks")
+            except _Skipped:
+                raise
+            except Exception:  # NotSupported / InvalidArgument past the last link: no such link
+                continue
+            links.append({"link": link, "active": bool(state), "speed_gb_per_s": None})
+    except _Skipped:
+        return None
     return links
+
+
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def _field_value(value: Any) -> Any:
+    """The number in one c_nvmlFieldValue_t, by its valueType (NVML_VALUE_TYPE_*)."""
+    member = _VALUE_MEMBERS.get(int(getattr(value, "valueType", 1)), "uiVal")
+    number = getattr(value.value, member, None)
+    if member == "dVal":
+        return float(number) if number is not None else None
+    return int(number) if number is not None else None
 
 
 def _cpu_list_from_mask(words: list[int]) -> str:
@@ -281,19 +401,36 @@ def _cpu_list_from_mask(words: list[int]) -> str:
     return ",".join(ranges)
 
 
-def _query_p2p(pynvml: Any, handles: list[Any], timeout_s: float) -> dict[str, str]:
+def _query_p2p(pynvml: Any, handles: list[Any], queriers: list[_Querier], timeout_s: float,
+               ) -> tuple[dict[str, str], dict[str, str]]:
+    """(p2p_read, p2p_not_probed): pairs with a GPU that has no handle or has timed out are not asked (the reason
+    is in p2p_not_probed); after one P2P call times out, no further pair is asked."""
     status: dict[str, str] = {}
+    not_probed: dict[str, str] = {}
+    stopped: str | None = None
     for i, first in enumerate(handles):
         for j, second in enumerate(handles):
-            if i == j or first is None or second is None:
+            if i == j:
+                continue
+            pair = f"{i},{j}"
+            silent = next((k for k in (i, j) if handles[k] is None or queriers[k].timed_out), None)
+            if silent is not None:
+                not_probed[pair] = (f"not probed: GPU {silent} timed out earlier" if queriers[silent].timed_out
+                                    else f"not probed: GPU {silent} has no NVML handle")
+                continue
+            if stopped:
+                not_probed[pair] = stopped
                 continue
             try:
                 code = call_with_timeout(pynvml.nvmlDeviceGetP2PStatus, first, second,
                                          pynvml.NVML_P2P_CAPS_INDEX_READ, timeout_s=timeout_s)
-                status[f"{i},{j}"] = _P2P_STATUS.get(code, "U")
+                status[pair] = _P2P_STATUS.get(code, "U")
+            except NvmlTimeout as error:
+                stopped = f"not probed: the P2P query for GPUs {pair} timed out ({error})"
+                not_probed[pair] = f"timeout: {error}"
             except Exception:
-                status[f"{i},{j}"] = "U"
-    return status
+                status[pair] = "U"
+    return status, not_probed
 
 
 class ForeignNvmlJson(ValueError):
@@ -450,89 +587,163 @@ def _p2p_from_json(p2p: Any) -> dict[tuple[int, int], str]:
     return status
 
 
+# Figures the sampler reads in one nvmlDeviceGetFieldValues call where the driver has the field:
+# sample key → (NVML_FI_* name, scale to the key's unit). Each falls back to its own function when the field
+# answers with an error.
+_SAMPLE_FIELDS = {
+    "power_w": ("NVML_FI_DEV_POWER_AVERAGE", 0.001),  # mW averaged over 1 s, as nvmlDeviceGetPowerUsage on Ampere+
+    "memory_temperature_c": ("NVML_FI_DEV_MEMORY_TEMP", 1.0),
+    "ecc_corrected": ("NVML_FI_DEV_ECC_SBE_VOL_TOTAL", 1),
+    "ecc_uncorrected": ("NVML_FI_DEV_ECC_DBE_VOL_TOTAL", 1),
+    "pcie_replay": ("NVML_FI_DEV_PCIE_REPLAY_COUNTER", 1),
+}
+
+
 class NvmlSession:
-    """A live NVML connection for sampling (telemetry, monitor). Every call under a timeout; a GPU whose
-    call times out is marked lost and not asked again."""
+    """A live NVML connection for sampling (telemetry, monitor).
+
+    Every call runs on one long-lived worker thread (NvmlWorker), a GPU's whole sample under one timeout: a sample
+    that does not come back in time is missing, the GPU is marked lost and not asked again. The figures NVML has as
+    field values are read in one nvmlDeviceGetFieldValues call per sample. A function or field the driver lacks
+    (NotSupported, FunctionNotFound) is logged once per GPU and never asked again (`unsupported`)."""
 
     def __init__(self, timeout_s: float = CALL_TIMEOUT_S):
         import pynvml
         self.pynvml, self.timeout_s = pynvml, timeout_s
-        call_with_timeout(pynvml.nvmlInit, timeout_s=timeout_s)
-        count = call_with_timeout(pynvml.nvmlDeviceGetCount, timeout_s=timeout_s)
-        self.handles = [call_with_timeout(pynvml.nvmlDeviceGetHandleByIndex, i, timeout_s=timeout_s)
+        self.worker = NvmlWorker("gpuready-nvml-sampler")
+        self._event_worker = NvmlWorker("gpuready-nvml-events")
+        self.worker.call(pynvml.nvmlInit, timeout_s=timeout_s)
+        count = self.worker.call(pynvml.nvmlDeviceGetCount, timeout_s=timeout_s)
+        self.handles = [self.worker.call(pynvml.nvmlDeviceGetHandleByIndex, i, timeout_s=timeout_s)
                         for i in range(count)]
         self.lost: set[int] = set()
+        self.unsupported: dict[int, set[str]] = {i: set() for i in range(count)}
+        self.calls = 0
+        """NVML calls made by samples (tests and figures)."""
         self.identity = [self._identity(handle) for handle in self.handles]
         self._events = None
+        self._fields = [(key, getattr(pynvml, name), scale) for key, (name, scale) in _SAMPLE_FIELDS.items()
+                        if hasattr(pynvml, name)]
 
     def _identity(self, handle: Any) -> dict[str, Any]:
-        ask = lambda function: _decode(call_with_timeout(function, handle, timeout_s=self.timeout_s))
-        pci = call_with_timeout(self.pynvml.nvmlDeviceGetPciInfo, handle, timeout_s=self.timeout_s)
+        ask = lambda function: _decode(self.worker.call(function, handle, timeout_s=self.timeout_s))
+        pci = self.worker.call(self.pynvml.nvmlDeviceGetPciInfo, handle, timeout_s=self.timeout_s)
         return {"bus_id": normalize_bus_id(_decode(pci.busId)), "uuid": ask(self.pynvml.nvmlDeviceGetUUID),
                 "name": ask(self.pynvml.nvmlDeviceGetName)}
 
-    def _ask(self, index: int, function: Callable[..., Any], *args: Any) -> Any:
+    def _ask(self, index: int, name: str, function: Callable[..., Any], *args: Any) -> Any:
+        """One call inside a sample (on the worker thread); None for an error. `name` keys the unsupported set."""
+        if name in self.unsupported[index]:
+            return None
+        self.calls += 1
         try:
-            return call_with_timeout(function, self.handles[index], *args, timeout_s=self.timeout_s)
-        except NvmlTimeout:
-            self.lost.add(index)
+            return function(self.handles[index], *args)
         except Exception as error:
-            if "GpuIsLost" in type(error).__name__:
+            kind = type(error).__name__
+            if kind in _UNSUPPORTED_ERRORS:
+                self._unsupported(index, name, kind)
+            elif "GpuIsLost" in kind:
                 self.lost.add(index)
-        return None
+            return None
 
-    def sample(self, index: int) -> dict[str, Any] | None:
-        """One reading of the figures telemetry follows; None for a GPU that no longer answers."""
-        if index in self.lost:
-            return None
+    def _unsupported(self, index: int, name: str, why: str) -> None:
+        self.unsupported[index].add(name)
+        log.info("GPU %d: %s is not supported by this driver or GPU (%s); not asked again", index, name, why)
+
+    def _read_fields(self, index: int) -> dict[str, Any]:
+        """The field-value figures of one GPU; keys whose field failed are absent (their function is asked)."""
+        wanted = [(key, field_id, scale) for key, field_id, scale in self._fields
+                  if f"field:{key}" not in self.unsupported[index]]
+        if not wanted:
+            return {}
+        values = self._ask(index, "nvmlDeviceGetFieldValues", self.pynvml.nvmlDeviceGetFieldValues,
+                           [field_id for _, field_id, _ in wanted])
+        if values is None:
+            return {}
+        result: dict[str, Any] = {}
+        for (key, _, scale), value in zip(wanted, values):
+            code = getattr(value, "nvmlReturn", 1)
+            if code == 0:
+                number = _field_value(value)
+                result[key] = number * scale if number is not None else None
+            elif code in (3, 13):  # NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_FUNCTION_NOT_FOUND
+                self._unsupported(index, f"field:{key}", f"nvmlReturn {code}")
+        return result
+
+    def _read(self, index: int) -> dict[str, Any]:
         p = self.pynvml
-        power = self._ask(index, p.nvmlDeviceGetPowerUsage)
+        fields = self._read_fields(index)
+
+        def figure(key: str, name: str, function: Callable[..., Any], *args: Any) -> Any:
+            return fields[key] if key in fields else self._ask(index, name, function, *args)
+
+        power = figure("power_w", "nvmlDeviceGetPowerUsage", p.nvmlDeviceGetPowerUsage)
+        if "power_w" not in fields:
+            power = _milli(power)
         if index in self.lost:
-            return None
+            return {}
         reasons_function = getattr(p, "nvmlDeviceGetCurrentClocksEventReasons", None) \
             or p.nvmlDeviceGetCurrentClocksThrottleReasons
-        utilization = self._ask(index, p.nvmlDeviceGetUtilizationRates)
-        memory_temperature = self._ask(index, p.nvmlDeviceGetFieldValues, [p.NVML_FI_DEV_MEMORY_TEMP])
-        memory_value = None
-        if memory_temperature and memory_temperature[0].nvmlReturn == 0:
-            memory_value = float(memory_temperature[0].value.uiVal)
+        utilization = self._ask(index, "nvmlDeviceGetUtilizationRates", p.nvmlDeviceGetUtilizationRates)
+        memory_temperature = fields.get("memory_temperature_c")
         return {
-            "power_w": power / 1000.0 if power is not None else None,
-            "power_limit_w": _milli(self._ask(index, p.nvmlDeviceGetEnforcedPowerLimit)),
-            "temperature_c": self._ask(index, p.nvmlDeviceGetTemperature, p.NVML_TEMPERATURE_GPU),
-            "memory_temperature_c": memory_value,
-            "sm_clock_mhz": self._ask(index, p.nvmlDeviceGetClockInfo, p.NVML_CLOCK_SM),
-            "memory_clock_mhz": self._ask(index, p.nvmlDeviceGetClockInfo, p.NVML_CLOCK_MEM),
+            "power_w": power,
+            "power_limit_w": _milli(self._ask(index, "nvmlDeviceGetEnforcedPowerLimit",
+                                              p.nvmlDeviceGetEnforcedPowerLimit)),
+            "temperature_c": self._ask(index, "nvmlDeviceGetTemperature", p.nvmlDeviceGetTemperature,
+                                       p.NVML_TEMPERATURE_GPU),
+            "memory_temperature_c": float(memory_temperature) if memory_temperature is not None else None,
+            "sm_clock_mhz": self._ask(index, "nvmlDeviceGetClockInfo:sm", p.nvmlDeviceGetClockInfo, p.NVML_CLOCK_SM),
+            "memory_clock_mhz": self._ask(index, "nvmlDeviceGetClockInfo:mem", p.nvmlDeviceGetClockInfo,
+                                          p.NVML_CLOCK_MEM),
             "utilization_pct": utilization.gpu if utilization is not None else None,
-            "clock_event_reasons": self._ask(index, reasons_function),
-            "ecc_corrected": self._ask(index, p.nvmlDeviceGetTotalEccErrors, p.NVML_MEMORY_ERROR_TYPE_CORRECTED,
-                                       p.NVML_VOLATILE_ECC),
-            "ecc_uncorrected": self._ask(index, p.nvmlDeviceGetTotalEccErrors,
-                                         p.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, p.NVML_VOLATILE_ECC),
-            "pcie_replay": self._ask(index, p.nvmlDeviceGetPcieReplayCounter),
-            "pcie_width": self._ask(index, p.nvmlDeviceGetCurrPcieLinkWidth),
+            "clock_event_reasons": self._ask(index, reasons_function.__name__, reasons_function),
+            "ecc_corrected": figure("ecc_corrected", "nvmlDeviceGetTotalEccErrors:corrected",
+                                    p.nvmlDeviceGetTotalEccErrors, p.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                                    p.NVML_VOLATILE_ECC),
+            "ecc_uncorrected": figure("ecc_uncorrected", "nvmlDeviceGetTotalEccErrors:uncorrected",
+                                      p.nvmlDeviceGetTotalEccErrors, p.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                      p.NVML_VOLATILE_ECC),
+            "pcie_replay": figure("pcie_replay", "nvmlDeviceGetPcieReplayCounter", p.nvmlDeviceGetPcieReplayCounter),
+            "pcie_width": self._ask(index, "nvmlDeviceGetCurrPcieLinkWidth", p.nvmlDeviceGetCurrPcieLinkWidth),
         }
+
+    def sample(self, index: int) -> dict[str, Any] | None:
+        """One reading of the figures telemetry follows; None for a GPU that no longer answers (its sample did not
+        come back within the timeout, or NVML said the GPU is lost)."""
+        if index in self.lost:
+            return None
+        try:
+            reading = self.worker.call(self._read, index, timeout_s=self.timeout_s)
+        except NvmlTimeout as error:
+            log.warning("GPU %d: %s; the GPU is not asked again", index, error)
+            self.lost.add(index)
+            return None
+        except Exception as error:  # an answer of an unexpected shape: this sample is empty, the next one is asked
+            log.warning("GPU %d: sample failed (%s)", index, _error_text(error))
+            return {}
+        return None if index in self.lost else reading
 
     def watch_xid(self) -> bool:
         """Register for Xid events (no root needed); False where the driver refuses."""
         p = self.pynvml
         try:
-            self._events = call_with_timeout(p.nvmlEventSetCreate, timeout_s=self.timeout_s)
+            self._events = self._event_worker.call(p.nvmlEventSetCreate, timeout_s=self.timeout_s)
             for handle in self.handles:
-                call_with_timeout(p.nvmlDeviceRegisterEvents, handle, p.nvmlEventTypeXidCriticalError, self._events,
-                                  timeout_s=self.timeout_s)
+                self._event_worker.call(p.nvmlDeviceRegisterEvents, handle, p.nvmlEventTypeXidCriticalError,
+                                        self._events, timeout_s=self.timeout_s)
             return True
         except Exception:
             self._events = None
             return False
 
     def wait_xid(self, timeout_ms: int) -> list[tuple[int | None, int]]:
-        """(GPU index, Xid) events that arrived within the wait."""
+        """(GPU index, Xid) events that arrived within the wait (on its own worker: it never delays samples)."""
         if self._events is None:
             return []
         try:
-            data = call_with_timeout(self.pynvml.nvmlEventSetWait_v2, self._events, timeout_ms,
-                                     timeout_s=self.timeout_s + timeout_ms / 1000)
+            data = self._event_worker.call(self.pynvml.nvmlEventSetWait_v2, self._events, timeout_ms,
+                                           timeout_s=self.timeout_s + timeout_ms / 1000)
         except Exception:  # NVML_ERROR_TIMEOUT: nothing happened
             return []
         index = next((i for i, handle in enumerate(self.handles)
@@ -542,10 +753,13 @@ class NvmlSession:
     def close(self) -> None:
         try:
             if self._events is not None:
-                call_with_timeout(self.pynvml.nvmlEventSetFree, self._events, timeout_s=self.timeout_s)
-            call_with_timeout(self.pynvml.nvmlShutdown, timeout_s=self.timeout_s)
+                self._event_worker.call(self.pynvml.nvmlEventSetFree, self._events, timeout_s=self.timeout_s)
+            self.worker.call(self.pynvml.nvmlShutdown, timeout_s=self.timeout_s)
         except Exception:
             pass
+        finally:
+            self.worker.close()
+            self._event_worker.close()
 
 
 def _same_handle(first: Any, second: Any) -> bool:

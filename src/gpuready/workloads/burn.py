@@ -18,7 +18,10 @@ TOLERANCE = {"bf16": 1e-2, "fp16": 1e-3, "tf32": 1e-3, "fp32": 1e-5, "fp64": 1e-
 CHECK_EVERY = 20
 PUBLISH_EVERY_S = 2.0
 SELF_TEST_ITERATION = 3 * CHECK_EVERY
-MEMORY_FREE_SHARE = 0.25
+MEMORY_FREE_SHARE = 0.15
+"""Of the memory free at start, the share the pattern buffer takes. Buffer, index, pattern and a 1-byte mask
+live at once (3.25x the buffer): about half of what is free, leaving the rest for another process's growth
+(on an H200 with 130 GiB held by another process, 0.25 and temporaries of `index * 3 + 1` ran out of memory)."""
 MEMORY_CAP_BYTES = 8 * 2**30
 
 
@@ -32,19 +35,22 @@ def _memory_pattern(torch: Any, ctx: RankContext) -> dict[str, Any]:
     free = total = None
     if ctx.is_cuda:
         free, total = torch.cuda.mem_get_info(ctx.device)
-        # the buffer, its index and one pattern live at once (plus a 1-byte mask): about 3.25× the buffer, so a
-        # quarter of what is free at start leaves headroom for another process's growth
         count = int(min(free * MEMORY_FREE_SHARE, MEMORY_CAP_BYTES) // 4)
     else:
         count = 64 * 2**20 // 4
     started = time.time()
     buffer = torch.empty(count, dtype=torch.int32, device=ctx.device)
     index = torch.arange(count, dtype=torch.int32, device=ctx.device)
+    pattern = torch.empty_like(buffer)  # patterns are written into it in place: no temporaries beyond the mask
     wrong = 0
-    for pattern in (index * 3 + 1, ~index):
+    for name in ("3*i+1", "~i"):
+        if name == "3*i+1":
+            torch.mul(index, 3, out=pattern).add_(1)
+        else:
+            torch.bitwise_not(index, out=pattern)
         buffer.copy_(pattern)
-        wrong += int((buffer != pattern).sum().item())
-    del buffer, index
+        wrong += int(torch.ne(buffer, pattern).sum().item())
+    del buffer, index, pattern
     if ctx.is_cuda:
         torch.cuda.empty_cache()
     return {"bytes": count * 4, "wrong_words": wrong, "seconds": round(time.time() - started, 3),
