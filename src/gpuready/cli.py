@@ -264,7 +264,7 @@ def _emit(report, args: argparse.Namespace) -> int:
         print(document)
     else:
         from gpuready.report.console import render_console
-        render_console(report, verbose=args.verbose, lang=args.lang)
+        render_console(report.to_dict(), verbose=args.verbose, lang=args.lang)
     code = report.exit_code()
     if problem:  # nothing measured is lost: the JSON goes to stdout instead, and the exit code says 2 at least
         print(f"gpuready: {problem}; the JSON report is on stdout instead", file=sys.stderr)
