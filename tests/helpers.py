@@ -16,3 +16,19 @@ def statuses(report, check_id):
 
 def messages(report, check_id):
     return " | ".join(finding.message for finding in report.findings if finding.check_id == check_id)
+
+
+class FakeStore:
+    """A dict with the TCPStore calls the runner uses (set, get, check)."""
+
+    def __init__(self):
+        self.values = {}
+
+    def set(self, key, value):
+        self.values[key] = value
+
+    def get(self, key):
+        return str(self.values[key]).encode()
+
+    def check(self, keys):
+        return all(key in self.values for key in keys)

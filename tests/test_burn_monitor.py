@@ -13,7 +13,7 @@ from gpuready.facts.clock_reasons import REASON_BITS
 from gpuready.model import Status
 from gpuready.verbs.monitor import PrometheusExporter, detect_events, monitor_loop
 from gpuready.telemetry import Sampler, Telemetry
-from gpuready.runner.local import RankFailure
+from gpuready.runner.watchdog import RankFailure
 
 IDENTITY = [{"bus_id": "0000:00:06.0", "uuid": "GPU-0000", "name": "NVIDIA H200"}]
 

@@ -6,20 +6,7 @@ from dataclasses import asdict
 
 from gpuready.runner import progress
 from gpuready.runner.progress import Progress, ProgressWatch, stalled_ranks
-
-
-class FakeStore:
-    def __init__(self):
-        self.values = {}
-
-    def set(self, key, value):
-        self.values[key] = value
-
-    def get(self, key):
-        return self.values[key].encode()
-
-    def check(self, keys):
-        return all(key in self.values for key in keys)
+from helpers import FakeStore
 
 
 def _post(store, rank, sequence, started_at, timeout_s=10.0, phase="collectives"):

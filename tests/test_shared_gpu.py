@@ -11,7 +11,7 @@ from gpuready.facts import gpu_users
 from gpuready.model import ExitCode, Status
 from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
 from gpuready.telemetry import Telemetry
-from gpuready.runner.local import RankFailure
+from gpuready.runner.watchdog import RankFailure
 
 torch = pytest.importorskip("torch")
 

@@ -12,7 +12,8 @@ from gpuready.facts.topology import parse_topo_matrix
 from gpuready.facts.types import Facts, GpuFacts
 from gpuready.model import Status
 from gpuready.verbs.validate import build_report, expect
-from gpuready.runner.local import RankFailure, RunOutcome
+from gpuready.runner.local import RunOutcome
+from gpuready.runner.watchdog import RankFailure
 
 RESULTS = {int(rank): result for rank, result in
            json.loads((FIXTURES / "h200-validate" / "rank-results.json").read_text())["results"].items()}

@@ -6,6 +6,7 @@ import argparse
 import errno
 import json
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from gpuready import __version__
 from gpuready.model import ExitCode, worst_exit_code
+from gpuready.runner.signals import Stopped, exit_code_for, stop_signals_raise
 
 VERBS = ("check", "collect", "validate", "burn", "monitor")
 BROKEN_PIPE_EXIT = 141
@@ -64,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="seconds one operation may take before its rank counts as hung (default 120)")
     validate.add_argument("--startup-timeout", type=float, default=300.0, metavar="S",
                           help="seconds for the ranks to start and connect (default 300)")
+    validate.add_argument("--deadline", type=float, metavar="S",
+                          help="seconds the whole run may take, the end included (default: start-up timeout + "
+                               "4x the printed plan, at least 120 s, + one --timeout)")
     validate.add_argument("--max-bytes", type=_size, metavar="SIZE", help="largest collective size (e.g. 64M, 1G)")
     validate.add_argument("--log-dir", type=Path, metavar="DIR", help="rank logs and NCCL flight-recorder dumps")
     validate.add_argument("--nnodes", type=int, metavar="N", help="run on N nodes: builds and runs the torchrun command")
@@ -169,10 +174,9 @@ def _main(argv: list[str] | None) -> int:
         args = build_parser().parse_args(argv)
         if args.verb == "collect":
             return _collect(args)
-        if args.verb == "validate":
-            return _validate(args, argv)
-        if args.verb == "burn":
-            return _burn(args)
+        if args.verb in ("validate", "burn"):
+            with stop_signals_raise():  # SIGTERM/SIGHUP: the ranks are stopped and the partial report written
+                return _validate(args, argv) if args.verb == "validate" else _burn(args)
         if args.verb == "monitor":
             from gpuready.verbs.monitor import run_monitor
             return run_monitor(interval_s=args.interval, jsonl=args.jsonl, prometheus_port=args.prometheus_port,
@@ -186,6 +190,9 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("gpuready: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
+    except Stopped as stop:  # before any rank started: nothing measured
+        print(f"gpuready: stopped by {stop.name} before anything was measured", file=sys.stderr)
+        return exit_code_for(stop.name)
     except Exception as error:  # a bug of ours: one sentence, exit 3; GPUREADY_DEBUG=1 shows the traceback
         if os.environ.get("GPUREADY_DEBUG"):
             raise
@@ -287,15 +294,16 @@ def _validate(args: argparse.Namespace, argv: list[str]) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
-    if args.timeout <= 0 or args.startup_timeout <= 0:
-        raise UsageError("--timeout and --startup-timeout must be positive")
+    if args.timeout <= 0 or args.startup_timeout <= 0 or (args.deadline is not None and args.deadline <= 0):
+        raise UsageError("--timeout, --startup-timeout and --deadline must be positive")
     _check_out(args)
     _check_log_dir(args)
     options = validate.ValidateOptions(device=args.device, backend=args.backend, ranks=args.ranks, only=only, quick=args.quick,
                                        timeout_s=args.timeout, startup_timeout_s=args.startup_timeout,
                                        max_bytes=args.max_bytes, log_dir=args.log_dir,
                                        gpus=[item.strip() for item in args.gpus.split(",")] if args.gpus else [],
-                                       oversubscribe=args.oversubscribe, exclusive=args.exclusive)
+                                       oversubscribe=args.oversubscribe, exclusive=args.exclusive,
+                                       deadline_s=args.deadline)
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -416,10 +424,37 @@ def _run_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
     # The ranks build their group on the rendezvous store (RDZV_STORE_VARIABLE), so torchrun's rank-0 agent need
     # not listen with a second store on every interface (TORCH_DISABLE_SHARE_RDZV_TCP_STORE).
     env = {**os.environ, RDZV_STORE_VARIABLE: args.rdzv_endpoint, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    from gpuready.runner.local import TERMINATE_GRACE_S
+    torchrun = subprocess.Popen(command, env=env)
+    stopped_by: str | None = None
+    observer = None
+    if store is not None:  # this node hosts the store: watch the run too, in case rank 0 dies before it reports
+        from gpuready.verbs.validate.run import RunObserver
+        observer = RunObserver(store, args.nnodes * nproc, args.startup_timeout)
     try:
-        return subprocess.call(command, env=env)
+        code = torchrun.wait()
+    except (KeyboardInterrupt, Stopped) as stop:
+        # torchrun passes SIGTERM on to the ranks, whose rank 0 writes the partial report; then it is waited for
+        stopped_by = "SIGINT" if isinstance(stop, KeyboardInterrupt) else stop.name
+        torchrun.send_signal(signal.SIGTERM)
+        try:
+            code = torchrun.wait(timeout=30 + TERMINATE_GRACE_S)  # torchrun's own grace before SIGKILL is 30 s
+        except subprocess.TimeoutExpired:
+            torchrun.kill()
+            code = torchrun.wait()
+    try:
+        if observer is not None:  # if rank 0 died before writing the report, it is written here
+            report = observer.report_if_rank0_died(args.log_dir, interrupted_by=stopped_by)
+            if report is not None:
+                print("gpuready: rank 0 ended without writing the report; written from the rendezvous store",
+                      file=sys.stderr)
+                return worst_exit_code(_emit(report, args), code if 0 <= code < 128 else 0)
+            written = observer.rank0_exit_code()
+            if written is not None:  # the run's verdict, not torchrun's view of this node's ranks
+                return written
     finally:
         del store  # kept listening until this node's torchrun has left the rendezvous
+    return exit_code_for(stopped_by) if stopped_by else code
 
 
 def host_rendezvous_store(endpoint: str, timeout_s: float) -> tuple[object | None, bool | None, str]:

@@ -49,12 +49,18 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
     TOOL_ERROR = 3
     TIMEOUT = 4
+    HANGUP = 129
+    """SIGHUP (the terminal or the ssh session went away): partial report kept."""
     INTERRUPTED = 130
+    """Ctrl-C (SIGINT): partial report kept."""
+    TERMINATED = 143
+    """SIGTERM (a scheduler's stop, `kill`, torchrun stopping the group): partial report kept."""
 
 
-# Order in which exit codes win over each other (4 > 3 > 2 > 1 > 0; Ctrl-C above all).
+# Order in which exit codes win over each other (4 > 3 > 2 > 1 > 0; a signal above all).
 _EXIT_PRECEDENCE = [ExitCode.READY, ExitCode.NOT_READY, ExitCode.USAGE, ExitCode.TOOL_ERROR,
-                    ExitCode.TIMEOUT, ExitCode.INTERRUPTED]
+                    ExitCode.TIMEOUT, ExitCode.HANGUP, ExitCode.INTERRUPTED, ExitCode.TERMINATED]
+_SIGNAL_EXIT = {"SIGINT": ExitCode.INTERRUPTED, "SIGTERM": ExitCode.TERMINATED, "SIGHUP": ExitCode.HANGUP}
 
 
 def worst_exit_code(*codes: int) -> int:
@@ -169,7 +175,9 @@ class Report:
     hung: bool = False
     """A rank stopped advancing or died (exit code 4)."""
     interrupted: bool = False
-    """Stopped by Ctrl-C (exit code 130); what was measured is kept."""
+    """Stopped by a signal (exit code 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP); what was measured is kept."""
+    interrupted_by: str | None = None
+    """`SIGINT`, `SIGTERM` or `SIGHUP` (None with `interrupted`: Ctrl-C)."""
     multi_node: bool = False
     """The machine is meant for multi-node work: the top-level verdict and exit code include `network.*`."""
     not_enough_evidence: str | None = None
@@ -200,7 +208,7 @@ class Report:
         if self.hung:
             codes.append(ExitCode.TIMEOUT)
         if self.interrupted:
-            codes.append(ExitCode.INTERRUPTED)
+            codes.append(_SIGNAL_EXIT.get(self.interrupted_by or "SIGINT", ExitCode.INTERRUPTED))
         return int(worst_exit_code(*codes))
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,10 +1,12 @@
 """Start the local ranks, watch them, and stop them: the watchdog.
 
 The runner hosts the rendezvous store, starts one worker process per rank (each in its own
-session so that its children die with it), and polls every rank's progress posts. A rank that
-exits with an error, or a step that runs past its timeout, ends the run: every rank is sent
-SIGTERM, then SIGKILL; a process that survives even that (a GPU gone after Xid 79 leaves
-processes in uninterruptible sleep) is reported, never waited for.
+session so that its children die with it, and each dying with this process: PR_SET_PDEATHSIG),
+and polls the watchdog (runner/watchdog.py). A rank that exits with an error, a step that runs
+past its timeout, or a run past its overall deadline ends the run: every rank is sent SIGTERM,
+then SIGKILL; a process that survives even that (a GPU gone after Xid 79 leaves processes in
+uninterruptible sleep) is reported, never waited for. Ctrl-C, SIGTERM and SIGHUP (runner/signals.py)
+stop the ranks the same way and keep what was measured.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from gpuready.runner.progress import RESULT_KEY, Progress, ProgressWatch, stalled_ranks
-from gpuready.workloads.worker import SPEC_VARIABLE, STORE_VARIABLE, WORKLOAD_FAILED_EXIT
+from gpuready.runner.progress import RESULT_KEY, Progress
+from gpuready.runner.signals import PARENT_PID_VARIABLE, Stopped
+from gpuready.runner.watchdog import RankFailure, Watchdog
+from gpuready.workloads.worker import SPEC_VARIABLE, STORE_VARIABLE
 
 POLL_S = 0.25
 TERMINATE_GRACE_S = 5.0
@@ -116,22 +120,16 @@ def flight_recorder_env(log_dir: Path, torch_version: str) -> dict[str, str]:
 
 
 @dataclass
-class RankFailure:
-    rank: int
-    kind: str
-    """`hang` (stopped advancing), `exit` (ended with an error), `start` (failed before every rank was up) or
-    `workload` (a workload raised; its error is in the rank's results)."""
-    detail: str
-    progress: Progress | None = None
-
-
-@dataclass
 class RunOutcome:
     results: dict[int, dict[str, Any]] = field(default_factory=dict)
     failures: list[RankFailure] = field(default_factory=list)
     unkillable: list[int] = field(default_factory=list)
     """PIDs still alive after SIGKILL."""
     interrupted: bool = False
+    interrupted_by: str | None = None
+    """`SIGINT` (Ctrl-C), `SIGTERM` or `SIGHUP`: what stopped the run (the exit code is 128 + its number)."""
+    deadline_s: float | None = None
+    """The overall deadline the run was held to (start to end, including the final barrier)."""
     log_dir: Path | None = None
     wall_s: float = 0.0
     store_address: str | None = None
@@ -144,14 +142,6 @@ def overridden_variables(user_env: dict[str, str], rank_env: dict[str, str]) -> 
     """Variables the user set that the ranks get with a different value (CUDA_DEVICE_ORDER, TORCH_NCCL_*, …)."""
     return {name: {"user": user_env[name], "used": rank_env[name]} for name in sorted(user_env)
             if name in rank_env and rank_env[name] != user_env[name]}
-
-
-def _process_state(pid: int) -> str | None:
-    try:
-        import psutil
-        return psutil.Process(pid).status()
-    except Exception:
-        return None
 
 
 def _stop(processes: list[subprocess.Popen]) -> list[int]:
@@ -173,8 +163,9 @@ def _stop(processes: list[subprocess.Popen]) -> list[int]:
 def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_timeout_s: float,
               extra_env: dict[str, str] | None = None,
               on_progress: Callable[[dict[int, Progress]], None] | None = None,
-              independent: bool = False) -> RunOutcome:
-    """`independent`: ranks share nothing (burn), so a failed rank is stopped alone and the others go on."""
+              independent: bool = False, deadline_s: float | None = None) -> RunOutcome:
+    """`independent`: ranks share nothing (burn), so a failed rank is stopped alone and the others go on.
+    `deadline_s`: the whole run, start-up to the last rank's exit (None: only the per-operation timeouts)."""
     import torch
 
     started = time.monotonic()
@@ -187,16 +178,25 @@ def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_t
     base_env = {**os.environ, **flight_recorder_env(log_dir, torch.__version__), **local_only, **(extra_env or {}),
                 "CUDA_DEVICE_ORDER": "PCI_BUS_ID", SPEC_VARIABLE: json.dumps(spec),
                 STORE_VARIABLE: f"127.0.0.1:{store.port}", "WORLD_SIZE": str(world_size),
-                "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0", "PYTHONUNBUFFERED": "1"}
+                "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0", "PYTHONUNBUFFERED": "1",
+                PARENT_PID_VARIABLE: str(os.getpid())}
     processes = _spawn_all(world_size, base_env, log_dir)
-    outcome = RunOutcome(log_dir=log_dir, store_address=f"127.0.0.1:{store.port}",
+    outcome = RunOutcome(log_dir=log_dir, store_address=f"127.0.0.1:{store.port}", deadline_s=deadline_s,
                          overridden_env=overridden_variables(dict(os.environ), base_env))
+    watchdog = Watchdog(store, world_size, startup_timeout_s=startup_timeout_s, deadline_s=deadline_s,
+                        processes=processes, independent=independent,
+                        stop_rank=lambda rank: _stop([processes[rank]]))
     try:
-        outcome.failures = _watch(processes, store, world_size, startup_timeout_s, started, on_progress,
-                                  independent)
+        while not watchdog.poll():
+            if on_progress:
+                on_progress(watchdog.posts)
+            time.sleep(POLL_S)
     except KeyboardInterrupt:
-        outcome.interrupted = True
+        outcome.interrupted, outcome.interrupted_by = True, "SIGINT"
+    except Stopped as stop:
+        outcome.interrupted, outcome.interrupted_by = True, stop.name
     finally:
+        outcome.failures = list(watchdog.failures.values())
         outcome.unkillable = _stop(processes)
     for rank in range(world_size):
         key = RESULT_KEY.format(rank=rank)
@@ -225,83 +225,3 @@ def _spawn_all(world_size: int, base_env: dict[str, str], log_dir: Path) -> list
                          f"already started were stopped" + (f", except PIDs {survivors}" if survivors else "")
                          ) from error
     return processes
-
-
-def _watch(processes: list[subprocess.Popen], store: Any, world_size: int, startup_timeout_s: float,
-           started: float, on_progress: Callable | None, independent: bool = False) -> list[RankFailure]:
-    if independent:
-        return _watch_independent(processes, store, world_size, startup_timeout_s, started, on_progress)
-    watch = ProgressWatch(store, world_size)
-    while True:
-        posts = watch.read()
-        if on_progress:
-            on_progress(posts)
-        codes = [process.poll() for process in processes]
-        if all(code == 0 for code in codes):
-            return []
-        failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
-        in_startup = all(post.phase == "startup" for post in posts.values())  # nobody passed the first barrier
-        if failed:
-            return [RankFailure(rank=rank, progress=posts.get(rank),
-                                kind="workload" if codes[rank] == WORKLOAD_FAILED_EXIT else
-                                "start" if in_startup else "exit",
-                                detail=f"exited with code {codes[rank]}"
-                                       + _where(posts.get(rank))) for rank in failed]
-        now = time.monotonic()
-        silent = [rank for rank in range(world_size) if rank not in posts]
-        if silent and time.monotonic() - started > startup_timeout_s:
-            return [RankFailure(rank=rank, kind="start", detail=f"did not start within {startup_timeout_s:.0f} s")
-                    for rank in silent]
-        blamed = stalled_ranks(posts, now)
-        if blamed:
-            # Prefer ranks whose process is visibly not running (stopped, zombie, uninterruptible).
-            frozen = [rank for rank in blamed
-                      if _process_state(processes[rank].pid) in ("stopped", "zombie", "disk-sleep", "tracing-stop")]
-            frozen_all = [rank for rank, process in enumerate(processes)
-                          if _process_state(process.pid) in ("stopped", "zombie", "disk-sleep", "tracing-stop")]
-            names = frozen or frozen_all or blamed
-            return [RankFailure(rank=rank, kind="start" if in_startup else "hang", progress=posts.get(rank),
-                                detail=f"stopped advancing{_where(posts.get(rank))} "
-                                       f"({_process_state(processes[rank].pid) or 'state unknown'})")
-                    for rank in names]
-        time.sleep(POLL_S)
-
-
-def _watch_independent(processes: list[subprocess.Popen], store: Any, world_size: int, startup_timeout_s: float,
-                       started: float, on_progress: Callable | None) -> list[RankFailure]:
-    """Each rank on its own: one that dies or stops advancing is recorded and stopped; the rest go on."""
-    failures: dict[int, RankFailure] = {}
-    watch = ProgressWatch(store, world_size)
-    while True:
-        posts = watch.read()
-        if on_progress:
-            on_progress(posts)
-        now = time.monotonic()
-        running = 0
-        for rank, process in enumerate(processes):
-            if rank in failures:
-                continue
-            code = process.poll()
-            post = posts.get(rank)
-            if code is None:
-                running += 1
-                overdue = post.overdue_s(now) > 0 if post else time.monotonic() - started > startup_timeout_s
-                if overdue:
-                    failures[rank] = RankFailure(rank=rank, kind="hang", progress=post,
-                                                 detail=f"stopped advancing{_where(post)} "
-                                                        f"({_process_state(process.pid) or 'state unknown'})")
-                    _stop([process])
-            elif code != 0:
-                kind = "workload" if code == WORKLOAD_FAILED_EXIT else "exit"
-                failures[rank] = RankFailure(rank=rank, kind=kind, progress=post,
-                                             detail=f"exited with code {code}{_where(post)}")
-        if not running:
-            return list(failures.values())
-        time.sleep(POLL_S)
-
-
-def _where(progress: Progress | None) -> str:
-    if progress is None:
-        return " before reporting any progress"
-    return (f"; its last report: {progress.phase}: {progress.operation} (operation #{progress.sequence}, "
-            f"{progress.age_s(time.monotonic()):.0f} s ago)")

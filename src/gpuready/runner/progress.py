@@ -15,13 +15,20 @@ from typing import Any
 
 PROGRESS_KEY = "gpuready/progress/{rank}"
 RESULT_KEY = "gpuready/result/{rank}"
+HEARTBEAT_KEY = "gpuready/heartbeat/{rank}"
+HEARTBEAT_EVERY_S = 1.0
+"""A rank's heartbeat thread bumps its counter this often: a process that is alive beats even while its main
+thread waits in a collective; one that ended (a crash, SIGKILL, os._exit) does not."""
+FINAL_PHASES = ("done", "failed", "terminated")
+"""Phases after which a rank no longer advances on purpose (`terminated`: it was sent SIGTERM/SIGHUP)."""
 
 
 @dataclass
 class Progress:
     rank: int
     phase: str
-    """`startup`, a workload name, `done` or `failed`."""
+    """`startup`, a workload name, `finishing` (final barrier, destroy_process_group), `done`, `failed` or
+    `terminated`."""
     operation: str = ""
     sequence: int = 0
     """Counts operations this rank has started; a rank behind the others has a lower number."""
@@ -53,6 +60,49 @@ class ProgressReporter:
         progress = Progress(rank=self.rank, phase=phase, operation=operation, sequence=self.sequence,
                             timeout_s=timeout_s, gpu=self.gpu, pid=self.pid)
         self.store.set(PROGRESS_KEY.format(rank=self.rank), json.dumps(asdict(progress)))
+
+
+class Heartbeat:
+    """A daemon thread that bumps this rank's heartbeat counter in the store every HEARTBEAT_EVERY_S."""
+
+    def __init__(self, store: Any, rank: int, every_s: float = HEARTBEAT_EVERY_S):
+        import threading
+        self.store, self.key, self.every_s = store, HEARTBEAT_KEY.format(rank=rank), every_s
+        self._stop = threading.Event()
+        threading.Thread(target=self._beat, daemon=True, name="gpuready-heartbeat").start()
+
+    def _beat(self) -> None:
+        count = 0
+        while not self._stop.is_set():
+            count += 1
+            try:
+                self.store.set(self.key, str(count))
+            except Exception:  # the store is gone: the run is over for this rank anyway
+                return
+            self._stop.wait(self.every_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class HeartbeatWatch:
+    """When each rank's heartbeat last changed, on this reader's monotonic clock (never the rank's clock)."""
+
+    def __init__(self, store: Any, world_size: int):
+        self.store, self.world_size = store, world_size
+        self._seen: dict[int, tuple[bytes, float]] = {}
+
+    def silent_s(self, now: float | None = None) -> dict[int, float]:
+        """Seconds since each rank's heartbeat last changed, for the ranks that have beaten at least once."""
+        now = time.monotonic() if now is None else now
+        for rank in range(self.world_size):
+            key = HEARTBEAT_KEY.format(rank=rank)
+            if not self.store.check([key]):
+                continue
+            value = self.store.get(key)
+            if rank not in self._seen or self._seen[rank][0] != value:
+                self._seen[rank] = (value, now)
+        return {rank: now - seen_at for rank, (_, seen_at) in self._seen.items()}
 
 
 def read_progress(store: Any, world_size: int) -> dict[int, Progress]:
@@ -93,7 +143,7 @@ def stalled_ranks(posts: dict[int, Progress], now: float) -> list[int]:
     """Ranks to blame for a hang: those behind the others, or else those silent the longest.
 
     `posts` come from ProgressWatch.read() and `now` is `time.monotonic()` of the same process."""
-    active = {rank: post for rank, post in posts.items() if post.phase not in ("done", "failed")}
+    active = {rank: post for rank, post in posts.items() if post.phase not in FINAL_PHASES}
     if not active or not any(post.overdue_s(now) > 0 for post in active.values()):
         return []
     lowest = min(post.sequence for post in active.values())

@@ -42,15 +42,20 @@ class Variant:
     expected: Callable[[], "object"]
 
 
-def default_sizes(ctx: RankContext) -> list[int]:
-    max_bytes = ctx.options.max_bytes
+def message_sizes(*, is_cuda: bool, quick: bool, max_bytes: int | None = None, min_bytes: int = 8) -> list[int]:
+    """The message sizes of the sweep: up to 1 GiB on GPUs, 64 MiB on CPUs (256 MiB / 4 MiB with --quick),
+    doubling (×8 with --quick). The planner's time estimate uses the same list."""
     if max_bytes is None:
-        if ctx.is_cuda:
-            max_bytes = 256 * 2**20 if ctx.options.quick else 2**30
+        if is_cuda:
+            max_bytes = 256 * 2**20 if quick else 2**30
         else:
-            max_bytes = 4 * 2**20 if ctx.options.quick else 64 * 2**20
-    factor = 8 if ctx.options.quick else 2
-    return size_sweep(ctx.options.min_bytes, max_bytes, factor)
+            max_bytes = 4 * 2**20 if quick else 64 * 2**20
+    return size_sweep(min_bytes, max_bytes, 8 if quick else 2)
+
+
+def default_sizes(ctx: RankContext) -> list[int]:
+    return message_sizes(is_cuda=ctx.is_cuda, quick=ctx.options.quick, max_bytes=ctx.options.max_bytes,
+                         min_bytes=ctx.options.min_bytes)
 
 
 def _iterations(size_bytes: int, is_cuda: bool, quick: bool) -> tuple[int, int]:

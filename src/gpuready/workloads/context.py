@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuready.runner.progress import ProgressReporter
 
-# Fault injection for the watchdog's own tests: GPUREADY_FAULT="RANK:stop|exit|raise:PHASE".
+# Fault injection for the watchdog's own tests: GPUREADY_FAULT="RANK:stop|exit|raise|sleep:PHASE" (`sleep`: alive,
+# heartbeat beating, never advancing, as a rank stuck in a collective is).
 FAULT_VARIABLE = "GPUREADY_FAULT"
 
 
@@ -51,9 +53,9 @@ class RankContext:
         return self.device.type == "cuda"
 
     def step(self, phase: str, operation: str, timeout_s: float | None = None) -> None:
-        """Announce the next operation (to the watchdog) before starting it."""
-        self.maybe_inject_fault(phase)
+        """Announce the next operation (to the watchdog) before starting it; an injected fault strikes inside it."""
         self.progress.post(phase, operation, self.options.timeout_s if timeout_s is None else timeout_s)
+        self.maybe_inject_fault(phase)
 
     def publish(self, partial: dict) -> None:
         if self.publish_partial is not None:
@@ -71,3 +73,7 @@ class RankContext:
             os._exit(17)
         elif parts[1] == "raise":
             raise RuntimeError(f"fault injected by {FAULT_VARIABLE}")
+        elif parts[1] == "sleep":
+            print(f"{FAULT_VARIABLE}: rank {self.rank} sleeps in {phase}", flush=True)  # tests wait for this line
+            while True:
+                time.sleep(60)

@@ -16,7 +16,9 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from gpuready.workloads.context import RankContext, RankOptions
-from gpuready.runner.progress import RESULT_KEY, ProgressReporter
+from gpuready.runner.progress import RESULT_KEY, Heartbeat, ProgressReporter
+from gpuready.runner.signals import die_with_parent, handle_stop_signals_in_thread
+from gpuready.runner.watchdog import WORKLOAD_FAILED_EXIT
 
 SPEC_VARIABLE = "GPUREADY_VALIDATE_SPEC"
 STORE_VARIABLE = "GPUREADY_STORE"  # host:port of the runner's TCPStore (local runs only)
@@ -25,8 +27,6 @@ STORE_VARIABLE = "GPUREADY_STORE"  # host:port of the runner's TCPStore (local r
 RDZV_STORE_VARIABLE = "GPUREADY_RDZV_STORE"
 # The key under which the gpuready process hosting that store says what address it listens on.
 RDZV_BIND_KEY = "gpuready/store_bind"
-# A workload raised: its error is stored, and the rank leaves rather than desynchronise its peers.
-WORKLOAD_FAILED_EXIT = 3
 
 
 def workload_functions() -> dict[str, Callable[[RankContext], Any]]:
@@ -69,8 +69,13 @@ def rendezvous_run_store(timeout_s: float):
     store = _connect_store(timeout_s, RDZV_STORE_VARIABLE)
     if store is None:
         return None
-    run = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'none')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-    return dist.PrefixStore(f"gpuready/{run}", store)
+    return dist.PrefixStore(run_store_prefix(os.environ.get("TORCHELASTIC_RUN_ID", "none"),
+                                             os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")), store)
+
+
+def run_store_prefix(run_id: str = "none", restart: str = "0") -> str:
+    """This run's part of the rendezvous store (torchrun's --rdzv-id defaults to `none`; gpuready never restarts)."""
+    return f"gpuready/{run_id}/{restart}"
 
 
 def _gpu_identity(torch: Any, index: int) -> tuple[str | None, str | None, str | None]:
@@ -84,8 +89,23 @@ def _gpu_identity(torch: Any, index: int) -> tuple[str | None, str | None, str |
     return bus_id, uuid, properties.name
 
 
-def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any], None] | None = None) -> int:
-    """Run this rank. `on_ready(store)` once the group is up, `on_done(store)` after every rank finished."""
+def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any], None] | None = None,
+         on_signal: Callable[[Any, int], None] | None = None, on_failed: Callable[[Any], None] | None = None) -> int:
+    """Run this rank. `on_ready(store)` once the group is up, `on_done(store)` after every rank finished,
+    `on_signal(store, signum)` when SIGTERM/SIGHUP arrives (from a thread; the process then exits 128 + signum),
+    `on_failed(store)` when a workload raised, after its error is stored (the process then exits 3)."""
+    die_with_parent()
+    reached: dict[str, Any] = {}  # what the signal thread needs: the store and this rank's reporter, once known
+
+    def stopped(signum: int) -> None:
+        if "progress" in reached:
+            try:
+                reached["progress"].post("terminated", f"signal {signum}")
+            except Exception:
+                pass
+        if on_signal is not None and "store" in reached:
+            on_signal(reached["store"], signum)
+    handle_stop_signals_in_thread(stopped)  # before torch starts its threads: they inherit the blocked mask
     spec = json.loads(os.environ[SPEC_VARIABLE])
     rank, world_size = _env_int("RANK", 0), _env_int("WORLD_SIZE", 1)
     local_rank, local_world = _env_int("LOCAL_RANK", rank), _env_int("LOCAL_WORLD_SIZE", world_size)
@@ -98,32 +118,37 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
     use_cuda = spec["device"] == "cuda"
     bus_id = uuid = name = None
     gpu_index = local_rank % max(1, torch.cuda.device_count()) if use_cuda else 0  # gloo may share a GPU
+    users_of_gpu = None
     if use_cuda:
-        torch.cuda.set_device(gpu_index)
         bus_id, uuid, name = _gpu_identity(torch, gpu_index)
+        if os.environ.get(STORE_VARIABLE) is None:
+            # under torchrun: read who else computes on this GPU before this rank makes its own context there
+            users_of_gpu = own_gpu_users(bus_id)
+        torch.cuda.set_device(gpu_index)
     device = torch.device("cuda", gpu_index) if use_cuda else torch.device("cpu")
     backend = spec.get("backend") or ("nccl" if use_cuda else "gloo")
     store = _connect_store(spec["startup_timeout_s"])
     independent = not spec.get("collectives", True)  # burn: no process group, a lost GPU blocks nobody
+    if store is None and not independent:
+        store = rendezvous_run_store(spec["startup_timeout_s"])  # gpuready --nnodes: its store
     if store is not None:
         ProgressReporter(store, rank, bus_id, os.getpid()).post("startup", "init_process_group",
                                                                 spec["startup_timeout_s"])
+    # Start-up gets the start-up timeout (NCCL's eager init included); operations then get theirs (set_pg_timeout).
+    startup_timeout = timedelta(seconds=spec["startup_timeout_s"])
+    group_options = {"timeout": startup_timeout, "device_id": device if backend == "nccl" else None}
     if independent:
         pass
     elif store is not None:
         dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=options.timeout_s + 30),
-                                device_id=device if backend == "nccl" else None)
-    elif (store := rendezvous_run_store(spec["startup_timeout_s"])) is not None:  # gpuready --nnodes: its store
-        dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=options.timeout_s + 30),
-                                device_id=device if backend == "nccl" else None)
+                                **group_options)
     else:  # under a torchrun of the user's own: its rendezvous, its store
-        dist.init_process_group(backend, timeout=timedelta(seconds=options.timeout_s + 30),
-                                device_id=device if backend == "nccl" else None)
+        dist.init_process_group(backend, **group_options)
         store = dist.distributed_c10d._get_default_store()
 
     progress = ProgressReporter(store, rank, bus_id, os.getpid())
+    reached.update(store=store, progress=progress)
+    heartbeat = Heartbeat(store, rank)
     ctx = RankContext(rank=rank, world_size=world_size, local_rank=local_rank, local_world_size=local_world,
                       node_rank=_env_int("GROUP_RANK", 0), device=device, backend=backend, progress=progress,
                       options=options, gpu_bus_id=bus_id, gpu_uuid=uuid, gpu_name=name)
@@ -132,11 +157,17 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
     if not independent:
         ctx.step("startup", "first collective (communicator set-up)", timeout_s=spec["startup_timeout_s"])
         dist.barrier()
+        set_operation_timeout(dist, timedelta(seconds=options.timeout_s + 30))
+    group_timeouts_s = {"startup": spec["startup_timeout_s"],
+                        "operations": None if independent else operation_timeout_s(dist, device)}
     ctx.step("ready", "every rank is up" if not independent else "started")
 
     result: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "local_rank": local_rank,
                               "node_rank": ctx.node_rank, "gpu": {"bus_id": bus_id, "uuid": uuid, "name": name},
-                              "backend": backend, "versions": _versions(torch), "workloads": {}}
+                              "backend": backend, "versions": _versions(torch), "workloads": {},
+                              "group_timeouts_s": group_timeouts_s}
+    if users_of_gpu is not None:
+        result["gpu_users"] = users_of_gpu
     functions = workload_functions()
 
     def publish_partial(partial: dict) -> None:
@@ -157,21 +188,68 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
             progress.post("failed", workload)
             traceback.print_exc()
             sys.stdout.flush()
+            if on_failed is not None:
+                on_failed(store)
             os._exit(WORKLOAD_FAILED_EXIT)  # peers would wait forever in their next collective
         store.set(RESULT_KEY.format(rank=rank), json.dumps(result))
     store.set(RESULT_KEY.format(rank=rank), json.dumps(result))
-    progress.post("done", "finished")
-    if independent:
-        return 0
+    if not independent:
+        # The end is watched like any operation: a rank stuck in the final barrier or in destroy_process_group
+        # is named, not waited for.
+        ctx.step("finishing", "results stored")
+        # A second post: the ranks that arrived at the barrier are one operation ahead of one that never did.
+        progress.post("finishing", "final barrier (waiting for every rank)", options.timeout_s)
+        try:
+            dist.barrier()
+            if on_done:
+                on_done(store)
+            dist.barrier()
+            progress.post("finishing", "destroy_process_group", options.timeout_s)
+            dist.destroy_process_group()
+        except Exception as error:  # a peer left after its results were stored: say so in this rank's log
+            print(f"gpuready: the final barrier failed ({type(error).__name__}: {error})", flush=True)
     try:
-        dist.barrier()
-        if on_done:
-            on_done(store)
-        dist.barrier()
-        dist.destroy_process_group()
+        progress.post("done", "finished")
+    except Exception:  # the store's host (rank 0's node) may have left first
+        pass
+    heartbeat.stop()
+    return 0
+
+
+def set_operation_timeout(dist: Any, timeout: timedelta) -> None:
+    """After start-up: the per-operation timeout for the default group (torchtitan's set_pg_timeouts does the same).
+    `_set_pg_timeout` is private (torch >= 2.3); without it the start-up timeout stays, which only waits longer."""
+    setter = getattr(dist.distributed_c10d, "_set_pg_timeout", None)
+    if setter is None:
+        return
+    try:
+        setter(timeout, None)
     except Exception:
         pass
-    return 0
+
+
+def operation_timeout_s(dist: Any, device: Any) -> float | None:
+    """The default group's timeout as its backend holds it (None where this torch does not say)."""
+    try:
+        backend = dist.distributed_c10d._get_default_group()._get_backend(device)
+        return backend.options._timeout.total_seconds()
+    except Exception:
+        return None
+
+
+def own_gpu_users(bus_id: str | None) -> dict[str, Any]:
+    """Under torchrun: who else computes on this rank's GPU, read before this rank has a context there (so no
+    PID matching is needed, which fails across PID namespaces). {"unknown": True} where NVML cannot say."""
+    from gpuready.facts.gpu_users import gpu_users
+    try:
+        users = gpu_users(None, ignore=set())
+    except Exception:
+        users = None
+    entry = next((e for e in (users or {}).values() if bus_id and e.bus_id == bus_id), None)
+    if entry is None:
+        return {"unknown": True}
+    return {"index": entry.index, "bus_id": entry.bus_id, "uuid": entry.uuid, "processes": entry.processes,
+            "free_bytes": entry.free_bytes}
 
 
 def _versions(torch: Any) -> dict[str, str]:

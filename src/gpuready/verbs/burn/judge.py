@@ -11,7 +11,7 @@ from gpuready.facts.clock_reasons import HARDWARE_REASONS, REASON_BITS, THERMAL_
 from gpuready.knowledge import thresholds, xid_entry
 from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
 from gpuready.telemetry import Telemetry
-from gpuready.runner.local import RankFailure
+from gpuready.runner.watchdog import RankFailure
 
 THERMAL_MASK = sum(REASON_BITS[name] for name in THERMAL_REASONS)
 HARDWARE_MASK = sum(REASON_BITS[name] for name in HARDWARE_REASONS)

@@ -20,6 +20,10 @@ from gpuready.model import Report
 from gpuready.telemetry import Sampler
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp64")
+STARTUP_TIMEOUT_S = 300.0
+MEMORY_PHASE_S = 120.0
+"""The memory pattern before the GEMM window (seconds on an H200); with start-up, the window and one --timeout it
+makes the run's overall deadline."""
 
 
 @dataclass(kw_only=True)
@@ -126,7 +130,7 @@ def run_burn(options: BurnOptions) -> Report:
             report.facts = {"burn": {"device": device, "ranks": 0, "exclusive": True, "started": False}}
             return report
     dtype = options.dtype or _default_dtype(facts, selected)
-    spec = {"device": device, "workloads": ["burn"], "collectives": False, "startup_timeout_s": 300.0,
+    spec = {"device": device, "workloads": ["burn"], "collectives": False, "startup_timeout_s": STARTUP_TIMEOUT_S,
             "options": {"timeout_s": options.timeout_s,
                         "burn": {"duration_s": options.duration_s, "dtype": dtype, "self_test": options.self_test}}}
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-burn-"))
@@ -150,8 +154,9 @@ def run_burn(options: BurnOptions) -> Report:
             watch.__enter__()
         if sampler:
             sampler.__enter__()
-        outcome = run_local(world_size=ranks, spec=spec, log_dir=log_dir, startup_timeout_s=300.0,
-                            extra_env=extra_env, on_progress=on_progress, independent=True)
+        outcome = run_local(world_size=ranks, spec=spec, log_dir=log_dir, startup_timeout_s=STARTUP_TIMEOUT_S,
+                            extra_env=extra_env, on_progress=on_progress, independent=True,
+                            deadline_s=STARTUP_TIMEOUT_S + MEMORY_PHASE_S + options.duration_s + options.timeout_s)
     finally:
         if watch:
             watch.__exit__(None, None, None)
@@ -180,13 +185,14 @@ def run_burn(options: BurnOptions) -> Report:
     report = Report(tool_version=__version__, host=host, findings=judge.findings, measurements=judge.measurements,
                     series=sampler.telemetry.series(host, identity) if sampler else [])
     report.hung = any(failure.kind in ("hang", "exit", "start") for failure in outcome.failures)
-    report.interrupted = outcome.interrupted
+    report.interrupted, report.interrupted_by = outcome.interrupted, outcome.interrupted_by
     report.facts = {"burn": {"dtype": dtype, "duration_s": options.duration_s, "device": device, "ranks": ranks,
                              "log_dir": str(log_dir), "wall_s": round(outcome.wall_s, 1),
                              "telemetry_interval_s": options.interval_s,
                              "xid_source": sampler.telemetry.xid_source if sampler else "none",
                              "self_test": options.self_test, "rendezvous_store": outcome.store_address,
-                             "overridden_env": outcome.overridden_env}}
+                             "overridden_env": outcome.overridden_env, "deadline_s": outcome.deadline_s,
+                             **({"interrupted_by": outcome.interrupted_by} if outcome.interrupted_by else {})}}
     return report
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpuready.facts.types import Facts
@@ -9,6 +10,10 @@ from gpuready.knowledge import thresholds
 from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
 from gpuready.verbs.validate import expect
 from gpuready.runner.local import RunOutcome
+
+PEER_LOST = re.compile(r"closed by peer|reset by peer|broken pipe|connection refused|remote (process|peer|worker)|"
+                       r"ncclRemoteError|peer .*(exited|crash)", re.IGNORECASE)
+"""Errors a rank sees when another rank is gone (gloo, NCCL, the store): a consequence, never the first failure."""
 
 
 class Judge:
@@ -97,13 +102,29 @@ class Judge:
                           "the bus); it was left behind.", observed=pid,
                           fix="Check `dmesg` for Xid 79; the node needs a reboot.")
 
+    def _first_to_fail(self) -> set[int]:
+        """Ranks that failed on their own: ended or hung (the watchdog), or raised an error that is not the loss
+        of a peer (a peer's loss is what the others see after the first one fails)."""
+        ranks = {failure.rank for failure in self.outcome.failures if failure.kind != "workload"}
+        for rank, result in self.outcome.results.items():
+            for data in (result.get("workloads") or {}).values():
+                if isinstance(data, dict) and "error" in data and not PEER_LOST.search(str(data["error"])):
+                    ranks.add(rank)
+        return ranks
+
     def _workload(self, result: dict[str, Any], name: str) -> dict[str, Any] | None:
         data = (result.get("workloads") or {}).get(name)
         if data and "error" in data:
             check_id = {"collectives": "nccl.failed", "ddp": "ddp.init_failed", "p2p": "p2p.failed"}.get(
                 name, f"{name}.failed")
+            first = self._first_to_fail() - {result.get("rank")}
+            ended = sorted(first if PEER_LOST.search(data["error"]) else
+                           {f.rank for f in self.outcome.failures if f.kind != "workload"} & first)
+            # a peer that died, hung or raised first makes every other rank's next collective fail: say which
+            cause = (f" Likely a consequence of rank{'s' if len(ended) > 1 else ''} {', '.join(map(str, ended))} "
+                     "failing, ending or hanging first." if ended else "")
             self._finding(check_id, Status.FAIL, self._subject(result),
-                          f"{name} failed on rank {result.get('rank')}: {data['error']}", observed=data["error"],
+                          f"{name} failed on rank {result.get('rank')}: {data['error']}{cause}", observed=data["error"],
                           fix="See the rank's log; rerun with NCCL_DEBUG=INFO.")
             return None
         return data

@@ -20,7 +20,8 @@ from typing import Any
 
 from gpuready import __version__
 from gpuready.model import Report
-from gpuready.runner.local import RankFailure, RunOutcome, check_cpu_ranks
+from gpuready.runner.local import RunOutcome, check_cpu_ranks
+from gpuready.runner.watchdog import RankFailure
 from gpuready.workloads.worker import GPU_ONLY
 
 WORKLOADS = ("compute", "transfer", "p2p", "collectives", "ddp")
@@ -42,7 +43,10 @@ class ValidateOptions:
     oversubscribe: bool = False
     """Allow more CPU ranks than usable CPUs (up to runner.OVERSUBSCRIBE_FACTOR per CPU)."""
     exclusive: bool = False
-    """Another compute process on a selected GPU is a fail before anything starts."""
+    """Another compute process on a selected GPU is a fail before anything starts (under torchrun: a fail
+    finding, each rank reading its own GPU once every rank is up)."""
+    deadline_s: float | None = None
+    """The whole run, start-up to the last rank's end; None: `overall_deadline_s` of the plan."""
 
 
 def under_torchrun() -> bool:
@@ -57,16 +61,22 @@ def _rank_spec(options: ValidateOptions, device: str) -> dict[str, Any]:
 
 def predicted_seconds(options: ValidateOptions, device: str, ranks: int) -> float:
     """A rough plan printed before the run: start-up plus each selected workload."""
-    from gpuready.workloads.busbw import size_sweep
+    from gpuready.workloads.collectives import message_sizes
     estimate = 15.0
     cuda = device == "cuda"
-    max_bytes = options.max_bytes or ((256 * 2**20 if options.quick else 2**30) if cuda
-                                      else (4 * 2**20 if options.quick else 64 * 2**20))
-    sizes = len(size_sweep(8, max_bytes, 8 if options.quick else 2))
+    sizes = len(message_sizes(is_cuda=cuda, quick=options.quick, max_bytes=options.max_bytes))
     per_size = 0.05 if cuda else 0.15 * ranks
     costs = {"compute": 8.0, "transfer": 3.0 * ranks, "p2p": 3.0 * ranks * (ranks - 1),
              "collectives": sizes * 8 * per_size + (20 if cuda and not options.quick else 0), "ddp": 6.0}
     return estimate + sum(costs[name] for name in options.only if cuda or name not in GPU_ONLY)
+
+
+def overall_deadline_s(options: ValidateOptions, device: str, ranks: int) -> float:
+    """The deadline of the whole run: the start-up timeout, four times the plan (at least two minutes: the plan is
+    rough and CPUs may be shared), and one operation timeout for the end. --deadline overrides it."""
+    if options.deadline_s is not None:
+        return options.deadline_s
+    return options.startup_timeout_s + max(4 * predicted_seconds(options, device, ranks), 120.0) + options.timeout_s
 
 
 class NoGpuError(Exception):
@@ -122,22 +132,28 @@ def resolve_device(options: ValidateOptions, option: str = "--ranks") -> tuple[s
 
 
 def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool = False,
-                 watch: Any = None, exclusive: bool = False) -> Report:
-    """`watch`: a facts.gpu_users.UserWatch over the selected GPUs (None: sharing not checked, e.g. CPU runs)."""
+                 users: dict[str, Any] | None = None, exclusive: bool = False) -> Report:
+    """`users`: host → {NVML index → GpuUsers} or None where NVML could not say, for the selected GPUs
+    (None: sharing not checked, e.g. CPU runs)."""
     from gpuready.facts.gpu_users import blame_sharing, sharing_findings
     from gpuready.verbs.check import summarize_facts
     from gpuready.verbs.validate.judge import Judge
     judge = Judge(outcome, facts, host)
     judge.judge_all()
-    if watch is not None:
-        judge.findings[:0] = sharing_findings("validate", host, watch.seen, exclusive)
-        blame_sharing(judge.findings, watch.seen)
+    for user_host, seen in sorted((users or {}).items()):
+        judge.findings[:0] = sharing_findings("validate", user_host, seen, exclusive)
+        blame_sharing(judge.findings, seen)
     report = Report(tool_version=__version__, host=host, findings=judge.findings, measurements=judge.measurements,
                     facts=summarize_facts(facts) if facts is not None else {}, fail_on_warn=fail_on_warn)
     report.hung = any(failure.kind != "workload" for failure in outcome.failures) or bool(outcome.unkillable)
-    report.interrupted = outcome.interrupted
+    report.interrupted, report.interrupted_by = outcome.interrupted, outcome.interrupted_by
     report.facts["validate"] = {"wall_s": round(outcome.wall_s, 1), "log_dir": str(outcome.log_dir),
-                                "ranks": sorted(outcome.results)}
+                                "ranks": sorted(outcome.results), "deadline_s": outcome.deadline_s}
+    if outcome.interrupted_by:
+        report.facts["validate"]["interrupted_by"] = outcome.interrupted_by
+    timeouts = next((result.get("group_timeouts_s") for _, result in sorted(outcome.results.items())), None)
+    if timeouts:  # start-up timeout for the group's creation, then the per-operation one (NCCL's included)
+        report.facts["validate"]["group_timeouts_s"] = timeouts
     if outcome.store_address:
         report.facts["validate"]["rendezvous_store"] = outcome.store_address
     if outcome.overridden_env:  # the user's own values that the ranks did not run with
@@ -196,11 +212,14 @@ def run_local_validate(options: ValidateOptions, progress_callback=None) -> tupl
             watch.__enter__()
         outcome = run_local(world_size=ranks, spec=_rank_spec(options, device), log_dir=log_dir,
                             startup_timeout_s=options.startup_timeout_s, extra_env=extra_env,
-                            on_progress=progress_callback)
+                            on_progress=progress_callback,
+                            deadline_s=overall_deadline_s(options, device, ranks))
     finally:
         if watch:
             watch.__exit__(None, None, None)
-    return build_report(outcome, facts, socket.gethostname(), watch=watch, exclusive=options.exclusive), outcome
+    host = socket.gethostname()
+    users = {host: watch.seen} if watch is not None else None
+    return build_report(outcome, facts, host, users=users, exclusive=options.exclusive), outcome
 
 
 def selected_indices(visible: str | None, facts: Any, ranks: int) -> list[int] | None:
@@ -215,49 +234,194 @@ def selected_indices(visible: str | None, facts: Any, ranks: int) -> list[int] |
 
 
 def run_torchrun_rank(options: ValidateOptions, write_report) -> int:
-    """Under torchrun: this process is one rank; rank 0 watches the others and writes the report."""
+    """Under torchrun: this process is one rank; rank 0 watches every rank (runner/watchdog.py) and writes the report:
+    at the end, when the watchdog names a failure, or when SIGTERM/SIGHUP arrives (torchrun's agent stops the whole
+    group when one rank ends: rank 0 then names the rank that ended first)."""
+    from gpuready.runner.progress import RESULT_KEY
+    from gpuready.runner.signals import exit_code_for
+    from gpuready.runner.watchdog import Watchdog
     from gpuready.workloads import worker
-    from gpuready.runner.progress import RESULT_KEY, ProgressWatch, stalled_ranks
 
     device = auto_device(options.device)
     os.environ[worker.SPEC_VARIABLE] = json.dumps(_rank_spec(options, device))
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    deadline_s = overall_deadline_s(options, device, local_ranks)
     facts = local_facts(device) if rank == 0 else None
     started = time.monotonic()
-    store_address: list[str | None] = [None]
+    state: dict[str, Any] = {"written": False}
+    lock = threading.Lock()
 
-    def outcome_of(store: Any, **fields: Any) -> RunOutcome:
-        return RunOutcome(results=collect_results(store), log_dir=options.log_dir, wall_s=time.monotonic() - started,
-                          store_address=store_address[0], **fields)
+    def report_once(store: Any, failures: list[RankFailure], interrupted_by: str | None = None) -> None:
+        with lock:
+            if state["written"]:
+                return
+            state["written"] = True
+            results = {r: json.loads(store.get(RESULT_KEY.format(rank=r))) for r in range(world_size)
+                       if store.check([RESULT_KEY.format(rank=r)])}
+            outcome = RunOutcome(results=results, failures=failures, log_dir=options.log_dir,
+                                 wall_s=time.monotonic() - started, store_address=state.get("store_address"),
+                                 interrupted=interrupted_by is not None, interrupted_by=interrupted_by,
+                                 deadline_s=deadline_s)
+            code = write_report(build_report(outcome, facts, socket.gethostname(),
+                                             users=users_from_results(results), exclusive=options.exclusive))
+            store.set(REPORT_WRITTEN_KEY, str(code))  # the node hosting the store exits with it too
 
-    def collect_results(store: Any) -> dict[int, dict[str, Any]]:
-        return {r: json.loads(store.get(RESULT_KEY.format(rank=r))) for r in range(world_size)
-                if store.check([RESULT_KEY.format(rank=r)])}
-
-    def watchdog(store: Any) -> None:  # rank 0 only; silence is timed on rank 0's clock (ProgressWatch)
-        watch = ProgressWatch(store, world_size)
+    def watch(store: Any, watchdog: Watchdog) -> None:  # rank 0 only; silence is timed on rank 0's clock
         while True:
+            with lock:
+                over = watchdog.poll()
+            if over and watchdog.failures:
+                os._exit(report_what_ended(store, None))
+            if over:
+                return
             time.sleep(0.5)
-            posts = watch.read()
-            blamed = stalled_ranks(posts, time.monotonic())
-            if blamed:
-                outcome = outcome_of(store, failures=[RankFailure(rank=r, kind="hang", progress=posts.get(r),
-                                                                  detail="stopped advancing") for r in blamed])
-                write_report(build_report(outcome, facts, socket.gethostname()))
-                os._exit(4)
 
     def on_ready(store: Any) -> None:
         if rank == 0:
-            store_address[0] = rendezvous_store_address(store)
-            threading.Thread(target=watchdog, args=(store,), daemon=True).start()
+            state["store_address"] = rendezvous_store_address(store)
+            state["watchdog"] = Watchdog(store, world_size, startup_timeout_s=options.startup_timeout_s,
+                                         deadline_s=deadline_s)
+            threading.Thread(target=watch, args=(store, state["watchdog"]), daemon=True).start()
 
     def on_done(store: Any) -> None:
         if rank == 0:
-            outcome = outcome_of(store)
-            write_report(build_report(outcome, facts, socket.gethostname()))
+            report_once(store, [])
 
-    return worker.main(on_ready=on_ready, on_done=on_done)
+    def report_what_ended(store: Any, cause: str | None) -> int:
+        """Name the ranks that ended (the watchdog's failures, and those whose heartbeat stopped without a word)
+        and write the report; the exit code: 4 where a rank ended, else that of `cause` (a signal) or 1."""
+        watchdog = state["watchdog"]
+        time.sleep(2 * HEARTBEAT_GRACE_S)  # the other ranks post `failed` / `terminated` meanwhile, the dead do not
+        with lock:
+            watchdog.poll()
+            failures = dict(watchdog.failures)
+            for failure in watchdog.ended_without_a_word(HEARTBEAT_GRACE_S):
+                failures.setdefault(failure.rank, failure)
+        ended = any(failure.kind != "workload" for failure in failures.values())
+        # A rank that ended is why torchrun stopped the group (or why this rank's collective failed): that is the
+        # finding, not an interruption.
+        report_once(store, list(failures.values()), interrupted_by=None if failures or cause is None else cause)
+        sys.stdout.flush()
+        return 4 if ended else exit_code_for(cause) if cause and not failures else 1
+
+    def on_signal(store: Any, signum: int) -> None:
+        if rank == 0 and "watchdog" in state:
+            import signal as signals
+            os._exit(report_what_ended(store, signals.Signals(signum).name))
+
+    def on_failed(store: Any) -> None:  # this rank's workload raised (its error is stored)
+        if rank == 0 and "watchdog" in state:
+            os._exit(report_what_ended(store, None))
+
+    return worker.main(on_ready=on_ready, on_done=on_done, on_signal=on_signal, on_failed=on_failed)
+
+
+REPORT_WRITTEN_KEY = "gpuready/report_written"
+HEARTBEAT_GRACE_S = 2.5
+RANK0_REPORT_WAIT_S = 90.0
+"""How long the node hosting the store keeps it up, after its own torchrun ended, for rank 0 to write the report."""
+"""On SIGTERM under torchrun: a rank silent this long (2.5 heartbeats) and not `terminated` ended on its own."""
+
+
+def users_from_results(results: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """Under torchrun each GPU rank reads who else uses its GPU (worker: `gpu_users`): host → {index → GpuUsers}."""
+    from gpuready.facts.gpu_users import GpuUsers
+    users: dict[str, Any] = {}
+    for result in results.values():
+        seen = result.get("gpu_users")
+        if seen is None or "gpu_users" not in result:
+            continue
+        host = result.get("host") or "?"
+        if seen.get("unknown"):  # NVML could not say on that rank
+            users.setdefault(host, None)
+            continue
+        entry = GpuUsers(index=seen["index"], bus_id=seen.get("bus_id"), uuid=seen.get("uuid"),
+                         processes=list(seen.get("processes") or []), free_bytes=seen.get("free_bytes"))
+        if users.get(host) is None:
+            users[host] = {}
+        users[host][entry.index] = entry
+    return users or None
+
+
+class RunObserver:
+    """On the node that hosts the rendezvous store of a `--nnodes` run: watches the run from the store while torchrun
+    runs (the same watchdog, acting on nothing), so that where rank 0 dies before writing the report, the report is
+    written here from the store, with the ranks that ended named in the order they fell silent."""
+
+    def __init__(self, rendezvous_store: Any, world_size: int, startup_timeout_s: float):
+        import torch.distributed as dist
+
+        from gpuready.runner.watchdog import Watchdog
+        from gpuready.workloads.worker import run_store_prefix
+        self.store = dist.PrefixStore(run_store_prefix(), rendezvous_store)
+        self.world_size = world_size
+        self.watchdog = Watchdog(self.store, world_size, startup_timeout_s=startup_timeout_s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="gpuready-observer")
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                self.watchdog.poll()
+            except Exception:  # the store is shutting down with the run
+                return
+
+    def _wait_for_rank0(self, limit_s: float = RANK0_REPORT_WAIT_S) -> bool:
+        """This node's torchrun may end first (its ranks failed): the store stays up while rank 0, elsewhere, is
+        alive and writing the report. True once it has; False when rank 0 has gone silent (or never beat)."""
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            if self.store.check([REPORT_WRITTEN_KEY]):
+                return True
+            silent = self.watchdog.heartbeats.silent_s()
+            if silent.get(0, float("inf")) > 2 * HEARTBEAT_GRACE_S:
+                return False
+            time.sleep(0.5)
+        return self.store.check([REPORT_WRITTEN_KEY])
+
+    def rank0_exit_code(self) -> int | None:
+        """The exit code of the report rank 0 wrote (None: it wrote none)."""
+        if not self.store.check([REPORT_WRITTEN_KEY]):
+            return None
+        value = self.store.get(REPORT_WRITTEN_KEY).decode()
+        return int(value) if value.isdigit() else None
+
+    def report_if_rank0_died(self, log_dir: Path | None, interrupted_by: str | None = None) -> Report | None:
+        """None where rank 0 wrote the report (or no rank ever reached the store: torchrun said why)."""
+        from gpuready.runner.progress import FINAL_PHASES, RESULT_KEY
+        from gpuready.runner.watchdog import where
+        self._stop.set()
+        self._thread.join(timeout=5)
+        if self._wait_for_rank0():
+            return None
+        self.watchdog.poll()
+        posts = self.watchdog.posts
+        if not posts:
+            return None
+        silent = self.watchdog.heartbeats.silent_s()
+        results = {r: json.loads(self.store.get(RESULT_KEY.format(rank=r))) for r in range(self.world_size)
+                   if self.store.check([RESULT_KEY.format(rank=r)])}
+        failures = []
+        for rank in sorted(range(self.world_size), key=lambda r: -silent.get(r, float("inf"))):  # first silent first
+            post = posts.get(rank)
+            quiet = f"; its heartbeat stopped {silent[rank]:.0f} s before the run ended" if rank in silent else ""
+            if post is not None and post.phase == "failed":
+                failures.append(RankFailure(rank=rank, kind="workload", progress=post,
+                                            detail=f"its workload raised{where(post)}"))
+            elif post is None or post.phase not in FINAL_PHASES or (rank == 0 and post.phase != "done"):
+                failures.append(RankFailure(rank=rank, kind="exit", progress=post,
+                                            detail=("ended before writing the report" if rank == 0 else
+                                                    "did not finish") + quiet
+                                                   + f" (torchrun's output and the rank logs say why){where(post)}"))
+        outcome = RunOutcome(results=results, failures=failures, log_dir=log_dir, interrupted=interrupted_by is not None,
+                             interrupted_by=interrupted_by, store_address=rendezvous_store_address(self.store))
+        facts = local_facts("cuda" if any((r.get("gpu") or {}).get("bus_id") for r in results.values()) else "cpu")
+        report = build_report(outcome, facts, socket.gethostname(), users=users_from_results(results))
+        report.facts["validate"]["written_by"] = "the node hosting the rendezvous store (rank 0 wrote no report)"
+        return report
 
 
 def rendezvous_store_address(store: Any) -> str | None:

@@ -1,0 +1,174 @@
+"""The one watchdog, for ranks gpuready started itself and for ranks under torchrun alike.
+
+It reads what the ranks post to the store (progress, heartbeats) and, where this process started the ranks,
+their exit codes and process states. Every silence is timed on this process's own clock. It names:
+- `workload`: a rank's workload raised (its error is in its results; a `failed` post or exit code 3);
+- `exit`: a rank ended with an error, or (under torchrun, with no process to poll) stopped sending heartbeats;
+- `start`: a rank did not get past start-up within the start-up timeout;
+- `hang`: an operation ran past its timeout, or the run passed its overall deadline; including the end
+  (final barrier, destroy_process_group), so a rank stuck there is named like any other.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from gpuready.runner.progress import FINAL_PHASES, HeartbeatWatch, Progress, ProgressWatch, stalled_ranks
+
+HEARTBEAT_LOST_S = 20.0
+"""Under torchrun: a rank whose heartbeat has not changed for this long is gone (its process ended or froze)."""
+FROZEN_STATES = ("stopped", "zombie", "disk-sleep", "tracing-stop")
+WORKLOAD_FAILED_EXIT = 3
+"""A rank's exit code when a workload raised (its error is stored, and the rank leaves rather than desynchronise
+its peers); defined here, beside the other ways a rank can end, and imported by the worker."""
+
+
+@dataclass
+class RankFailure:
+    rank: int
+    kind: str
+    """`hang` (stopped advancing, or the overall deadline passed), `exit` (ended with an error, or its heartbeat
+    stopped), `start` (failed before every rank was up) or `workload` (a workload raised; its error is in the
+    rank's results)."""
+    detail: str
+    progress: Progress | None = None
+
+
+def process_state(pid: int) -> str | None:
+    try:
+        import psutil
+        return psutil.Process(pid).status()
+    except Exception:
+        return None
+
+
+def where(progress: Progress | None, now: float | None = None) -> str:
+    """`; its last report: …` for a rank's failure message."""
+    if progress is None:
+        return " before reporting any progress"
+    now = time.monotonic() if now is None else now
+    return (f"; its last report: {progress.phase}: {progress.operation} (operation #{progress.sequence}, "
+            f"{progress.age_s(now):.0f} s ago)")
+
+
+class Watchdog:
+    """Looks at a run, one `poll()` at a time.
+
+    `processes`: the ranks' processes where this process started them (None under torchrun: posts and heartbeats
+    only). `independent`: ranks share nothing (burn), so a failed rank is stopped alone (`stop_rank`) and the
+    others go on. `deadline_s`: the whole run, start to end, on this process's clock.
+    """
+
+    def __init__(self, store: Any, world_size: int, *, startup_timeout_s: float, deadline_s: float | None = None,
+                 processes: list[subprocess.Popen] | None = None, independent: bool = False,
+                 stop_rank: Callable[[int], None] | None = None, heartbeat_lost_s: float = HEARTBEAT_LOST_S):
+        self.world_size, self.processes, self.independent = world_size, processes, independent
+        self.startup_timeout_s, self.deadline_s, self.heartbeat_lost_s = startup_timeout_s, deadline_s, heartbeat_lost_s
+        self.stop_rank = stop_rank
+        self.started = time.monotonic()
+        self.progress = ProgressWatch(store, world_size)
+        self.heartbeats = HeartbeatWatch(store, world_size)
+        self.posts: dict[int, Progress] = {}
+        self.failures: dict[int, RankFailure] = {}
+
+    def poll(self) -> bool:
+        """Read the posts once; True when the run is over: every rank finished, or a failure ends the run."""
+        self.posts = self.progress.read()
+        now = time.monotonic()
+        codes = [process.poll() for process in self.processes] if self.processes is not None else None
+        new = self._exits(codes) or self._lost_heartbeats(now) or self._late_starts(now) or self._stalls(now, codes) \
+            or self._past_deadline(now)
+        for failure in new:
+            self.failures.setdefault(failure.rank, failure)
+            if self.independent and self.stop_rank is not None:
+                self.stop_rank(failure.rank)
+        if self.failures and not self.independent:
+            return True
+        if codes is not None:
+            return all(code is not None for code in codes) if self.independent else all(code == 0 for code in codes)
+        return all(self.posts.get(rank) is not None and self.posts[rank].phase in FINAL_PHASES
+                   for rank in range(self.world_size))
+
+    def ended_without_a_word(self, silent_s: float) -> list[RankFailure]:
+        """Ranks neither finished, failed nor `terminated` whose heartbeat has been silent for `silent_s`: when
+        torchrun stops the group, or a collective fails, these are the ones that ended first."""
+        now = time.monotonic()
+        return [RankFailure(rank=rank, kind="exit", progress=self.posts.get(rank),
+                            detail=f"ended without a word: no heartbeat for {seconds:.0f} s (a crash, SIGKILL or the "
+                                   f"OOM killer; its log says which){where(self.posts.get(rank), now)}")
+                for rank, seconds in sorted(self.heartbeats.silent_s(now).items())
+                if seconds > silent_s and rank not in self.failures
+                and not (rank in self.posts and self.posts[rank].phase in FINAL_PHASES)]
+
+    def _open(self, codes: list[int | None] | None) -> list[int]:
+        """Ranks still running and not yet blamed."""
+        return [rank for rank in range(self.world_size) if rank not in self.failures
+                and (codes is None or codes[rank] is None)]
+
+    def _in_startup(self) -> bool:
+        return all(post.phase == "startup" for post in self.posts.values())  # nobody passed the first barrier
+
+    def _exits(self, codes: list[int | None] | None) -> list[RankFailure]:
+        failures = []
+        for rank in range(self.world_size):
+            post, code = self.posts.get(rank), codes[rank] if codes is not None else None
+            if rank in self.failures:
+                continue
+            if code == WORKLOAD_FAILED_EXIT or (post is not None and post.phase == "failed"):
+                failures.append(RankFailure(rank=rank, kind="workload", progress=post,
+                                            detail=f"its workload raised{where(post)}"
+                                            if code is None else f"exited with code {code}{where(post)}"))
+            elif code not in (None, 0):
+                failures.append(RankFailure(rank=rank, kind="start" if self._in_startup() and not self.independent
+                                            else "exit", progress=post, detail=f"exited with code {code}{where(post)}"))
+        return failures
+
+    def _lost_heartbeats(self, now: float) -> list[RankFailure]:
+        if self.processes is not None:  # exit codes and process states say more than heartbeats
+            return []
+        silent = self.heartbeats.silent_s(now)
+        return [RankFailure(rank=rank, kind="exit", progress=self.posts.get(rank),
+                            detail=f"sent no heartbeat for {seconds:.0f} s: its process ended, was killed or froze "
+                                   f"(its log says which){where(self.posts.get(rank), now)}")
+                for rank, seconds in sorted(silent.items())
+                if seconds > self.heartbeat_lost_s and rank not in self.failures
+                and not (rank in self.posts and self.posts[rank].phase in FINAL_PHASES)]
+
+    def _late_starts(self, now: float) -> list[RankFailure]:
+        if now - self.started <= self.startup_timeout_s:
+            return []
+        return [RankFailure(rank=rank, kind="start", detail=f"did not start within {self.startup_timeout_s:.0f} s")
+                for rank in range(self.world_size) if rank not in self.posts and rank not in self.failures]
+
+    def _stalls(self, now: float, codes: list[int | None] | None) -> list[RankFailure]:
+        open_ranks = self._open(codes)
+        if self.independent:
+            blamed = [rank for rank in open_ranks if rank in self.posts and self.posts[rank].overdue_s(now) > 0]
+        else:
+            blamed = stalled_ranks({rank: self.posts[rank] for rank in open_ranks if rank in self.posts}, now)
+            if blamed and self.processes is not None:
+                # Prefer ranks whose process is visibly not running (stopped, zombie, uninterruptible).
+                frozen = [rank for rank in open_ranks if process_state(self.processes[rank].pid) in FROZEN_STATES]
+                blamed = [rank for rank in blamed if rank in frozen] or frozen or blamed
+        kind = "start" if self._in_startup() else "hang"
+        return [RankFailure(rank=rank, kind=kind, progress=self.posts.get(rank),
+                            detail=f"stopped advancing{where(self.posts.get(rank), now)}{self._state(rank)}")
+                for rank in blamed]
+
+    def _past_deadline(self, now: float) -> list[RankFailure]:
+        if self.deadline_s is None or now - self.started <= self.deadline_s:
+            return []
+        codes = [process.poll() for process in self.processes] if self.processes is not None else None
+        return [RankFailure(rank=rank, kind="hang", progress=self.posts.get(rank),
+                            detail=f"still running when the run passed its overall deadline of {self.deadline_s:.0f} s"
+                                   f"{where(self.posts.get(rank), now)}{self._state(rank)}")
+                for rank in self._open(codes)
+                if not (rank in self.posts and self.posts[rank].phase in FINAL_PHASES and codes is None)]
+
+    def _state(self, rank: int) -> str:
+        if self.processes is None:
+            return ""
+        return f" ({process_state(self.processes[rank].pid) or 'state unknown'})"
