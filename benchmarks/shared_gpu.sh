@@ -14,7 +14,7 @@ report = json.load(open(sys.argv[1]))
 print("  verdict:", report.get("verdict"))
 for finding in report.get("findings", []):
     if finding["check_id"].split(".")[-1] in ("gpu_shared", "throughput_low", "failed", "errors", "low") or finding["status"] != "pass":
-        print(f"  {finding['status']:5} {finding['id']}: {finding['message'][:220]}")
+        print(f"  {finding['status']:5} {finding['check_id']}: {finding['message'][:220]}")
 PY
 }
 python3 - <<'PY' &

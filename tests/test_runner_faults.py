@@ -60,6 +60,10 @@ def test_a_stop_signal_keeps_what_was_measured_and_stops_the_ranks(tmp_path, sig
     report = _report(tmp_path)
     assert report["exit_code"] == code
     assert report["facts"]["validate"]["interrupted_by"] == signal.Signals(signum).name
+    stopped = report["findings"][0]
+    assert (stopped["check_id"], stopped["status"]) == ("validate.interrupted", "warn")
+    assert stopped["message"].startswith(f"Stopped by {signal.Signals(signum).name}")
+    assert report["verdict"] == "ready_with_warnings"  # every figure so far passed; a partial run certifies nothing
     assert any(m["name"] == "all_reduce_busbw_gb_per_s" for m in report["measurements"])
     assert not _workers_left(tmp_path / "logs")
 
@@ -163,3 +167,28 @@ def test_torchrun_rank_0_dying_leaves_the_report_to_the_node_hosting_the_store(t
     assert exited and exited[0]["subject"]["rank"] == 0 and "ended before writing the report" in exited[0]["message"]
     assert any(m["name"] == "all_reduce_busbw_gb_per_s" for m in report["measurements"])
     assert report["exit_code"] == 4 and all(code != 0 for code in codes)
+
+
+def test_burn_stopped_by_sigterm_keeps_its_throughput_so_far(tmp_path):
+    run = subprocess.Popen([sys.executable, "-m", "gpuready", "burn", "--device", "cpu", "--duration", "120s",
+                            "--json", "--out", str(tmp_path / "report.json"), "--log-dir", str(tmp_path / "logs")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    log = tmp_path / "logs" / "rank0.log"
+    while time.monotonic() < deadline and not _burning(tmp_path / "logs"):
+        time.sleep(0.5)
+    time.sleep(5)  # past the first partial publication (every 2 s)
+    run.send_signal(signal.SIGTERM)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 143, stderr[-2000:]
+    report = _report(tmp_path)
+    assert report["findings"][0]["check_id"] == "burn.interrupted" and report["facts"]["burn"]["interrupted_by"] == "SIGTERM"
+    throughput = next(m for m in report["measurements"] if m["name"] == "burn_tflops_fp32")
+    assert throughput["value"] > 0 and throughput["method"]["partial"] == "the run was stopped before the window ended"
+    assert not _workers_left(tmp_path / "logs") and log.exists()
+
+
+def _burning(log_dir: Path) -> bool:
+    """The burn worker is past start-up: its process has run for a while (it logs nothing on success)."""
+    workers = _workers_left(log_dir)
+    return bool(workers) and time.time() - workers[0].create_time() > 8

@@ -120,7 +120,8 @@ def run_burn(ctx: RankContext) -> dict[str, Any]:
             tflops = intervals[-1][1] if intervals else 0.0
             ctx.step("burn", f"{iterations} GEMMs, {tflops:,.0f} TFLOP/s, {len(errors)} error(s)")
             ctx.publish({**result, "iterations": iterations, "errors": errors, "window_start": window_start,
-                         "window_end": now, "intervals": intervals})
+                         "window_end": now, "intervals": intervals,  # kept if the run is stopped (a signal, a hang)
+                         "tflops": 2 * n**3 * iterations / (now - window_start) / 1e12})
     synchronize()
     window_end = time.time()
     result.update(iterations=iterations, errors=errors, window_start=window_start, window_end=window_end,

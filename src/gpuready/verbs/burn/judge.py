@@ -199,7 +199,8 @@ class BurnJudge:
                 unit="tflops", samples=[round(value, 2) for _, value in result.get("intervals", [])],
                 method={"n": result["n"], "dtype": result["dtype"], "window_s": round(
                     result["window_end"] - result["window_start"], 1), "gemms": result["iterations"],
-                    "checked_every": 20, "counting": "GEMM work in the GEMM window only"}))
+                    "checked_every": 20, "counting": "GEMM work in the GEMM window only",
+                    **({"partial": "the run was stopped before the window ended"} if result.get("partial") else {})}))
             self._against_datasheet(gpu, figures[gpu.rank])
             if len(figures) > 1 and figures[gpu.rank] < best * (1 - self.limits["straggler_fraction"]):
                 self.add("burn.straggler", Status.WARN, gpu,

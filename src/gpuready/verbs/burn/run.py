@@ -18,6 +18,7 @@ from gpuready import __version__
 from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
 from gpuready.model import Report
 from gpuready.telemetry import Sampler
+from gpuready.verbs.stopped import stopped_finding
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp64")
 STARTUP_TIMEOUT_S = 300.0
@@ -192,7 +193,9 @@ def run_burn(options: BurnOptions) -> Report:
                              "xid_source": sampler.telemetry.xid_source if sampler else "none",
                              "self_test": options.self_test, "rendezvous_store": outcome.store_address,
                              "overridden_env": outcome.overridden_env, "deadline_s": outcome.deadline_s,
-                             **({"interrupted_by": outcome.interrupted_by} if outcome.interrupted_by else {})}}
+                             **({"interrupted_by": outcome.interrupted_by or "SIGINT"} if outcome.interrupted else {})}}
+    if outcome.interrupted:
+        report.findings.insert(0, stopped_finding("burn", host, outcome.interrupted_by, outcome.wall_s))
     return report
 
 

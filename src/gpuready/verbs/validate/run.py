@@ -22,6 +22,7 @@ from gpuready import __version__
 from gpuready.model import Report
 from gpuready.runner.local import RunOutcome, check_cpu_ranks
 from gpuready.runner.watchdog import RankFailure
+from gpuready.verbs.stopped import stopped_finding
 from gpuready.workloads.worker import GPU_ONLY
 
 WORKLOADS = ("compute", "transfer", "p2p", "collectives", "ddp")
@@ -149,8 +150,9 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
     report.interrupted, report.interrupted_by = outcome.interrupted, outcome.interrupted_by
     report.facts["validate"] = {"wall_s": round(outcome.wall_s, 1), "log_dir": str(outcome.log_dir),
                                 "ranks": sorted(outcome.results), "deadline_s": outcome.deadline_s}
-    if outcome.interrupted_by:
-        report.facts["validate"]["interrupted_by"] = outcome.interrupted_by
+    if outcome.interrupted:
+        report.facts["validate"]["interrupted_by"] = outcome.interrupted_by or "SIGINT"
+        report.findings.insert(0, stopped_finding("validate", host, outcome.interrupted_by, outcome.wall_s))
     timeouts = next((result.get("group_timeouts_s") for _, result in sorted(outcome.results.items())), None)
     if timeouts:  # start-up timeout for the group's creation, then the per-operation one (NCCL's included)
         report.facts["validate"]["group_timeouts_s"] = timeouts
