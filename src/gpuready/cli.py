@@ -516,23 +516,11 @@ def _is_loopback(address: str) -> bool:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from gpuready.bundle.collect import OutputError, collect, plan_output, write_bundle
-    from gpuready.bundle.redact import redact_bundle
-
-    try:  # before the slow part: a wrong --out costs nothing
-        plan_output(args.out, as_tar=args.tar, force=args.force)
-    except OutputError as error:
-        raise UsageError(str(error)) from None
-    files, manifest = collect(with_torch=not args.fast)
-    if args.redact:
-        files = redact_bundle(files)
+    from gpuready.bundle.collect import OutputError
+    from gpuready.verbs.collect import run_collect
     try:
-        target = write_bundle(files, args.out, as_tar=args.tar, force=args.force)
+        print("gpuready: " + run_collect(args.out, as_tar=args.tar, force=args.force, fast=args.fast,
+                                         redact=args.redact))
     except OutputError as error:
         raise UsageError(str(error)) from None
-    except OSError as error:
-        raise UsageError(f"cannot write the bundle to {args.out}: {error.strerror or error}") from None
-    missing = [name for name, entry in manifest["files"].items() if not entry["collected"]]
-    print(f"gpuready: wrote {len(files)} files to {target}" +
-          (f"; not collected: {', '.join(missing)} (manifest.json says why)" if missing else ""))
     return ExitCode.READY
