@@ -17,7 +17,7 @@ from gpuready import __version__
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.runner.signals import Stopped, exit_code_for, stop_signals_raise
 
-VERBS = ("check", "collect", "validate", "burn", "monitor")
+VERBS = ("check", "collect", "validate", "burn", "monitor", "diagnose")
 BROKEN_PIPE_EXIT = 141
 """128 + SIGPIPE: what a shell reports for git or coreutils ended by SIGPIPE when their reader went away."""
 
@@ -118,6 +118,19 @@ def build_parser() -> argparse.ArgumentParser:
                          help="replace serials, UUIDs, host names (this machine's and those named in env and logs), "
                               "IP and MAC addresses by stable placeholders")
     collect.add_argument("--fast", action="store_true", help="do not import torch")
+
+    diagnose = verbs.add_parser("diagnose", help="read pasted logs and tool outputs: cause, evidence, fix",
+                                description="gpuready diagnose PATH...: files, folders or bundles (any names; "
+                                            "recognised by content). gpuready diagnose net --peers HOST[,HOST]: "
+                                            "live network triage towards the other nodes.")
+    diagnose.add_argument("paths", nargs="+", metavar="PATH", help="files, folders, bundles; or `net`")
+    diagnose.add_argument("--expect", type=float, metavar="GB/S",
+                          help="the busbw nccl-tests should reach here (where the inputs hold no topology)")
+    diagnose.add_argument("--peers", metavar="HOST[,HOST]", help="with `net`: the other nodes")
+    diagnose.add_argument("--port", type=int, default=29500, metavar="N", help="with `net`: the rendezvous port")
+    diagnose.add_argument("--shared-path", type=Path, metavar="DIR",
+                          help="with `net`: a folder every node should see with the same content")
+    _add_output_options(diagnose)
     return parser
 
 
@@ -177,6 +190,8 @@ def _main(argv: list[str] | None) -> int:
         if args.verb in ("validate", "burn"):
             with stop_signals_raise():  # SIGTERM/SIGHUP: the ranks are stopped and the partial report written
                 return _validate(args, argv) if args.verb == "validate" else _burn(args)
+        if args.verb == "diagnose":
+            return _diagnose(args)
         if args.verb == "monitor":
             from gpuready.verbs.monitor import run_monitor
             return run_monitor(interval_s=args.interval, jsonl=args.jsonl, prometheus_port=args.prometheus_port,
@@ -513,6 +528,30 @@ def _is_loopback(address: str) -> bool:
         return ipaddress.ip_address(address.split("%")[0]).is_loopback
     except ValueError:
         return False
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    _check_out(args)
+    if args.paths[0] == "net" and not Path("net").exists():
+        if len(args.paths) > 1:
+            raise UsageError("diagnose net takes no paths; give the other nodes with --peers HOST[,HOST]")
+        peers = [peer.strip() for peer in (args.peers or "").split(",") if peer.strip()]
+        if not peers:
+            raise UsageError("diagnose net needs --peers HOST[,HOST] (the other nodes of the job)")
+        if not 1 <= args.port <= 65535:
+            raise UsageError(f"--port {args.port} is not a TCP port (1-65535)")
+        from gpuready.verbs.diagnose.net import run_net
+        return _emit(run_net(peers, port=args.port, shared_path=args.shared_path), args)
+    if args.peers or args.shared_path:
+        raise UsageError("--peers and --shared-path go with `gpuready diagnose net`")
+    if args.expect is not None and args.expect <= 0:
+        raise UsageError(f"--expect must be a positive GB/s figure, not {args.expect:g}")
+    from gpuready.verbs.diagnose.run import InputError, diagnose
+    try:
+        report = diagnose(args.paths, expect_busbw_gb_per_s=args.expect)
+    except InputError as error:
+        raise UsageError(str(error)) from None
+    return _emit(report, args)
 
 
 def _collect(args: argparse.Namespace) -> int:

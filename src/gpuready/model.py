@@ -103,6 +103,14 @@ class Subject:
         return " ".join(parts) or self.host
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """One quoted input line: where it is (file as given, 1-based line) and what it says."""
+    file: str
+    line: int
+    text: str
+
+
 @dataclass(kw_only=True)
 class Finding:
     check_id: str
@@ -117,6 +125,10 @@ class Finding:
     """The concrete next step; a command where one exists."""
     refs: list[str] = field(default_factory=list)
     """Sources of the rule and of the expected value."""
+    evidence: list[Evidence] = field(default_factory=list)
+    """The input lines the finding rests on (diagnose): file, line number, the line as quoted."""
+    consequence_of: str | None = None
+    """The check_id of the root cause this finding follows from (diagnose ranks it under that cause)."""
 
     @property
     def category(self) -> str:

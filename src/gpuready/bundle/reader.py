@@ -366,7 +366,7 @@ class _LogLines:
 
 # --- archives -------------------------------------------------------------------------------------------------------
 
-class _BoundedTarInfo(tarfile.TarInfo):
+class BoundedTarInfo(tarfile.TarInfo):
     """tarfile reads long-name and pax headers whole: a huge one is refused. A damaged header, which tarfile takes
     for the end of the archive, is remembered so that the end is not silent."""
 
@@ -389,7 +389,7 @@ class _BoundedTarInfo(tarfile.TarInfo):
 def _read_archive(path: Path, bundle: Bundle) -> None:
     label = f"{path.name} (the archive)"
     try:
-        archive = tarfile.open(path, "r:*", tarinfo=_BoundedTarInfo)
+        archive = tarfile.open(path, "r:*", tarinfo=BoundedTarInfo)
     except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
         raise BundleError(f"{path} is neither a bundle folder nor a readable .tar.gz ({error})") from None
     with archive:
@@ -399,7 +399,7 @@ def _read_archive(path: Path, bundle: Bundle) -> None:
         rejected: list[str] = []
         seen: dict[str, int] = {}
         for member in members:
-            parts = _member_parts(member.name)
+            parts = member_parts(member.name)
             shown = _shown(member.name)
             if parts is None:
                 bundle.not_read[shown] = f"rejected: {_unsafe_reason(member.name)}"
@@ -499,7 +499,7 @@ def _unsafe_reason(name: str) -> str:
         else "an absolute path"
 
 
-def _member_parts(name: str) -> tuple[str, ...] | None:
+def member_parts(name: str) -> tuple[str, ...] | None:
     """The path of a member as parts; None where it is absolute or climbs out (`..`)."""
     if name.startswith(("/", "\\")) or name[1:3] in (":\\", ":/"):
         return None
@@ -510,7 +510,7 @@ def _member_parts(name: str) -> tuple[str, ...] | None:
 def _root_of(members: list[tarfile.TarInfo], path: Path) -> tuple[str, ...]:
     """The bundle's folder in the archive: the one folder that holds bundle files (by name), else the deepest folder
     common to all files. Several folders holding bundle files are several bundles: refused."""
-    files = [parts for member in members if not member.isdir() and (parts := _member_parts(member.name))]
+    files = [parts for member in members if not member.isdir() and (parts := member_parts(member.name))]
     holders = sorted({parts[:-1] for parts in files if parts[-1] in BUNDLE_FILES})
     if len(holders) > 1:
         names = ", ".join(("/".join(folder) + "/") if folder else "the top level" for folder in holders[:10])

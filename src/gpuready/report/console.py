@@ -31,7 +31,7 @@ _LABELS = {
     "en": {"ready": "READY", "ready_with_warnings": "READY WITH WARNINGS", "not_ready": "NOT READY",
            "unknown": "UNKNOWN (not enough evidence)", "judged_for": "verdict judged for",
            "single_node": "single node", "multi_node": "multi node", "fix": "fix",
-           "pass": "pass", "warn": "warn", "fail": "fail", "skip": "skip", "error": "error",
+           "consequence_of": "consequence of", "pass": "pass", "warn": "warn", "fail": "fail", "skip": "skip", "error": "error",
            "summary": "{fail} fail, {warn} warn, {pass_} pass, {skip} skip",
            "verdict_missing": "UNKNOWN (not in this report)",
            "verdict_unrecognised": "UNKNOWN ({value!r} is not a verdict this version knows)",
@@ -41,14 +41,18 @@ _LABELS = {
     "zh": {"ready": "就绪 READY", "ready_with_warnings": "就绪但有警告 READY WITH WARNINGS",
            "not_ready": "未就绪 NOT READY", "unknown": "无法判断 UNKNOWN (not enough evidence)",
            "judged_for": "结论依据 verdict judged for", "single_node": "单机 single node", "multi_node": "多机 multi node",
-           "fix": "修复 fix", "pass": "通过 pass", "warn": "警告 warn", "fail": "失败 fail", "skip": "跳过 skip",
-           "error": "错误 error", "summary": "失败 {fail}，警告 {warn}，通过 {pass_}，跳过 {skip}",
+           "fix": "修复 fix", "consequence_of": "后果于 consequence of", "pass": "通过 pass", "warn": "警告 warn",
+           "fail": "失败 fail", "skip": "跳过 skip", "error": "错误 error", "summary": "失败 {fail}，警告 {warn}，通过 {pass_}，跳过 {skip}",
            "verdict_missing": "无法判断 UNKNOWN (not in this report)",
            "verdict_unrecognised": "无法判断 UNKNOWN ({value!r} is not a verdict this version knows)",
            "missing": "未记录 not in this report", "unrecognised": "无法识别 {value!r} (not known to this version)",
            "status_missing": "无状态 no status",
            "status_unrecognised": "状态未知 {n} finding(s) with no status or one this version does not know"},
 }
+
+
+EVIDENCE_SHOWN = 3
+"""Quoted input lines shown under a finding (the JSON report keeps them all)."""
 
 
 def render_console(document: dict, console: Console | None = None, verbose: bool = False, lang: str = "en") -> None:
@@ -94,15 +98,25 @@ def render_console(document: dict, console: Console | None = None, verbose: bool
     table.add_column("check", no_wrap=True)
     table.add_column("subject", no_wrap=True)
     table.add_column("finding", ratio=1)
-    for category in sorted(by_category, key=lambda name: (worst(by_category[name]), name)):
-        for finding in sorted(by_category[category], key=lambda f: _rank(f["status"])):
-            status = finding["status"]
-            text = Text(finding["message"])
-            if finding["fix"] and (status in _FIX_SHOWN or status not in _STATUS_STYLE):
-                text.append(f"\n{labels['fix']}: ", style="bold")
-                text.append(finding["fix"])
-            table.add_row(Text(_status_label(status, labels), style=_STATUS_STYLE.get(status, _UNRECOGNISED_STYLE)),
-                          Text(finding["check_id"]), Text(finding["subject"]), text)
+    ranked = any(finding["evidence"] or finding["consequence_of"] for finding in findings)
+    if ranked:  # diagnose: the document's order is the ranking (root causes, each followed by its consequences)
+        rows = [finding for finding in findings if verbose or finding["status"] != Status.SKIP.value]
+    else:
+        rows = [finding for category in sorted(by_category, key=lambda name: (worst(by_category[name]), name))
+                for finding in sorted(by_category[category], key=lambda f: _rank(f["status"]))]
+    for finding in rows:
+        status = finding["status"]
+        text = Text()
+        if finding["consequence_of"]:
+            text.append(f"↳ {labels['consequence_of']} {finding['consequence_of']}: ", style="italic")
+        text.append(finding["message"])
+        for quoted in finding["evidence"][:EVIDENCE_SHOWN]:
+            text.append(f"\n  {quoted}", style="dim")
+        if finding["fix"] and (status in _FIX_SHOWN or status not in _STATUS_STYLE):
+            text.append(f"\n{labels['fix']}: ", style="bold")
+            text.append(finding["fix"])
+        table.add_row(Text(_status_label(status, labels), style=_STATUS_STYLE.get(status, _UNRECOGNISED_STYLE)),
+                      Text(finding["check_id"]), Text(finding["subject"]), text)
     console.print(table)
     _render_measurements(document, console, verbose)
     if not verbose and counts[Status.SKIP.value]:
@@ -162,7 +176,10 @@ def _finding(item: Any) -> dict[str, Any]:
             "category": _text(category) if category is not None else check_id.split(".", 1)[0],
             "subject": _subject_label(subject) if subject.get("gpu") or subject.get("nic") else "",
             "message": _text(data.get("message")),
-            "fix": _text(data["fix"]) if data.get("fix") else None}
+            "fix": _text(data["fix"]) if data.get("fix") else None,
+            "consequence_of": _text(data["consequence_of"]) if data.get("consequence_of") else None,
+            "evidence": [f"{_text(e.get('file'))}:{_text(e.get('line'))}: {_text(e.get('text'))}"
+                         for e in map(_mapping, _sequence(data.get("evidence")))]}
 
 
 def _subject_label(data: dict) -> str:

@@ -1,0 +1,602 @@
+"""`gpuready diagnose net`: live network triage for multi-node PyTorch jobs, run on every node.
+
+Per peer: name resolution (`network.resolve`), the local interface the kernel routes the peer through, a TCP
+connect to the rendezvous port (`network.port`, with `network.firewall` when the connect times out), the interface
+NCCL would pick by its own rules and whether it is the one that reaches the peer (`nccl.wrong_interface`), and the
+MTU on the way (`network.mtu`). Once per run: this host's own name (`network.hostname`), the firewall rules where
+they are readable without root (`network.firewall_rules`), and, with `--shared-path`, a bounded content digest of a
+folder (`network.shared_path`) to compare across nodes.
+
+Nothing here changes the machine; every outside program runs with a short timeout; only the given peers are
+contacted (one UDP `connect`, which sends no packet, and one TCP connect per peer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import socket
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from gpuready import __version__
+from gpuready.knowledge import thresholds
+from gpuready.model import Finding, Report, Status, Subject
+
+NCCL_ENV_REF = ("NCCL_SOCKET_IFNAME: "
+                "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-socket-ifname")
+NCCL_SOCKET_SRC_REF = "NCCL interface selection: ncclFindInterfaces / findInterfaces in NVIDIA/nccl src/misc/socket.cc"
+NCCL_NET_TROUBLE_REF = ("NCCL networking troubleshooting: https://docs.nvidia.com/deeplearning/nccl/user-guide/"
+                        "docs/troubleshooting.html#networking-issues")
+HOSTS_127011_REF = ("Debian/Ubuntu map the hostname to 127.0.1.1 in /etc/hosts (Debian Reference §5.1.1 "
+                    "'The hostname resolution'); gloo, and launchers using $(hostname) as MASTER_ADDR, then bind or "
+                    "advertise loopback, which other nodes cannot reach")
+TORCH_ENV_REF = "torch.distributed env:// init: MASTER_ADDR, MASTER_PORT (pytorch docs/source/distributed.md)"
+
+MIN_MTU = 1500
+"""Standard Ethernet MTU (IEEE 802.3 payload; RFC 894). Below it (a tunnel, an overlay) NCCL's socket transport still
+works but every segment carries less; jumbo frames (9000) must match on every hop and node."""
+MTU_REF = "Ethernet MTU 1500 (RFC 894); jumbo 9000 must match end to end"
+
+SHARED_HASH_BYTES_PER_FILE = 4 * 1024 * 1024
+"""Bytes of each file hashed for the shared-path digest (the size is always part of it)."""
+SHARED_MAX_FILES = 10_000
+"""Files the digest walks at most; the rest are counted as left out (the digest says it is partial)."""
+SHARED_MAX_HASHED_BYTES = 512 * 1024 * 1024
+"""Bytes hashed in all; past it files enter the digest by name and size only."""
+
+FIREWALL_TIMEOUT_S = 3.0
+
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+
+
+# --- NCCL's interface choice (a pure function) -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class IfAddr:
+    """One address of one interface, in getifaddrs() order (what NCCL iterates)."""
+    name: str
+    family: int
+    """socket.AF_INET or socket.AF_INET6 (others are ignored, as NCCL does)."""
+    address: str
+    netmask: str | None = None
+
+
+def _parse_if_list(text: str) -> list[str]:
+    """NCCL's parseStringList: comma-separated `prefix[:port]` entries; empty ones dropped; the port is not a name."""
+    return [entry.split(":", 1)[0] for entry in text.split(",") if entry.split(":", 1)[0]]
+
+
+def _find_interfaces(entries: Iterable[IfAddr], prefix_list: str, family: int | None) -> list[str]:
+    """NCCL's findInterfaces(prefixList, ...): interface names in address order, each once.
+
+    A leading `^` excludes, then a leading `=` matches whole names instead of prefixes (so `^=docker0` excludes
+    exactly docker0). An empty list matches every interface. Only IPv4/IPv6 addresses count; IPv6 loopback
+    addresses are skipped; NCCL_SOCKET_FAMILY (`family`) keeps one family only.
+    """
+    exclude = prefix_list.startswith("^")
+    if exclude:
+        prefix_list = prefix_list[1:]
+    exact = prefix_list.startswith("=")
+    if exact:
+        prefix_list = prefix_list[1:]
+    wanted = _parse_if_list(prefix_list)
+    found: list[str] = []
+    for entry in entries:
+        if entry.family not in (socket.AF_INET, socket.AF_INET6):
+            continue
+        if family is not None and entry.family != family:
+            continue
+        if entry.family == socket.AF_INET6 and _is_loopback_ip(entry.address):
+            continue
+        matched = not wanted or any((entry.name == item) if exact else entry.name.startswith(item) for item in wanted)
+        if matched == exclude:  # NCCL: `if (!(matchIfList(...) ^ searchNot)) continue;`
+            continue
+        if entry.name not in found:
+            found.append(entry.name)
+    return found
+
+
+def _match_subnet(entries: Iterable[IfAddr], comm_id: str) -> list[str]:
+    """NCCL's ncclFindInterfaceMatchSubnet: the first interface whose subnet holds NCCL_COMM_ID's address.
+
+    Only an IP literal is handled here (NCCL also resolves a host name; this stays pure and does not)."""
+    host = comm_id.rsplit(":", 1)[0].strip("[]").split("%", 1)[0] if ":" in comm_id else comm_id
+    try:
+        remote = ipaddress.ip_address(host)
+    except ValueError:
+        return []
+    for entry in entries:
+        if entry.family not in (socket.AF_INET, socket.AF_INET6) or not entry.netmask:
+            continue
+        try:
+            network = ipaddress.ip_network(f"{entry.address.split('%', 1)[0]}/{entry.netmask}", strict=False)
+        except ValueError:
+            continue
+        if remote.version == network.version and remote in network:
+            return [entry.name]
+    return []
+
+
+def nccl_socket_interfaces(entries: list[IfAddr], socket_ifname: str | None = None, socket_family: str | None = None,
+                           comm_id: str | None = None) -> list[str]:
+    """The interfaces NCCL's socket code would use, in its order; the first is the bootstrap (OOB) interface.
+
+    Rules, from NCCL's documentation (env.html, NCCL_SOCKET_IFNAME: "a list of prefixes ... separated by ,";
+    "^" excludes; "=" matches an exact name; "By default, the loopback interface (lo) and docker interfaces
+    (docker*) would not be selected unless there are no other interfaces available ... The default algorithm
+    will also favor interfaces starting with ib over others") and its code (NVIDIA/nccl src/misc/socket.cc,
+    ncclFindInterfaces and findInterfaces; src/misc/utils.cc matchIf; src/bootstrap.cc asks for one interface):
+
+    1. NCCL_SOCKET_IFNAME set and longer than one character: exactly the interfaces it selects (none: NCCL fails).
+    2. Else interfaces starting with `ib`;
+    3. else, with NCCL_COMM_ID set, the interface in the same subnet as its address;
+    4. else everything but `docker*` and `lo*` (`^docker,lo`);
+    5. else `docker*`; 6. else `lo*`.
+    Within a step the order is getifaddrs() order (not sorted); IPv6 loopback addresses never count;
+    NCCL_SOCKET_FAMILY=AF_INET|AF_INET6 keeps one family.
+    """
+    family = {"AF_INET": socket.AF_INET, "AF_INET6": socket.AF_INET6}.get(socket_family or "")
+    if socket_ifname and len(socket_ifname) > 1:
+        return _find_interfaces(entries, socket_ifname, family)
+    found = _find_interfaces(entries, "ib", family)
+    if not found and comm_id and len(comm_id) > 1:
+        found = _match_subnet(entries, comm_id)
+    for step in ("^docker,lo", "docker", "lo"):
+        if found:
+            break
+        found = _find_interfaces(entries, step, family)
+    return found
+
+
+def nccl_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """NCCL_SOCKET_IFNAME / _FAMILY / NCCL_COMM_ID as NCCL sees them: the environment first, then the config
+    files, which never override it (src/misc/param.cc setEnvFile: `setenv(..., 0)`): ${NCCL_CONF_FILE} (NCCL
+    2.23+) or ~/.nccl.conf, then /etc/nccl.conf. The value's `source` says where each came from."""
+    environ = dict(os.environ if environ is None else environ)
+    names = ("NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY", "NCCL_COMM_ID")
+    settings = {name: environ[name] for name in names if name in environ}
+    sources = {name: "environment" for name in settings}
+    files = [Path(environ["NCCL_CONF_FILE"])] if environ.get("NCCL_CONF_FILE") else [Path.home() / ".nccl.conf"]
+    for path in files + [Path("/etc/nccl.conf")]:
+        try:
+            lines = path.read_text(errors="replace").splitlines()[:1000]
+        except OSError:
+            continue
+        for line in lines:
+            key, sep, value = line.partition("=")
+            if sep and key in names and key not in settings:
+                settings[key], sources[key] = value, str(path)
+    return {**settings, **{f"{name}.source": where for name, where in sources.items()}}
+
+
+def local_interface_entries() -> list[IfAddr]:
+    """This host's interface addresses in psutil's (getifaddrs) order."""
+    import psutil
+
+    entries = []
+    for name, addresses in psutil.net_if_addrs().items():
+        for address in addresses:
+            if address.family in (socket.AF_INET, socket.AF_INET6):
+                entries.append(IfAddr(name=name, family=int(address.family), address=address.address,
+                                      netmask=address.netmask))
+    return entries
+
+
+# --- resolution, route, port -------------------------------------------------------------------------------------
+
+def _is_loopback_ip(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def is_loopback_name(name: str) -> bool:
+    """A name that is meant to mean this host's loopback: a loopback IP literal, `localhost` (RFC 6761) and the
+    usual /etc/hosts aliases. This host's own hostname is not one: it must resolve to an address peers reach."""
+    lowered = name.lower().rstrip(".")
+    return _is_loopback_ip(lowered.strip("[]")) or lowered in LOOPBACK_NAMES or lowered.endswith(".localhost")
+
+
+def resolve(name: str) -> list[str]:
+    """The addresses `name` resolves to (getaddrinfo order, each once); socket.gaierror if it does not."""
+    addresses: list[str] = []
+    for *_, sockaddr in socket.getaddrinfo(name.strip("[]"), None, type=socket.SOCK_STREAM):
+        if sockaddr[0] not in addresses:
+            addresses.append(sockaddr[0])
+    return addresses
+
+
+def route_source(address: str, port: int) -> str | None:
+    """The local address the kernel would send from to reach `address` (a UDP connect sends nothing)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect((address, port))
+            return probe.getsockname()[0]
+    except OSError:
+        return None
+
+
+def interface_of(local_address: str | None, entries: list[IfAddr]) -> str | None:
+    if not local_address:
+        return None
+    bare = local_address.split("%", 1)[0]
+    for entry in entries:
+        if entry.address.split("%", 1)[0] == bare:
+            return entry.name
+    return None
+
+
+def _mtu_of(names: Iterable[str]) -> dict[str, int | None]:
+    try:
+        import psutil
+        stats = psutil.net_if_stats()
+    except Exception:
+        stats = {}
+    return {name: (stats[name].mtu if name in stats else None) for name in names}
+
+
+def tcp_probe(address: str, port: int, timeout_s: float) -> tuple[str, str | None]:
+    """('connected' | 'refused' | 'timeout' | 'unreachable', error text)."""
+    try:
+        connection = socket.create_connection((address, port), timeout=timeout_s)
+    except ConnectionRefusedError as error:
+        return "refused", str(error)
+    except (socket.timeout, TimeoutError) as error:
+        return "timeout", str(error) or "timed out"
+    except OSError as error:
+        return "unreachable", str(error)
+    try:
+        connection.close()
+    except OSError:
+        pass
+    return "connected", None
+
+
+# --- firewall rules, shared path ---------------------------------------------------------------------------------
+
+def read_firewall_rules(timeout_s: float = FIREWALL_TIMEOUT_S) -> dict[str, dict[str, Any]]:
+    """`nft list ruleset` and `iptables -S` as this user, each with a timeout; never via sudo.
+
+    Per tool: {"readable": bool, "text" | "why": ...}."""
+    results: dict[str, dict[str, Any]] = {}
+    for tool, command in (("nft", ["nft", "list", "ruleset"]), ("iptables", ["iptables", "-S"])):
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
+                                  stdin=subprocess.DEVNULL, errors="replace")
+        except FileNotFoundError:
+            results[tool] = {"readable": False, "why": "not installed"}
+            continue
+        except subprocess.TimeoutExpired:
+            results[tool] = {"readable": False, "why": f"no answer within {timeout_s:g} s"}
+            continue
+        except OSError as error:
+            results[tool] = {"readable": False, "why": str(error)}
+            continue
+        if done.returncode != 0:
+            results[tool] = {"readable": False,
+                             "why": (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[0][:200]}
+        else:
+            results[tool] = {"readable": True, "text": done.stdout[:200_000]}
+    return results
+
+
+def judge_firewall_rules(rules: dict[str, dict[str, Any]], port: int) -> tuple[Status, str, dict[str, Any]]:
+    """Does inbound traffic get filtered, and does any rule name the port? A heuristic on the rule text."""
+    readable = {tool: result["text"] for tool, result in rules.items() if result.get("readable")}
+    if not readable:
+        why = "; ".join(f"{tool}: {result.get('why')}" for tool, result in rules.items())
+        installed = [tool for tool, result in rules.items() if result.get("why") != "not installed"]
+        hint = (" Reading them needs root: `sudo nft list ruleset` / `sudo iptables -S`." if installed else "")
+        return Status.SKIP, f"Firewall rules not read ({why}).{hint}", {"why": why}
+    filtering, mentions = [], []
+    for tool, text in readable.items():
+        for line in text.splitlines():
+            stripped = line.strip()
+            lowered = stripped.lower()
+            if tool == "iptables" and (stripped.startswith("-P INPUT DROP") or stripped.startswith("-P INPUT REJECT")
+                                       or (stripped.startswith("-A INPUT") and ("-j DROP" in stripped
+                                                                                or "-j REJECT" in stripped))):
+                filtering.append(f"{tool}: {stripped}")
+            if tool == "nft" and ("hook input" in lowered and "policy drop" in lowered
+                                  or lowered.endswith(" drop") or lowered.endswith(" reject")
+                                  or " reject with " in lowered):
+                filtering.append(f"{tool}: {stripped}")
+            if str(port) in stripped.replace(":", " ").replace(",", " ").replace("-", " ").split():
+                mentions.append(f"{tool}: {stripped}")
+    observed = {"tools": sorted(readable), "filtering": filtering[:10], "port_rules": mentions[:10]}
+    if filtering and not mentions:
+        return (Status.WARN, f"Inbound traffic is filtered here ({filtering[0]}) and no rule names port {port}: "
+                             "peers may not reach the rendezvous or NCCL's ports on this node.", observed)
+    if filtering:
+        return Status.PASS, f"Inbound filtering is on and {len(mentions)} rule(s) name port {port}.", observed
+    return Status.PASS, f"No inbound DROP/REJECT rule found ({', '.join(sorted(readable))}).", observed
+
+
+def shared_path_digest(folder: Path, *, hash_bytes_per_file: int = SHARED_HASH_BYTES_PER_FILE,
+                       max_files: int = SHARED_MAX_FILES,
+                       max_hashed_bytes: int = SHARED_MAX_HASHED_BYTES) -> dict[str, Any]:
+    """A digest of a folder's content that is equal on two nodes when they see the same files.
+
+    Each regular file enters as relative path, size and the sha256 of its first `hash_bytes_per_file` bytes;
+    a link as its target (never followed); in sorted path order. Bounded: at most `max_files` files and
+    `max_hashed_bytes` read in all (beyond it, name and size only). Modification times are left out (they
+    differ between copies of the same data). Raises OSError if the folder cannot be listed."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder")
+    outer = hashlib.sha256()
+    files = links = unreadable = left_out = 0
+    total_bytes = hashed_bytes = 0
+    partial_hash = False
+    entries: list[tuple[str, Path]] = []
+    for root, dirs, names in os.walk(folder, followlinks=False):
+        dirs.sort()
+        for name in sorted(names) + [d for d in dirs if (Path(root) / d).is_symlink()]:
+            path = Path(root) / name
+            entries.append((path.relative_to(folder).as_posix(), path))
+        if len(entries) > max_files * 2:  # stop walking a huge tree early; the sort below keeps it stable
+            break
+    entries.sort()
+    if len(entries) > max_files:
+        left_out = len(entries) - max_files
+        entries = entries[:max_files]
+    for relative, path in entries:
+        try:
+            info = path.lstat()
+        except OSError:
+            unreadable += 1
+            outer.update(f"{relative}\0unreadable\n".encode())
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            links += 1
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = "unreadable"
+            outer.update(f"{relative}\0link\0{target}\n".encode(errors="surrogateescape"))
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            continue
+        files += 1
+        total_bytes += info.st_size
+        budget = min(hash_bytes_per_file, max(0, max_hashed_bytes - hashed_bytes))
+        inner = hashlib.sha256()
+        if budget < min(info.st_size, hash_bytes_per_file):
+            partial_hash = True
+        try:
+            with open(path, "rb") as handle:
+                remaining = budget
+                while remaining > 0:
+                    chunk = handle.read(min(1 << 20, remaining))
+                    if not chunk:
+                        break
+                    inner.update(chunk)
+                    remaining -= len(chunk)
+                    hashed_bytes += len(chunk)
+            content = inner.hexdigest()
+        except OSError:
+            unreadable += 1
+            content = "unreadable"
+        outer.update(f"{relative}\0{info.st_size}\0{content}\n".encode(errors="surrogateescape"))
+    return {"path": str(folder), "digest": outer.hexdigest(), "files": files, "links": links,
+            "bytes": total_bytes, "hashed_bytes": hashed_bytes, "unreadable": unreadable, "left_out": left_out,
+            "method": {"hash": "sha256", "bytes_per_file": hash_bytes_per_file, "max_files": max_files,
+                       "max_hashed_bytes": max_hashed_bytes, "content_limited": partial_hash or left_out > 0}}
+
+
+# --- the verb ------------------------------------------------------------------------------------------------------
+
+def _firewall_fix(port: int) -> str:
+    return (f"On the peer, open TCP {port} (and NCCL's ports, see net.ipv4.ip_local_port_range) to the cluster "
+            f"subnet: `sudo nft add rule inet filter input tcp dport {port} accept`, or "
+            f"`sudo iptables -I INPUT -p tcp --dport {port} -j ACCEPT`, or `sudo ufw allow {port}/tcp`, or "
+            f"`sudo firewall-cmd --add-port={port}/tcp --permanent && sudo firewall-cmd --reload`; in a cloud, "
+            "allow the port (or all traffic within the group) in the security group / firewall rules of both nodes.")
+
+
+class _Net:
+    def __init__(self, host: str, port: int, timeout_s: float, entries: list[IfAddr], settings: dict[str, str]):
+        self.host, self.port, self.timeout_s = host, port, timeout_s
+        self.entries, self.settings = entries, settings
+        self.findings: list[Finding] = []
+        rank = os.environ.get("RANK")
+        self.rank = int(rank) if rank and rank.isdigit() else None
+
+    def add(self, check_id: str, status: Status, message: str, *, nic: str | None = None, **fields: Any) -> None:
+        self.findings.append(Finding(check_id=check_id, status=status, message=message,
+                                     subject=Subject(host=self.host, nic=nic, rank=self.rank), **fields))
+
+    def hostname(self) -> None:
+        try:
+            addresses = resolve(self.host)
+        except (socket.gaierror, UnicodeError) as error:
+            self.add("network.hostname", Status.WARN, f"This host's name {self.host!r} does not resolve here "
+                     f"({error}): launchers that use $(hostname) as MASTER_ADDR will fail.",
+                     observed=str(error), expected="resolves to an address peers can reach",
+                     fix="Add it to DNS or /etc/hosts with the cluster-network address.", refs=[TORCH_ENV_REF])
+            return
+        if all(_is_loopback_ip(address) for address in addresses):
+            self.add("network.hostname", Status.WARN,
+                     f"This host's name {self.host!r} resolves only to loopback ({', '.join(addresses)}) here: gloo "
+                     "picks its interface from this name, and an address taken from $(hostname) on this node "
+                     "(MASTER_ADDR, --rdzv-endpoint) is loopback, so other nodes cannot connect back.",
+                     observed=addresses, expected="a cluster-network address",
+                     fix=f"In /etc/hosts map {self.host} to its cluster-network address instead of 127.0.1.1, or set "
+                         "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME and pass --master-addr / --rdzv-endpoint with that "
+                         "address.", refs=[HOSTS_127011_REF, TORCH_ENV_REF])
+        else:
+            self.add("network.hostname", Status.PASS, f"This host's name {self.host!r} resolves to "
+                     f"{', '.join(addresses)}.", observed=addresses)
+
+    def peer(self, peer: str) -> dict[str, Any]:
+        facts: dict[str, Any] = {"peer": peer}
+        try:
+            addresses = resolve(peer)
+        except (socket.gaierror, UnicodeError) as error:
+            facts["resolve_error"] = str(error)
+            self.add("network.resolve", Status.FAIL, f"Peer {peer!r} does not resolve: {error}.",
+                     observed={"peer": peer, "error": str(error)}, expected="an address",
+                     fix=f"Check the name (`getent hosts {peer}`), DNS (/etc/resolv.conf) or add it to /etc/hosts on "
+                         "every node; or use the peer's IP address.", refs=[TORCH_ENV_REF])
+            return facts
+        facts["addresses"] = addresses
+        address = addresses[0]
+        if _is_loopback_ip(address) and not is_loopback_name(peer):
+            self.add("network.resolve", Status.WARN, f"Peer {peer!r} resolves to loopback {address}: from this "
+                     "node that name means itself, so a rendezvous or NCCL address built from it is unreachable "
+                     "from other nodes (the /etc/hosts 127.0.1.1 hostname mapping does this).",
+                     observed={"peer": peer, "addresses": addresses}, expected="a cluster-network address",
+                     fix=f"Map {peer} to its cluster-network address in /etc/hosts (replace the 127.0.1.1 line) or "
+                         "in DNS; or pass the IP address.", refs=[HOSTS_127011_REF, TORCH_ENV_REF])
+        else:
+            self.add("network.resolve", Status.PASS, f"Peer {peer!r} resolves to {', '.join(addresses)}.",
+                     observed={"peer": peer, "addresses": addresses})
+
+        source = route_source(address, self.port)
+        route_nic = interface_of(source, self.entries)
+        facts.update(route_source=source, route_interface=route_nic)
+        self._port(peer, address, route_nic, facts)
+        self._nccl(peer, address, route_nic, facts)
+        self._mtu(peer, route_nic, [] if _is_loopback_ip(address) else facts.get("nccl_interfaces", [])[:1], facts)
+        return facts
+
+    def _port(self, peer: str, address: str, route_nic: str | None, facts: dict[str, Any]) -> None:
+        outcome, error = tcp_probe(address, self.port, self.timeout_s)
+        facts["port"] = {"port": self.port, "outcome": outcome, "error": error}
+        target = f"{peer} ({address}) TCP {self.port}"
+        observed = {"peer": peer, "address": address, "port": self.port, "outcome": outcome, "error": error}
+        if outcome == "connected":
+            self.add("network.peer_port", Status.PASS, f"Connected to {target}.", nic=route_nic, observed=observed)
+        elif outcome == "refused":
+            self.add("network.peer_port", Status.FAIL, f"{target}: connection refused, nothing listens there (the peer "
+                     "answered, so the path is open).", nic=route_nic, observed=observed, expected="a listener",
+                     fix="Start the job (or the rendezvous host, rank 0 / the --rdzv-endpoint node) first, and check "
+                         f"it listens on a reachable address: `ss -ltnp 'sport = :{self.port}'` on {peer}.",
+                     refs=[TORCH_ENV_REF])
+        elif outcome == "timeout":
+            self.add("network.peer_port", Status.FAIL, f"{target}: timed out after {self.timeout_s:g} s, the packets are "
+                     "dropped on the way (filtered).", nic=route_nic, observed=observed,
+                     expected="connected or refused",
+                     fix=_firewall_fix(self.port), refs=[NCCL_NET_TROUBLE_REF])
+            self.add("network.firewall", Status.WARN, f"A firewall likely drops TCP {self.port} between this node "
+                     f"and {peer}: a silent timeout, not a refusal.", nic=route_nic, observed=observed,
+                     expected="port open within the cluster", fix=_firewall_fix(self.port), refs=[NCCL_NET_TROUBLE_REF])
+        else:
+            self.add("network.peer_port", Status.FAIL, f"{target}: {error}.", nic=route_nic, observed=observed,
+                     expected="connected",
+                     fix=f"No route to {address}: check `ip route get {address}`, the subnet and the peer's link.",
+                     refs=[NCCL_NET_TROUBLE_REF])
+
+    def _nccl(self, peer: str, address: str, route_nic: str | None, facts: dict[str, Any]) -> None:
+        ifname = self.settings.get("NCCL_SOCKET_IFNAME")
+        picks = nccl_socket_interfaces(self.entries, ifname, self.settings.get("NCCL_SOCKET_FAMILY"),
+                                       self.settings.get("NCCL_COMM_ID"))
+        facts["nccl_interfaces"] = picks
+        setting = (f"NCCL_SOCKET_IFNAME={ifname} (from {self.settings.get('NCCL_SOCKET_IFNAME.source')})"
+                   if ifname else "NCCL's default order")
+        observed = {"peer": peer, "nccl_interfaces": picks, "route_interface": route_nic,
+                    "NCCL_SOCKET_IFNAME": ifname}
+        refs = [NCCL_ENV_REF, NCCL_SOCKET_SRC_REF]
+        if _is_loopback_ip(address):
+            self.add("nccl.wrong_interface", Status.SKIP, f"Peer {peer!r} is this host ({address}): any local "
+                     "interface reaches it.", observed=observed, refs=refs)
+            return
+        if not picks:
+            self.add("nccl.wrong_interface", Status.FAIL, f"{setting} selects no interface here: NCCL fails at init "
+                     "('no socket interface found').", observed=observed, expected=route_nic,
+                     fix=f"export NCCL_SOCKET_IFNAME=={route_nic}" if route_nic else "Set NCCL_SOCKET_IFNAME to the "
+                         "cluster-network interface.", refs=refs)
+            return
+        if route_nic is None:
+            self.add("nccl.wrong_interface", Status.SKIP, f"No local route to {address} was found, so NCCL's pick "
+                     f"({picks[0]}) cannot be compared.", observed=observed, refs=refs)
+            return
+        if picks[0] != route_nic:
+            self.add("nccl.wrong_interface", Status.FAIL,
+                     f"NCCL would bootstrap over {picks[0]} ({setting}) but {peer} is reached through {route_nic}: "
+                     "peers would be sent an address on the wrong network and init hangs or fails.",
+                     nic=picks[0], observed=observed, expected=route_nic,
+                     fix=f"export NCCL_SOCKET_IFNAME=={route_nic} (and GLOO_SOCKET_IFNAME={route_nic} for gloo) on "
+                         "every node, naming each node's cluster interface.", refs=refs)
+            return
+        others = [name for name in picks[1:] if name != route_nic]
+        extra = (f"; its socket transport would also use {', '.join(others)} (pin one with "
+                 f"NCCL_SOCKET_IFNAME=={route_nic} if those do not reach the peers)") if others else ""
+        self.add("nccl.wrong_interface", Status.PASS, f"NCCL would use {route_nic} ({setting}), the interface that "
+                 f"reaches {peer}{extra}.", nic=route_nic, observed=observed, refs=refs)
+
+    def _mtu(self, peer: str, route_nic: str | None, nccl_nics: list[str], facts: dict[str, Any]) -> None:
+        """The MTU of the routing interface and, towards another host, of the one NCCL would bootstrap over."""
+        names = [name for name in dict.fromkeys([route_nic, *nccl_nics]) if name]
+        mtus = _mtu_of(names)
+        facts["mtu"] = mtus
+        for name, mtu in mtus.items():
+            observed = {"peer": peer, "interface": name, "mtu": mtu}
+            if mtu is None:
+                self.add("network.mtu", Status.SKIP, f"MTU of {name} is not readable.", nic=name, observed=observed)
+            elif mtu < MIN_MTU:
+                self.add("network.mtu", Status.WARN, f"{name} (towards {peer}) has MTU {mtu}, below {MIN_MTU}: a "
+                         "tunnel or overlay; every segment carries less.", nic=name, observed=observed,
+                         expected=f">= {MIN_MTU}, the same on every node",
+                         fix=f"Check `ip link show {name}` on every node; use the underlying cluster NIC if there is "
+                             "one.", refs=[MTU_REF])
+            else:
+                self.add("network.mtu", Status.PASS, f"{name} (towards {peer}) has MTU {mtu}; compare it across "
+                         "nodes (jumbo frames must match end to end).", nic=name, observed=observed, refs=[MTU_REF])
+
+    def firewall_rules(self) -> dict[str, Any]:
+        rules = read_firewall_rules()
+        status, message, observed = judge_firewall_rules(rules, self.port)
+        self.add("network.firewall_rules", status, message, observed=observed,
+                 fix=_firewall_fix(self.port) if status == Status.WARN else None,
+                 refs=[NCCL_NET_TROUBLE_REF] if status != Status.SKIP else [])
+        return {tool: {key: value for key, value in result.items() if key != "text"} for tool, result in rules.items()}
+
+    def shared(self, folder: Path) -> dict[str, Any] | None:
+        try:
+            digest = shared_path_digest(folder)
+        except OSError as error:
+            self.add("network.shared_path", Status.FAIL, f"Shared path {str(folder)!r} is not readable here: {error}.",
+                     observed=str(error), expected="a readable folder, the same on every node",
+                     fix="Mount the shared file system on this node at the same path (check `findmnt`).")
+            return None
+        under_torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+        where = (f" (rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']})" if under_torchrun else "")
+        partial = " (content-limited: see method)" if digest["method"]["content_limited"] else ""
+        self.add("network.shared_path", Status.PASS,
+                 f"{folder}: {digest['files']} files, {digest['bytes']} bytes, digest {digest['digest'][:16]}"
+                 f"{partial}{where}; run the same command on every node and compare the digests.",
+                 observed=digest, expected="the same digest on every node")
+        return digest
+
+
+def run_net(peers: list[str], port: int = thresholds("rendezvous")["port"], shared_path: Path | None = None,
+            timeout_s: float = 3.0) -> Report:
+    """Live network triage towards `peers` on TCP `port`; see the module docstring for the findings."""
+    host = socket.gethostname()
+    settings = nccl_settings()
+    try:
+        entries = local_interface_entries()
+    except Exception:  # psutil missing a platform call: judge what can be judged
+        entries = []
+    net = _Net(host, port, timeout_s, entries, settings)
+    net.hostname()
+    peer_facts = [net.peer(peer) for peer in peers]
+    firewall = net.firewall_rules()
+    facts: dict[str, Any] = {
+        "interfaces": [{"name": e.name, "address": e.address, "netmask": e.netmask} for e in entries],
+        "nccl_settings": settings,
+        "nccl_interfaces": nccl_socket_interfaces(entries, settings.get("NCCL_SOCKET_IFNAME"),
+                                                  settings.get("NCCL_SOCKET_FAMILY"), settings.get("NCCL_COMM_ID")),
+        "peers": peer_facts, "port": port, "timeout_s": timeout_s, "firewall": firewall,
+    }
+    if shared_path is not None:
+        facts["shared_path"] = net.shared(Path(shared_path))
+    return Report(tool_version=__version__, host=host, findings=net.findings, facts=facts, multi_node=True)

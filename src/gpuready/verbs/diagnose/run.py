@@ -1,0 +1,355 @@
+"""`gpuready diagnose PATH...`: read what people paste into tickets and say what went wrong, with evidence and a fix.
+
+Inputs are files, folders and bundles (a folder or a .tar.gz), any number, recognised by their content. Every text
+file is streamed once, in chunks, in bounded memory: one combined pattern of every reader's markers finds the lines
+worth reading at the speed of the regex engine, and only those lines are decoded and offered to the readers whose
+own markers they match. Files that the `check` parsers read (nvidia-smi, topo -m, lspci, ...) also become facts,
+and the static checks run on them. Findings are ranked: root causes first, each followed by its consequences.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import tarfile
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterable
+
+from gpuready import __version__
+from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
+from gpuready.model import Finding, Report, Status, Subject
+from gpuready.verbs.diagnose.evidence import MAX_LINE_CHARS, DiagnoseContext, Line, Reader, clean
+
+CHUNK_BYTES = 4 * 1024 * 1024
+MAX_LINE_BYTES = 64 * 1024
+"""A longer line is cut here (a minified JSON or a binary blob in a log)."""
+MAX_WHOLE_FILE_BYTES = 64 * 1024 * 1024
+"""A file the check parsers read (nvidia-smi -q, lspci -vv, ...) is read whole up to this; logs are streamed."""
+MAX_KERNEL_LINES_BYTES = 16 * 1024 * 1024
+"""Kernel lines kept for the check's own Xid summary (health.xid); the kernel reader sees them all anyway."""
+MAX_FILES = 10_000
+MAX_DEPTH = 8
+_KERNEL_MARKERS = re.compile(r"NVRM|nvswitch|AER|PCIe Bus Error|iommu:|GPU reset executed")
+_STATUS_ORDER = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2, Status.PASS: 3, Status.SKIP: 4}
+
+
+class InputError(Exception):
+    """A path given on the command line cannot be read at all (exit 2, one sentence)."""
+
+
+@dataclass
+class InputFile:
+    name: str
+    """As the user named it (a folder's or archive's member: `folder/member`)."""
+    kind: str | None = None
+    """What the content is: a check input (`nvidia-smi-q.txt`, `dmesg.txt`, ...) or `log`."""
+    bytes_read: int = 0
+    lines: int = 0
+    fed: Counter = field(default_factory=Counter)
+    """Lines offered to each reader."""
+    note: str | None = None
+    """Why it was not read, or read only in part."""
+
+
+def default_readers() -> list[Reader]:
+    """Every reader diagnose knows, in a fixed order (findings keep it within a rank)."""
+    from gpuready.verbs.diagnose.kernel import KernelReader
+    from gpuready.verbs.diagnose.nccl_log import NcclLogReader
+    from gpuready.verbs.diagnose.nccl_tests import NcclTestsReader
+    from gpuready.verbs.diagnose.torch_errors import TorchErrorReader
+    return [KernelReader(), NcclLogReader(), TorchErrorReader(), NcclTestsReader()]
+
+
+class Scanner:
+    """Streams files through the readers; keeps what the check parsers need."""
+
+    def __init__(self, readers: list[Reader]):
+        self.readers = readers
+        self.patterns = [(reader, reader.compiled_markers()) for reader in readers]
+        sources = [f"(?:{reader.markers})" for reader in readers]
+        try:  # the same markers over raw bytes: the search runs without decoding the 99 % of lines nobody wants
+            self.combined: re.Pattern = re.compile("|".join(sources).encode("ascii"), re.MULTILINE)
+            self.on_bytes = True
+        except (UnicodeEncodeError, re.error):
+            self.combined = re.compile("|".join(sources), re.MULTILINE)
+            self.on_bytes = False
+        self.files: list[InputFile] = []
+        self.check_inputs: dict[str, str] = {}
+        self.kernel_lines: list[str] = []
+        self.kernel_bytes = 0
+
+    # --- inputs ------------------------------------------------------------------------------------------------------
+
+    def add_path(self, path: Path) -> None:
+        """A file, a folder (walked) or a .tar / .tar.gz archive (its members)."""
+        if path.is_dir():
+            self._walk(path, path.name or str(path), depth=0)
+        elif path.is_file():
+            if self._is_archive(path):
+                self._read_archive(path)
+            else:
+                with open(path, "rb") as raw:
+                    self.add_stream(str(path), raw)
+        elif path.exists():
+            self.files.append(InputFile(str(path), note="not a regular file or folder: not read"))
+        else:
+            raise InputError(f"{path}: no such file or folder")
+
+    def _walk(self, folder: Path, label: str, depth: int) -> None:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        except OSError as error:
+            self.files.append(InputFile(label, note=f"cannot list it ({error.strerror or error})"))
+            return
+        for entry in entries:
+            name = f"{label}/{entry.name}"
+            if len(self.files) >= MAX_FILES:
+                self.files.append(InputFile(name, note=f"not read: diagnose reads at most {MAX_FILES} files"))
+                return
+            if entry.is_symlink():
+                self.files.append(InputFile(name, note="a symbolic link: not followed"))
+            elif entry.is_dir(follow_symlinks=False):
+                if depth + 1 >= MAX_DEPTH:
+                    self.files.append(InputFile(name, note=f"deeper than {MAX_DEPTH} folders: not read"))
+                else:
+                    self._walk(Path(entry.path), name, depth + 1)
+            elif entry.is_file(follow_symlinks=False):
+                try:
+                    with open(entry.path, "rb") as raw:
+                        self.add_stream(name, raw)
+                except OSError as error:
+                    self.files.append(InputFile(name, note=f"cannot be read ({error.strerror or error})"))
+
+    @staticmethod
+    def _is_archive(path: Path) -> bool:
+        try:
+            return tarfile.is_tarfile(path)
+        except (OSError, tarfile.TarError):
+            return False
+
+    def _read_archive(self, path: Path) -> None:
+        """Every regular member, streamed; names that would leave the archive, links and devices are named, not
+        read; what is inflated is bounded (the bundle reader's header and size limits)."""
+        from gpuready.bundle.reader import MAX_ARCHIVE_BYTES, BoundedTarInfo, member_parts
+        try:
+            archive = tarfile.open(path, "r:*", tarinfo=BoundedTarInfo)
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+            self.files.append(InputFile(str(path), note=f"not a readable archive ({error})"))
+            return
+        inflated = 0
+        with archive:
+            try:
+                for member in archive:
+                    name = f"{path}/{member.name}"
+                    if member.isdir():
+                        continue
+                    if member_parts(member.name) is None:
+                        self.files.append(InputFile(name, note="rejected: its name leaves the archive"))
+                    elif not member.isreg():
+                        self.files.append(InputFile(name, note="not a regular file (a link or device): not read"))
+                    elif inflated + member.size > MAX_ARCHIVE_BYTES or len(self.files) >= MAX_FILES:
+                        # stop here: walking on would inflate what follows (a gzip bomb) just to skip it
+                        self.files.append(InputFile(name, note=f"not read, nor what follows: past the "
+                                                               f"{MAX_ARCHIVE_BYTES // 2**20} MiB or {MAX_FILES} "
+                                                               "files diagnose reads from one archive"))
+                        break
+                    else:
+                        inflated += member.size
+                        extracted = archive.extractfile(member)
+                        if extracted is not None:
+                            with extracted:
+                                self.add_stream(name, extracted)
+            except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+                self.files.append(InputFile(str(path), note=f"damaged: what follows was not read ({error})"))
+
+    def add_stream(self, name: str, raw: BinaryIO) -> None:
+        entry = InputFile(name)
+        self.files.append(entry)
+        head = raw.read(SNIFF_CHARS)
+        text_head = head.decode("utf-8", errors="replace")
+        reason = why_not_text(text_head)
+        if reason:
+            entry.kind, entry.note = "binary", f"not read: it {reason}"
+            entry.bytes_read = len(head)
+            self._offer_binary(entry, head)
+            return
+        kind = kind_of(text_head)
+        entry.kind = kind or "log"
+        if kind and kind != "dmesg.txt":  # a tool output the check parsers read whole: kept, and streamed too
+            rest = raw.read(MAX_WHOLE_FILE_BYTES - len(head) + 1)
+            whole = head + rest
+            if len(whole) > MAX_WHOLE_FILE_BYTES:
+                entry.note = f"read in part: only its first {MAX_WHOLE_FILE_BYTES // 2**20} MiB are parsed"
+                whole = whole[:MAX_WHOLE_FILE_BYTES]
+            self.check_inputs.setdefault(name, whole.decode("utf-8", errors="replace"))
+            self._scan(entry, io.BytesIO(whole), b"")
+            return
+        self._scan(entry, raw, head)
+
+    def _offer_binary(self, entry: InputFile, head: bytes) -> None:
+        """A binary file may still be something a reader knows how to refuse politely (a pickled flight recorder)."""
+        for reader in self.readers:
+            hook = getattr(reader, "binary_file", None)
+            if hook is not None and hook(entry.name, head):
+                entry.fed[reader.name] += 1
+                entry.note = f"recognised by the {reader.name} reader"
+
+    # --- streaming ---------------------------------------------------------------------------------------------------
+
+    def _scan(self, entry: InputFile, raw: BinaryIO, head: bytes) -> None:
+        pending = b""
+        number = 0  # lines before the current block
+        cut_lines = 0
+        chunk = head or raw.read(CHUNK_BYTES)
+        first = True
+        while chunk:
+            entry.bytes_read += len(chunk)
+            if first:
+                first = False
+                for bom in (b"\xef\xbb\xbf",):
+                    chunk = chunk[len(bom):] if chunk.startswith(bom) else chunk
+            if b"\0" in chunk:
+                chunk = chunk.replace(b"\0", b"")
+            block = pending + chunk
+            end = block.rfind(b"\n")
+            if end < 0:
+                pending = block
+                if len(pending) > MAX_LINE_BYTES:  # one endless line: keep its start, count it once
+                    pending, cut_lines = pending[:MAX_LINE_BYTES], cut_lines + 1
+            else:
+                pending = block[end + 1:]
+                number = self._scan_block(entry, block[:end + 1], number)
+            chunk = raw.read(CHUNK_BYTES)
+        if pending:
+            number = self._scan_block(entry, pending + b"\n", number)
+        entry.lines = number
+        if cut_lines:
+            entry.note = f"{cut_lines} line(s) longer than {MAX_LINE_BYTES // 1024} KiB were cut"
+
+    def _scan_block(self, entry: InputFile, block: bytes, number: int) -> int:
+        """Offer the block's marked lines (block ends with a newline); returns the line count so far."""
+        data = block if self.on_bytes else block.decode("utf-8", errors="replace")
+        newline = b"\n" if self.on_bytes else "\n"
+        counted_to, last_start = 0, -1
+        for match in self.combined.finditer(data):
+            start = data.rfind(newline, 0, match.start()) + 1
+            if start == last_start:
+                continue  # another marker on a line already offered
+            last_start = start
+            stop = data.find(newline, match.start())
+            number += data.count(newline, counted_to, start)
+            counted_to = start
+            raw_line = data[start:stop][:MAX_LINE_BYTES]
+            text = clean(raw_line.decode("utf-8", errors="replace") if self.on_bytes else raw_line)
+            self._offer(entry, Line(source=entry.name, number=number + 1, text=text[:MAX_LINE_CHARS * 4]))
+        return number + data.count(newline, counted_to)
+
+    def _offer(self, entry: InputFile, line: Line) -> None:
+        for reader, pattern in self.patterns:
+            if pattern.search(line.text):
+                reader.feed(line)
+                entry.fed[reader.name] += 1
+        if _KERNEL_MARKERS.search(line.text) and self.kernel_bytes < MAX_KERNEL_LINES_BYTES:
+            self.kernel_lines.append(line.text + "\n")
+            self.kernel_bytes += len(line.text) + 1
+
+
+def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = None,
+             readers: Callable[[], list[Reader]] = default_readers) -> Report:
+    """The report for the given inputs; InputError where a path cannot be read at all."""
+    scanner = Scanner(readers())
+    for path in paths:
+        scanner.add_path(Path(path))
+    facts, check_findings = _facts_and_checks(scanner)
+    host = (facts.host.hostname if facts is not None and facts.host.hostname else None) or "inputs"
+    context = DiagnoseContext(host=host, facts=facts, readers={reader.name: reader for reader in scanner.readers},
+                              options={"expect_busbw_gb_per_s": expect_busbw_gb_per_s})
+    findings: list[Finding] = []
+    for reader in scanner.readers:
+        findings.extend(reader.findings(context))
+    findings.extend(check_findings)
+    if not [f for f in findings if f.status != Status.SKIP]:
+        findings.append(_nothing_found(scanner, host))
+    report = Report(tool_version=__version__, host=host, findings=rank(findings))
+    report.facts["diagnose"] = {"inputs": [_describe(entry) for entry in scanner.files],
+                                "readers": [reader.name for reader in scanner.readers]}
+    if facts is not None and facts.gpus:
+        from gpuready.verbs.check import summarize_facts
+        report.facts.update(summarize_facts(facts))
+    return report
+
+
+def _facts_and_checks(scanner: Scanner) -> tuple[object | None, list[Finding]]:
+    """Facts from the tool outputs among the inputs, and the static checks' warn/fail findings on them."""
+    files = dict(scanner.check_inputs)
+    if scanner.kernel_lines:
+        files["dmesg.txt"] = "".join(scanner.kernel_lines)
+    if not scanner.check_inputs:
+        return None, []
+    from gpuready.checks.registry import CheckOptions
+    from gpuready.facts.build import build_facts
+    from gpuready.verbs.check import check_report
+    facts = build_facts(files)
+    if not facts.gpus:
+        return facts, []
+    report = check_report(facts, CheckOptions())
+    return facts, [f for f in report.findings if f.status in (Status.FAIL, Status.ERROR, Status.WARN)]
+
+
+def rank(findings: list[Finding]) -> list[Finding]:
+    """Root causes first (fail, error, warn, pass, skip), each followed by the findings that are its consequences."""
+    ids = {finding.check_id for finding in findings}
+    roots = [f for f in findings if not f.consequence_of or f.consequence_of not in ids]
+    roots.sort(key=lambda finding: _STATUS_ORDER.get(finding.status, 5))  # stable: readers' order within a status
+    by_cause: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if finding.consequence_of and finding.consequence_of in ids:
+            by_cause.setdefault(finding.consequence_of, []).append(finding)
+    ordered: list[Finding] = []
+    placed: set[int] = set()
+
+    def place(finding: Finding) -> None:
+        if id(finding) in placed:
+            return
+        placed.add(id(finding))
+        ordered.append(finding)
+        for consequence in by_cause.pop(finding.check_id, []):
+            place(consequence)
+    for finding in roots:
+        place(finding)
+    for rest in by_cause.values():  # a cycle of consequences: kept, after the rest
+        for finding in rest:
+            place(finding)
+    return ordered
+
+
+def _nothing_found(scanner: Scanner, host: str) -> Finding:
+    read = [entry for entry in scanner.files if entry.note is None or entry.lines]
+    kinds = Counter(entry.kind or "unreadable" for entry in scanner.files)
+    return Finding(check_id="diagnose.nothing_found", status=Status.PASS, subject=Subject(host=host),
+                   message=(f"Nothing wrong found in {len(read)} file(s) read "
+                            f"({', '.join(f'{count} {kind}' for kind, count in sorted(kinds.items()))}): "
+                            "no Xid, NCCL error, PyTorch distributed error or nccl-tests failure in them."),
+                   observed={"files": len(scanner.files)},
+                   fix="Give the failing rank's full log (NCCL_DEBUG=INFO), `dmesg -T` from its node, and "
+                       "`gpuready collect` bundles of the nodes involved.")
+
+
+def _describe(entry: InputFile) -> dict:
+    data = {"file": entry.name, "kind": entry.kind, "bytes_read": entry.bytes_read, "lines": entry.lines,
+            "fed": dict(entry.fed)}
+    if entry.note:
+        data["note"] = entry.note
+    return data
+
+
+def inputs_problem(paths: list[Path]) -> str | None:
+    """One sentence where no path can be read at all (exit 2 before any work)."""
+    missing = [str(path) for path in paths if not Path(path).exists()]
+    if missing:
+        return f"{', '.join(missing)}: no such file or folder"
+    return None
