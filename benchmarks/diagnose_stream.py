@@ -3,7 +3,8 @@
 Writes a synthetic log of --size-mb (default 1024) to a temporary folder, then runs `gpuready diagnose --json` on it
 in a child process and prints its wall time, throughput and peak RSS. Two shapes:
 - `training`: a training job's stdout, one NCCL INFO line per 50 lines, a few Xid and a watchdog timeout;
-- `nccl-info`: an NCCL_DEBUG=INFO log of 8 interleaved ranks, every line an NCCL line (the worst case).
+- `nccl-info`: an NCCL_DEBUG=INFO (INIT,COLL) log of 8 interleaved ranks, every line an NCCL line: 7.5 % set-up
+  lines (channels, rings, communicators: far more than a real log has), the rest a line per collective.
 Run: python benchmarks/diagnose_stream.py [--size-mb N] [--shape training|nccl-info]
 """
 
@@ -29,9 +30,10 @@ NCCL = [
     "node{h}:{p}:{t} [{r}] NCCL INFO Channel {c:02d}/0 : {r}[{r}] -> {n}[{n}] via P2P/CUMEM/read\n",
     "node{h}:{p}:{t} [{r}] NCCL INFO Connected all rings, use ring PXN 0 GDR 1\n",
     "node{h}:{p}:{t} [{r}] NCCL INFO comm 0x5581 rank {r} nRanks 8 nNodes 1 localRanks 8 localRank {r} MNNVL 0\n",
+] + [
     "node{h}:{p}:{t} [{r}] NCCL INFO AllReduce: opCount {i:x} sendbuff 0x7f00 recvbuff 0x7f00 count 1048576 "
     "datatype 7 op 0 root 0 comm 0x5581 [nranks=8] stream 0x55\n",
-]
+] * 37  # NCCL_DEBUG_SUBSYS=INIT,COLL: a line per collective is what makes these logs gigabytes long
 EVENTS = [
     "[ 1843.308145] NVRM: Xid (PCI:0000:1b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n",
     "[rank3]:[E1201 10:20:00.000000 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation "

@@ -9,7 +9,7 @@ from gpuready.checks.gpu import allocation
 from gpuready.checks.registry import CheckContext, check, kernel_log_missing, per_gpu
 from gpuready.facts.kernel_log import superseded_by
 from gpuready.facts.types import Facts, GpuFacts, KernelEvent
-from gpuready.knowledge import thresholds, xid_entry
+from gpuready.knowledge import thresholds, xid_entry, xid_level
 from gpuready.model import Finding
 
 _REMAP_UNREPORTED = "Row remapping not reported (pre-Ampere GPU, or not in this run)."
@@ -26,7 +26,7 @@ def health_xid(context: CheckContext) -> list[Finding]:
     window = _window(facts)
     gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
     allocated = allocation(context)
-    marks = history_marks(context, facts.kernel_log)
+    marks = history_marks(context.gpus, facts.kernel_log)
     events = [(event, mark) for event, mark in zip(facts.kernel_log, marks) if event.kind in ("xid", "fallen_off_bus")]
     if not events:
         return [context.passed(f"No Xid or fallen-off-the-bus messages in the kernel log ({window}).")]
@@ -43,9 +43,7 @@ def health_xid(context: CheckContext) -> list[Finding]:
         severity = entry["severity"] if entry else "error"
         name = f"Xid {code} {entry['name']}" if entry else f"Xid {code} (not in the catalog)"
         meaning = entry["meaning"] if entry else "unknown to gpuready's catalog; see NVIDIA's Xid catalog"
-        level = "fail" if severity in ("critical", "error") else "warn"
-        if entry and entry.get("app_fault") and severity != "critical":
-            level = "warn"
+        level = xid_level(entry)
         last, mark = group[-1]
         notes = [f"last {_when(last, facts.host.uptime_s)}"]
         outside = allocated.outside(bus_id)
@@ -71,10 +69,10 @@ def health_xid(context: CheckContext) -> list[Finding]:
     return findings
 
 
-def history_marks(context: CheckContext, events: list[KernelEvent]) -> list[KernelEvent | None]:
+def history_marks(gpus: list, events: list[KernelEvent]) -> list[KernelEvent | None]:
     """`superseded_by`, with the window from knowledge/, after naming the GPU of a reset that the log names only by
     UUID (NVSentinel's line) from the GPUs' own UUIDs."""
-    bus_by_uuid = {gpu.uuid.lower(): gpu.bus_id for gpu in context.gpus if gpu.uuid and gpu.bus_id}
+    bus_by_uuid = {gpu.uuid.lower(): gpu.bus_id for gpu in gpus if gpu.uuid and gpu.bus_id}
     named = [dataclasses.replace(event, bus_id=bus_by_uuid.get(event.uuid))
              if event.kind == "gpu_reset" and not event.bus_id and event.uuid in bus_by_uuid else event
              for event in events]
@@ -134,7 +132,7 @@ def _xid_evidence(context: CheckContext, codes: tuple[int, ...]) -> dict[str, _E
     """Bus id → (Xid event, the later driver load/GPU reset or None) for the given codes, in log order."""
     events = context.facts.kernel_log or []
     found: dict[str, _Evidence] = {}
-    for event, mark in zip(events, history_marks(context, events)):
+    for event, mark in zip(events, history_marks(context.gpus, events)):
         if event.kind == "xid" and event.code in codes and event.bus_id:
             found.setdefault(event.bus_id, []).append((event, mark))
     return found

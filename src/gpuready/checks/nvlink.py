@@ -382,7 +382,7 @@ def nvlink_errors(context: CheckContext) -> list[Finding]:
     per_gpu: dict[str | None, list[tuple[int, KernelEvent, bool]]] = defaultdict(list)
     per_switch: dict[tuple[int | None, str | None], list[KernelEvent]] = defaultdict(list)
     # Errors before a driver reload or a reset of that GPU are history (health.xid's rule).
-    history = {id(event) for event, mark in zip(facts.kernel_log, history_marks(context, facts.kernel_log)) if mark}
+    history = {id(event) for event, mark in zip(facts.kernel_log, history_marks(context.gpus, facts.kernel_log)) if mark}
     for event in facts.kernel_log:
         if event.kind == "sxid":
             match = _SWITCH.search(event.line)

@@ -39,7 +39,7 @@ _WALL_CLOCKS = (
     re.compile(r"^\[((?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})\]"),
     re.compile(r"^([A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) \S+ "),
 )
-_MARKERS = ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:", "GPU reset executed")
+MARKERS = ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:", "GPU reset executed")
 
 
 def _times(line: str) -> tuple[float | None, str | None]:
@@ -65,7 +65,7 @@ def relevant_lines(log: str | Iterable[str]) -> Iterator[str]:
         continuation = line[:1].isspace() and _times(line) == (None, None)
         if not continuation:
             anchor, anchor_kept = line, False
-        if any(marker in line for marker in _MARKERS):
+        if any(marker in line for marker in MARKERS):
             if not continuation:
                 anchor_kept = True
             elif not anchor_kept and anchor is not None:
@@ -87,7 +87,7 @@ def parse_kernel_log(log: str | Iterable[str]) -> list[KernelEvent]:
         if times == (None, None) and line[:1].isspace():
             times = previous_times  # a continuation line of the message above
         previous_times = times
-        if not any(marker in line for marker in _MARKERS):
+        if not any(marker in line for marker in MARKERS):
             continue
         timestamp_s, wall_time = times
 

@@ -55,6 +55,8 @@ class Reader:
 
     name: str = "reader"
     markers: str = r"(?!)"
+    follow_lines: int = 0
+    """Lines after each fed line that are fed too, marked or not (an error whose text is on the next line)."""
 
     def feed(self, line: Line) -> None:
         raise NotImplementedError
@@ -92,8 +94,11 @@ def clean(raw: str) -> str:
 def feed_text(reader: Reader, source: str, text: str) -> Reader:
     """Feed a whole text to one reader as the framework would (tests and small inputs); returns the reader."""
     markers = reader.compiled_markers()
+    follow_until = 0
     for number, raw in enumerate(text.splitlines(), 1):
         line = clean(raw)
-        if markers.search(line):
+        if markers.search(line) or number <= follow_until:
             reader.feed(Line(source=source, number=number, text=line[:MAX_LINE_CHARS * 4]))
+            if markers.search(line):
+                follow_until = number + reader.follow_lines
     return reader

@@ -1,0 +1,670 @@
+"""PyTorch-distributed errors pasted into tickets: cause → evidence → fix.
+
+Reads NCCL watchdog timeouts (which rank never reached the SeqNum the others wait on), NCCL errors raised by torch,
+CUDA OOM, driver / NCCL version mismatches, rendezvous / TCPStore network errors, torchrun's ChildFailedError summary,
+and NCCL flight-recorder dumps (JSON only: a pickle dump is reported, never unpickled).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuready.facts import torch_errors as parse
+from gpuready.knowledge import driver_requirement
+from gpuready.model import Finding, Status, Subject
+from gpuready.verbs.diagnose.evidence import DiagnoseContext, Line, Reader, quote
+
+MAX_RANKS = 4096
+"""Ranks tracked per kind; beyond this a log is counted, not remembered line by line."""
+MAX_ITEMS = 16
+"""Lines kept per kind of event (network errors, NCCL errors, failures, flight-recorder dumps…)."""
+
+FR_ENV = ("TORCH_NCCL_TRACE_BUFFER_SIZE=2000 (TORCH_FR_BUFFER_SIZE in newer torch) and TORCH_NCCL_DUMP_ON_TIMEOUT=1")
+FR_ANALYSE = "`torchfrtrace <dump_dir>` (or `python -m torch.distributed.flight_recorder.fr_trace <dump_dir>`)"
+REFS_TIMEOUT = ["torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (watchdog messages)",
+                "pytorch/tutorials flight_recorder_tutorial.rst"]
+SIGNAL_ADVICE = {
+    -9: ("SIGKILL: most likely the host's OOM killer (host RAM, not GPU memory)",
+         "on that host run `dmesg -T | grep -i -E 'out of memory|killed process'` (or `journalctl -k | grep -i oom`); "
+         "lower host-memory use (dataloader workers, pinned buffers, model loading on every rank) or add RAM / "
+         "raise the container or Slurm memory limit"),
+    -6: ("SIGABRT: the process aborted itself (the NCCL watchdog after a timeout, or a C++ exception)",
+         "read that rank's stderr just above the abort (a `Watchdog caught collective operation timeout` or "
+         "`terminate called after throwing` names why)"),
+    -11: ("SIGSEGV: a crash in native code (CUDA, NCCL, an extension)",
+          "run `gpuready diagnose` on that host's dmesg for Xid errors; rerun the rank with "
+          "`TORCH_SHOW_CPP_STACKTRACES=1` and `python -X faulthandler`"),
+    -7: ("SIGBUS: usually /dev/shm too small (containers default to 64 MB)",
+         "give the container more shared memory (`docker run --shm-size=16g` or `--ipc=host`)"),
+    -15: ("SIGTERM: stopped from outside (the scheduler, a time limit, `kill`)",
+          "check the scheduler's record for the job (`sacct -j <job>`, `kubectl describe pod`) for the reason"),
+}
+
+
+@dataclass
+class _Pending:
+    """A `Last error:` waiting for its text on the next line of the same rank."""
+    index: int
+    line: Line
+    rank: int | None
+
+
+@dataclass
+class _Failure:
+    index: str | None
+    root: bool
+    lines: list[Line] = field(default_factory=list)
+    host: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    exitcode: int | None = None
+    pid: int | None = None
+    traceback: str | None = None
+    time: str | None = None
+
+
+class TorchErrorReader(Reader):
+    """Reader name "torch". Besides `feed` (lines), the framework may hand it files through `offer_file(path,
+    source)`: a JSON flight-recorder dump is read (bounded summary), a pickle dump is reported and never unpickled."""
+
+    name = "torch"
+    markers = (r"Watchdog caught collective|detected by watchdog at work|NCCL error|nccl[A-Z]\w+Error|Last error|"
+               r"peer access is not supported|cudaErrorPeerAccessUnsupported|CUDA out of memory|"
+               r"driver on your system is too old|CUDA driver version is insufficient|undefined symbol: nccl|"
+               r"is not compatible with the current PyTorch|\+cu\d{3}\b|client socket|TCP client failed|"
+               r"DistNetworkError|DistStoreError|RendezvousConnectionError|Socket Timeout|failed to bind|"
+               r"NCCL INFO (?:Bootstrap|NET/Socket|NET/IB)\s*: Using|failed \(exitcode|closing signal|Root Cause|"
+               r"Failures:|"
+               r"collective_seq_id")
+    follow_lines = 8
+    """Fed after each marked line: the text of a bare `Last error:` (within three lines, NVIDIA/nccl#1928) and the
+    `[N]:` / `time :` / `host :` / `rank :` / `exitcode :` lines of torchrun's `Failures:` and `Root Cause` blocks.
+    Markers for those lines themselves (anchored, no literal to search for) cost 40 s per GB."""
+
+    def __init__(self) -> None:
+        self._order = itertools.count()
+        # watchdog
+        self.timeouts: dict[int, tuple[parse.WatchdogTimeout, Line, int]] = {}
+        """rank → its lowest timed-out SeqNum (the first collective it was stuck in), the line, input order."""
+        self.timeout_lines: list[Line] = []
+        self.status: dict[int, tuple[parse.WorkStatus, Line]] = {}
+        self.ranks_seen: set[int] = set()
+        # nccl errors
+        self.nccl_errors: list[dict] = []
+        self.pending: list[_Pending] = []
+        self.p2p: list[Line] = []
+        # oom
+        self.ooms: list[tuple[int | None, parse.CudaOom, Line, int]] = []
+        # versions
+        self.versions: list[tuple[parse.VersionMismatch, Line]] = []
+        self.torch_cuda: tuple[str, Line] | None = None
+        # network
+        self.network: list[tuple[parse.NetworkError, Line]] = []
+        self.answering: dict[str, Line] = {}
+        # elastic
+        self.failures: list[_Failure] = []
+        self.elastic_failed: list[tuple[parse.ElasticFailed, Line, int]] = []
+        self.closing: list[Line] = []
+        self._block: dict[str, tuple[bool, _Failure | None]] = {}
+        # flight recorder
+        self.dumps: list[parse.FlightRecorderDump] = []
+        self.pickles: list[tuple[str, Line | None]] = []
+
+    # ------------------------------------------------------------------ input
+
+    def offer_file(self, path: str | Path, source: str | None = None) -> bool:
+        """Read `path` if it is an NCCL flight-recorder dump; True where it was taken (the framework then does not
+        feed its lines). A pickle dump is recorded as not read; nothing is ever unpickled."""
+        path = Path(path)
+        source = source or str(path)
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(1)
+        except OSError:
+            return False
+        if parse.is_pickle(head):
+            if len(self.pickles) < MAX_ITEMS:
+                self.pickles.append((source, None))
+            return True
+        if head not in (b"{", b"[", b" ", b"\n", b"\t", b"\r"):
+            return False
+        try:
+            dump = parse.read_flight_recorder_json(path, source)
+        except OSError:
+            return False
+        if dump is None:
+            return False
+        if len(self.dumps) < MAX_RANKS:
+            self.dumps.append(dump)
+        return True
+
+    def add_flight_recorder(self, dump: parse.FlightRecorderDump) -> None:
+        """For a framework that read the dump itself with `facts.torch_errors.read_flight_recorder_json`."""
+        if len(self.dumps) < MAX_RANKS:
+            self.dumps.append(dump)
+
+    def feed(self, line: Line) -> None:
+        order = next(self._order)
+        text = line.text
+        rank = parse.line_rank(text)
+        if self._last_error_text(line, rank):
+            return
+        if (timeout := parse.parse_watchdog_timeout(text)) is not None:
+            self._note_rank(timeout.rank)
+            known = self.timeouts.get(timeout.rank)
+            if known is None and len(self.timeouts) < MAX_RANKS or known is not None and timeout.seq < known[0].seq:
+                self.timeouts[timeout.rank] = (timeout, line, order)
+            if len(self.timeout_lines) < MAX_ITEMS:
+                self.timeout_lines.append(line)
+            return
+        if (status := parse.parse_work_status(text)) is not None:
+            if status.rank is not None:
+                self._note_rank(status.rank)
+                if status.rank not in self.status and len(self.status) < MAX_RANKS:
+                    self.status[status.rank] = (status, line)
+            return
+        if (oom := parse.parse_cuda_oom(text)) is not None:
+            self._note_rank(rank)
+            if len(self.ooms) < MAX_ITEMS:
+                self.ooms.append((rank, oom, line, order))
+            return
+        if (mismatch := parse.parse_version_mismatch(text)) is not None:
+            if len(self.versions) < MAX_ITEMS:
+                self.versions.append((mismatch, line))
+            return
+        if parse.is_p2p_unsupported(text):
+            self._note_rank(rank)
+            if len(self.p2p) < MAX_ITEMS:
+                self.p2p.append(line)
+            return
+        if (error := parse.parse_nccl_error(text)) is not None:
+            self._nccl_error(line, rank, error, order)
+            return
+        if (last := parse.parse_last_error(text)) is not None:
+            self._attach_last_error(line, rank, last)
+            return
+        if (network := parse.parse_network_error(text)) is not None:
+            if len(self.network) < MAX_ITEMS:
+                self.network.append((network, line))
+            return
+        if (host := parse.answering_host(text)) is not None:
+            if host not in self.answering and len(self.answering) < MAX_RANKS:
+                self.answering[host] = line
+            return
+        if (cuda := parse.parse_torch_build_cuda(text)) is not None:
+            if self.torch_cuda is None:
+                self.torch_cuda = (cuda, line)
+            return
+        if (failed := parse.parse_elastic_failed(text)) is not None:
+            if len(self.elastic_failed) < MAX_ITEMS:
+                self.elastic_failed.append((failed, line, order))
+            return
+        if parse.parse_closing_signal(text) is not None:
+            if len(self.closing) < MAX_ITEMS:
+                self.closing.append(line)
+            return
+        self._elastic_block(line)
+
+    def _note_rank(self, rank: int | None) -> None:
+        if rank is not None and len(self.ranks_seen) < MAX_RANKS:
+            self.ranks_seen.add(rank)
+
+    def _nccl_error(self, line: Line, rank: int | None, error: parse.NcclError, order: int) -> None:
+        self._note_rank(rank)
+        # `ncclRemoteError: A call failed …` on the line after `NCCL error in: …`: the same error, more precise.
+        for record in reversed(self.nccl_errors[-4:]):
+            if record["line"].source == line.source and record["rank"] == rank and \
+                    0 < line.number - record["last_number"] <= 3 and (record["kind"] is None or error.where is None):
+                record["kind"] = error.kind or record["kind"]
+                record["lines"].append(line)
+                record["last_number"] = line.number
+                if error.last_error:
+                    record["last_error"] = error.last_error
+                return
+        if len(self.nccl_errors) >= MAX_ITEMS:
+            return
+        self.nccl_errors.append({"line": line, "lines": [line], "rank": rank, "kind": error.kind, "where": error.where,
+                                 "version": error.version, "last_error": error.last_error, "order": order,
+                                 "last_number": line.number})
+
+    def _attach_last_error(self, line: Line, rank: int | None, text: str) -> None:
+        for index in range(len(self.nccl_errors) - 1, -1, -1):
+            record = self.nccl_errors[index]
+            if record["line"].source == line.source and record["rank"] == rank and \
+                    0 < line.number - record["last_number"] <= 3:
+                record["lines"].append(line)
+                record["last_number"] = line.number
+                if text:
+                    record["last_error"] = text
+                    return
+                self.pending = [p for p in self.pending if p.index != index][-MAX_ITEMS:]
+                self.pending.append(_Pending(index=index, line=line, rank=rank))
+                return
+
+    def _last_error_text(self, line: Line, rank: int | None) -> bool:
+        for pending in self.pending:
+            if pending.line.source == line.source and pending.rank == rank and \
+                    0 < line.number - pending.line.number <= 3:
+                record = self.nccl_errors[pending.index]
+                record["last_error"] = parse.strip_rank_prefix(line.text).strip()
+                record["lines"].append(line)
+                self.pending.remove(pending)
+                return True
+        return False
+
+    def _elastic_block(self, line: Line) -> None:
+        parsed = parse.parse_elastic_block_line(line.text)
+        if parsed is None:
+            return
+        in_root, current = self._block.get(line.source, (False, None))
+        if parsed.kind in ("root_cause", "failures"):
+            self._block[line.source] = (parsed.kind == "root_cause", None)
+            return
+        if parsed.kind == "index":
+            if line.source not in self._block or len(self.failures) >= MAX_ITEMS:
+                return
+            failure = _Failure(index=parsed.value, root=in_root, lines=[line])
+            self.failures.append(failure)
+            self._block[line.source] = (in_root, failure)
+            return
+        if current is None or parsed.key is None or parsed.value is None:
+            return
+        if len(current.lines) < 8:
+            current.lines.append(line)
+        value = parsed.value
+        if parsed.key == "host":
+            current.host = value[:200]
+        elif parsed.key == "time":
+            current.time = value[:40]
+        elif parsed.key == "rank" and (ranks := parse.parse_elastic_rank(value)):
+            current.rank, current.local_rank = ranks
+            self._note_rank(current.rank)
+        elif parsed.key == "exitcode" and (code := parse.parse_elastic_exitcode(value)):
+            current.exitcode, current.pid = code
+        elif parsed.key == "traceback":
+            current.traceback = value[:300]
+
+    # ------------------------------------------------------------------ output
+
+    def findings(self, context: DiagnoseContext) -> list[Finding]:
+        host = context.host
+        found: list[Finding] = []
+        oom = self._oom_finding(host)
+        versions = self._version_findings(host)
+        p2p = self._p2p_finding(host)
+        failed = self._rank_failed_findings(host)
+        timeout = self._timeout_finding(host, oom)
+        errors = self._nccl_error_findings(host, oom, versions, p2p, failed)
+        for finding in [oom, *versions, p2p, *errors, timeout, *failed, *self._network_findings(host),
+                        *self._flight_recorder_findings(host)]:
+            if finding is not None:
+                found.append(finding)
+        # a rank killed by the watchdog's abort (-6) after its own timeout follows from the timeout
+        for finding in found:
+            if finding.check_id == "torch.rank_failed" and finding.observed.get("exitcode") == -6 and \
+                    timeout is not None and finding.consequence_of is None:
+                finding.consequence_of = "nccl.timeout"
+        return found
+
+    def _oom_finding(self, host: str) -> Finding | None:
+        if not self.ooms:
+            return None
+        rank, oom, line, _ = self.ooms[0]
+        ranks = sorted({r for r, *_ in self.ooms if r is not None})
+        gib = lambda value: f"{value / 2**30:.2f} GiB" if value is not None else "?"  # noqa: E731
+        where = f"rank {rank}" if rank is not None else "one process"
+        device = f" on cuda:{oom.cuda_device}" if oom.cuda_device is not None else ""
+        return Finding(
+            check_id="torch.oom", status=Status.FAIL, subject=Subject(host=host, rank=rank),
+            message=(f"CUDA out of memory on {where}{device}: tried to allocate {gib(oom.tried_bytes)} with "
+                     f"{gib(oom.free_bytes)} free of {gib(oom.total_bytes)}; the other ranks then wait for it."),
+            observed={"rank": rank, "ranks": ranks, "cuda_device": oom.cuda_device, "tried_bytes": oom.tried_bytes,
+                      "free_bytes": oom.free_bytes, "total_bytes": oom.total_bytes},
+            fix=("Reduce memory per GPU on that rank: smaller micro-batch with gradient accumulation, activation "
+                 "checkpointing, bf16, or shard more (FSDP / ZeRO-3); check `gpuready plan` for the estimate; where "
+                 "reserved-but-unallocated memory is large set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; "
+                 "check no other process holds that GPU (`nvidia-smi`)."),
+            refs=["https://pytorch.org/docs/stable/notes/cuda.html#environment-variables"],
+            evidence=quote([entry[2] for entry in self.ooms]))
+
+    def _version_findings(self, host: str) -> list[Finding]:
+        found: list[Finding] = []
+        done: set[str] = set()
+        for mismatch, line in self.versions:
+            if mismatch.kind in done:
+                continue
+            done.add(mismatch.kind)
+            lines = [l for m, l in self.versions if m.kind == mismatch.kind]
+            refs: list[str] = []
+            observed: dict = {"kind": mismatch.kind}
+            if mismatch.kind == "driver_too_old":
+                build = self.torch_cuda[0] if self.torch_cuda else None
+                observed.update(driver_supports_cuda=mismatch.driver_cuda, torch_cuda=build)
+                requirement = driver_requirement(build) if build else None
+                if requirement:
+                    need = (f"install NVIDIA driver >= {requirement.minimum} (>= {requirement.full_feature} for full "
+                            f"CUDA {build} support)" if requirement.full_feature else
+                            f"install NVIDIA driver >= {requirement.minimum}")
+                    refs = [requirement.minimum_source] + ([requirement.full_feature_source]
+                                                           if requirement.full_feature_source else [])
+                    observed["required_driver"] = requirement.minimum
+                else:
+                    need = ("install a driver new enough for the torch build's CUDA "
+                            "(`python -c 'import torch; print(torch.version.cuda)'`; CUDA 12.x needs >= 525.60.13, "
+                            "13.x >= 580)")
+                    refs = ["src/gpuready/knowledge/cuda_driver.toml"]
+                if self.torch_cuda:
+                    lines = lines + [self.torch_cuda[1]]
+                alt = (f", or install a torch wheel built for CUDA <= {mismatch.driver_cuda} "
+                       f"(`pip install torch --index-url https://download.pytorch.org/whl/cu{mismatch.driver_cuda.replace('.', '')}`"
+                       " where that build exists)") if mismatch.driver_cuda else ""
+                supports = f" (it supports CUDA {mismatch.driver_cuda})" if mismatch.driver_cuda else ""
+                message = (f"The NVIDIA driver is older than the CUDA runtime torch was built with{supports}"
+                           + (f"; torch is built for CUDA {build}." if build else "."))
+                fix = need + alt + "; check with `nvidia-smi` (Driver Version) afterwards."
+            elif mismatch.kind == "nccl_symbol":
+                observed.update(symbol=mismatch.symbol, library=mismatch.library)
+                message = (f"torch's CUDA library needs {mismatch.symbol}, which the libnccl it loaded lacks: an "
+                           f"older NCCL is found first.")
+                fix = ("Find which libnccl is loaded: `pip list | grep -i nccl` (two nvidia-nccl-cuXX wheels, or one "
+                       "older than torch's pin), `echo $LD_LIBRARY_PATH` (a system NCCL first) and `ldconfig -p | grep "
+                       "nccl`; uninstall the extra wheel / drop the path, or `pip install --force-reinstall torch` so "
+                       "its pinned nvidia-nccl wheel comes back.")
+            else:
+                observed.update(arch=mismatch.arch)
+                message = f"This torch build has no kernels for the GPU's architecture {mismatch.arch}."
+                fix = (f"Install a torch build whose `torch.cuda.get_arch_list()` includes {mismatch.arch} (Blackwell "
+                       "sm_100/sm_120 needs a cu128 or newer wheel: `pip install torch --index-url "
+                       "https://download.pytorch.org/whl/cu128`).")
+            found.append(Finding(check_id="software.version_mismatch", status=Status.FAIL,
+                                 subject=Subject(host=host, rank=parse.line_rank(line.text)), message=message,
+                                 observed=observed, fix=fix, refs=refs, evidence=quote(lines)))
+        return found
+
+    def _p2p_finding(self, host: str) -> Finding | None:
+        if not self.p2p:
+            return None
+        return Finding(
+            check_id="nccl.p2p_unsupported", status=Status.FAIL,
+            subject=Subject(host=host, rank=parse.line_rank(self.p2p[0].text)),
+            message="CUDA refused peer-to-peer access between two of the GPUs (cudaErrorPeerAccessUnsupported).",
+            observed={"lines": len(self.p2p)},
+            fix=("See which pairs lack P2P: `nvidia-smi topo -p2p r` and `nvidia-smi topo -m`. Consumer GPUs (RTX "
+                 "3090/4090/5090) often have none: set NCCL_P2P_DISABLE=1 (NCCL then goes through shared memory) and "
+                 "turn off code that enables peer access itself (vLLM: --disable-custom-all-reduce). On data-centre "
+                 "GPUs check ACS / IOMMU in the BIOS and `gpuready check`'s pcie.* findings, and whether a VM hides "
+                 "the PCIe topology."),
+            refs=["shared/reference/anchors-planning-diagnosis.md §5 (ACS / IOMMU / P2P)"],
+            evidence=quote(self.p2p))
+
+    def _rank_failed_findings(self, host: str) -> list[Finding]:
+        root = next((f for f in self.failures if f.root), None)
+        if root is None and self.failures:
+            root = self.failures[0]
+        if root is None and not self.elastic_failed:
+            return []
+        if root is not None:
+            exitcode, rank, local, fhost = root.exitcode, root.rank, root.local_rank, root.host
+            lines = root.lines + [l for _, l, _ in self.elastic_failed[:1]]
+        else:
+            first, line, _ = self.elastic_failed[0]
+            exitcode, rank, local, fhost = first.exitcode, None, first.local_rank, None
+            lines = [line]
+        name = parse.SIGNALS.get(exitcode) if exitcode is not None else None
+        if exitcode is not None and exitcode in SIGNAL_ADVICE:
+            meaning, advice = SIGNAL_ADVICE[exitcode]
+        elif exitcode is not None and exitcode > 0:
+            meaning = f"exit code {exitcode}: a Python exception in the training script"
+            advice = ("read that rank's traceback (its log, or the error_file torchrun names; decorate main with "
+                      "`@torch.distributed.elastic.multiprocessing.errors.record` so it is captured)")
+        else:
+            meaning, advice = f"exit code {exitcode}", "read that rank's log for the reason"
+        who = f"rank {rank} (local_rank {local})" if rank is not None else f"local_rank {local}"
+        where = f" on {fhost}" if fhost else ""
+        consequence = "torch.oom" if self.ooms and (rank is None or rank in {r for r, *_ in self.ooms}) else None
+        found = [Finding(
+            check_id="torch.rank_failed", status=Status.FAIL, subject=Subject(host=fhost or host, rank=rank),
+            message=f"The first process to fail was {who}{where}: {meaning}; torchrun then stopped the others.",
+            observed={"rank": rank, "local_rank": local, "exitcode": exitcode, "signal": name,
+                      "host": fhost, "pid": root.pid if root else None,
+                      "traceback": root.traceback if root else None,
+                      "other_failures": max(0, len(self.failures) - 1)},
+            fix=f"Start with {who}{where}: {advice}.", consequence_of=consequence,
+            refs=["torch/distributed/elastic/multiprocessing/errors/__init__.py (ChildFailedError)"],
+            evidence=quote(lines))]
+        if self.closing:
+            found.append(Finding(
+                check_id="torch.ranks_terminated", status=Status.WARN, subject=Subject(host=fhost or host),
+                message=f"torchrun sent SIGTERM to {len(self.closing)} other process(es) after the first failure.",
+                observed={"processes": len(self.closing)}, consequence_of="torch.rank_failed",
+                fix=f"Nothing to fix on these ranks; fix {who} first.", evidence=quote(self.closing)))
+        return found
+
+    def _timeout_finding(self, host: str, oom: Finding | None) -> Finding | None:
+        if not self.timeouts and not self.status:
+            return None
+        # The SeqNum the group waited on: the highest any rank timed out at (a rank stuck lower is behind).
+        seqs = {rank: item[0].seq for rank, item in self.timeouts.items()}
+        for rank, (status, _) in self.status.items():
+            seqs.setdefault(rank, status.work)
+        target = max(seqs.values())
+        example = next((item[0] for item in self.timeouts.values() if item[0].seq == target), None) or \
+            next(iter(self.timeouts.values()), (None,))[0]
+        at_target = sorted(rank for rank, seq in seqs.items() if seq == target)
+        behind = {rank for rank, seq in seqs.items() if seq < target}
+        behind |= {rank for rank, (status, _) in self.status.items() if status.last_enqueued < target}
+        seen = self.ranks_seen | set(seqs)
+        absent = sorted(set(range(max(seen) + 1)) - seen) if len(seen) > 1 else []
+        failed = {f.rank for f in self.failures if f.rank is not None} | {r for r, *_ in self.ooms if r is not None}
+        suspects = sorted(behind) or sorted(r for r in failed if r not in at_target) or absent
+        op = example.op if example else "?"
+        timeout_ms = example.timeout_ms if example else None
+        if suspects:
+            who = ", ".join(str(r) for r in suspects)
+            reason = ("behind (a lower SeqNum)" if behind else
+                      "failed earlier" if suspects and set(suspects) <= failed else "absent from these logs")
+            message = (f"{op} SeqNum {target} timed out on rank(s) {', '.join(map(str, at_target))}"
+                       f"{f' after {timeout_ms} ms' if timeout_ms else ''}; rank(s) {who} never started it "
+                       f"({reason}).")
+        else:
+            message = (f"{op} SeqNum {target} timed out on every rank in these logs "
+                       f"({', '.join(map(str, at_target))}); the rank that never reached it is not among them, or all "
+                       f"are stuck inside NCCL (network / GPU).")
+        lines = [self.timeouts[r][1] for r in sorted(self.timeouts, key=lambda r: self.timeouts[r][2])]
+        lines += [line for _, line in self.status.values()]
+        lines.sort(key=lambda line: (line.source, line.number))
+        consequence = None
+        if oom is not None and self.ooms and self.timeouts and \
+                self.ooms[0][3] < min(item[2] for item in self.timeouts.values()):
+            consequence = "torch.oom"
+        target_rank = suspects[0] if len(suspects) == 1 else None
+        look = f"rank {suspects[0]}'s" if len(suspects) == 1 else (
+            f"ranks {', '.join(map(str, suspects))}'" if suspects else "every rank's")
+        return Finding(
+            check_id="nccl.timeout", status=Status.FAIL, subject=Subject(host=host, rank=target_rank),
+            message=message,
+            observed={"collective": op, "seq": target, "numel_in": example.numel_in if example else None,
+                      "numel_out": example.numel_out if example else None, "timeout_ms": timeout_ms,
+                      "timed_out": {r: s for r, s in sorted(seqs.items())}, "ranks_at_seq": at_target,
+                      "suspects": suspects, "ranks_absent": absent,
+                      "last_enqueued": {r: s.last_enqueued for r, (s, _) in sorted(self.status.items())},
+                      "last_completed": {r: s.last_completed for r, (s, _) in sorted(self.status.items())}},
+            expected=f"every rank enqueues SeqNum {target}",
+            fix=(f"Read {look} log around SeqNum {target} (an exception, OOM, data-loader stall or a skipped "
+                 f"collective there); set {FR_ENV} and rerun to get flight-recorder dumps, then {FR_ANALYSE} names "
+                 f"the missing rank; run `gpuready diagnose` on that host's `dmesg -T` for Xid / OOM-killer lines."),
+            refs=REFS_TIMEOUT, consequence_of=consequence, evidence=quote(lines))
+
+    def _nccl_error_findings(self, host: str, oom, versions, p2p, failed) -> list[Finding]:
+        found: list[Finding] = []
+        roots = [f for f in (oom, *versions, p2p) if f is not None]
+        roots += [f for f in failed if f.check_id == "torch.rank_failed" and f.observed.get("exitcode") not in (-6,)]
+        primary = [r for r in self.nccl_errors if r["kind"] != "ncclRemoteError"]
+        seen_kinds: set[tuple] = set()
+        for record in self.nccl_errors:
+            key = (record["kind"], record["last_error"])
+            if key in seen_kinds:
+                continue
+            seen_kinds.add(key)
+            kind = record["kind"] or "NCCL error"
+            remote = kind == "ncclRemoteError"
+            consequence = None
+            if remote:
+                other = [f for f in roots if f.subject.rank != record["rank"] or f.subject.rank is None]
+                if other:
+                    consequence = other[0].check_id
+                elif any(p["rank"] != record["rank"] for p in primary):
+                    consequence = "nccl.error"
+            last = record["last_error"]
+            same = [r["line"] for r in self.nccl_errors if (r["kind"], r["last_error"]) == key]
+            ranks = sorted({r["rank"] for r in self.nccl_errors if (r["kind"], r["last_error"]) == key
+                            and r["rank"] is not None})
+            found.append(Finding(
+                check_id="nccl.error", status=Status.FAIL, subject=Subject(host=host, rank=record["rank"]),
+                message=(f"{kind} raised by torch" + (f" on rank(s) {', '.join(map(str, ranks))}" if ranks else "")
+                         + (f": {last}" if last else ".")),
+                observed={"kind": kind, "last_error": last, "where": record["where"],
+                          "nccl_version": record["version"], "ranks": ranks},
+                fix=_nccl_fix(kind, last), consequence_of=consequence,
+                refs=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"],
+                evidence=quote(record["lines"] + same)))
+        return found
+
+    def _network_findings(self, host: str) -> list[Finding]:
+        found: list[Finding] = []
+        by_target: dict[tuple, list[tuple[parse.NetworkError, Line]]] = {}
+        for error, line in self.network:
+            by_target.setdefault((error.host, error.port, error.kind), []).append((error, line))
+        answering = set(self.answering) | {e.host for e, _ in self.network if e.kind in ("refused", "reset")}
+        for (target_host, port, kind), items in by_target.items():
+            error, line = items[0]
+            lines = [l for _, l in items]
+            target = f"{target_host}:{port}" if target_host else "the rendezvous store (MASTER_ADDR:MASTER_PORT)"
+            if kind == "in_use":
+                found.append(Finding(
+                    check_id="network.port_in_use", status=Status.FAIL, subject=Subject(host=host),
+                    message=f"The rendezvous store could not listen on {target}: the port is already in use.",
+                    observed={"host": target_host, "port": port}, evidence=quote(lines),
+                    fix=(f"Another job (or a leftover process) holds port {port}: `ss -ltnp | grep :{port}`; stop it "
+                         "or pick another MASTER_PORT / --master_port / --rdzv_endpoint port.")))
+                continue
+            filtered = kind == "timeout" and target_host is not None and target_host in answering
+            consequence = None
+            if filtered:
+                consequence = "network.firewall"
+                proof = self.answering.get(target_host) or next(
+                    (l for e, l in self.network if e.host == target_host and e.kind in ("refused", "reset")), None)
+                found.append(Finding(
+                    check_id="network.firewall", status=Status.WARN, subject=Subject(host=host),
+                    message=(f"Connecting to {target} timed out although {target_host} answers elsewhere in these "
+                             f"logs: the port looks filtered (a firewall or security group drops it)."),
+                    observed={"host": target_host, "port": port},
+                    fix=(f"Open TCP port {port} (and NCCL's port range, see /proc/sys/net/ipv4/ip_local_port_range) "
+                         f"on {target_host} for the other nodes: `sudo ufw allow {port}/tcp` / `firewall-cmd "
+                         f"--add-port={port}/tcp`, or the cloud security group; test with `nc -zv {target_host} "
+                         f"{port}` from another node."),
+                    refs=["shared/reference/anchors-planning-diagnosis.md §5 (Ports)"],
+                    evidence=quote(lines + ([proof] if proof else []))))
+            advice = {
+                "refused": (f"nothing listens on {target}: start rank 0 first (it hosts the store), check "
+                            "MASTER_ADDR / MASTER_PORT are the same on every node and name rank 0's host"),
+                "reset": (f"{target} dropped the connection: the store process on rank 0 exited or restarted "
+                          "(read rank 0's log), or a proxy / load balancer sits in between"),
+                "timeout": (f"no answer from {target}: check MASTER_ADDR resolves to an address the other nodes "
+                            f"reach (`ping`, `nc -zv {target_host or '$MASTER_ADDR'} {port or '$MASTER_PORT'}`), the "
+                            "firewall, and that rank 0 started"),
+                "store_timeout": ("not all ranks joined the store in time: a node did not start or could not reach "
+                                  "MASTER_ADDR:MASTER_PORT; read the missing nodes' logs"),
+            }.get(kind, f"check that {target} is reachable from every node and that rank 0 is running")
+            found.append(Finding(
+                check_id="network.unreachable", status=Status.FAIL, subject=Subject(host=host),
+                message=f"Rendezvous / TCPStore connection to {target} failed: {error.reason}.",
+                observed={"host": target_host, "port": port, "kind": kind, "reason": error.reason,
+                          "attempts": len(items)},
+                fix=advice[0].upper() + advice[1:] + "; `gpuready diagnose --probe` tests ports and name resolution.",
+                consequence_of=consequence, evidence=quote(lines),
+                refs=["https://pytorch.org/docs/stable/distributed.html#environment-variable-initialization"]))
+        return found
+
+    def _flight_recorder_findings(self, host: str) -> list[Finding]:
+        found: list[Finding] = []
+        for source, line in self.pickles:
+            found.append(Finding(
+                check_id="nccl.flight_recorder_unread", status=Status.WARN, subject=Subject(host=host),
+                message=(f"{source} is a pickled flight-recorder dump; it was not read (unpickling a file from a "
+                         "ticket can run arbitrary code)."),
+                observed={"file": source, "format": "pickle"},
+                fix=(f"On a machine you trust, analyse the dumps with {FR_ANALYSE} and attach its output, or have "
+                     "the job write JSON dumps (torch._C._distributed_c10d._dump_nccl_trace_json()) and give those "
+                     "to `gpuready diagnose`."),
+                evidence=quote([line]) if line else []))
+        if not self.dumps:
+            return found
+        groups: dict[str, dict[int | None, parse.PgProgress]] = {}
+        for dump in self.dumps:
+            for name, progress in dump.groups.items():
+                groups.setdefault(name, {})[dump.rank] = progress
+        for name, per_rank in sorted(groups.items()):
+            known = {r: p for r, p in per_rank.items() if p.last_enqueued is not None}
+            if not known:
+                continue
+            top = max(p.last_enqueued for p in known.values())
+            behind = sorted((r for r, p in known.items() if p.last_enqueued < top), key=lambda r: (r is None, r))
+            table = {str(r): {"last_enqueued": p.last_enqueued, "last_started": p.last_started,
+                              "last_completed": p.last_completed, "last_op": p.last_op}
+                     for r, p in sorted(known.items(), key=lambda item: (item[0] is None, item[0]))}
+            sources = [d.source for d in self.dumps]
+            if behind:
+                lagging = behind[0]
+                progress = known[lagging]
+                found.append(Finding(
+                    check_id="nccl.rank_behind", status=Status.FAIL, subject=Subject(host=host, rank=lagging),
+                    message=(f"Flight recorder, process group {name}: rank(s) {', '.join(map(str, behind))} never "
+                             f"enqueued collective {progress.last_enqueued + 1} ({known[max(known, key=lambda r: known[r].last_enqueued)].last_op}) "
+                             f"that others reached (up to {top}); rank {lagging}'s last was {progress.last_enqueued} "
+                             f"({progress.last_op})."),
+                    observed={"process_group": name, "ranks": table, "behind": behind, "files": sources},
+                    expected=f"every rank at collective {top}",
+                    fix=(f"Look at what rank {lagging} did after collective {progress.last_enqueued} (its log, its "
+                         f"Python stack: `py-spy dump --pid <pid>`); a rank that skips a collective (a data-dependent "
+                         f"branch) or stalls on data / an exception desynchronises the group; {FR_ANALYSE} prints "
+                         "the same verdict."),
+                    refs=REFS_TIMEOUT))
+            else:
+                stuck = sorted((r for r, p in known.items() if p.stuck_seq is not None),
+                               key=lambda r: (r is None, r))
+                status = Status.FAIL if stuck else Status.PASS
+                found.append(Finding(
+                    check_id="nccl.flight_recorder", status=status, subject=Subject(host=host),
+                    message=(f"Flight recorder, process group {name}: every rank reached collective {top}"
+                             + (f"; it is not completed on rank(s) {', '.join(map(str, stuck))}: all are stuck "
+                                f"inside the same NCCL call (network or GPU), not desynchronised." if stuck
+                                else " and completed it.")),
+                    observed={"process_group": name, "ranks": table, "stuck": stuck, "files": sources},
+                    fix=("Look below NCCL: `gpuready diagnose` on each host's dmesg (Xid, link errors) and on an "
+                         "NCCL_DEBUG=INFO log; run `gpuready validate` for the interconnect.") if stuck else None,
+                    refs=REFS_TIMEOUT))
+        return found
+
+
+def _nccl_fix(kind: str, last: str | None) -> str:
+    text = (last or "").lower()
+    if kind == "ncclRemoteError":
+        return ("Another rank exited or its link failed: find the first rank that failed (torchrun's Root Cause, "
+                "its log) and fix that; if none did, look at the network path named in the last error "
+                "(`gpuready diagnose` on an NCCL_DEBUG=INFO log and on dmesg for IB / NIC errors).")
+    if kind == "ncclUnhandledCudaError":
+        return ("A CUDA call inside NCCL failed: rerun with NCCL_DEBUG=INFO to see it; `gpuready diagnose` the "
+                "host's dmesg for Xid errors; check driver / CUDA / NCCL versions match (`gpuready check`).")
+    if kind == "ncclInvalidUsage":
+        return ("The program called NCCL wrongly (mismatched tensor sizes / dtypes across ranks, two ranks on one "
+                "GPU: set torch.cuda.set_device(local_rank) before init_process_group); rerun with NCCL_DEBUG=WARN "
+                "for the exact complaint and TORCH_DISTRIBUTED_DEBUG=DETAIL.")
+    if "connection" in text or "socket" in text or "net" in text or "peer" in text:
+        return ("A network connection between ranks failed: set NCCL_SOCKET_IFNAME to the interface the nodes "
+                "share (e.g. `=eth0`, not docker0 / lo), check NCCL_IB_HCA, and `gpuready diagnose` an "
+                "NCCL_DEBUG=INFO log from every node.")
+    return ("Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and give the log to `gpuready diagnose`; check "
+            "/dev/shm size in containers (--shm-size, --ipc=host) and `ulimit -l` (memlock) for system errors.")
