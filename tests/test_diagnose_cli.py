@@ -58,3 +58,24 @@ def test_bad_inputs_exit_2_with_one_sentence(tmp_path, capsys):
     assert "--peers" in capsys.readouterr().err
     assert cli.main(["diagnose", str(tmp_path), "--peers", "a"]) == 2
     assert cli.main(["diagnose", str(tmp_path), "--expect", "-3"]) == 2
+
+
+RECORDED = FIXTURES / "diagnose" / "recorded"
+
+
+def test_recorded_rank_killed_by_sigkill(capsys):
+    code, report = _diagnose(capsys, RECORDED / "torchrun-sigkill.log")
+    assert code == 1
+    assert [(f["check_id"], f["subject"]["rank"], f["consequence_of"]) for f in report["findings"]] == [
+        ("torch.rank_failed", 1, None), ("torch.ranks_terminated", None, "torch.rank_failed")]
+    assert "SIGKILL" in report["findings"][0]["message"] and "OOM killer" in report["findings"][0]["message"]
+
+
+def test_recorded_hang_names_the_rank_that_did_not_join_not_the_one_that_waited(capsys):
+    code, report = _diagnose(capsys, RECORDED / "torchrun-hang.log")
+    assert code == 1
+    assert [(f["check_id"], f["subject"]["rank"], f["consequence_of"]) for f in report["findings"]] == [
+        ("gloo.timeout", 0, None), ("torch.rank_failed", 0, "gloo.timeout"),
+        ("torch.ranks_terminated", None, "torch.rank_failed")]
+    assert "The suspect is rank(s) 1" in report["findings"][0]["message"]
+    assert report["findings"][0]["evidence"][0]["text"].endswith("Timed out waiting 10000ms for recv operation to complete")

@@ -153,6 +153,21 @@ def is_p2p_unsupported(text: str) -> bool:
 
 # ------------------------------------------------------------------ CUDA out of memory
 
+_GLOO_TIMEOUT = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>recv|send) operation to complete")
+
+
+@dataclass(frozen=True)
+class GlooTimeout:
+    """gloo's `Timed out waiting 10000ms for recv operation to complete`: a peer never joined the collective."""
+    timeout_ms: int
+    operation: str
+
+
+def parse_gloo_timeout(text: str) -> GlooTimeout | None:
+    match = _GLOO_TIMEOUT.search(text)
+    return GlooTimeout(timeout_ms=int(match.group("ms")), operation=match.group("op")) if match else None
+
+
 _OOM = re.compile(r"CUDA out of memory\. Tried to allocate (?P<tried>[\d.]+ [KMGTE]?i?B)")
 _OOM_NEW = re.compile(r"GPU (?P<gpu>\d+) has a total capacity of (?P<total>[\d.]+ [KMGTE]?i?B) of which "
                       r"(?P<free>[\d.]+ [KMGTE]?i?B) is free")

@@ -77,7 +77,7 @@ class TorchErrorReader(Reader):
                r"DistNetworkError|DistStoreError|RendezvousConnectionError|Socket Timeout|failed to bind|"
                r"NCCL INFO (?:Bootstrap|NET/Socket|NET/IB)\s*: Using|failed \(exitcode|closing signal|Root Cause|"
                r"Failures:|"
-               r"collective_seq_id")
+               r"collective_seq_id|Timed out waiting \d+ms for")
     follow_lines = 8
     """Fed after each marked line: the text of a bare `Last error:` (within three lines, NVIDIA/nccl#1928) and the
     `[N]:` / `time :` / `host :` / `rank :` / `exitcode :` lines of torchrun's `Failures:` and `Root Cause` blocks.
@@ -97,6 +97,7 @@ class TorchErrorReader(Reader):
         self.p2p: list[Line] = []
         # oom
         self.ooms: list[tuple[int | None, parse.CudaOom, Line, int]] = []
+        self.gloo_timeouts: list[tuple[int | None, parse.GlooTimeout, Line]] = []
         # versions
         self.versions: list[tuple[parse.VersionMismatch, Line]] = []
         self.torch_cuda: tuple[str, Line] | None = None
@@ -164,6 +165,11 @@ class TorchErrorReader(Reader):
                 self._note_rank(status.rank)
                 if status.rank not in self.status and len(self.status) < MAX_RANKS:
                     self.status[status.rank] = (status, line)
+            return
+        if (gloo := parse.parse_gloo_timeout(text)) is not None:
+            self._note_rank(rank)
+            if len(self.gloo_timeouts) < MAX_ITEMS:
+                self.gloo_timeouts.append((rank, gloo, line))
             return
         if (oom := parse.parse_cuda_oom(text)) is not None:
             self._note_rank(rank)
@@ -297,16 +303,45 @@ class TorchErrorReader(Reader):
         failed = self._rank_failed_findings(host)
         timeout = self._timeout_finding(host, oom)
         errors = self._nccl_error_findings(host, oom, versions, p2p, failed)
-        for finding in [oom, *versions, p2p, *errors, timeout, *failed, *self._network_findings(host),
+        gloo = self._gloo_timeout_finding(host)
+        for finding in [oom, *versions, p2p, *errors, timeout, gloo, *failed, *self._network_findings(host),
                         *self._flight_recorder_findings(host)]:
             if finding is not None:
                 found.append(finding)
+        # the rank torchrun calls the first failure is the one that waited: its exit follows from the timeout
+        waited = {rank for rank, *_ in self.gloo_timeouts}
+        for finding in found:
+            if gloo is not None and finding.check_id == "torch.rank_failed" and finding.subject.rank in waited \
+                    and finding.observed.get("exitcode") == 1 and finding.consequence_of is None:
+                finding.consequence_of = "gloo.timeout"
         # a rank killed by the watchdog's abort (-6) after its own timeout follows from the timeout
         for finding in found:
             if finding.check_id == "torch.rank_failed" and finding.observed.get("exitcode") == -6 and \
                     timeout is not None and finding.consequence_of is None:
                 finding.consequence_of = "nccl.timeout"
         return found
+
+    def _gloo_timeout_finding(self, host: str) -> Finding | None:
+        if not self.gloo_timeouts:
+            return None
+        rank, timeout, line = self.gloo_timeouts[0]
+        waited = sorted({r for r, *_ in self.gloo_timeouts if r is not None})
+        others = sorted(self.ranks_seen - set(waited))
+        suspects = (f"rank(s) {', '.join(map(str, others))}, which did not time out themselves" if others else
+                    "the other rank(s), which this input does not show timing out")
+        who = f"rank(s) {', '.join(map(str, waited))}" if waited else "a rank"
+        return Finding(
+            check_id="gloo.timeout", status=Status.FAIL, subject=Subject(host=host, rank=rank),
+            message=(f"{who} waited {timeout.timeout_ms / 1000:g} s in a gloo collective ({timeout.operation}) and "
+                     f"timed out: a peer never joined it. The suspect is {suspects}: hung, stopped, or slower than "
+                     "the timeout; the rank that timed out is the one that waited, not the cause."),
+            observed={"timeout_ms": timeout.timeout_ms, "operation": timeout.operation, "timed_out_ranks": waited,
+                      "other_ranks_seen": others},
+            expected="every rank joins each collective within the timeout",
+            fix="Look at the suspect rank's own log and stack (`py-spy dump --pid PID`); a rank stuck in data loading "
+                "or a checkpoint write is the usual cause; raise the timeout (init_process_group(timeout=...)) only "
+                "where that rank is slow on purpose.",
+            evidence=quote([item[2] for item in self.gloo_timeouts]))
 
     def _oom_finding(self, host: str) -> Finding | None:
         if not self.ooms:
