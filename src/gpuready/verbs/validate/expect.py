@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 from dataclasses import dataclass
 
@@ -125,11 +127,7 @@ def nccl_busbw(facts: Facts | None, gpus: list[GpuFacts], gpu_name: str | None) 
     links = [pair_link(facts, a, b) for a in gpus for b in gpus if a is not b]
     spec = gpu_spec(gpu_name)
     if links and all(link and link.startswith("NV") for link in links) and spec and spec.get("nvlink_gb_per_s"):
-        per_direction = spec.get("nvlink_gb_per_s") / 2
-        slowest = min(int(link[2:]) for link in links)
-        rate = per_direction * min(1.0, slowest / (spec.get("nvlink_links") or slowest))
-        return Expected(rate * table["nvlink_efficiency"], f"NVLink {rate:.0f} GB/s per GPU per direction × "
-                                                           f"{table['nvlink_efficiency']} ({table['source']})")
+        return nvlink_ring_busbw(spec, min(int(link[2:]) for link in links))
     pcie = [pcie_link(gpu, gpu_name) for gpu in gpus]
     if all(pcie):
         slowest = min(pcie_rate_gb_per_s(link) for link in pcie)
@@ -139,9 +137,25 @@ def nccl_busbw(facts: Facts | None, gpus: list[GpuFacts], gpu_name: str | None) 
             return Expected(slowest * host["pcie_efficiency"],
                             f"ring over PCIe through host memory ({blocked}) {slowest:.1f} GB/s × "
                             f"{host['pcie_efficiency']} ({host['source']})")
-        return Expected(slowest * table["pcie_efficiency"], f"ring over PCIe {slowest:.1f} GB/s × "
-                                                            f"{table['pcie_efficiency']} ({table['source']})")
+        return pcie_ring_busbw(slowest)
     return None
+
+
+def nvlink_ring_busbw(spec: Any, slowest_links: int | None = None) -> Expected:
+    """A ring over NVLink: the board's per-direction NVLink rate (scaled where a pair has fewer links) × efficiency."""
+    table = thresholds("nccl")
+    per_direction = spec.get("nvlink_gb_per_s") / 2
+    links = spec.get("nvlink_links") or slowest_links or 1
+    rate = per_direction * min(1.0, (slowest_links or links) / links)
+    return Expected(rate * table["nvlink_efficiency"], f"NVLink {rate:.0f} GB/s per GPU per direction × "
+                                                       f"{table['nvlink_efficiency']} ({table['source']})")
+
+
+def pcie_ring_busbw(rate_gb_per_s: float) -> Expected:
+    """A ring over PCIe with P2P: the slowest link's rate × efficiency."""
+    table = thresholds("nccl")
+    return Expected(rate_gb_per_s * table["pcie_efficiency"], f"ring over PCIe {rate_gb_per_s:.1f} GB/s × "
+                                                              f"{table['pcie_efficiency']} ({table['source']})")
 
 
 def host_path_pairs(facts: Facts | None, gpus: list[GpuFacts | None]) -> str | None:

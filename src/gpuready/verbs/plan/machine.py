@@ -1,0 +1,148 @@
+"""The machine a plan is for: this one (live facts), a bundle, or a description such as `8xH100-SXM`.
+
+Everything plan and launch need to know about it, with where each figure came from: GPU model and count,
+memory, the NVLink domain (how many GPUs talk over NVLink/NVSwitch), peak dense TFLOP/s, board power, and the
+bus bandwidth collectives should reach inside a node (validate's expectation, or a measured figure).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuready.knowledge import gpu_spec, load_table
+
+DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8")
+
+
+class MachineError(ValueError):
+    """A description that names no known GPU, or a count that makes no sense (a usage error)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Machine:
+    gpu_name: str
+    """The table's model name (`H100 SXM`), or the name nvidia-smi gave where the table does not know it."""
+    gpus_per_node: int
+    nodes: int = 1
+    memory_bytes_per_gpu: int | None = None
+    nvlink_domain: int = 1
+    """GPUs each GPU reaches over NVLink/NVSwitch, itself included (1: PCIe only)."""
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+    """Dense peak by dtype (`bf16`, `fp16`, `tf32`, `fp32`, `fp8`), from knowledge/gpus.toml."""
+    gpu_tdp_w: float | None = None
+    intra_node_busbw_gb_per_s: float | None = None
+    """all_reduce busbw collectives should reach inside a node (validate's expectation for this topology)."""
+    inter_node_busbw_gb_per_s: float | None = None
+    """Between nodes, where known (a measured figure, or --inter-node-gbps); None: unknown."""
+    source: str = ""
+    """`live`, `bundle PATH` or `description TEXT`: where the facts came from."""
+    measured: dict[str, Any] = field(default_factory=dict)
+    """Figures from a validate/bench report given to plan (`matmul_tflops_bf16`, `all_reduce_busbw_gb_per_s`)."""
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+
+_DESCRIPTION = re.compile(r"^\s*(?:(?P<count>\d+)\s*[x×*]\s*)?(?P<model>.+?)\s*(?:\(\s*(?P<nodes>\d+)\s*nodes?\s*\))?\s*$",
+                          re.IGNORECASE)
+
+
+def machine_from_description(text: str, nodes: int = 1) -> Machine:
+    """`8xH100-SXM`, `2x RTX 4090`, `8xH200 (2 nodes)`: the count is per node; MachineError for an unknown GPU."""
+    match = _DESCRIPTION.match(text or "")
+    if not match:
+        raise MachineError(f"--machine {text!r}: give COUNTxMODEL, e.g. 8xH100-SXM or 2xRTX4090")
+    count = int(match.group("count") or 1)
+    nodes = int(match.group("nodes") or nodes)
+    if count < 1 or nodes < 1:
+        raise MachineError(f"--machine {text!r}: the GPU count and the node count must be at least 1")
+    row = _row_for(match.group("model"))
+    if row is None:
+        known = ", ".join(sorted({r["model"] for r in load_table("gpus")["gpu"]}))
+        raise MachineError(f"--machine {text!r}: no GPU of gpuready's table matches {match.group('model')!r} "
+                           f"(known: {known})")
+    return _from_row(row, row["model"], count, nodes, f"description {text.strip()}",
+                     nvlink_domain=count if row.get("nvlink_via") == "nvswitch" else
+                     (2 if row.get("nvlink_via") == "bridge" and count >= 2 else 1))
+
+
+def machine_from_facts(facts: Any, nodes: int = 1, source: str = "live") -> Machine:
+    """From facts.types.Facts (live or a bundle); MachineError where the facts name no GPU."""
+    gpus = list(getattr(facts, "gpus", None) or [])
+    if not gpus:
+        raise MachineError("the facts name no GPU: give --machine COUNTxMODEL to plan for a machine described")
+    first = gpus[0]
+    spec = gpu_spec(first.name)
+    row = spec.row if spec else {}
+    domain = _nvlink_domain(facts, len(gpus))
+    machine = _from_row(row, spec.model if spec else (first.name or "unknown GPU"), len(gpus), nodes, source,
+                        nvlink_domain=domain)
+    if first.memory_total_bytes:  # what the board reports beats the marketing figure
+        machine = _replace(machine, memory_bytes_per_gpu=first.memory_total_bytes)
+    if getattr(first, "power_limit_w", None):
+        machine = _replace(machine, gpu_tdp_w=first.power_limit_w)
+    return machine
+
+
+def _row_for(model: str) -> dict[str, Any] | None:
+    """The gpus.toml row for a loose model name (`H100-SXM`, `h100 sxm`, `RTX4090`, `A100 80GB`)."""
+    wanted = re.sub(r"[\s_-]+", " ", model).strip()
+    candidates = [wanted, wanted.replace("RTX", "RTX "), f"NVIDIA {wanted}"]
+    for row in load_table("gpus")["gpu"]:
+        if re.sub(r"[\s_-]+", " ", row["model"]).lower() == wanted.lower():
+            return row
+    for name in candidates:
+        spec = gpu_spec(name)
+        if spec is not None:
+            return spec.row
+    return None
+
+
+def _from_row(row: dict[str, Any], name: str, count: int, nodes: int, source: str, nvlink_domain: int) -> Machine:
+    peaks = {}
+    for dtype in DTYPES:
+        value = row.get(f"peak_tflops_{dtype}_dense", row.get(f"peak_tflops_{dtype}"))
+        if isinstance(value, (int, float)):
+            peaks[dtype] = float(value)
+    memory = row.get("memory_gb")
+    return Machine(gpu_name=name, gpus_per_node=count, nodes=nodes,
+                   memory_bytes_per_gpu=int(memory * 1e9) if isinstance(memory, (int, float)) else None,
+                   nvlink_domain=max(1, min(nvlink_domain, count)), peak_tflops=peaks,
+                   gpu_tdp_w=row.get("tdp_w"), intra_node_busbw_gb_per_s=_intra_busbw(row, count, nvlink_domain),
+                   source=source)
+
+
+def _intra_busbw(row: dict[str, Any], count: int, nvlink_domain: int) -> float | None:
+    """validate's expected all_reduce busbw inside one node of this board (None where it cannot say)."""
+    from gpuready.knowledge import GpuSpec
+    from gpuready.verbs.validate import expect
+    if count < 2 or not row:
+        return None
+    if nvlink_domain >= count and row.get("nvlink_gb_per_s"):
+        return round(expect.nvlink_ring_busbw(GpuSpec(model=row["model"], row=row)).value, 1)
+    if row.get("pcie_gen") and row.get("pcie_width"):
+        rate = expect.pcie_rate_gb_per_s((row["pcie_gen"], row["pcie_width"]))
+        return round(expect.pcie_ring_busbw(rate).value, 1)
+    return None
+
+
+def _nvlink_domain(facts: Any, count: int) -> int:
+    """GPUs reachable over NVLink from GPU 0, itself included: from the topology matrix or NVLink links."""
+    topology = getattr(facts, "topology", None)
+    links = getattr(topology, "links", None) if topology is not None else None
+    if links:
+        first = min(links, key=lambda pair: pair)[0] if isinstance(links, dict) else None
+        if first is not None:
+            peers = {b for (a, b), kind in links.items() if a == first and str(kind).startswith("NV")}
+            return 1 + len(peers)
+    if any(getattr(gpu, "nvlinks", None) for gpu in getattr(facts, "gpus", []) or []):
+        return count
+    return 1
+
+
+def _replace(machine: Machine, **changes: Any) -> Machine:
+    import dataclasses
+    return dataclasses.replace(machine, **changes)
