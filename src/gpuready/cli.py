@@ -17,7 +17,7 @@ from gpuready import __version__
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.runner.signals import Stopped, exit_code_for, stop_signals_raise
 
-VERBS = ("check", "collect", "validate", "burn", "monitor", "diagnose")
+VERBS = ("check", "collect", "validate", "burn", "monitor", "diagnose", "plan", "launch")
 BROKEN_PIPE_EXIT = 141
 """128 + SIGPIPE: what a shell reports for git or coreutils ended by SIGPIPE when their reader went away."""
 
@@ -131,6 +131,59 @@ def build_parser() -> argparse.ArgumentParser:
     diagnose.add_argument("--shared-path", type=Path, metavar="DIR",
                           help="with `net`: a folder every node should see with the same content")
     _add_output_options(diagnose)
+
+    plan = verbs.add_parser("plan", help="does the model fit, with which strategy, how fast; batch/LR, power, cost")
+    model = plan.add_argument_group("model (a preset, a Hugging Face config.json, or its shape)")
+    model.add_argument("--preset", metavar="NAME", help="gpt2-small|gpt2-medium|gpt2-large|gpt2-xl|llama2-7b|llama2-13b|"
+                                                        "llama3-8b|llama3-70b")
+    model.add_argument("--hf-config", type=Path, metavar="FILE", help="a Hugging Face config.json")
+    model.add_argument("--family", choices=("gpt2", "llama"), default="gpt2")
+    for name in ("layers", "hidden", "heads", "kv-heads", "ffn-hidden", "vocab"):
+        model.add_argument(f"--{name}", type=int, metavar="N")
+    run = plan.add_argument_group("training run")
+    run.add_argument("--seq", type=int, default=1024, metavar="S")
+    run.add_argument("--micro-batch", type=int, default=1, metavar="B")
+    run.add_argument("--global-batch", type=int, metavar="B")
+    run.add_argument("--precision", choices=("amp-bf16", "bf16"), default="amp-bf16")
+    run.add_argument("--optimizer", choices=("adamw", "sgd", "adafactor"), default="adamw")
+    run.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    run.add_argument("--attention", choices=("flash", "eager"), default="flash")
+    run.add_argument("--strategy", metavar="NAME", help="only this strategy (ddp, zero1, zero2, fsdp, tp=2, ...)")
+    run.add_argument("--task", choices=("train", "infer"), default="train")
+    run.add_argument("--batch", type=int, default=1, metavar="B", help="with --task infer: concurrent sequences")
+    run.add_argument("--context", type=int, metavar="S", help="with --task infer: context length (default --seq)")
+    where = plan.add_argument_group("machine (default: this one)")
+    where.add_argument("--machine", metavar="COUNTxMODEL", help="a machine described: 8xH100-SXM, 2xRTX4090")
+    where.add_argument("--bundle", type=Path, metavar="PATH", help="the machine of a support bundle")
+    where.add_argument("--gpus", type=int, metavar="N", help="plan for N of this machine's GPUs")
+    where.add_argument("--nodes", type=int, default=1, metavar="N")
+    scale = plan.add_argument_group("batch and learning rate from a known-good run")
+    scale.add_argument("--known-batch", type=int, metavar="B")
+    scale.add_argument("--known-lr", type=float, metavar="LR")
+    scale.add_argument("--known-gpus", type=int, metavar="N")
+    money = plan.add_argument_group("power and cost")
+    money.add_argument("--psu-watts", type=float, metavar="W")
+    money.add_argument("--circuit", metavar="230V16A|120V20A|household")
+    money.add_argument("--room-c", type=float, metavar="C")
+    money.add_argument("--price-kwh", type=float, metavar="PRICE")
+    money.add_argument("--horizon-months", type=int, default=36, metavar="M")
+    money.add_argument("--utilisation", type=float, default=0.6, metavar="0..1")
+    money.add_argument("--prices", type=Path, metavar="FILE", help="a TOML file of prices overriding the defaults")
+    _add_output_options(plan)
+
+    launch = verbs.add_parser("launch", help="the torchrun command, sbatch script or Kubernetes manifest to run a job",
+                              description="gpuready launch torchrun|slurm|k8s [options] -- train.py ARGS "
+                                          "(or `-- validate` to run gpuready validate on every node)")
+    launch.add_argument("kind", choices=("torchrun", "slurm", "k8s"))
+    launch.add_argument("--nnodes", type=int, default=1, metavar="N")
+    launch.add_argument("--gpus-per-node", type=int, metavar="G", help="default: the GPUs of this machine")
+    launch.add_argument("--image", metavar="IMG", help="container image (k8s; slurm with pyxis)")
+    launch.add_argument("--k8s-kind", choices=("job", "jobset", "trainjob"), default="job")
+    launch.add_argument("--port", type=int, default=29500, metavar="P", help="rendezvous port (0: a free one here)")
+    launch.add_argument("--name", default="train", metavar="NAME")
+    launch.add_argument("--reports", default="/shared/reports", metavar="DIR",
+                        help="with `-- validate`: the shared folder each node writes its report to")
+    launch.add_argument("--run", action="store_true", help="torchrun: run it here instead of printing it")
     return parser
 
 
@@ -183,8 +236,13 @@ def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in VERBS + ("-h", "--help", "--version"):
         argv = ["check", *argv]
+    command: list[str] = []
+    if argv[:1] == ["launch"] and "--" in argv:  # what follows `--` is the job's own command line, untouched
+        split = argv.index("--")
+        argv, command = argv[:split], argv[split + 1:]
     try:
         args = build_parser().parse_args(argv)
+        args.command = command
         if args.verb == "collect":
             return _collect(args)
         if args.verb in ("validate", "burn"):
@@ -192,6 +250,10 @@ def _main(argv: list[str] | None) -> int:
                 return _validate(args, argv) if args.verb == "validate" else _burn(args)
         if args.verb == "diagnose":
             return _diagnose(args)
+        if args.verb == "plan":
+            return _plan(args)
+        if args.verb == "launch":
+            return _launch(args)
         if args.verb == "monitor":
             from gpuready.verbs.monitor import run_monitor
             return run_monitor(interval_s=args.interval, jsonl=args.jsonl, prometheus_port=args.prometheus_port,
@@ -552,6 +614,68 @@ def _diagnose(args: argparse.Namespace) -> int:
     except InputError as error:
         raise UsageError(str(error)) from None
     return _emit(report, args)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from gpuready.verbs.plan.run import PlanError, PlanOptions, run_plan
+    _check_out(args)
+    for name in ("seq", "micro_batch", "global_batch", "gpus", "nodes", "batch", "context", "known_batch",
+                 "known_gpus", "horizon_months"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
+    if not 0 < args.utilisation <= 1:
+        raise UsageError(f"--utilisation is a share of the time, above 0 and at most 1, not {args.utilisation:g}")
+    power = {key: value for key, value in (("psu_w", args.psu_watts), ("circuit", args.circuit),
+                                           ("room_c", args.room_c), ("price_per_kwh", args.price_kwh))
+             if value is not None}
+    options = PlanOptions(preset=args.preset, hf_config=args.hf_config, family=args.family, layers=args.layers,
+                          hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads, ffn_hidden=args.ffn_hidden,
+                          vocab=args.vocab, seq=args.seq, micro_batch=args.micro_batch,
+                          global_batch=args.global_batch, gpus=args.gpus, nodes=args.nodes, machine=args.machine,
+                          bundle=args.bundle, precision=args.precision, optimizer=args.optimizer,
+                          recompute=args.recompute, attention=args.attention, strategy=args.strategy,
+                          task=args.task, infer_batch=args.batch, context=args.context,
+                          known_batch=args.known_batch, known_lr=args.known_lr, known_gpus=args.known_gpus,
+                          power=power, cost={"horizon_months": args.horizon_months,
+                                             "utilisation": args.utilisation}, prices=args.prices)
+    try:
+        report = run_plan(options)
+    except PlanError as error:
+        raise UsageError(str(error)) from None
+    return _emit(report, args)
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from gpuready.verbs import launch
+    command = args.command
+    if not command:
+        raise UsageError("give what to run after `--`: -- train.py ARGS, or -- validate")
+    if args.nnodes < 1 or (args.gpus_per_node is not None and args.gpus_per_node < 1):
+        raise UsageError("--nnodes and --gpus-per-node must be at least 1")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a TCP port")
+    if args.run and args.kind != "torchrun":
+        raise UsageError("--run runs the torchrun form here; slurm and k8s files are submitted by their tools")
+    facts = None
+    try:
+        from gpuready.verbs.check import gather_facts
+        facts = gather_facts(None, fast=True)
+    except Exception:  # no GPU tools here: the file is written without this machine's NCCL settings
+        facts = None
+    gpus = args.gpus_per_node or (len(facts.gpus) if facts is not None and facts.gpus else None)
+    if gpus is None:
+        raise UsageError("no GPU here to count: give --gpus-per-node G")
+    try:
+        text = launch.launch_text(args.kind, nnodes=args.nnodes, gpus_per_node=gpus, command=command,
+                                  image=args.image, k8s_kind=args.k8s_kind, port=args.port, name=args.name,
+                                  facts=facts, reports=args.reports)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if args.run:
+        return launch.run_local(text)
+    print(text, end="" if text.endswith("\n") else "\n")
+    return ExitCode.READY
 
 
 def _collect(args: argparse.Namespace) -> int:

@@ -194,6 +194,8 @@ class Report:
     """The machine is meant for multi-node work: the top-level verdict and exit code include `network.*`."""
     not_enough_evidence: str | None = None
     """Why nothing about the GPUs could be judged (verdict `unknown`, exit code 2)."""
+    sections: dict[str, Any] = field(default_factory=dict)
+    """A verb's own top-level parts of the document (plan: `strategies`, `inference`, `batch`, `power`, `cost`)."""
 
     def verdicts(self) -> dict[str, Verdict]:
         if self.not_enough_evidence:
@@ -239,6 +241,7 @@ class Report:
             "measurements": [to_jsonable(m) for m in self.measurements],
             "series": [to_jsonable(s) for s in self.series],
             "facts": to_jsonable(self.facts),
+            **{name: to_jsonable(value) for name, value in self.sections.items()},
         }
 
 

@@ -9,6 +9,17 @@ from gpuready.knowledge import gpu_spec, platform_spec, thresholds
 from gpuready.model import Finding
 
 
+def node_full_load_w(gpu_watts: float, gpu_count: int, sockets: int, *, cpu_watts: float | None = None,
+                     platform_watts: float | None = None) -> float:
+    """A node at full load: its GPUs + CPU sockets (or `cpu_watts`) + the platform base and a per-GPU allowance for
+    fans, PCIe switches and NICs (or `platform_watts`); the figures are knowledge/thresholds.toml's, with sources.
+    `check`'s power budget and `plan`'s power plan both use it."""
+    budget, scaling = thresholds("power_budget"), thresholds("power_budget_scaling")
+    cpu = sockets * budget["non_gpu_w_per_socket"] if cpu_watts is None else cpu_watts
+    rest = budget["platform_w"] + gpu_count * scaling["per_gpu_system_w"] if platform_watts is None else platform_watts
+    return gpu_watts + cpu + rest
+
+
 @check("power.limit", "Enforced power limit at the default")
 def power_limit(context: CheckContext) -> list[Finding]:
     tolerance = thresholds("power_limit")
@@ -61,12 +72,10 @@ def power_budget(context: CheckContext) -> list[Finding]:
                 unknown.append(f"GPU{gpu.index}")
             gpu_watts += watts or 0
         sockets = context.facts.host.sockets or 1
-        cpu_watts = sockets * budget["non_gpu_w_per_socket"]
-        per_gpu_watts = len(gpus) * scaling["per_gpu_system_w"]
         if len(unknown) == len(gpus):
             return [context.skip("Power not judged: no GPU's power limit or model is known (nvml.json, nvidia-smi or "
                                  "nvidia-smi -q holds the limits).")]
-        total = gpu_watts + cpu_watts + budget["platform_w"] + per_gpu_watts
+        total = node_full_load_w(gpu_watts, len(gpus), sockets)
         headroom = budget["psu_headroom"]
         basis = "estimate: GPU limits + CPU sockets + per-GPU system allowance + platform base"
         assumptions = (f"GPUs {gpu_watts:,.0f} W (their enforced limits) + {sockets} CPU socket(s) x "

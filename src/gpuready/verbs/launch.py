@@ -1,0 +1,518 @@
+"""`gpuready launch torchrun|slurm|k8s`: the text that starts one training (or `validate`) run on N nodes.
+
+Pure functions: `launch_text` returns a shell script (torchrun), an sbatch script (Slurm) or YAML documents
+(Kubernetes: an Indexed Job + headless Service, a JobSet, or a Kubeflow TrainJob); `nccl_env` turns Facts into the
+NCCL variables worth pinning, each with the reason; `run_local` runs the torchrun form on this node (`--run`).
+
+Conventions followed (see shared/reference/anchors-style-ecosystem.md):
+- torchrun c10d rendezvous: `--rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id ID`, the same on every node
+  (torch/distributed/run.py docstring).
+- Slurm: one task per node running torchrun, head node = first of `scontrol show hostnames`, `--rdzv-id` =
+  `$SLURM_JOB_ID` (pytorch/torchtitan multinode_trainer.slurm).
+- Kubernetes: torchrun reads every flag from `PET_<FLAG>` (torch/distributed/argparse_util.py `env`); the node
+  rank comes from the `batch.kubernetes.io/job-completion-index` annotation as Kubeflow's torch plugin does
+  (kubeflow/trainer pkg/runtime/framework/plugins/torch/torch.go); pod 0 of an Indexed Job with `subdomain` set to a
+  headless Service is `<job>-0.<service>` (kubernetes.io, "Job with Pod-to-Pod Communication"); JobSet pods are
+  `<jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<jobset>` (kubernetes-sigs/jobset).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shlex
+import socket
+import subprocess
+from typing import Any
+
+KINDS = ("torchrun", "slurm", "k8s")
+K8S_KINDS = ("job", "jobset", "trainjob")
+DEFAULT_PORT = 29500
+"""torchrun's default --master-port, and Kubeflow's PET_MASTER_PORT."""
+DEFAULT_REPORTS = "/shared/reports"
+"""Where `launch ... validate` has every node write `<hostname>.json` (a folder all nodes share)."""
+
+SHM_GIB_PER_GPU = 8
+"""/dev/shm cap per GPU in the Kubernetes pod (emptyDir, medium Memory). Rule: NCCL needs at least 1 GiB of /dev/shm
+in a container for its SHM transport and proxy buffers (NCCL troubleshooting, Docker: `--shm-size=1g`), and
+PyTorch's DataLoader workers pass every batch through shared memory ("the default shared memory segment size that
+container runs with is not enough", pytorch/pytorch README, Docker image); 8 GiB per GPU covers both with several
+workers per rank. It is a cap, not a reservation: what is used in it counts against the pod's memory."""
+SHM_REF = ("NCCL troubleshooting (Docker: --shm-size=1g): https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/"
+           "troubleshooting.html; PyTorch README 'Using pre-built images' (shared memory for DataLoader workers)")
+
+DEFAULT_CPUS_PER_GPU = 4
+"""Slurm --cpus-per-task per GPU when no facts give the node's CPU count: one CPU for the rank and a few for its
+DataLoader workers. A guess, said as such in the script; without any --cpus-per-task Slurm gives the one task (and
+so all G ranks) a single CPU."""
+
+ROUTE_PROBE_ADDRESS = "192.0.2.1"
+"""TEST-NET-1 (RFC 5737): never on a local subnet, so the kernel routes it through the default route; the UDP
+`connect` that asks the route sends no packet."""
+
+NCCL_ENV_DOC = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+K8S_PRODUCT = {"job": "Indexed Job + headless Service", "jobset": "JobSet", "trainjob": "Kubeflow TrainJob"}
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_CONTAINER = "trainer"
+_JOBSET_REPLICATED_JOB = "node"  # Kubeflow's torch-distributed runtime names its replicatedJob `node` too
+_INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+
+# --- NCCL variables from facts ------------------------------------------------------------------------------------
+
+def _entries_from_facts(facts: Any) -> list:
+    """IfAddr entries (net.py's type) from Facts.net_interfaces (`ip addr` CIDR addresses), in their order."""
+    from gpuready.verbs.diagnose.net import IfAddr
+
+    entries = []
+    for interface in getattr(facts, "net_interfaces", None) or []:
+        for cidr in interface.addresses or []:
+            address, _, prefix = cidr.partition("/")
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            entries.append(IfAddr(name=interface.name, family=int(family), address=address, netmask=prefix or None))
+    return entries
+
+
+def _route_interface(peers: list[str], entries: list, route) -> tuple[str | None, str]:
+    """The interface the kernel routes the first routable peer (or the default route) through, and what it was."""
+    from gpuready.verbs.diagnose.net import interface_of
+
+    for peer in peers:
+        name = interface_of(route(peer, DEFAULT_PORT), entries)
+        if name:
+            return name, f"routes to peer {peer}"
+    name = interface_of(route(ROUTE_PROBE_ADDRESS, DEFAULT_PORT), entries)
+    return (name, "carries this node's default route") if name else (None, "")
+
+
+def _socket_ifname(facts: Any, peers: list[str], entries: list | None, route) -> tuple[str | None, str]:
+    """(NCCL_SOCKET_IFNAME value or None, why). Live facts: the routing table; a bundle: the only candidate NIC."""
+    from gpuready.verbs.diagnose.net import is_loopback_name, local_interface_entries, nccl_socket_interfaces, \
+        route_source
+    from gpuready.facts.network_files import is_virtual_interface
+
+    if entries is None:
+        entries = local_interface_entries() if getattr(facts, "live", False) else _entries_from_facts(facts)
+    nccl_pick = nccl_socket_interfaces(entries)
+    chosen, how = None, ""
+    if getattr(facts, "live", False) or route is not None:
+        chosen, how = _route_interface(list(peers), entries, route or route_source)
+    if chosen is None:
+        candidates = [interface.name for interface in getattr(facts, "net_interfaces", None) or []
+                      if interface.addresses and not interface.is_virtual
+                      and (interface.operstate or "").lower() in ("up", "unknown")]
+        if len(candidates) == 1:
+            chosen, how = candidates[0], "is the only non-virtual interface that is up with an address"
+        elif candidates:
+            return None, (f"not set: several interfaces could carry traffic ({', '.join(candidates)}) and no route is "
+                          "known here; run `gpuready diagnose net PEER` and set NCCL_SOCKET_IFNAME to the one that "
+                          "reaches the other nodes")
+        else:
+            return None, "not set: the facts name no interface with an address"
+    if is_loopback_name(chosen) or is_virtual_interface(chosen):
+        return None, f"not set: the route goes through {chosen}, a loopback or virtual interface"
+    if nccl_pick and nccl_pick[0] != chosen:
+        effect = f"NCCL by itself would bootstrap on {nccl_pick[0]}"
+    else:
+        effect = "pins NCCL's own choice so nodes with extra interfaces (docker0, a second NIC) behave the same"
+    return chosen, f"{chosen} {how}; {effect}; assumes every node names it the same"
+
+
+def nccl_env(facts: Any, *, peers: list[str] | tuple[str, ...] = (), entries: list | None = None,
+             route=None) -> list[tuple[str, str, str]]:
+    """NCCL variables worth setting on this cluster, as (name, value, why); [] without facts.
+
+    NCCL_SOCKET_IFNAME: the interface that routes to `peers` (or carries the default route) where the routing
+    table is known (live facts, or `route`, a `(address, port) -> local address` function, given); from a bundle,
+    the only non-virtual interface that is up with an address. NCCL_IB_HCA: the ACTIVE RDMA ports in facts, as an
+    exact list (`=mlx5_0:1,...`: a plain `mlx5_1` is a prefix that also matches mlx5_10 ...). `entries` overrides the
+    interface addresses (net.py IfAddr list). Source: NCCL env.html (NCCL_SOCKET_IFNAME, NCCL_IB_HCA).
+    """
+    return nccl_env_notes(facts, peers=peers, entries=entries, route=route)[0]
+
+
+def nccl_env_notes(facts: Any, *, peers: list[str] | tuple[str, ...] = (), entries: list | None = None,
+                   route=None) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """`nccl_env`'s variables, and one sentence for each variable it did not set (so the absence is explained)."""
+    if facts is None:
+        return [], ["no facts about this machine: no NCCL variable is set; NCCL picks its interfaces and HCAs "
+                    f"itself (see {NCCL_ENV_DOC})"]
+    found: list[tuple[str, str, str]] = []
+    notes: list[str] = []
+    name, why = _socket_ifname(facts, list(peers), entries, route)
+    if name:
+        found.append(("NCCL_SOCKET_IFNAME", name, why))
+    else:
+        notes.append(f"NCCL_SOCKET_IFNAME {why}")
+    ports = getattr(facts, "ib_ports", None)
+    active = [port for port in ports or [] if (port.state or "").upper() == "ACTIVE"]
+    if active:
+        layers = sorted({port.link_layer or "unknown link layer" for port in active})
+        value = "=" + ",".join(f"{port.device}:{port.port}" for port in active)
+        found.append(("NCCL_IB_HCA", value,
+                      f"the {len(active)} ACTIVE RDMA port(s) in the facts ({', '.join(layers)}); '=' matches whole "
+                      "names; leaves out ports that are down, which NCCL would otherwise try"))
+    elif ports is None:
+        notes.append("NCCL_IB_HCA not set: the facts say nothing about RDMA devices")
+    elif not ports:
+        notes.append("NCCL_IB_HCA not set: no RDMA device; NCCL uses TCP sockets between nodes (NET/Socket)")
+    else:
+        states = ", ".join(f"{port.device}:{port.port} {port.state or 'unknown'}" for port in ports)
+        notes.append(f"NCCL_IB_HCA not set: no RDMA port is ACTIVE ({states}); NCCL falls back to sockets")
+    return found, notes
+
+
+# --- text helpers -------------------------------------------------------------------------------------------------
+
+def _check(kind: str, nnodes: int, gpus_per_node: int, command: list[str], image: str | None, k8s_kind: str,
+           port: int, name: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"unknown launch kind {kind!r}: choose from {', '.join(KINDS)}")
+    if nnodes < 1 or gpus_per_node < 1:
+        raise ValueError("--nnodes and --gpus-per-node must be at least 1")
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port {port} is not a TCP port (0-65535; 0 picks a free one)")
+    if not command:
+        raise ValueError("no command to launch: give it after `--` (train.py ARGS, or validate)")
+    if kind == "k8s":
+        if k8s_kind not in K8S_KINDS:
+            raise ValueError(f"unknown --k8s-kind {k8s_kind!r}: choose from {', '.join(K8S_KINDS)}")
+        if not image:
+            raise ValueError("launch k8s needs --image (the container image with PyTorch and your code)")
+        longest = {"job": f"{name}-{nnodes - 1}",
+                   "jobset": f"{name}-{_JOBSET_REPLICATED_JOB}-0-{nnodes - 1}",
+                   "trainjob": f"{name}-{_JOBSET_REPLICATED_JOB}-0-{nnodes - 1}"}[k8s_kind]
+        if not _DNS_LABEL.match(name) or len(longest) > 63:
+            raise ValueError(f"--name {name!r} cannot name Kubernetes pods: lower-case letters, digits and '-', "
+                             f"starting with a letter, and the pod hostname {longest!r} at most 63 characters")
+    elif not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise ValueError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now (the kernel's pick); the rendezvous host must have it free too."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
+
+
+def _is_validate(command: list[str]) -> bool:
+    return command[0] == "validate"
+
+
+def _validate_shell(command: list[str], reports: str) -> str:
+    """`python -m gpuready validate ARGS --json --out DIR/$(hostname).json`, `$(hostname)` left for the node."""
+    return (f"mkdir -p {shlex.quote(reports)} && exec python -m gpuready "
+            f"{shlex.join(command)} --json --out {shlex.quote(reports)}/\"$(hostname)\".json")
+
+
+def _torchrun_flags(nnodes: int, gpus_per_node: int, endpoint: str, rdzv_id: str) -> str:
+    """The torchrun flags, with `endpoint` and `rdzv_id` already shell text (they may hold "$HEAD", "$SLURM_JOB_ID")."""
+    return (f"torchrun --nnodes {nnodes} --nproc-per-node {gpus_per_node} --rdzv-backend c10d "
+            f"--rdzv-endpoint {endpoint} --rdzv-id {rdzv_id}")
+
+
+def _shell_env(pairs: list[tuple[str, str, str]], notes: list[str]) -> list[str]:
+    lines = ["# NCCL settings, from this node's facts (gpuready launch; " + NCCL_ENV_DOC + ")"]
+    lines += [f"# {note}" for note in notes]
+    for name, value, why in pairs:
+        lines += [f"# {name}: {why}", f"export {name}={shlex.quote(value)}"]
+    return lines
+
+
+def _cpus_per_task(facts: Any, gpus_per_node: int) -> tuple[int, str]:
+    host = getattr(facts, "host", None)
+    for field in ("cgroup_cpuset_count", "cpu_count"):
+        value = getattr(host, field, None)
+        if isinstance(value, int) and value > 0:
+            return value, f"{value} CPUs: this node's {field.replace('_', ' ')} (facts); every node assumed alike"
+    value = DEFAULT_CPUS_PER_GPU * gpus_per_node
+    return value, (f"{value} CPUs = {DEFAULT_CPUS_PER_GPU} per GPU, a guess (no facts): set it to your nodes' "
+                   "cores; without it Slurm gives the one task, and so all its ranks, a single CPU")
+
+
+# --- the three forms ----------------------------------------------------------------------------------------------
+
+def _torchrun_text(nnodes: int, gpus_per_node: int, command: list[str], port: int, rdzv_id: str, facts: Any,
+                   reports: str) -> str:
+    pairs, notes = nccl_env_notes(facts)
+    lines = ["#!/usr/bin/env bash"]
+    if _is_validate(command):
+        lines += [f"# gpuready launch torchrun: validate each of {nnodes} node(s) on its own; run this script on every "
+                  "node.",
+                  f"# Each node writes {reports}/<hostname>.json: make {reports} a folder all nodes share.",
+                  "set -euo pipefail", ""]
+        lines += _shell_env(pairs, notes)
+        lines += ["", _validate_shell(command, reports)]
+        return "\n".join(lines) + "\n"
+    head_default = '"${HEAD:-127.0.0.1}"' if nnodes == 1 else '"${HEAD:?set HEAD to the rendezvous node address}"'
+    lines += [f"# gpuready launch torchrun: {nnodes} node(s) x {gpus_per_node} GPU(s). Run this same script on every "
+              "node.",
+              "# HEAD: the address of one node, the rendezvous host, that every node reaches (an IPv6 address in "
+              "[brackets]);",
+              "# set it on every node: HEAD=10.0.0.1 bash launch.sh",
+              f"# TCP port {port} must be free on HEAD and open to the other nodes (check: gpuready diagnose net HEAD).",
+              "set -euo pipefail",
+              f"HEAD={head_default}", ""]
+    lines += _shell_env(pairs, notes)
+    lines += ["", _torchrun_flags(nnodes, gpus_per_node, f'"$HEAD:{port}"', shlex.quote(rdzv_id)) + " "
+              + shlex.join(command)]
+    return "\n".join(lines) + "\n"
+
+
+SBATCH_OPTIONS = ("--job-name", "--nodes", "--ntasks-per-node", "--gpus-per-node", "--cpus-per-task", "--output")
+
+
+def _slurm_text(nnodes: int, gpus_per_node: int, command: list[str], port: int, name: str, facts: Any,
+                reports: str) -> str:
+    pairs, notes = nccl_env_notes(facts)
+    cpus, cpus_why = _cpus_per_task(facts, gpus_per_node)
+    lines = ["#!/usr/bin/env bash",
+             f"#SBATCH --job-name={name}",
+             f"#SBATCH --nodes={nnodes}",
+             "#SBATCH --ntasks-per-node=1",
+             f"#SBATCH --gpus-per-node={gpus_per_node}",
+             f"#SBATCH --cpus-per-task={cpus}",
+             "#SBATCH --output=%x-%j.out",
+             "# gpuready launch slurm: one task per node"
+             + (" runs gpuready validate on it." if _is_validate(command) else
+                f" runs torchrun, which starts {gpus_per_node} rank(s) there."),
+             f"# --cpus-per-task: {cpus_why}.",
+             "set -euo pipefail",
+             "# srun does not inherit --cpus-per-task from sbatch in Slurm 22.05-23.02 (23.11 reads this variable):",
+             'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"', ""]
+    lines += _shell_env(pairs, notes)
+    lines.append("")
+    if _is_validate(command):
+        lines += [f"# Each node writes {reports}/<hostname>.json: {reports} must be on a file system all nodes share.",
+                  "# bash -c on each node, so that $(hostname) is that node's name.",
+                  f"srun bash -c {shlex.quote(_validate_shell(command, reports))}"]
+    else:
+        lines += ["# The first node of the allocation hosts the rendezvous (sed, not head -n1: under pipefail head's",
+                  "# early exit can kill scontrol with SIGPIPE on a long node list).",
+                  'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
+                  _torchrun_flags(nnodes, gpus_per_node, f'"$head:{port}"', '"$SLURM_JOB_ID"').replace(
+                      "torchrun", "srun torchrun", 1) + " " + shlex.join(command)]
+    return "\n".join(lines) + "\n"
+
+
+# --- YAML (emitted by hand: PyYAML is not a dependency; every string that is not plainly safe is double-quoted) ---
+
+class _Comment:
+    def __init__(self, text: str):
+        self.text = " ".join(text.split())
+
+
+_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./:-]*$")
+_YAML11_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    text = str(value)
+    if _PLAIN.match(text) and not text.endswith(":") and ": " not in text and text.lower() not in _YAML11_WORDS:
+        return text
+    quoted = json.dumps(text, ensure_ascii=False)
+    # YAML allows only printable characters inside quotes: escape DEL, C1 controls and other unprintables.
+    return "".join(ch if ch.isprintable() or ch == " " else f"\\u{ord(ch):04x}" for ch in quoted)
+
+
+def _yaml_lines(value: Any, indent: int) -> list[str]:
+    pad = " " * indent
+    lines: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, _Comment):
+                lines.append(f"{pad}# {key.text}")
+            elif isinstance(item, (dict, list)) and item:
+                lines.append(f"{pad}{key}:")
+                lines += _yaml_lines(item, indent + 2)
+            else:
+                lines.append(f"{pad}{key}: {_scalar(item) if not isinstance(item, (dict, list)) else str(item)}")
+    else:
+        for item in value:
+            if isinstance(item, _Comment):
+                lines.append(f"{pad}# {item.text}")
+            elif isinstance(item, (dict, list)) and item:
+                inner = _yaml_lines(item, indent + 2)
+                first = next(i for i, line in enumerate(inner) if not line.lstrip().startswith("#"))
+                lines += [f"{pad}{line.lstrip()}" for line in inner[:first]]
+                lines.append(f"{pad}- {inner[first].lstrip()}")
+                lines += inner[first + 1:]
+            else:
+                lines.append(f"{pad}- {_scalar(item)}")
+    return lines
+
+
+def _yaml_doc(comments: list[str], document: dict) -> str:
+    return "\n".join([f"# {' '.join(line.split())}" for line in comments] + _yaml_lines(document, 0)) + "\n"
+
+
+def _k8s_env(facts: Any, nnodes: int, gpus_per_node: int, master: str | None, port: int) -> list:
+    """PET_* for torchrun (static rendezvous), MASTER_ADDR/PORT for code that reads them, and the NCCL notes."""
+    env: list = []
+    if master is not None:
+        env += [_Comment("torchrun reads each flag from PET_<FLAG> (torch/distributed/argparse_util.py); "
+                         "node rank = the Indexed Job's completion index"),
+                {"name": "PET_NNODES", "value": str(nnodes)},
+                {"name": "PET_NPROC_PER_NODE", "value": str(gpus_per_node)},
+                {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": _INDEX_ANNOTATION}}},
+                {"name": "PET_MASTER_ADDR", "value": master},
+                {"name": "PET_MASTER_PORT", "value": str(port)},
+                {"name": "MASTER_ADDR", "value": master},
+                {"name": "MASTER_PORT", "value": str(port)}]
+    pairs, notes = nccl_env_notes(facts)
+    if facts is None:
+        env += [_Comment(note) for note in notes]
+        return env
+    for name, value, why in pairs:
+        if name == "NCCL_SOCKET_IFNAME":
+            env.append(_Comment(f"{name}={value} not set: {why.split(';')[0]} on the host, but a pod has its own "
+                                "network namespace (the CNI's eth0) unless hostNetwork is on"))
+        else:
+            env.append(_Comment(f"{name}={value} would use {why.split(';')[0]}; set it (env name {name}) only if "
+                                "the pod is given those RDMA devices (an RDMA device plugin resource)"))
+    env += [_Comment(note) for note in notes if not note.startswith("NCCL_SOCKET_IFNAME")]
+    return env
+
+
+def _container(image: str, argv: list[str], env: list, gpus_per_node: int, shm: bool) -> dict:
+    gpus = {"nvidia.com/gpu": str(gpus_per_node)}  # a quantity: a string in the API (an int also parses)
+    container: dict = {"name": _CONTAINER, "image": image, "command": argv}
+    if env:
+        container["env"] = env
+    container["resources"] = {"requests": dict(gpus), "limits": dict(gpus)}
+    if shm:
+        container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    return container
+
+
+def _shm_volume(gpus_per_node: int) -> dict:
+    return {_Comment(f"/dev/shm: {SHM_GIB_PER_GPU} GiB per GPU, a cap counted against pod memory ({SHM_REF})"): None,
+            "name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{SHM_GIB_PER_GPU * gpus_per_node}Gi"}}
+
+
+def _argv(command: list[str], reports: str) -> list[str]:
+    if _is_validate(command):
+        return ["sh", "-c", _validate_shell(command, reports)]
+    return ["torchrun", *command]
+
+
+def _pod_template(image: str, argv: list[str], env: list, gpus_per_node: int, subdomain: str | None) -> dict:
+    spec: dict = {}
+    if subdomain:
+        spec["subdomain"] = subdomain
+    spec["restartPolicy"] = "Never"
+    spec["containers"] = [_container(image, argv, env, gpus_per_node, shm=True)]
+    spec["volumes"] = [_shm_volume(gpus_per_node)]
+    return {"spec": spec}
+
+
+def _header(nnodes: int, gpus_per_node: int, command: list[str], k8s_kind: str, reports: str) -> list[str]:
+    lines = [f"gpuready launch k8s ({K8S_PRODUCT[k8s_kind]}): {nnodes} pod(s), one per node, x {gpus_per_node} GPU(s)."]
+    if _is_validate(command):
+        lines += [f"Each pod runs gpuready validate on its node and writes {reports}/<pod hostname>.json: mount a "
+                  f"volume all pods share (a ReadWriteMany PVC) at {reports}, or the reports end with the pods.",
+                  "The image must have gpuready installed."]
+    return lines
+
+
+def _k8s_text(nnodes: int, gpus_per_node: int, command: list[str], image: str, k8s_kind: str, port: int, name: str,
+              facts: Any, reports: str) -> str:
+    validate = _is_validate(command)
+    argv = _argv(command, reports)
+    header = _header(nnodes, gpus_per_node, command, k8s_kind, reports)
+    if k8s_kind == "job":
+        master = None if validate else f"{name}-0.{name}"
+        env = _k8s_env(facts, nnodes, gpus_per_node, master, port)
+        service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                   "spec": {"clusterIP": "None",
+                            _Comment("DNS names for pods before they are Ready: ranks look each other up at start"):
+                                None,
+                            "publishNotReadyAddresses": True, "selector": {"job-name": name}}}
+        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+               "spec": {"completionMode": "Indexed", "completions": nnodes, "parallelism": nnodes,
+                        _Comment("one failed pod ends the run: a replacement cannot rejoin a started rendezvous"): None,
+                        "backoffLimit": 0,
+                        "template": _pod_template(image, argv, env, gpus_per_node, subdomain=name)}}
+        return (_yaml_doc(header + [f"Headless Service: pod i of the Job is reachable as {name}-i.{name} "
+                                    "(kubernetes.io, Job with Pod-to-Pod Communication)."],
+                          service)
+                + "---\n" + _yaml_doc([], job))
+    if k8s_kind == "jobset":
+        master = None if validate else f"{name}-{_JOBSET_REPLICATED_JOB}-0-0.{name}"
+        env = _k8s_env(facts, nnodes, gpus_per_node, master, port)
+        jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
+                  "spec": {_Comment(f"a headless Service named {name}: pods are "
+                                    f"{name}-{_JOBSET_REPLICATED_JOB}-0-<i>.{name}"): None,
+                           "network": {"enableDNSHostnames": True},
+                           "failurePolicy": {"maxRestarts": 0},
+                           "replicatedJobs": [{
+                               "name": _JOBSET_REPLICATED_JOB, "replicas": 1,
+                               "template": {"spec": {
+                                   "completionMode": "Indexed", "completions": nnodes, "parallelism": nnodes,
+                                   "backoffLimit": 0,
+                                   "template": _pod_template(image, argv, env, gpus_per_node, subdomain=None)}}}]}}
+        return _yaml_doc(header + ["Needs the JobSet controller (kubernetes-sigs/jobset)."],
+                         jobset)
+    env = _k8s_env(facts, nnodes, gpus_per_node, None, port)
+    trainer: dict = {"image": image, "command": argv, "numNodes": nnodes}
+    if not validate:
+        trainer["numProcPerNode"] = gpus_per_node
+    trainer["resourcesPerNode"] = {"requests": {"nvidia.com/gpu": str(gpus_per_node)},
+                                   "limits": {"nvidia.com/gpu": str(gpus_per_node)}}
+    if any(isinstance(item, dict) for item in env):
+        trainer["env"] = env
+    else:
+        trainer[_Comment("env: " + "; ".join(item.text for item in env))] = None
+    trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": name},
+                "spec": {"runtimeRef": {"name": "torch-distributed", "apiGroup": "trainer.kubeflow.org",
+                                        "kind": "ClusterTrainingRuntime"},
+                         "trainer": trainer}}
+    notes = header + ["Needs Kubeflow Trainer v2 and its torch-distributed ClusterTrainingRuntime, which injects "
+                      f"PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK and PET_MASTER_ADDR={name}-node-0-0.{name}.",
+                      "/dev/shm and other pod settings come from that runtime: give it a Memory emptyDir at /dev/shm "
+                      f"of {SHM_GIB_PER_GPU * gpus_per_node}Gi ({SHM_GIB_PER_GPU} GiB per GPU)."]
+    return _yaml_doc(notes, trainjob)
+
+
+# --- the entry points ---------------------------------------------------------------------------------------------
+
+def launch_text(kind: str, *, nnodes: int, gpus_per_node: int, command: list[str], image: str | None = None,
+                k8s_kind: str = "job", port: int = DEFAULT_PORT, name: str = "train", facts: Any = None,
+                rdzv_id: str | None = None, reports: str = DEFAULT_REPORTS) -> str:
+    """The launch file or command for `kind` (`torchrun` | `slurm` | `k8s`); ValueError (one sentence) on bad input.
+
+    `command`: `["train.py", ARGS...]`, or `["validate", ARGS...]` to run `python -m gpuready validate --json --out
+    REPORTS/$(hostname).json` on every node instead. `port` 0 picks a port free on this machine. `rdzv_id` (torchrun
+    only; default `<name>-<random>`); Slurm uses $SLURM_JOB_ID, Kubernetes a static rendezvous on pod 0.
+    `facts`: this node's Facts, for the NCCL variables (see `nccl_env`) and Slurm's --cpus-per-task.
+    """
+    command = list(command)
+    _check(kind, nnodes, gpus_per_node, command, image, k8s_kind, port, name)
+    if port == 0:
+        port = free_port()
+    if kind == "torchrun":
+        return _torchrun_text(nnodes, gpus_per_node, command, port, rdzv_id or f"{name}-{secrets.token_hex(4)}",
+                              facts, reports)
+    if kind == "slurm":
+        return _slurm_text(nnodes, gpus_per_node, command, port, name, facts, reports)
+    return _k8s_text(nnodes, gpus_per_node, command, image or "", k8s_kind, port, name, facts, reports)
+
+
+def run_local(text: str, *, env: dict[str, str] | None = None) -> int:
+    """`--run`: runs the torchrun form (the exact text printed) with bash on this node; its exit code (130 on
+    Ctrl-C). HEAD comes from the environment (`env` overrides it); a multi-node script without it stops at once
+    with bash's message naming HEAD."""
+    environ = {**os.environ, **(env or {})}
+    try:
+        return subprocess.run(["bash", "-c", text, "gpuready-launch"], env=environ).returncode
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,117 @@
+"""Batch size and learning rate when the GPU count changes: the linear rule (SGD) or the square-root rule (Adam family).
+
+Rules, optimizer families and the "verify above 8x" boundary are data in knowledge/prices.toml `[batch]`, with their
+sources (Goyal et al. 2017; Krizhevsky 2014; Malladi et al. 2022; LEGW).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gpuready.knowledge import load_table
+
+
+def _rules() -> dict[str, Any]:
+    return load_table("prices")["batch"]
+
+
+def scale_batch(*, known_batch: int, known_lr: float, known_gpus: int, new_gpus: int, optimizer: str = "adamw",
+                micro_batch: int | None = None, keep_global_batch: bool = False) -> dict[str, Any]:
+    """The global batch, learning rate, accumulation steps and warm-up for `new_gpus`, from a run known to work.
+
+    Without `keep_global_batch` the per-GPU work is kept, so the global batch grows with the GPU count and the
+    learning rate follows the rule of the optimizer's family. With it the global batch (and the learning rate) stay,
+    and gradient accumulation makes up the difference: global = micro x GPUs x accumulation steps.
+    ValueError for a count, batch or rate that is not positive, or an optimizer of no known family.
+    """
+    rules = _rules()
+    for name, value in (("known_batch", known_batch), ("known_gpus", known_gpus), ("new_gpus", new_gpus)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number, not {value!r}")
+    if micro_batch is not None and (not isinstance(micro_batch, int) or isinstance(micro_batch, bool)
+                                    or micro_batch < 1):
+        raise ValueError(f"micro_batch must be a positive whole number, not {micro_batch!r}")
+    if not isinstance(known_lr, (int, float)) or isinstance(known_lr, bool) or not known_lr > 0 \
+            or math.isinf(known_lr):
+        raise ValueError(f"known_lr must be a positive number, not {known_lr!r}")
+    family = optimizer.strip().lower().replace("-", "_")
+    if family in rules["linear_optimizers"]:
+        rule, source = "linear", rules["linear_source"]
+    elif family in rules["sqrt_optimizers"]:
+        rule, source = "sqrt", rules["sqrt_source"]
+    else:
+        known = ", ".join(rules["linear_optimizers"] + rules["sqrt_optimizers"])
+        raise ValueError(f"optimizer {optimizer!r}: no scaling rule known (known: {known})")
+
+    notes: list[str] = []
+    if keep_global_batch:
+        new_global = known_batch
+    else:
+        new_global = known_batch * new_gpus / known_gpus
+        if new_global != int(new_global):
+            notes.append(f"{known_batch} x {new_gpus} / {known_gpus} is not a whole batch: rounded down.")
+        new_global = int(new_global)
+    factor = new_global / known_batch
+    lr_factor = factor if rule == "linear" else math.sqrt(factor)
+    new_lr = known_lr * lr_factor
+
+    # Micro-batch per GPU and accumulation steps: global = micro x GPUs x accumulation.
+    if micro_batch is None:
+        per_gpu_total = new_global / new_gpus
+        micro = int(per_gpu_total) if per_gpu_total == int(per_gpu_total) and per_gpu_total >= 1 else None
+        steps = 1 if micro is not None else None
+    else:
+        micro = micro_batch
+        per_step = micro * new_gpus
+        steps = new_global / per_step
+        steps = int(steps) if steps == int(steps) and steps >= 1 else None
+    divides = steps is not None
+    if not divides:
+        per_gpu = f"micro-batch {micro_batch}" if micro_batch else "a whole per-GPU batch"
+        nearest = None
+        if micro_batch:
+            up = max(1, math.ceil(new_global / (micro_batch * new_gpus)))
+            nearest = micro_batch * new_gpus * up
+        notes.append(f"The global batch {new_global} does not divide into {new_gpus} GPU(s) x {per_gpu} x whole "
+                     "accumulation steps" + (f": the nearest above is {nearest} (accumulation {up})" if nearest else "")
+                     + "; change the micro-batch or the GPU count, or accept a different global batch (and rescale "
+                       "the learning rate).")
+
+    if factor > 1:
+        if rule == "linear":
+            warmup = (f"Warm up linearly from {known_lr:g} to {new_lr:g} over about {rules['goyal_warmup_epochs']} "
+                      "epochs (Goyal et al.), then follow the original schedule.")
+        else:
+            warmup = (f"Warm up to {new_lr:g}; scale the warm-up length by the batch factor ({factor:g}x its old "
+                      "length, LEGW). Malladi et al. also scale 1-beta1 and 1-beta2 by the batch factor and epsilon by "
+                      "1/sqrt of it (recalled from the paper, not verified).")
+    elif factor < 1:
+        warmup = "A smaller batch: keep the original warm-up (the rule gives a lower peak learning rate)."
+    else:
+        warmup = "The global batch is unchanged: keep the learning rate and the warm-up."
+
+    extrapolation = max(factor, 1 / factor) if factor > 0 else math.inf
+    verify = extrapolation > rules["verify_above_factor"]
+    verify_message = (f"The batch changes {extrapolation:g}x, beyond ~{rules['verify_above_factor']}x where these rules "
+                      "are trusted: verify with a short run (loss curve against the known run) before the full one; "
+                      "past the critical batch size a larger batch no longer buys fewer steps."
+                      if verify else None)
+    return {
+        "known": {"global_batch": known_batch, "lr": known_lr, "gpus": known_gpus},
+        "optimizer": optimizer,
+        "rule": rule,
+        "new_gpus": new_gpus,
+        "new_global_batch": new_global,
+        "batch_factor": factor,
+        "lr_factor": lr_factor,
+        "new_lr": new_lr,
+        "micro_batch": micro,
+        "accumulation_steps": steps,
+        "divides": divides,
+        "warmup": warmup,
+        "verify": verify,
+        "verify_message": verify_message,
+        "notes": notes,
+        "refs": [source, rules["verify_source"]],
+    }

@@ -1,0 +1,217 @@
+"""`gpuready plan`: does the model fit, with which strategy, how fast; batch/LR on a new GPU count; power; cost.
+
+Wires the options to the machine (machine.py), the memory and strategy estimates (memory.py, strategy.py), batch
+scaling (batch.py), power (power.py) and cost (cost.py), and turns their answers into one report: findings for the
+judgements, and the ranked strategies as the document's `strategies` section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuready import __version__
+from gpuready.model import Finding, Report, Status, Subject
+from gpuready.verbs.plan.machine import Machine, MachineError, machine_from_description, machine_from_facts
+from gpuready.verbs.plan.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
+
+
+class PlanError(ValueError):
+    """Options that describe no model or no machine (a usage error, exit 2)."""
+
+
+@dataclass(kw_only=True)
+class PlanOptions:
+    preset: str | None = None
+    hf_config: Path | None = None
+    family: str = "gpt2"
+    layers: int | None = None
+    hidden: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    ffn_hidden: int | None = None
+    vocab: int | None = None
+    seq: int = 1024
+    micro_batch: int = 1
+    global_batch: int | None = None
+    gpus: int | None = None
+    nodes: int = 1
+    machine: str | None = None
+    bundle: Path | None = None
+    precision: str = "amp-bf16"
+    optimizer: str = "adamw"
+    recompute: str = "none"
+    attention: str = "flash"
+    strategy: str | None = None
+    task: str = "train"
+    infer_batch: int = 1
+    context: int | None = None
+    known_batch: int | None = None
+    known_lr: float | None = None
+    known_gpus: int | None = None
+    power: dict[str, Any] = dataclasses.field(default_factory=dict)
+    cost: dict[str, Any] = dataclasses.field(default_factory=dict)
+    prices: Path | None = None
+
+
+def model_shape(options: PlanOptions) -> ModelShape:
+    try:
+        if options.hf_config is not None:
+            shape = shape_from_hf_config(options.hf_config)
+        elif options.preset is not None:
+            if options.preset not in PRESETS:
+                raise PlanError(f"--preset {options.preset!r}: choose from {', '.join(PRESETS)}")
+            shape = PRESETS[options.preset]
+        elif None not in (options.layers, options.hidden, options.heads, options.vocab):
+            shape = ModelShape(family=options.family, layers=options.layers, hidden=options.hidden,
+                               heads=options.heads, vocab=options.vocab, kv_heads=options.kv_heads,
+                               ffn_hidden=options.ffn_hidden, name="given shape")
+        else:
+            raise PlanError("give the model: --preset NAME, --hf-config config.json, or --layers --hidden --heads "
+                            "--vocab")
+    except ShapeError as error:
+        raise PlanError(str(error)) from None
+    return with_sequence(shape, options.seq)
+
+
+def plan_machine(options: PlanOptions) -> Machine | None:
+    """The machine: --machine, else --bundle, else this one; --gpus sets the count. None: nothing says which GPU."""
+    try:
+        if options.machine:
+            machine = machine_from_description(options.machine, nodes=options.nodes)
+        else:
+            from gpuready.bundle.reader import BundleError
+            from gpuready.verbs.check import gather_facts
+            try:
+                facts = gather_facts(options.bundle, fast=True)
+            except BundleError as error:
+                raise PlanError(str(error)) from None
+            try:
+                machine = machine_from_facts(facts, nodes=options.nodes,
+                                             source=f"bundle {options.bundle}" if options.bundle else "live")
+            except MachineError:
+                return None
+    except MachineError as error:
+        raise PlanError(str(error)) from None
+    if options.gpus:  # plan for N of these GPUs: a fully NVLinked node stays fully linked
+        per_node = max(1, options.gpus // max(1, machine.nodes))
+        linked = machine.nvlink_domain >= machine.gpus_per_node > 1
+        machine = dataclasses.replace(machine, gpus_per_node=per_node,
+                                      nvlink_domain=per_node if linked else min(machine.nvlink_domain, per_node))
+    return machine
+
+
+def run_plan(options: PlanOptions) -> Report:
+    from gpuready.verbs.plan import memory, strategy
+    shape = model_shape(options)
+    machine = plan_machine(options)
+    host = socket.gethostname()
+    report = Report(tool_version=__version__, host=host)
+    gpus = machine.gpus if machine else (options.gpus or 1)
+    nvlink = machine.nvlink_domain if machine else 1
+    setup = memory.TrainSetup(shape=shape, seq=options.seq, micro_batch=options.micro_batch,
+                              precision=options.precision, optimizer=options.optimizer, recompute=options.recompute,
+                              attention=options.attention)
+    facts: dict[str, Any] = {"model": {"name": shape.name, "family": shape.family, "parameters": shape.parameters(),
+                                       "layers": shape.layers, "hidden": shape.hidden, "heads": shape.heads,
+                                       "vocab": shape.vocab},
+                             "machine": dataclasses.asdict(machine) if machine else None}
+    if options.task == "infer":
+        if machine is None:
+            raise PlanError("--task infer needs the machine: --machine COUNTxMODEL or a GPU here")
+        rows = strategy.plan_inference(shape, machine, options.infer_batch, options.context or options.seq,
+                                       precision="bf16" if options.precision == "amp-bf16" else options.precision)
+        report.sections["inference"] = rows
+        report.findings.append(_inference_finding(host, rows))
+    else:
+        candidates = memory.strategies_for(gpus, nvlink, machine.nodes if machine else options.nodes)
+        if options.strategy:
+            candidates = [c for c in candidates if c.name == options.strategy]
+            if not candidates:
+                known = ", ".join(c.name for c in memory.strategies_for(gpus, nvlink, options.nodes))
+                raise PlanError(f"--strategy {options.strategy!r} is not one for {gpus} GPU(s); choose from {known}")
+        if machine is not None:
+            rows = strategy.plan_training(setup, machine, global_batch=options.global_batch, strategies=candidates)
+            report.sections["strategies"] = [_row_document(row) for row in rows]
+            report.findings.append(_fit_finding(host, machine, rows))
+        else:  # memory only: nothing says how much memory a GPU has
+            report.sections["strategies"] = [_memory_document(c, memory.memory_per_gpu(setup, c)) for c in candidates]
+            report.findings.append(Finding(
+                check_id="plan.fits", status=Status.SKIP, subject=Subject(host=host),
+                message="No GPU here and no --machine: per-GPU memory is estimated, but whether it fits is not judged.",
+                fix="Give --machine COUNTxMODEL (e.g. 8xH100-SXM) or --bundle PATH."))
+    if options.known_batch and options.known_lr and options.known_gpus:
+        from gpuready.verbs.plan.batch import scale_batch
+        report.sections["batch"] = scale_batch(known_batch=options.known_batch, known_lr=options.known_lr,
+                                               known_gpus=options.known_gpus, new_gpus=gpus,
+                                               optimizer=options.optimizer, micro_batch=options.micro_batch)
+    if machine is not None:
+        from gpuready.verbs.plan.cost import cost_plan, load_prices
+        from gpuready.verbs.plan.power import power_plan
+        power = power_plan(machine, **options.power)
+        report.sections["power"] = power
+        report.findings.extend(_findings_from(host, power.get("findings", [])))
+        prices = load_prices(options.prices)
+        report.sections["cost"] = cost_plan(machine, prices=prices, **options.cost)
+    report.facts["plan"] = facts
+    return report
+
+
+def _row_document(row: Any) -> dict[str, Any]:
+    document = _memory_document(row.strategy, row.memory)
+    document.update(fits=row.fits, headroom_bytes=row.headroom_bytes, step_time_s=row.step_time_s,
+                    compute_s=row.compute_s, communication_s=row.communication_s, bottleneck=row.bottleneck,
+                    reasons=list(row.reasons))
+    return document
+
+
+def _memory_document(candidate: Any, breakdown: Any) -> dict[str, Any]:
+    return {"name": candidate.name, "dp": candidate.dp, "tp": candidate.tp, "pp": candidate.pp,
+            "zero": candidate.zero, "offload": candidate.offload,
+            "memory_bytes": {"parameters": breakdown.parameters, "gradients": breakdown.gradients,
+                             "optimizer": breakdown.optimizer, "activations": breakdown.activations,
+                             "other": breakdown.other, "total": breakdown.total},
+            "memory_terms": dict(breakdown.terms), "sources": list(breakdown.sources), "fits": None}
+
+
+def _fit_finding(host: str, machine: Machine, rows: list[Any]) -> Finding:
+    fitting = [row for row in rows if row.fits]
+    gib = machine.memory_bytes_per_gpu / 2**30 if machine.memory_bytes_per_gpu else None
+    if not fitting:
+        smallest = min(rows, key=lambda row: row.memory.total) if rows else None
+        return Finding(check_id="plan.fits", status=Status.FAIL, subject=Subject(host=host),
+                       message=(f"No strategy fits {machine.gpus}× {machine.gpu_name}"
+                                + (f" ({gib:,.0f} GiB each)" if gib else "")
+                                + (f": the smallest, {smallest.strategy.name}, needs "
+                                   f"{smallest.memory.total / 2**30:,.1f} GiB per GPU." if smallest else ".")),
+                       fix="Fewer layers or a shorter --seq, --recompute full, a smaller --micro-batch, more GPUs, "
+                           "or CPU offload.")
+    best = fitting[0]
+    return Finding(check_id="plan.fits", status=Status.PASS, subject=Subject(host=host),
+                   message=(f"{len(fitting)} of {len(rows)} strategies fit {machine.gpus}× {machine.gpu_name}; best: "
+                            f"{best.strategy.name} at {best.memory.total / 2**30:,.1f} GiB per GPU"
+                            + (f", about {best.step_time_s:.2f} s per step ({best.bottleneck}-bound)"
+                               if best.step_time_s else "") + "."),
+                   observed={"best": best.strategy.name, "fitting": [row.strategy.name for row in fitting]})
+
+
+def _inference_finding(host: str, rows: list[dict[str, Any]]) -> Finding:
+    fitting = [row for row in rows if row.get("fits")]
+    if not fitting:
+        return Finding(check_id="plan.infer_fits", status=Status.FAIL, subject=Subject(host=host),
+                       message="The weights and KV cache do not fit at any tensor-parallel degree of this machine.",
+                       observed=rows)
+    first = fitting[0]
+    return Finding(check_id="plan.infer_fits", status=Status.PASS, subject=Subject(host=host),
+                   message=f"Fits with tensor parallelism {first.get('tp')}: "
+                           f"{first.get('per_gpu_bytes', 0) / 2**30:,.1f} GiB per GPU.", observed=first)
+
+
+def _findings_from(host: str, entries: list[dict[str, Any]]) -> list[Finding]:
+    return [Finding(check_id=entry["id"], status=Status(entry["status"]), subject=Subject(host=host),
+                    message=entry["message"], fix=entry.get("fix"), observed=entry.get("observed"),
+                    expected=entry.get("expected"), refs=list(entry.get("refs", [])))
+            for entry in entries]

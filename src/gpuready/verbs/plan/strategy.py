@@ -1,0 +1,254 @@
+"""Which parallel strategy to use on a machine: every layout's per-GPU memory, whether it fits, a step-time
+estimate (compute and communication, assumed not to overlap), and the reasons for its rank.
+
+Rules (quoted in docs/…, see /work/shared/reference/anchors-planning-diagnosis.md §2): a strategy that fits beats one
+that does not; offload only when nothing else fits (Hugging Face transformers deepspeed.md: "If you have enough GPU
+memory make sure you disable CPU/NVMe offload"); TP stays inside a node and its NVLink domain (transformers
+perf_train_gpu_many.md: "TP is almost always used within a single node"); then the shorter estimated step; then, at
+equal communication, the simpler layout: DDP, then ZeRO-2 before ZeRO-1 ("same communication, less memory": the
+Ultra-Scale Playbook, "ZeRO-2 is usually the better option"), then FSDP, then TP/PP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpuready.verbs.plan.machine import Machine
+from gpuready.verbs.plan.memory import (MemoryBreakdown, Strategy, TrainSetup, inference_memory, memory_per_gpu,
+                                        strategies_for)
+from gpuready.verbs.plan.shapes import ModelShape
+
+SUSTAINED_MATMUL_EFFICIENCY = 0.80
+"""Achievable share of the dense bf16 datasheet peak when no measured figure is given: 783–791 of 989 TFLOP/s
+measured on one H200 (8192³ bf16 matmul; DESIGN.md §3). An assumption for other GPUs, and an upper bound for whole
+training steps (attention, norms and launches run below matmul speed), so step times are optimistic."""
+SELECTIVE_RECOMPUTE_OVERHEAD = 1.027
+"""Korthikanti et al. 2022 (arXiv:2205.05198): selective recompute costs 2.7% more compute on GPT-3 175B."""
+FULL_RECOMPUTE_OVERHEAD = 4.0 / 3.0
+"""Full recompute repeats the forward: (1 + 1 + 2)/(1 + 2) of the forward+backward FLOPs (Korthikanti et al. §5)."""
+GRADIENT_COMM_BYTES = 2
+"""Gradients are reduced in 16 bits (DeepSpeed fp16/bf16, FSDP MixedPrecision(reduce_dtype=bf16)); an fp32 DDP
+all-reduce would double the gradient volume."""
+ASSUMED_INTER_NODE_BUSBW_GB_PER_S = 40.0
+"""When the inter-node bandwidth is unknown: one 400 Gb/s NIC per GPU (the DGX H100 design) at ~80% — an
+assumption, said so in the plan's reasons; give a measured figure to replace it."""
+PREFERENCE = {"ddp": 0, "single": 0, "zero2": 1, "zero1": 2, "fsdp": 3}
+NEAR_BEST = 1.10
+"""Estimated steps within 10% of the best are treated as equal (the model is not finer than that): among them the
+simpler layout wins (DDP, ZeRO-2, ZeRO-1, FSDP, then TP, then PP grids)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanRow:
+    strategy: Strategy
+    memory: MemoryBreakdown
+    fits: bool
+    headroom_bytes: int
+    step_time_s: float | None
+    compute_s: float | None
+    communication_s: float | None
+    bottleneck: str
+    """compute | communication | host transfer | memory (does not fit) | invalid (the model cannot be split so)."""
+    reasons: tuple[str, ...]
+
+
+def _achievable_tflops(machine: Machine) -> tuple[float | None, str]:
+    measured = machine.measured.get("matmul_tflops_bf16") if machine.measured else None
+    if isinstance(measured, (int, float)) and measured > 0:
+        return float(measured), f"compute at the measured {measured:g} TFLOP/s bf16 matmul"
+    peak = machine.peak_tflops.get("bf16")
+    if peak:
+        return peak * SUSTAINED_MATMUL_EFFICIENCY, (f"compute at {SUSTAINED_MATMUL_EFFICIENCY:.0%} of the {peak:g} "
+                                                     "TFLOP/s bf16 peak (assumed; no measured figure)")
+    return None, "no bf16 peak known for this GPU: no step time"
+
+
+def _busbw(machine: Machine, spans_nodes: bool, notes: list[str]) -> float | None:
+    if spans_nodes:
+        if machine.inter_node_busbw_gb_per_s:
+            return machine.inter_node_busbw_gb_per_s
+        note = (f"inter-node busbw unknown: assumed {ASSUMED_INTER_NODE_BUSBW_GB_PER_S:g} GB/s "
+                "(one 400 Gb/s NIC per GPU); measure it to replace this")
+        if note not in notes:
+            notes.append(note)
+        return ASSUMED_INTER_NODE_BUSBW_GB_PER_S
+    measured = machine.measured.get("all_reduce_busbw_gb_per_s") if machine.measured else None
+    if isinstance(measured, (int, float)) and measured > 0 and machine.nodes == 1:
+        return float(measured)
+    return machine.intra_node_busbw_gb_per_s
+
+
+def _all_reduce_s(size_bytes: float, n: int, busbw_gb_per_s: float | None) -> float | None:
+    """nccl-tests: busbw = algbw × 2(n−1)/n, algbw = S/t, so t = S × 2(n−1)/n / busbw."""
+    if n <= 1:
+        return 0.0
+    if not busbw_gb_per_s:
+        return None
+    return size_bytes * 2 * (n - 1) / n / (busbw_gb_per_s * 1e9)
+
+
+def _invalid(setup: TrainSetup, strategy: Strategy) -> str | None:
+    shape = setup.shape
+    if shape.heads % strategy.tp:
+        return f"{shape.heads} attention heads do not split over TP={strategy.tp}"
+    if strategy.pp > shape.layers:
+        return f"PP={strategy.pp} exceeds the {shape.layers} layers"
+    return None
+
+
+def _row(setup: TrainSetup, machine: Machine, strategy: Strategy, global_batch: int) -> tuple[PlanRow, tuple]:
+    shape = setup.shape
+    memory = memory_per_gpu(setup, strategy)
+    capacity = machine.memory_bytes_per_gpu
+    reasons: list[str] = []
+    notes: list[str] = []
+    fits = capacity is not None and memory.total <= capacity
+    headroom = (capacity - memory.total) if capacity is not None else 0
+    if capacity is None:
+        reasons.append("GPU memory unknown: cannot say whether it fits")
+    elif fits:
+        reasons.append(f"fits: {memory.total / 1e9:.1f} of {capacity / 1e9:.0f} GB per GPU")
+    else:
+        reasons.append(f"does not fit: needs {memory.total / 1e9:.1f} GB per GPU, has {capacity / 1e9:.0f} GB")
+    invalid = _invalid(setup, strategy)
+    gpn = machine.gpus_per_node
+    tp_spans_nodes = strategy.tp > gpn
+    dp_spans_nodes = machine.nodes > 1 and strategy.tp * strategy.dp > gpn and strategy.dp > 1
+    pp_spans_nodes = machine.nodes > 1 and strategy.pp > 1 and strategy.tp * strategy.dp * strategy.pp > gpn
+    discouraged = False
+    if strategy.tp > 1:
+        if tp_spans_nodes:
+            discouraged = True
+            reasons.append(f"TP={strategy.tp} spans nodes ({gpn} GPUs per node): its all-reduces cross the network "
+                           "on every layer")
+        elif strategy.tp <= machine.nvlink_domain:
+            reasons.append(f"TP={strategy.tp} inside the NVLink domain of {machine.nvlink_domain}")
+        else:
+            reasons.append(f"TP={strategy.tp} beyond the NVLink domain of {machine.nvlink_domain}: "
+                           "its all-reduces go over PCIe")
+    if strategy.pp > 1:
+        reasons.append("PP across nodes: only point-to-point activations cross the network" if pp_spans_nodes
+                       else f"PP={strategy.pp} inside one node")
+    if strategy.zero == 2 and strategy.offload == "none":
+        reasons.append("ZeRO-2 before ZeRO-1: same communication, less memory")
+    if strategy.offload != "none":
+        reasons.append("offload: only when nothing else fits (CPU Adam and PCIe transfers every step)")
+    if strategy.zero == 3:
+        reasons.append("FSDP/ZeRO-3: ~1.5× the data-parallel volume (all-gather forward and backward, reduce-scatter)")
+    # tokens and micro-batches per step: the same global batch for every layout
+    per_replica = math.ceil(global_batch / strategy.dp)
+    micro_batches = max(1, math.ceil(per_replica / setup.micro_batch))
+    if per_replica % setup.micro_batch or global_batch % strategy.dp:
+        notes.append(f"global batch {global_batch} is not a multiple of micro-batch × DP = "
+                     f"{setup.micro_batch * strategy.dp}: rounded up")
+    tokens = micro_batches * setup.micro_batch * strategy.dp * setup.seq
+    tflops, compute_note = _achievable_tflops(machine)
+    notes.append(compute_note)
+    overhead = {"none": 1.0, "selective": SELECTIVE_RECOMPUTE_OVERHEAD, "full": FULL_RECOMPUTE_OVERHEAD}[setup.recompute]
+    compute_s = None
+    if tflops:
+        flops = shape.training_flops_per_token(setup.seq) * tokens * overhead
+        compute_s = flops / (strategy.gpus * tflops * 1e12)
+    bubble = (strategy.pp - 1) / micro_batches if strategy.pp > 1 else 0.0
+    if strategy.pp > 1:
+        reasons.append(f"pipeline bubble (PP−1)/m = {bubble:.2f} with {micro_batches} micro-batches per step")
+    # communication (no overlap with compute assumed)
+    comm: float | None = 0.0
+    from gpuready.verbs.plan.memory import stage_parameters
+    grad_bytes = GRADIENT_COMM_BYTES * stage_parameters(shape, strategy.tp, strategy.pp)
+    if strategy.dp > 1:
+        volume = grad_bytes * (1.5 if strategy.zero == 3 else 1.0)
+        part = _all_reduce_s(volume, strategy.dp, _busbw(machine, dp_spans_nodes, notes))
+        comm = None if part is None else comm + part
+    if strategy.tp > 1 and comm is not None:
+        act = 2 * setup.seq * setup.micro_batch * shape.hidden
+        per_layer = 6 if setup.recompute == "full" else 4  # Megatron: 2 forward + 2 backward all-reduces per layer
+        count = per_layer * math.ceil(shape.layers / strategy.pp) * micro_batches
+        part = _all_reduce_s(act, strategy.tp, _busbw(machine, tp_spans_nodes, notes))
+        comm = None if part is None else comm + count * part
+    if strategy.pp > 1 and comm is not None:
+        act = 2 * setup.seq * setup.micro_batch * shape.hidden / strategy.tp
+        bw = _busbw(machine, pp_spans_nodes, notes)
+        comm = None if not bw else comm + 2 * micro_batches * act / (bw * 1e9)
+    host_s = 0.0
+    if strategy.offload != "none":
+        host_bw = machine.measured.get("h2d_gb_per_s") if machine.measured else None
+        host_bw = float(host_bw) if isinstance(host_bw, (int, float)) and host_bw > 0 else 25.0
+        moved = 2 * 2 * stage_parameters(shape, strategy.tp, strategy.pp) / strategy.dp  # 16-bit grads out, weights in
+        if strategy.offload == "optimizer+params":
+            moved += 2 * 2 * stage_parameters(shape, strategy.tp, strategy.pp) * micro_batches / strategy.dp
+        host_s = moved / (host_bw * 1e9)
+    step = None
+    if compute_s is not None and comm is not None:
+        step = compute_s * (1 + bubble) + comm + host_s
+    if invalid:
+        bottleneck = "invalid"
+        reasons.insert(0, invalid)
+    elif not fits:
+        bottleneck = "memory"
+    elif compute_s is None or comm is None:
+        bottleneck = "unknown"
+    else:
+        parts = {"compute": compute_s * (1 + bubble), "communication": comm, "host transfer": host_s}
+        bottleneck = max(parts, key=parts.get)
+    reasons.extend(notes)
+    reasons.append("compute and communication assumed not to overlap")
+    row = PlanRow(strategy=strategy, memory=memory, fits=fits and not invalid, headroom_bytes=headroom,
+                  step_time_s=step, compute_s=compute_s, communication_s=comm, bottleneck=bottleneck,
+                  reasons=tuple(dict.fromkeys(reasons)))
+    base = strategy.name.split("+")[0]
+    preference = PREFERENCE.get(base, 4 if strategy.pp == 1 else (5 if strategy.tp == 1 and strategy.dp == 1 else 6))
+    key = (not row.fits, bool(invalid), discouraged, strategy.offload != "none",
+           step if step is not None else math.inf, preference, strategy.tp, strategy.pp, -headroom)
+    return row, key
+
+
+def plan_training(setup: TrainSetup, machine: Machine, global_batch: int | None = None,
+                  strategies: list[Strategy] | None = None) -> list[PlanRow]:
+    """Every strategy for this machine, best first. global_batch defaults to micro_batch × all GPUs (pure DP)."""
+    gpus = machine.gpus
+    if strategies is None:
+        strategies = strategies_for(gpus, machine.nvlink_domain, machine.nodes)
+    if global_batch is None:
+        global_batch = setup.micro_batch * gpus
+    if global_batch < 1:
+        raise ValueError("--global-batch must be at least 1")
+    rows = [_row(setup, machine, s, global_batch) for s in strategies]
+    # steps within NEAR_BEST of the best one count as equal: the simpler layout wins among them
+    best = min((key[4] for _, key in rows if not any(key[:4])), default=math.inf)
+    def rank(pair: tuple[PlanRow, tuple]) -> tuple:
+        row, key = pair
+        near = not any(key[:4]) and key[4] <= best * NEAR_BEST
+        return key[:4] + ((0, key[5], key[4]) if near else (1, key[4], key[5])) + key[6:]
+    rows.sort(key=rank)
+    return [row for row, _ in rows]
+
+
+def plan_inference(shape: ModelShape, machine: Machine, batch: int, context: int, precision: str = "bf16") -> list[dict]:
+    """Per TP degree (divisors of the heads up to all GPUs): per-GPU bytes and whether it fits; the smallest TP that
+    fits first ("one GPU suffices" where TP=1 fits), then the larger ones, then those that do not fit."""
+    out = []
+    capacity = machine.memory_bytes_per_gpu
+    for tp in range(1, machine.gpus + 1):
+        if machine.gpus % tp or shape.heads % tp:
+            continue
+        row = inference_memory(shape, batch, context, tp, precision)
+        fits = capacity is not None and row["total_bytes"] <= capacity
+        row["fits"] = fits
+        row["headroom_bytes"] = (capacity - row["total_bytes"]) if capacity is not None else None
+        notes = []
+        if tp == 1 and fits:
+            notes.append("one GPU suffices")
+        if tp > machine.gpus_per_node:
+            notes.append(f"TP={tp} spans nodes: every layer's all-reduce crosses the network")
+        elif tp > machine.nvlink_domain:
+            notes.append(f"TP={tp} beyond the NVLink domain of {machine.nvlink_domain}: all-reduces over PCIe")
+        row["notes"] = tuple(notes)
+        out.append(row)
+    smallest = min((r["tp"] for r in out if r["fits"]), default=None)
+    for row in out:
+        if row["tp"] == smallest:
+            row["notes"] = ("the fewest GPUs that fit",) + row["notes"]
+    out.sort(key=lambda r: (not r["fits"], r["tp"] > machine.gpus_per_node, r["tp"]))
+    return out

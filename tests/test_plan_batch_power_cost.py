@@ -1,0 +1,189 @@
+"""plan: batch/LR scaling, power and cooling budget, buy-vs-rent cost (verbs/plan/batch.py, power.py, cost.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuready.knowledge import load_table
+from gpuready.verbs.plan.batch import scale_batch
+from gpuready.verbs.plan.cost import PricesError, cost_plan, load_prices
+from gpuready.verbs.plan.machine import machine_from_description
+from gpuready.verbs.plan.power import power_plan
+
+
+def _status(plan: dict, check_id: str) -> str:
+    return next(entry["status"] for entry in plan["findings"] if entry["id"] == check_id)
+
+
+# --------------------------------------------------------------------------- batch
+
+def test_adam_sqrt_rule_at_exactly_8x_is_not_flagged():
+    result = scale_batch(known_batch=256, known_lr=1e-3, known_gpus=1, new_gpus=8, optimizer="adamw")
+    assert result["rule"] == "sqrt"
+    assert result["new_global_batch"] == 2048
+    assert result["lr_factor"] == pytest.approx(2.8284271)
+    assert result["new_lr"] == pytest.approx(0.0028284271)
+    assert result["verify"] is False  # the boundary: exactly 8x is trusted, above it is not
+    assert any("Malladi" in ref for ref in result["refs"])
+
+
+def test_above_8x_asks_for_a_short_run():
+    result = scale_batch(known_batch=256, known_lr=1e-3, known_gpus=1, new_gpus=16)
+    assert result["verify"] is True
+    assert "verify with a short run" in result["verify_message"]
+
+
+def test_sgd_linear_rule_with_warmup():
+    result = scale_batch(known_batch=256, known_lr=0.1, known_gpus=8, new_gpus=32, optimizer="sgd")
+    assert result["rule"] == "linear"
+    assert result["new_global_batch"] == 1024
+    assert result["new_lr"] == pytest.approx(0.4)
+    assert "5 epochs" in result["warmup"]
+    assert any("1706.02677" in ref for ref in result["refs"])
+
+
+def test_keep_global_batch_by_accumulation():
+    result = scale_batch(known_batch=512, known_lr=3e-4, known_gpus=32, new_gpus=8, micro_batch=16,
+                         keep_global_batch=True)
+    assert result["new_global_batch"] == 512
+    assert result["accumulation_steps"] == 4  # 512 = 16 x 8 x 4
+    assert result["new_lr"] == pytest.approx(3e-4)
+    assert result["divides"] is True
+
+
+def test_accumulation_that_does_not_divide_is_said():
+    result = scale_batch(known_batch=500, known_lr=3e-4, known_gpus=4, new_gpus=8, micro_batch=16,
+                         keep_global_batch=True)
+    assert result["divides"] is False
+    assert result["accumulation_steps"] is None
+    assert "does not divide" in result["notes"][0]
+    assert "512" in result["notes"][0]  # nearest above: 16 x 8 x 4
+
+
+@pytest.mark.parametrize("kwargs", [dict(known_batch=0), dict(known_lr=-1.0), dict(optimizer="mystery"),
+                                    dict(new_gpus=0), dict(micro_batch=0)])
+def test_bad_batch_input(kwargs):
+    base = dict(known_batch=256, known_lr=1e-3, known_gpus=1, new_gpus=8)
+    with pytest.raises(ValueError):
+        scale_batch(**{**base, **kwargs})
+
+
+# --------------------------------------------------------------------------- power
+
+def test_8x_h100_estimate_and_household_circuit_fails():
+    machine = machine_from_description("8xH100-SXM")
+    plan = power_plan(machine, cpu_w=700, circuit="household")
+    # 8 x 700 W GPUs + 2 x 350 W CPUs + 200 W platform base + 8 x 100 W per-GPU allowance (thresholds.toml)
+    assert plan["full_load_w"] == 7300
+    assert plan["psu_needed_w"] == pytest.approx(9490)  # 1.3 x 7300
+    assert _status(plan, "plan.power_circuit") == "fail"  # 2,200 W x 0.8 = 1,760 W continuous
+
+
+def test_8x_h100_published_maximum():
+    plan = power_plan(machine_from_description("8xH100-SXM"), psu_w=10200, circuit="230V/16A")
+    assert plan["full_load_w"] == 10200  # DGX H100 10.2 kW (platforms.toml)
+    assert plan["published_maximum"] is True
+    assert _status(plan, "plan.power_psu") == "pass"  # a published maximum is covered 1.0x
+    assert _status(plan, "plan.power_circuit") == "fail"
+    assert _status(plan, "plan.power_circuit") == "fail"
+    # no circuit given: beyond any single standard branch circuit
+    assert _status(power_plan(machine_from_description("8xH100-SXM")), "plan.power_circuit") == "warn"
+
+
+def test_psu_13x_rule():
+    machine = machine_from_description("2xRTX4090")
+    # 2 x 450 + 1 x 350 + 200 + 2 x 100 = 1,650 W; 1.3 x = 2,145 W
+    assert power_plan(machine, psu_w=1600)["full_load_w"] == 1650
+    assert _status(power_plan(machine, psu_w=1600), "plan.power_psu") == "fail"
+    assert _status(power_plan(machine, psu_w=2000), "plan.power_psu") == "warn"
+    assert _status(power_plan(machine, psu_w=2145), "plan.power_psu") == "pass"
+    assert _status(power_plan(machine, circuit="120V/20A"), "plan.power_circuit") == "pass"  # <= 1,920 W
+    assert _status(power_plan(machine, circuit="120V/15A"), "plan.power_circuit") == "fail"  # > 1,440 W
+
+
+def test_4090x4_air_cooling_warns_and_room():
+    plan = power_plan(machine_from_description("4xRTX4090"))
+    assert _status(plan, "plan.cooling") == "warn"
+    assert _status(power_plan(machine_from_description("3xRTX4090")), "plan.cooling") == "pass"
+    assert _status(power_plan(machine_from_description("3xRTX4090"), room_c=26), "plan.cooling") == "warn"
+    assert _status(power_plan(machine_from_description("8xH100-SXM"), room_c=35), "plan.cooling") == "fail"
+    assert _status(power_plan(machine_from_description("8xH100-SXM"), room_c=22), "plan.cooling") == "pass"
+
+
+def test_monthly_energy_and_cost():
+    plan = power_plan(machine_from_description("8xH100-SXM"), price_per_kwh=0.20, utilisation=0.5)
+    assert plan["kwh_per_month"] == pytest.approx(3723.0)  # 10.2 kW x 0.5 x 730 h
+    assert plan["cost_per_month"] == pytest.approx(744.6)
+    assert plan["price_per_kwh_origin"] == "user"
+
+
+def test_bad_circuit_and_utilisation():
+    machine = machine_from_description("2xRTX4090")
+    with pytest.raises(ValueError):
+        power_plan(machine, circuit="a big one")
+    with pytest.raises(ValueError):
+        power_plan(machine, utilisation=1.5)
+
+
+# --------------------------------------------------------------------------- cost
+
+def test_prices_table_rows_have_as_of_and_source():
+    table = load_table("prices")
+    rows = [row for model in table["gpu"].values() for row in model.values()] + list(table["site"].values())
+    assert rows
+    for row in rows:
+        assert isinstance(row["value"], (int, float)) and row["value"] >= 0
+        assert row["as_of"] and row["source"] and row["unit"]
+    assert table["power"]["source"] and table["batch"]["linear_source"]
+
+
+def test_break_even_by_hand():
+    prices = load_prices(purchase_usd_per_gpu=25000, server_usd_per_gpu=5000, rent_usd_per_gpu_hour=3.0,
+                         electricity_usd_per_kwh=0.10, pue=1.0, operations_usd_per_node_month=1000,
+                         colocation_usd_per_kw_month=200)
+    plan = cost_plan(machine_from_description("8xH100-SXM"), horizon_months=40, utilisation=0.6, prices=prices)
+    # capex = (25,000 + 5,000) x 8 = 240,000; depreciation 240,000 / 40 = 6,000 a month; operations 1,000.
+    # Full load 10.2 kW (DGX H100); energy at 100 %: 10.2 x 730 x 1.0 x 0.10 = 744.6 a month.
+    # Rent at 100 %: 3.0 x 8 x 730 = 17,520 a month.
+    # Buy break-even: 7,000 / (17,520 - 744.6) = 7,000 / 16,775.4 = 0.417277
+    # Colocation: + 200 x 10.2 = 2,040 -> 9,040 / 16,775.4 = 0.538884
+    assert plan["break_even_utilisation"]["buy"] == pytest.approx(0.417277, abs=1e-6)
+    assert plan["break_even_utilisation"]["colocation"] == pytest.approx(0.538884, abs=1e-6)
+    # At 60 %: buy 7,000 + 446.76 = 7,446.76; rent 10,512; holding 7,446.76 / 200,000 = 3.72 %
+    assert plan["monthly"]["buy"]["total"] == pytest.approx(7446.76)
+    assert plan["monthly"]["rent"]["total"] == pytest.approx(10512.0)
+    assert plan["cheapest"] == "buy"
+    assert plan["holding_cost_share_per_month"] == pytest.approx(0.0372338)
+    assert plan["assumed"] == []
+    assert {item["origin"] for item in plan["prices"]} == {"option"}
+
+
+def test_defaults_list_assumed_prices():
+    plan = cost_plan(machine_from_description("8xH100-SXM"))
+    assert "electricity_usd_per_kwh" in plan["assumed"]
+    assert "purchase_usd_per_gpu" not in plan["assumed"]  # sourced (Raymond James via epoch-research)
+    assert "Assumed prices" in plan["message"]
+
+
+def test_user_file_overrides_and_errors(tmp_path):
+    path = tmp_path / "prices.toml"
+    path.write_text('electricity_usd_per_kwh = 0.30\n[gpu."H100 SXM"]\nrent_usd_per_gpu_hour = 2.0\n')
+    prices = load_prices(path, pue=1.2)
+    assert prices["site"]["electricity_usd_per_kwh"]["value"] == 0.30
+    assert prices["site"]["electricity_usd_per_kwh"]["origin"] == f"file {path}"
+    assert prices["gpu"]["H100 SXM"]["rent_usd_per_gpu_hour"]["value"] == 2.0
+    assert prices["site"]["pue"]["origin"] == "option"
+    with pytest.raises(PricesError):
+        load_prices(nonsense=1.0)
+    with pytest.raises(PricesError):
+        load_prices(pue=-1.0)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("this is = = not toml")
+    with pytest.raises(PricesError):
+        load_prices(bad)
+
+
+def test_unpriced_gpu_lists_missing():
+    plan = cost_plan(machine_from_description("2xL4"))
+    assert "purchase_usd_per_gpu" in plan["missing"]
+    assert "monthly" not in plan
