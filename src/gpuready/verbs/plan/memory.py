@@ -40,10 +40,14 @@ ZERO3_GATHER_BYTES_PER_PARAM = 4
 grads are computed" (stage3.py, docs/code-docs/source/memory.rst)."""
 ACTIVATION_BYTES = {"amp-bf16": 2, "bf16": 2, "fp32": 4}
 """Korthikanti's coefficients count 16-bit activations; fp32 doubles them."""
-LOSS_BYTES = 4
-"""The loss is computed in fp32: Megatron-LM counts 4 bytes per logit for the output layer and cross-entropy
-(`theoretical_memory_usage.py`, `s*b*h*4*(1 + vocab/h)`); Hugging Face's causal-LM heads upcast logits with
-`.float()` before the loss."""
+DROPOUT_MASK_COEFFICIENT = 2.0
+"""The two dropout masks per layer (after attention and after the MLP, 1 byte per element: 2·sbh) in Korthikanti's
+34·sbh; left out when training runs without dropout."""
+LOSS_BYTES = 8
+"""The loss is computed in fp32: the `.float()` copy of the logits (4 bytes each; Hugging Face's causal-LM heads
+upcast so, as does workloads/gpt.py) and log_softmax's output, which cross_entropy (= nll_loss(log_softmax)) keeps
+for backward (4 bytes: PyTorch derivatives.yaml, `_log_softmax_backward_data(grad, result, ...)`). Megatron-LM counts
+only the first 4 (`theoretical_memory_usage.py`); the H200 calibration (tests/fixtures/plan) shows both live."""
 SOURCES = {
     "zero": "Rajbhandari et al. 2020, ZeRO (arXiv:1910.02054) §3, Fig. 1: mixed-precision Adam = 2+2+12 bytes/param",
     "deepspeed": "microsoft/DeepSpeed deepspeed/runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs, "
@@ -72,11 +76,15 @@ class TrainSetup:
     seq: int
     micro_batch: int
     precision: str = "amp-bf16"
-    """amp-bf16: fp32 master weights + bf16 autocast; bf16: pure bf16 weights/grads (optimizer states fp32 unless
-    sgd); fp32: everything in fp32."""
+    """amp-bf16: fp32 master weights + bf16 autocast; bf16: pure bf16 weights, gradients and optimizer states (as
+    torch.optim keeps states in the parameter's dtype: `model.to(torch.bfloat16)`, measured so on the H200); fp32:
+    everything in fp32."""
     optimizer: str = "adamw"
     recompute: str = "none"
     attention: str = "flash"
+    dropout: bool = False
+    """Dropout masks kept for backward (Korthikanti's count includes two per layer, 1 byte per element); LLM training
+    today mostly runs without dropout, and gpuready's own model (workloads/gpt.py) has none."""
 
     def __post_init__(self) -> None:
         for label, value, allowed in (("precision", self.precision, PRECISIONS),
@@ -125,6 +133,12 @@ class MemoryBreakdown:
     @property
     def total(self) -> int:
         return self.parameters + self.gradients + self.optimizer + self.activations + self.other
+
+    @property
+    def allocated(self) -> int:
+        """What PyTorch's allocator counts (`torch.cuda.max_memory_allocated()`): the total without the CUDA context
+        and the fragmentation margin, which live outside it. The calibration compares this figure."""
+        return self.total - self.terms.get("cuda_context_bytes", 0) - self.terms.get("fragmentation_margin_bytes", 0)
 
 
 # --- model states --------------------------------------------------------------------------------------------
@@ -208,8 +222,8 @@ def _model_states(setup: TrainSetup, strategy: Strategy, terms: dict[str, int], 
         weight, grad, master = 4, 4, 0
     state_elements = _optimizer_state_elements(shape, setup.optimizer, p, strategy.tp, strategy.pp)
     state_bytes_each = 4
-    if setup.optimizer == "sgd" and setup.precision == "bf16":
-        state_bytes_each = 2  # the momentum buffer takes the parameter's dtype
+    if setup.precision == "bf16":
+        state_bytes_each = 2  # torch.optim keeps its states (Adam's moments, SGD's momentum) in the parameter's dtype
     optimizer_full = master * p + state_bytes_each * state_elements
     # DeepSpeed converts the gradient partition to fp32 before the step when the weights are 16-bit with a master
     fp32_grad_partition = 4 if master and z >= 1 else 0
@@ -274,7 +288,7 @@ def _activations(setup: TrainSetup, strategy: Strategy, terms: dict[str, int], s
     s, b, h, a, v = setup.seq, setup.micro_batch, shape.hidden, shape.heads, shape.vocab
     t = strategy.tp
     scale = ACTIVATION_BYTES[setup.precision] / 2
-    coefficient = layer_activation_coefficient(shape)
+    coefficient = layer_activation_coefficient(shape) - (0.0 if setup.dropout else DROPOUT_MASK_COEFFICIENT)
     scores = setup.attention == "eager"
     sources.append(SOURCES["korthikanti"])
     sources.append(SOURCES["megatron"])
