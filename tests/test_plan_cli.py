@@ -81,3 +81,17 @@ def test_launch_prints_a_script_bash_accepts(tmp_path, capsys):
     assert cli.main(["launch", "slurm", "--nnodes", "2", "--gpus-per-node", "8"]) == 2
     assert "after `--`" in capsys.readouterr().err
     assert cli.main(["launch", "slurm", "--run", "--gpus-per-node", "1", "--", "x.py"]) == 2
+
+
+def test_measured_figures_replace_the_datasheet_assumption(capsys):
+    from pathlib import Path
+    report_path = Path(__file__).parent / "fixtures" / "plan" / "h200-validate-compute.json"
+    base = ["--preset", "gpt2-xl", "--machine", "1xH200-SXM", "--micro-batch", "8", "--strategy", "single"]
+    _, assumed, _ = _plan(capsys, *base)
+    _, measured, _ = _plan(capsys, *base, "--measured", str(report_path))
+    assert any("assumed" in reason for reason in assumed["strategies"][0]["reasons"])
+    assert any("measured 770.692 TFLOP/s" in reason for reason in measured["strategies"][0]["reasons"])
+    # the same FLOPs at 770.7 instead of 0.8 x 989 = 791.2 TFLOP/s: 791.2 / 770.692 longer
+    ratio = measured["strategies"][0]["compute_s"] / assumed["strategies"][0]["compute_s"]
+    assert ratio == pytest.approx(791.2 / 770.692, rel=1e-3)
+    assert cli.main(["plan", *base, "--measured", str(Path(__file__))]) == 2

@@ -157,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--bundle", type=Path, metavar="PATH", help="the machine of a support bundle")
     where.add_argument("--gpus", type=int, metavar="N", help="plan for N of this machine's GPUs")
     where.add_argument("--nodes", type=int, default=1, metavar="N")
+    where.add_argument("--measured", type=Path, metavar="REPORT",
+                       help="a validate report (--out): its TFLOP/s, busbw and host copy figures replace assumptions")
     scale = plan.add_argument_group("batch and learning rate from a known-good run")
     scale.add_argument("--known-batch", type=int, metavar="B")
     scale.add_argument("--known-lr", type=float, metavar="LR")
@@ -638,7 +640,8 @@ def _plan(args: argparse.Namespace) -> int:
                           task=args.task, infer_batch=args.batch, context=args.context,
                           known_batch=args.known_batch, known_lr=args.known_lr, known_gpus=args.known_gpus,
                           power=power, cost={"horizon_months": args.horizon_months,
-                                             "utilisation": args.utilisation}, prices=args.prices)
+                                             "utilisation": args.utilisation}, prices=args.prices,
+                          measured=args.measured)
     try:
         report = run_plan(options)
     except PlanError as error:

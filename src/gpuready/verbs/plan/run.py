@@ -55,6 +55,8 @@ class PlanOptions:
     power: dict[str, Any] = dataclasses.field(default_factory=dict)
     cost: dict[str, Any] = dataclasses.field(default_factory=dict)
     prices: Path | None = None
+    measured: Path | None = None
+    """A `validate` (or `bench`) report: its figures replace datasheet assumptions in step times."""
 
 
 def model_shape(options: PlanOptions) -> ModelShape:
@@ -96,12 +98,40 @@ def plan_machine(options: PlanOptions) -> Machine | None:
                 return None
     except MachineError as error:
         raise PlanError(str(error)) from None
+    if options.measured is not None:
+        machine = dataclasses.replace(machine, measured=measured_figures(options.measured))
     if options.gpus:  # plan for N of these GPUs: a fully NVLinked node stays fully linked
         per_node = max(1, options.gpus // max(1, machine.nodes))
         linked = machine.nvlink_domain >= machine.gpus_per_node > 1
         machine = dataclasses.replace(machine, gpus_per_node=per_node,
                                       nvlink_domain=per_node if linked else min(machine.nvlink_domain, per_node))
     return machine
+
+
+MEASURED_NAMES = {"matmul_tflops_bf16": "matmul_tflops_bf16", "all_reduce_busbw_gb_per_s": "all_reduce_busbw_gb_per_s",
+                  "h2d_pinned_gb_per_s": "h2d_gb_per_s"}
+"""validate's measurement names → the figures plan's step-time model reads (Machine.measured)."""
+
+
+def measured_figures(path: Path) -> dict[str, Any]:
+    """The slowest GPU's figure of each measurement plan uses (a step waits for the slowest rank); PlanError where the
+    file is not a gpuready report."""
+    import json
+    try:
+        document = json.loads(Path(path).read_text())
+        measurements = document["measurements"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
+        raise PlanError(f"--measured {path}: not a readable gpuready report ({error})") from None
+    figures: dict[str, Any] = {}
+    for item in measurements if isinstance(measurements, list) else []:
+        name = MEASURED_NAMES.get(item.get("name")) if isinstance(item, dict) else None
+        value = item.get("value") if name else None
+        if name and isinstance(value, (int, float)) and value > 0:
+            figures[name] = min(figures.get(name, value), float(value))
+    if not figures:
+        raise PlanError(f"--measured {path}: the report holds none of {', '.join(MEASURED_NAMES)}")
+    figures["source"] = str(path)
+    return figures
 
 
 def run_plan(options: PlanOptions) -> Report:
