@@ -17,7 +17,7 @@ from gpuready import __version__
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.runner.signals import Stopped, exit_code_for, stop_signals_raise
 
-VERBS = ("check", "collect", "validate", "burn", "monitor", "diagnose", "plan", "launch")
+VERBS = ("check", "collect", "validate", "burn", "monitor", "diagnose", "plan", "launch", "bench")
 BROKEN_PIPE_EXIT = 141
 """128 + SIGPIPE: what a shell reports for git or coreutils ended by SIGPIPE when their reader went away."""
 
@@ -173,6 +173,31 @@ def build_parser() -> argparse.ArgumentParser:
     money.add_argument("--prices", type=Path, metavar="FILE", help="a TOML file of prices overriding the defaults")
     _add_output_options(plan)
 
+    bench = verbs.add_parser("bench", help="does adding GPUs make a real training step faster here?")
+    bench.add_argument("--preset", default=None, metavar="NAME",
+                       help="tiny|125M|350M|760M|1.3B|2.7B|7B|8B-llama (default 125M; tiny with --device cpu)")
+    bench.add_argument("--model-config", type=Path, metavar="FILE", help="a Hugging Face config.json (no weights)")
+    bench.add_argument("--family", choices=("gpt2", "llama"), default="gpt2")
+    for name in ("layers", "hidden", "heads", "kv-heads", "ffn", "vocab"):
+        bench.add_argument(f"--{name}", type=int, metavar="N")
+    bench.add_argument("--seq", type=int, metavar="S", help="default 2048 (32 for tiny)")
+    bench.add_argument("--micro-batch", type=int, default=4, metavar="B", help="per GPU, the same in every run")
+    bench.add_argument("--global-batch", type=int, metavar="B", help="strong scaling by gradient accumulation")
+    bench.add_argument("--precision", choices=("amp-bf16", "bf16"), default="amp-bf16")
+    bench.add_argument("--recompute", choices=("none", "full"), default="none")
+    bench.add_argument("--compile", action="store_true", help="torch.compile the model")
+    bench.add_argument("--steps", type=int, default=20, metavar="N", help="measured steps (after --warmup)")
+    bench.add_argument("--warmup", type=int, default=5, metavar="N")
+    bench.add_argument("--strategies", default="ddp,fsdp2", metavar="LIST", help="multi-GPU runs: ddp, fsdp2, "
+                                                                                  "fsdp2-noreshard")
+    bench.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    bench.add_argument("--ranks", type=int, metavar="N", help="GPUs (default all) or CPU ranks (default 2)")
+    bench.add_argument("--oversubscribe", action="store_true")
+    bench.add_argument("--timeout", type=float, default=300.0, metavar="S", help="longest one step may take")
+    bench.add_argument("--validate-report", type=Path, metavar="FILE", help="MFU also against its measured matmul")
+    bench.add_argument("--log-dir", type=Path, metavar="DIR")
+    _add_output_options(bench)
+
     launch = verbs.add_parser("launch", help="the torchrun command, sbatch script or Kubernetes manifest to run a job",
                               description="gpuready launch torchrun|slurm|k8s [options] -- train.py ARGS "
                                           "(or `-- validate` to run gpuready validate on every node)")
@@ -247,8 +272,10 @@ def _main(argv: list[str] | None) -> int:
         args.command = command
         if args.verb == "collect":
             return _collect(args)
-        if args.verb in ("validate", "burn"):
+        if args.verb in ("validate", "burn", "bench"):
             with stop_signals_raise():  # SIGTERM/SIGHUP: the ranks are stopped and the partial report written
+                if args.verb == "bench":
+                    return _bench(args)
                 return _validate(args, argv) if args.verb == "validate" else _burn(args)
         if args.verb == "diagnose":
             return _diagnose(args)
@@ -615,6 +642,55 @@ def _diagnose(args: argparse.Namespace) -> int:
         report = diagnose(args.paths, expect_busbw_gb_per_s=args.expect)
     except InputError as error:
         raise UsageError(str(error)) from None
+    return _emit(report, args)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    _check_out(args)
+    _check_log_dir(args)
+    for name in ("seq", "micro_batch", "global_batch", "steps", "ranks"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
+    if args.warmup < 0 or args.timeout <= 0:
+        raise UsageError("--warmup must be 0 or more and --timeout positive")
+    strategies = tuple(item.strip() for item in args.strategies.split(",") if item.strip())
+    unknown = [item for item in strategies if item not in ("ddp", "fsdp2", "fsdp2-noreshard")]
+    if unknown:
+        raise UsageError(f"--strategies: unknown {', '.join(unknown)}; choose from ddp, fsdp2, fsdp2-noreshard")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("gpuready: bench needs PyTorch (pip install 'gpuready[torch]')", file=sys.stderr)
+        return ExitCode.TOOL_ERROR
+    from gpuready.runner.local import SpawnError
+    from gpuready.verbs.bench.run import BenchError, BenchOptions, run_bench
+    from gpuready.verbs.plan.run import PlanError
+    from gpuready.verbs.validate.run import NoGpuError, auto_device
+    try:
+        device = auto_device(args.device, "bench")
+    except NoGpuError as error:
+        print(f"gpuready: {error}", file=sys.stderr)
+        return ExitCode.TOOL_ERROR
+    shape = {key: value for key, value in (("family", args.family), ("layers", args.layers), ("hidden", args.hidden),
+                                           ("heads", args.heads), ("kv_heads", args.kv_heads),
+                                           ("ffn_hidden", args.ffn), ("vocab", args.vocab)) if value is not None}
+    if len(shape) > 1 and not all(key in shape for key in ("layers", "hidden", "heads", "vocab")):
+        raise UsageError("an explicit model needs --layers, --hidden, --heads and --vocab")
+    options = BenchOptions(preset=args.preset or ("tiny" if device == "cpu" else "125M"),
+                           model_config=args.model_config, shape=shape if len(shape) > 1 else {}, seq=args.seq,
+                           micro_batch=args.micro_batch, global_batch=args.global_batch, precision=args.precision,
+                           recompute=args.recompute, compile=args.compile, steps=args.steps,
+                           warmup_steps=args.warmup, device=device, ranks=args.ranks, strategies=strategies,
+                           timeout_s=args.timeout, log_dir=args.log_dir, oversubscribe=args.oversubscribe,
+                           validate_report=args.validate_report)
+    try:
+        report = run_bench(options)
+    except (BenchError, PlanError, ValueError) as error:
+        raise UsageError(str(error)) from None
+    except SpawnError as error:
+        print(f"gpuready: {error}", file=sys.stderr)
+        return ExitCode.TOOL_ERROR
     return _emit(report, args)
 
 

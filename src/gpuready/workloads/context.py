@@ -27,6 +27,8 @@ class RankOptions:
     dtypes: tuple[str, ...] = ()
     burn: dict = field(default_factory=dict)
     """burn's settings: duration_s, dtype, self_test."""
+    train: dict = field(default_factory=dict)
+    """bench's settings for the training workload (workloads/train.py: its TrainSettings fields)."""
 
 
 @dataclass(kw_only=True)

@@ -30,8 +30,9 @@ RDZV_BIND_KEY = "gpuready/store_bind"
 
 
 def workload_functions() -> dict[str, Callable[[RankContext], Any]]:
-    from gpuready.workloads import burn, collectives, ddp, gpu_bench
+    from gpuready.workloads import burn, collectives, ddp, gpu_bench, train
     return {
+        "train": train.run_train,
         "burn": burn.run_burn,
         "compute": gpu_bench.run_compute,
         "transfer": gpu_bench.run_transfer,

@@ -323,6 +323,9 @@ def run_torchrun_rank(options: ValidateOptions, write_report) -> int:
 REPORT_WRITTEN_KEY = "gpuready/report_written"
 HEARTBEAT_GRACE_S = 2.5
 RANK0_REPORT_WAIT_S = 90.0
+RANK0_SILENT_S = 15.0
+"""Rank 0 is taken for dead when its heartbeat (every second) has been silent this long: a loaded machine can delay
+a beat by seconds, and taking the report from a rank 0 that is still writing it would blame it wrongly."""
 """How long the node hosting the store keeps it up, after its own torchrun ended, for rank 0 to write the report."""
 """On SIGTERM under torchrun: a rank silent this long (2.5 heartbeats) and not `terminated` ended on its own."""
 
@@ -379,7 +382,7 @@ class RunObserver:
             if self.store.check([REPORT_WRITTEN_KEY]):
                 return True
             silent = self.watchdog.heartbeats.silent_s()
-            if silent.get(0, float("inf")) > 2 * HEARTBEAT_GRACE_S:
+            if silent.get(0, float("inf")) > RANK0_SILENT_S:
                 return False
             time.sleep(0.5)
         return self.store.check([REPORT_WRITTEN_KEY])

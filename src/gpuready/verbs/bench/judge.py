@@ -1,0 +1,521 @@
+"""Training-benchmark rank results → measurements (with method and versions) and findings. Pure: tests feed
+constructed rank results.
+
+Input: a list of runs, each `{"strategy": "single" | "ddp" | "fsdp2" | "fsdp2-noreshard", "world_size": N,
+"results": {rank: result}, "telemetry": summary | None}`; a rank result is the training workload's dict or
+`{"error": "..."}`. Context: the Machine (None on CPU), validate's measured bf16 matmul TFLOP/s, the GPU users seen
+during the run (facts/gpu_users.py), the GPU memory per GPU, and what is known about the path between the GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuready.model import Finding, Measurement, Status, Subject
+
+SCALING_EXPECTED: dict[str, tuple[float, str]] = {
+    "nvlink": (0.90, "every GPU on NVLink/NVSwitch"),
+    "pcie_p2p": (0.80, "PCIe with peer-to-peer"),
+    "pcie_host": (0.65, "PCIe without peer-to-peer (gradients staged through host memory)"),
+    "multi_node": (0.70, "across nodes"),
+}
+"""Data-parallel scaling efficiency (tokens/s on N GPUs ÷ N × tokens/s on one) each topology allows, by key.
+These are gpuready's engineering expectations for a model large enough to keep the GPUs busy (gradient all-reduce
+overlapped with the backward pass), not published figures: on NVLink/NVSwitch the all-reduce hides almost entirely;
+over PCIe it competes with host traffic; through host memory or a network it is exposed in part."""
+SCALING_SOURCE = ("gpuready engineering expectation (not a published figure): data-parallel scaling efficiency "
+                  "NVLink/NVSwitch >= 0.90, PCIe with P2P >= 0.80, PCIe without P2P >= 0.65, across nodes >= 0.70")
+SCALING_FAIL_MARGIN = 0.25
+"""Below expectation − this margin a finding fails (below the expectation it warns)."""
+
+MFU_WARN_BELOW = 0.35
+MFU_SOURCE = ("gpuready engineering expectation: well-tuned bf16 training of large models reaches ~40-55 % model "
+              "FLOPs utilisation of the dense datasheet peak (PaLM 540B: 46.2 %, Chowdhery et al. 2022, Table 3); "
+              "below 0.35 the GPUs wait on something")
+MFU_JUDGED_PRECISIONS = ("bf16", "fp16")
+
+MEMORY_WARN_ABOVE = 0.90
+MEMORY_ROOM_BELOW = 0.50
+MEMORY_TARGET = 0.90
+MEMORY_SOURCE = ("gpuready default: above 90 % of GPU memory reserved a longer sequence, a fragmentation spike or a "
+                 "checkpoint save is close to an out-of-memory error; below 50 % the micro-batch can grow")
+
+THROTTLE_WARN_SHARE = 0.05
+THROTTLE_SOURCE = "gpuready default (as burn, thresholds.toml [burn] throttle_warn_share): > 5 % of samples throttled"
+
+OOM_PATTERNS = ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation")
+
+
+def precision_key(precision: str | None) -> str:
+    """The workload's precision (`bf16`, `amp-bf16`, `fp16`, `fp32`, `tf32`) → the peak table's dtype."""
+    text = (precision or "").lower()
+    for key in ("bf16", "fp16", "tf32", "fp8", "fp32"):
+        if key in text:
+            return key
+    return text or "fp32"
+
+
+def topology_of(machine: Any, world_size: int, host_path: str | None = None, topology: str | None = None) -> str:
+    """The SCALING_EXPECTED key for a run of `world_size` ranks on `machine`: `topology` when given; across nodes
+    when the run needs more GPUs than a node has; NVLink when every rank's GPU is in one NVLink domain; PCIe through
+    host memory where `host_path` (validate.expect.host_path_pairs) names pairs without P2P; else PCIe with P2P."""
+    if topology:
+        if topology not in SCALING_EXPECTED:
+            raise ValueError(f"topology {topology!r}: one of {', '.join(SCALING_EXPECTED)}")
+        return topology
+    if machine is None:
+        return "pcie_p2p"
+    if getattr(machine, "nodes", 1) > 1 and world_size > machine.gpus_per_node:
+        return "multi_node"
+    if machine.nvlink_domain >= world_size > 1:
+        return "nvlink"
+    return "pcie_host" if host_path else "pcie_p2p"
+
+
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return float(ordered[0])
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return float(ordered[low] + (ordered[high] - ordered[low]) * (position - low))
+
+
+def _rank_key(rank: Any) -> int:
+    try:
+        return int(rank)
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass
+class RunFigures:
+    """One run reduced: the step time of the slowest rank, throughput, memory, and what went wrong."""
+    strategy: str
+    world_size: int
+    ok: bool
+    errors: list[tuple[int, str]] = field(default_factory=list)
+    first: dict[str, Any] = field(default_factory=dict)
+    """The lowest rank's result (its shape, precision and versions speak for the run)."""
+    step_times_s: list[float] = field(default_factory=list)
+    """The slowest rank's step times."""
+    step_median_s: float = 0.0
+    tokens_per_s: float = 0.0
+    tokens_per_gpu_step: float = 0.0
+    allocated_bytes: int | None = None
+    reserved_bytes: int | None = None
+    rss_bytes: int | None = None
+    mfu: float | None = None
+    telemetry: dict[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.strategy} on {self.world_size} {'GPU' if self.world_size == 1 else 'GPUs'}"
+
+    @property
+    def oom(self) -> bool:
+        return any(any(p in error.lower() for p in OOM_PATTERNS) for _, error in self.errors)
+
+
+class BenchJudge:
+    """Judge the training benchmark. Call `judge()`, then read `measurements` and `findings`."""
+
+    def __init__(self, host: str, runs: list[dict[str, Any]], *, machine: Any = None,
+                 validate_tflops: float | None = None, users: dict[int, Any] | None = None,
+                 checked_sharing: bool = False, exclusive: bool = False,
+                 gpu_memory_bytes: int | dict[Any, int] | None = None, host_path: str | None = None,
+                 topology: str | None = None, dataloader_ok: bool | None = None,
+                 telemetry: dict[tuple[str, int], dict[str, Any] | None] | None = None):
+        self.host, self.runs, self.machine = host, runs, machine
+        self.validate_tflops = validate_tflops
+        """validate's measured bf16 matmul TFLOP/s per GPU (the slowest GPU's), or None."""
+        self.users = users
+        """NVML index → GpuUsers seen during the runs; None with checked_sharing: NVML could not say."""
+        self.checked_sharing = checked_sharing or users is not None
+        self.exclusive = exclusive
+        if isinstance(gpu_memory_bytes, dict):
+            gpu_memory_bytes = min(gpu_memory_bytes.values()) if gpu_memory_bytes else None
+        self.gpu_memory_bytes = gpu_memory_bytes or (getattr(machine, "memory_bytes_per_gpu", None)
+                                                     if machine is not None else None)
+        self.host_path = host_path
+        """Why some GPU pair has no P2P path (validate.expect.host_path_pairs), or None."""
+        self.topology = topology
+        """Override of the topology key (SCALING_EXPECTED), e.g. from a multi-node launch."""
+        self.dataloader_ok = dataloader_ok
+        """False where data-path evidence says the input pipeline starves the GPUs; None: not measured."""
+        self.telemetry = telemetry or {}
+        """(strategy, world_size) → telemetry summary; a run's own `telemetry` key wins."""
+        self.findings: list[Finding] = []
+        self.measurements: list[Measurement] = []
+        self.figures: list[RunFigures] = []
+        self.scaling: dict[tuple[str, int], dict[str, Any]] = {}
+        self.headroom: dict[tuple[str, int], float] = {}
+
+    # -- helpers ------------------------------------------------------------------------------
+    @property
+    def on_cpu(self) -> bool:
+        if self.machine is None:
+            return True
+        return any(run.ok and run.reserved_bytes is None for run in self.figures) and \
+            not any(run.ok and run.reserved_bytes is not None for run in self.figures)
+
+    def subject(self, rank: int | None = None) -> Subject:
+        return Subject(host=self.host, rank=rank)
+
+    def add(self, check_id: str, status: Status, message: str, rank: int | None = None, **kwargs: Any) -> Finding:
+        finding = Finding(check_id=check_id, status=status, subject=self.subject(rank), message=message, **kwargs)
+        self.findings.append(finding)
+        return finding
+
+    def method(self, run: RunFigures, **extra: Any) -> dict[str, Any]:
+        first = run.first
+        return {"strategy": run.strategy, "world_size": run.world_size, "precision": first.get("precision"),
+                "seq": first.get("seq"), "micro_batch": first.get("micro_batch"),
+                "accumulation": first.get("accumulation"), "tokens_per_step": first.get("tokens_per_step"),
+                "parameters": first.get("parameters"), "flops_per_token": first.get("flops_per_token"),
+                "flops_formula": first.get("flops_formula"), "device_name": first.get("device_name"),
+                "steps_timed": len(run.step_times_s), **extra}
+
+    def measure(self, name: str, run: RunFigures, value: float, unit: str, *, expected: float | None = None,
+                expected_source: str | None = None, samples: list[float] | None = None, **method: Any) -> None:
+        versions = {str(k): str(v) for k, v in (run.first.get("versions") or {}).items()}
+        self.measurements.append(Measurement(
+            name=name, subject=self.subject(), value=round(float(value), 6), unit=unit,
+            expected=round(expected, 6) if expected is not None else None, expected_source=expected_source,
+            method=self.method(run, **method), samples=[round(float(s), 6) for s in samples or [value]],
+            versions=versions))
+
+    def peak_tflops(self, run: RunFigures) -> float | None:
+        if self.machine is None:
+            return None
+        return (self.machine.peak_tflops or {}).get(precision_key(run.first.get("precision")))
+
+    # -- the judge ----------------------------------------------------------------------------
+    def judge(self) -> None:
+        from gpuready.facts.gpu_users import shared, sharing_findings
+        self.figures = [self._reduce(run) for run in self.runs]
+        if self.checked_sharing and not self.on_cpu:
+            self.findings.extend(sharing_findings("bench", self.host, self.users, self.exclusive))
+        for run in self.figures:
+            self._run(run)
+        self._scaling()
+        self._decision()
+        sharing = shared(self.users)
+        if sharing:
+            names = ", ".join(f"GPU {index} ({entry.describe()})" for index, entry in sorted(sharing.items()))
+            for finding in self.findings:
+                if finding.check_id in ("bench.scaling_low", "bench.mfu_low") and finding.status != Status.PASS:
+                    finding.message = (finding.message.rstrip() + f" Another process shares {names}: the likely "
+                                       "cause.")
+
+    def _reduce(self, run: dict[str, Any]) -> RunFigures:
+        results = run.get("results") or {}
+        world_size = int(run.get("world_size") or len(results) or 1)
+        figures = RunFigures(strategy=str(run.get("strategy") or "unknown"), world_size=world_size, ok=False,
+                             telemetry=run.get("telemetry", self.telemetry.get((run.get("strategy"), world_size))))
+        good: list[tuple[int, dict[str, Any]]] = []
+        for rank in sorted(results, key=_rank_key):
+            result = results[rank] or {}
+            if "error" in result:
+                figures.errors.append((_rank_key(rank), str(result["error"])))
+            elif not result.get("step_times_s"):
+                figures.errors.append((_rank_key(rank), "no timed steps"))
+            else:
+                good.append((_rank_key(rank), result))
+        missing = sorted(set(range(world_size)) - {_rank_key(rank) for rank in results})
+        for rank in missing:
+            figures.errors.append((rank, "no result (the rank ended or hung before it reported)"))
+        if good:
+            figures.first = good[0][1]
+        if figures.errors or not good:
+            return figures
+        slowest = max(good, key=lambda item: _median(item[1]["step_times_s"]))[1]
+        figures.step_times_s = [float(t) for t in slowest["step_times_s"]]
+        figures.step_median_s = _median(figures.step_times_s)
+        tokens = float(figures.first.get("tokens_per_step") or 0)
+        if figures.step_median_s <= 0 or tokens <= 0:
+            figures.errors.append((good[0][0], f"unusable figures: tokens_per_step {tokens}, median step "
+                                               f"{figures.step_median_s} s"))
+            return figures
+        figures.ok = True
+        figures.tokens_per_s = tokens / figures.step_median_s
+        figures.tokens_per_gpu_step = tokens / world_size
+        values = lambda key: [r[key] for _, r in good if isinstance(r.get(key), (int, float))]
+        figures.allocated_bytes = max(values("peak_allocated_bytes"), default=None)
+        figures.reserved_bytes = max(values("peak_reserved_bytes"), default=None)
+        figures.rss_bytes = max(values("peak_rss_bytes"), default=None)
+        return figures
+
+    def _run(self, run: RunFigures) -> None:
+        if not run.ok:
+            self._failed(run)
+            return
+        steps = run.step_times_s
+        p10, p90 = _percentile(steps, 0.10), _percentile(steps, 0.90)
+        tokens = float(run.first["tokens_per_step"])
+        self.measure(f"{run.strategy}_tokens_per_s", run, run.tokens_per_s, "tokens_per_s",
+                     samples=[tokens / t for t in steps if t > 0], step_time="the slowest rank's median")
+        self.measure(f"{run.strategy}_tokens_per_s_per_gpu", run, run.tokens_per_s / run.world_size,
+                     "tokens_per_s")
+        self.measure("step_time_s", run, run.step_median_s, "seconds", samples=steps,
+                     statistic="median of the slowest rank", p10_s=round(p10, 6), p90_s=round(p90, 6))
+        if run.allocated_bytes is not None:
+            self.measure("peak_memory_allocated_bytes", run, run.allocated_bytes, "bytes",
+                         expected=self.gpu_memory_bytes, expected_source="GPU memory" if self.gpu_memory_bytes else None,
+                         statistic="max over ranks")
+        if run.reserved_bytes is not None:
+            self.measure("peak_memory_reserved_bytes", run, run.reserved_bytes, "bytes",
+                         expected=self.gpu_memory_bytes, expected_source="GPU memory" if self.gpu_memory_bytes else None,
+                         statistic="max over ranks")
+        if run.rss_bytes is not None:
+            self.measure("peak_memory_rss_bytes", run, run.rss_bytes, "bytes", statistic="max over ranks")
+        self._mfu(run)
+        self._memory(run)
+        self._throttle(run)
+
+    def _failed(self, run: RunFigures) -> None:
+        if not run.errors:
+            run.errors.append((0, "no rank returned a result"))
+        rank, error = run.errors[0]
+        more = f" ({len(run.errors) - 1} more rank(s) failed too)" if len(run.errors) > 1 else ""
+        if run.oom:
+            fix = ("The model's states and activations do not fit with this strategy: use FSDP (--strategy fsdp2), "
+                   "lower --micro-batch or --seq, turn on activation recompute, or add tensor parallelism; "
+                   "`gpuready plan` estimates the memory per strategy.")
+            self.add("bench.run_failed", Status.WARN,
+                     f"{run.label} ran out of GPU memory on rank {rank}: {error}{more}.", rank=rank,
+                     observed=[{"rank": r, "error": e} for r, e in run.errors], expected="no error", fix=fix)
+        else:
+            self.add("bench.run_failed", Status.FAIL, f"{run.label} failed on rank {rank}: {error}{more}.", rank=rank,
+                     observed=[{"rank": r, "error": e} for r, e in run.errors], expected="no error",
+                     fix="Read the rank's log in --log-dir; rerun with NCCL_DEBUG=INFO; `gpuready validate` checks "
+                         "the GPUs and links one by one.")
+
+    def _mfu(self, run: RunFigures) -> None:
+        flops_per_token = run.first.get("flops_per_token")
+        peak = self.peak_tflops(run)
+        if not isinstance(flops_per_token, (int, float)) or flops_per_token <= 0:
+            return
+        achieved_tflops = flops_per_token * run.tokens_per_s / 1e12
+        if peak:
+            run.mfu = achieved_tflops / (run.world_size * peak)
+            dtype = precision_key(run.first.get("precision"))
+            self.measure("mfu", run, run.mfu, "fraction", expected=MFU_WARN_BELOW, expected_source=MFU_SOURCE,
+                         peak_tflops_per_gpu=peak, peak_source=f"{self.machine.gpu_name} {dtype} dense datasheet")
+        if self.validate_tflops:
+            self.measure("mfu_vs_measured_matmul", run,
+                         achieved_tflops / (run.world_size * self.validate_tflops), "fraction",
+                         peak_tflops_per_gpu=self.validate_tflops, peak_source="validate's bf16 matmul TFLOP/s")
+        if self.on_cpu:
+            self.add("bench.mfu_low", Status.SKIP, f"{run.label}: MFU on CPU ranks is not judged (no datasheet "
+                                                   "peak; CPU ranks only check the code path).")
+            return
+        dtype = precision_key(run.first.get("precision"))
+        if run.mfu is None:
+            self.add("bench.mfu_low", Status.SKIP, f"{run.label}: no datasheet {dtype} peak for this GPU, so MFU is "
+                                                   "not judged.")
+        elif dtype not in MFU_JUDGED_PRECISIONS:
+            self.add("bench.mfu_low", Status.SKIP, f"{run.label}: MFU {run.mfu:.1%} of the {dtype} peak; only "
+                                                   "bf16/fp16 runs are judged.", observed=round(run.mfu, 4))
+        else:
+            status = Status.WARN if run.mfu < MFU_WARN_BELOW else Status.PASS
+            self.add("bench.mfu_low", status,
+                     f"{run.label}: MFU {run.mfu:.1%} of the {peak:,.0f} TFLOP/s {dtype} dense peak per GPU "
+                     f"({achieved_tflops / run.world_size:,.0f} TFLOP/s per GPU achieved)"
+                     + (f", {achieved_tflops / run.world_size / self.validate_tflops:.0%} of the "
+                        f"{self.validate_tflops:,.0f} TFLOP/s validate measured" if self.validate_tflops else "")
+                     + (f"; below {MFU_WARN_BELOW:.0%}." if status == Status.WARN else "."),
+                     observed=round(run.mfu, 4), expected=f">= {MFU_WARN_BELOW}", refs=[MFU_SOURCE],
+                     fix=("Raise the micro-batch where memory allows, use a fused/flash attention kernel and "
+                          "torch.compile, check the data loader; profile one step (torch.profiler)."
+                          if status == Status.WARN else None))
+
+    def _memory(self, run: RunFigures) -> None:
+        if self.on_cpu or run.reserved_bytes is None:
+            return
+        if not self.gpu_memory_bytes:
+            self.add("bench.memory_headroom", Status.SKIP, f"{run.label}: the GPU's memory size is unknown, so "
+                                                           "headroom is not judged.")
+            return
+        share = run.reserved_bytes / self.gpu_memory_bytes
+        self.headroom[(run.strategy, run.world_size)] = share
+        gib = lambda value: f"{value / 2**30:,.1f} GiB"
+        text = f"{run.label}: {gib(run.reserved_bytes)} of {gib(self.gpu_memory_bytes)} reserved ({share:.0%})"
+        common = dict(observed=round(share, 4), refs=[MEMORY_SOURCE])
+        if share > MEMORY_WARN_ABOVE:
+            self.add("bench.memory_headroom", Status.WARN, text + ": close to out-of-memory.",
+                     expected=f"<= {MEMORY_WARN_ABOVE}", **common,
+                     fix="Shard the model states (FSDP), turn on activation recompute, lower the micro-batch, or "
+                         "add tensor parallelism.")
+        elif share < MEMORY_ROOM_BELOW:
+            micro = run.first.get("micro_batch")
+            room = f"; room to raise the micro-batch to ~{self.micro_batch_room(run)}" if micro else ""
+            self.add("bench.memory_headroom", Status.PASS, text + room + ".", expected=f"<= {MEMORY_WARN_ABOVE}",
+                     **common)
+        else:
+            self.add("bench.memory_headroom", Status.PASS, text + ".", expected=f"<= {MEMORY_WARN_ABOVE}", **common)
+
+    def micro_batch_room(self, run: RunFigures) -> int:
+        """Micro-batch that fills ~90 % of the GPU if the whole footprint grew with it (conservative: the model
+        states do not grow, so the true limit is higher)."""
+        micro = int(run.first.get("micro_batch") or 1)
+        return max(micro, int(micro * MEMORY_TARGET * self.gpu_memory_bytes / run.reserved_bytes))
+
+    def _throttle(self, run: RunFigures) -> None:
+        summary = run.telemetry
+        if self.on_cpu or not summary or summary.get("throttle_share") is None:
+            return
+        share = float(summary["throttle_share"])
+        reasons = ", ".join(summary.get("reasons") or []) or "reasons not reported"
+        extra = "; ".join(part for part in (
+            f"median power {summary['power_w_median']:.0f} W" if summary.get("power_w_median") is not None else "",
+            f"max temperature {summary['temp_c_max']:.0f} °C" if summary.get("temp_c_max") is not None else "") if part)
+        if share > THROTTLE_WARN_SHARE:
+            self.add("bench.throttled", Status.WARN,
+                     f"{run.label}: clocks throttled in {share:.0%} of samples ({reasons})"
+                     + (f"; {extra}" if extra else "") + ": the figures are below what the GPUs can do.",
+                     observed={"throttle_share": round(share, 4), "reasons": summary.get("reasons") or []},
+                     expected=f"<= {THROTTLE_WARN_SHARE}", refs=[THROTTLE_SOURCE],
+                     fix="Check cooling and the power limit (`gpuready burn` tests each GPU under load).")
+        else:
+            self.add("bench.throttled", Status.PASS, f"{run.label}: throttled in {share:.0%} of samples"
+                     + (f" ({extra})." if extra else "."), observed={"throttle_share": round(share, 4)},
+                     expected=f"<= {THROTTLE_WARN_SHARE}", refs=[THROTTLE_SOURCE])
+
+    # -- scaling ------------------------------------------------------------------------------
+    def _scaling(self) -> None:
+        single = next((run for run in self.figures if run.world_size == 1 and run.ok), None)
+        for run in self.figures:
+            if run.world_size < 2 or not run.ok:
+                continue
+            if single is None:
+                self.add("bench.scaling_low", Status.SKIP, f"{run.label}: no successful 1-GPU run to compare with, "
+                                                           "so scaling is not measured.")
+                continue
+            efficiency = run.tokens_per_s / (run.world_size * single.tokens_per_s)
+            # the N-GPU step against the 1-GPU step doing the same work per GPU
+            same_work_s = single.step_median_s * (run.tokens_per_gpu_step / single.tokens_per_gpu_step)
+            exposed = run.step_median_s - same_work_s
+            exposed_share = max(0.0, exposed) / run.step_median_s
+            key = topology_of(self.machine, run.world_size, self.host_path, self.topology)
+            expected, topology_text = SCALING_EXPECTED[key]
+            if self.host_path and key == "pcie_host":
+                topology_text += f" ({self.host_path})"
+            self.scaling[(run.strategy, run.world_size)] = {
+                "efficiency": efficiency, "exposed_s": exposed, "exposed_share": exposed_share, "topology": key,
+                "topology_text": topology_text, "expected": expected, "run": run}
+            common = dict(baseline_tokens_per_s=round(single.tokens_per_s, 3), topology=key)
+            self.measure("scaling_efficiency", run, efficiency, "fraction",
+                         expected=None if self.on_cpu else expected,
+                         expected_source=None if self.on_cpu else SCALING_SOURCE,
+                         formula="tokens_per_s(N) / (N × tokens_per_s(1))", **common)
+            self.measure("exposed_communication_s", run, exposed, "seconds",
+                         formula="median step(N) − median step(1) × tokens per GPU(N) / tokens per GPU(1)",
+                         single_step_s=round(single.step_median_s, 6), **common)
+            self.measure("exposed_communication_share", run, exposed_share, "fraction",
+                         formula="exposed_communication_s / median step(N)", **common)
+            numbers = (f"{run.label}: {run.tokens_per_s:,.0f} tokens/s vs {single.tokens_per_s:,.0f} on one GPU, "
+                       f"scaling efficiency {efficiency:.2f}")
+            if self.on_cpu:
+                self.add("bench.scaling_low", Status.SKIP, numbers + "; scaling on CPU ranks is not judged (gloo "
+                                                                     "on CPUs says nothing about GPU links).",
+                         observed=round(efficiency, 4))
+                continue
+            observed = round(efficiency, 4)
+            status = (Status.PASS if observed >= expected else
+                      Status.WARN if observed >= round(expected - SCALING_FAIL_MARGIN, 4) else Status.FAIL)
+            message = (numbers + f" ({'at or above' if status == Status.PASS else 'below'} the {expected:.2f} "
+                       f"expected {topology_text}); exposed communication {max(0.0, exposed) * 1e3:,.1f} ms "
+                       f"({exposed_share:.0%} of the step).")
+            self.add("bench.scaling_low", status, message, observed=observed, expected=f">= {expected:.2f}",
+                     refs=[SCALING_SOURCE],
+                     fix=None if status == Status.PASS else
+                     ("Check the links (`gpuready validate`: nccl.busbw_low, p2p.low; `gpuready check`: ACS, IOMMU, "
+                      "topology.p2p), overlap the gradient all-reduce (DDP bucket_cap_mb, FSDP prefetch), raise "
+                      "the micro-batch or gradient accumulation so communication is a smaller share of the step."))
+
+    # -- decision -----------------------------------------------------------------------------
+    def _decision(self) -> None:
+        status, text = self._decide()
+        observed = {f"{run.strategy}@{run.world_size}": round(run.tokens_per_s, 1) for run in self.figures if run.ok}
+        self.add("bench.decision", status, text, observed=observed or None,
+                 refs=[SCALING_SOURCE, MFU_SOURCE, MEMORY_SOURCE])
+
+    def _decide(self) -> tuple[Status, str]:
+        good = [run for run in self.figures if run.ok]
+        if self.on_cpu:
+            figures = "; ".join(f"{run.label} {run.tokens_per_s:,.0f} tokens/s" for run in good) or "no run finished"
+            return Status.PASS, (f"CPU ranks only check the code path ({figures}); their speed says nothing about "
+                                 "GPUs: run `gpuready bench` on the GPU machine for a decision.")
+        memory_tight = [run for run in self.figures
+                        if (run.oom or self.headroom.get((run.strategy, run.world_size), 0.0) > MEMORY_WARN_ABOVE)
+                        and run.strategy in ("single", "ddp")]
+        if memory_tight:
+            run = memory_tight[0]
+            why = ("ran out of GPU memory" if run.oom else
+                   f"reserved {self.headroom[(run.strategy, run.world_size)]:.0%} of GPU memory")
+            sharded = [r for r in good if r.strategy.startswith("fsdp")]
+            also = (f"; {sharded[0].label} ran at {sharded[0].tokens_per_s:,.0f} tokens/s" if sharded else "")
+            return Status.WARN, (f"Switch to FSDP or add TP: {run.label} {why}{also}. A replica of the model per GPU "
+                                 "does not fit with room to spare.")
+        if self.dataloader_ok is False:
+            return Status.WARN, ("Fix the data path first: the input pipeline does not keep the GPUs fed, so "
+                                 "neither more GPUs nor a faster interconnect would help"
+                                 + (f" ({self._best_text()})." if good else "."))
+        if not good:
+            return Status.WARN, "Measure next: no run finished; fix the failing runs (bench.run_failed) first."
+        best = self._best_scaled()
+        if best is None:
+            single = next((run for run in good if run.world_size == 1), None)
+            what = (f"{single.label} {single.tokens_per_s:,.0f} tokens/s" if single else self._best_text())
+            return Status.WARN, (f"Measure next: a run on one GPU and on several to compare ({what}); scaling "
+                                 "cannot be judged from one side.")
+        scaled = self.scaling[(best.strategy, best.world_size)]
+        efficiency, expected = scaled["efficiency"], scaled["expected"]
+        mfu = best.mfu if best.mfu is not None else next((r.mfu for r in good if r.world_size == 1), None)
+        mfu_text = f"MFU {mfu:.0%}" if mfu is not None else "MFU unknown (no datasheet peak)"
+        numbers = (f"{best.label} {best.tokens_per_s:,.0f} tokens/s, scaling efficiency {efficiency:.2f} "
+                   f"(expected {expected:.2f} {scaled['topology_text']})")
+        if round(efficiency, 4) < expected:
+            return Status.WARN, (f"Fix communication first: {numbers}; exposed communication "
+                                 f"{max(0.0, scaled['exposed_s']) * 1e3:,.1f} ms, {scaled['exposed_share']:.0%} of "
+                                 f"each step. More GPUs over this {scaled['topology_text']} path add less than "
+                                 "they cost.")
+        if mfu is None:
+            return Status.PASS, (f"Already good: {numbers}, {mfu_text}. Measure next: MFU against a known peak "
+                                 "(run `gpuready validate` for the measured matmul TFLOP/s).")
+        if mfu < MFU_WARN_BELOW:
+            room = ""
+            share = self.headroom.get((best.strategy, best.world_size))
+            if share is not None and share < MEMORY_ROOM_BELOW and best.first.get("micro_batch"):
+                room = f"; memory allows a micro-batch of ~{self.micro_batch_room(best)}"
+            return Status.WARN, (f"Measure next: the single-GPU step. Scaling is fine ({numbers}) but {mfu_text} is "
+                                 f"below {MFU_WARN_BELOW:.0%}{room}: profile one step (kernels, attention, data "
+                                 "loader) before adding GPUs.")
+        return Status.PASS, (f"Add GPUs: {numbers}, {mfu_text}. The job scales; more GPUs over the same kind of "
+                             "link should add throughput almost linearly.")
+
+    def _best_scaled(self) -> RunFigures | None:
+        """The multi-GPU run the decision rests on: the most GPUs, then the most tokens/s."""
+        scaled = [entry["run"] for entry in self.scaling.values()]
+        return max(scaled, key=lambda run: (run.world_size, run.tokens_per_s), default=None)
+
+    def _best_text(self) -> str:
+        best = max((run for run in self.figures if run.ok), key=lambda run: run.tokens_per_s)
+        return f"{best.label} {best.tokens_per_s:,.0f} tokens/s"
+
+
+def judge_bench(host: str, runs: list[dict[str, Any]], **context: Any) -> tuple[list[Measurement], list[Finding]]:
+    """BenchJudge(host, runs, **context).judge(), returning (measurements, findings)."""
+    judge = BenchJudge(host, runs, **context)
+    judge.judge()
+    return judge.measurements, judge.findings

@@ -1,0 +1,209 @@
+"""`gpuready bench`: does adding GPUs make a real training step faster here?
+
+Runs the training workload (workloads/train.py) through the same runner and watchdog as validate: on 1 GPU, then on
+N GPUs with DDP and with FSDP2, the same per-GPU micro-batch each time (weak scaling), with the NVML sampler beside
+it; the judge (judge.py) turns the rank results into tokens/s, MFU, scaling efficiency, memory and a decision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuready import __version__
+from gpuready.model import Report
+from gpuready.verbs.plan.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
+
+BENCH_PRESETS: dict[str, ModelShape] = {
+    "tiny": ModelShape(name="tiny", layers=2, hidden=64, heads=4, vocab=256, max_positions=256),
+    # GPT-3 sizes (Brown et al. 2020, Table 2.1) in the GPT-2 family; 1.3B with 16 heads of 128 (the table's 24
+    # heads of 128 do not make its width of 2048)
+    "125M": ModelShape(name="125M", layers=12, hidden=768, heads=12, vocab=50257),
+    "350M": ModelShape(name="350M", layers=24, hidden=1024, heads=16, vocab=50257),
+    "760M": ModelShape(name="760M", layers=24, hidden=1536, heads=16, vocab=50257),
+    "1.3B": ModelShape(name="1.3B", layers=24, hidden=2048, heads=16, vocab=50257),
+    "2.7B": ModelShape(name="2.7B", layers=32, hidden=2560, heads=32, vocab=50257),
+    "7B": dataclasses.replace(PRESETS["llama2-7b"], name="7B"),
+    "8B-llama": dataclasses.replace(PRESETS["llama3-8b"], name="8B-llama"),
+}
+STRATEGIES = ("ddp", "fsdp2")
+STARTUP_TIMEOUT_S = 300.0
+
+
+class BenchError(ValueError):
+    """Options that describe no model, or more ranks than GPUs (a usage error)."""
+
+
+@dataclass(kw_only=True)
+class BenchOptions:
+    preset: str = "125M"
+    model_config: Path | None = None
+    shape: dict[str, Any] = field(default_factory=dict)
+    """Explicit --layers/--hidden/--heads/--vocab/--kv-heads/--ffn (overrides the preset)."""
+    seq: int | None = None
+    micro_batch: int = 4
+    global_batch: int | None = None
+    precision: str = "amp-bf16"
+    recompute: str = "none"
+    compile: bool = False
+    steps: int = 20
+    warmup_steps: int = 5
+    device: str = "auto"
+    ranks: int | None = None
+    strategies: tuple[str, ...] = STRATEGIES
+    timeout_s: float = 300.0
+    log_dir: Path | None = None
+    oversubscribe: bool = False
+    validate_report: Path | None = None
+
+
+def bench_shape(options: BenchOptions) -> ModelShape:
+    try:
+        if options.model_config is not None:
+            shape = shape_from_hf_config(options.model_config)
+        elif options.shape:
+            shape = ModelShape(name="given shape", **options.shape)
+        elif options.preset in BENCH_PRESETS:
+            shape = BENCH_PRESETS[options.preset]
+        else:
+            raise BenchError(f"--preset {options.preset!r}: choose from {', '.join(BENCH_PRESETS)}")
+    except (ShapeError, TypeError) as error:
+        raise BenchError(str(error)) from None
+    return with_sequence(shape, options.seq or default_seq(shape))
+
+
+def default_seq(shape: ModelShape) -> int:
+    return 32 if shape.name == "tiny" else min(2048, shape.max_positions)
+
+
+def _train_settings(options: BenchOptions, shape: ModelShape, strategy: str, world_size: int) -> dict[str, Any]:
+    accumulation = 1
+    if options.global_batch:  # strong scaling: the same global batch on every GPU count, by accumulation
+        accumulation = max(1, options.global_batch // (options.micro_batch * world_size))
+    return {"shape": {key: value for key, value in dataclasses.asdict(shape).items()},
+            "strategy": strategy, "precision": options.precision, "recompute": options.recompute,
+            "attention": "flash", "seq": options.seq or default_seq(shape), "micro_batch": options.micro_batch,
+            "accumulation": accumulation, "warmup_steps": options.warmup_steps, "steps": options.steps,
+            "compile": options.compile}
+
+
+def run_bench(options: BenchOptions) -> Report:
+    """1 GPU (or rank), then every selected GPU with each strategy; the report the judge makes of it."""
+    from gpuready.runner.local import check_cpu_ranks, run_local
+    from gpuready.verbs.validate.run import auto_device
+    import torch
+
+    shape = bench_shape(options)
+    device = auto_device(options.device, "bench")
+    if device == "cuda":
+        available = torch.cuda.device_count()
+        ranks = options.ranks or available
+        if ranks > available:
+            raise BenchError(f"--ranks {ranks} is more than the {available} visible GPU(s)")
+    else:
+        ranks = options.ranks or 2
+        check_cpu_ranks(ranks, options.oversubscribe)
+    log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-bench-"))
+    plan = [("single", 1)] + ([(strategy, ranks) for strategy in options.strategies] if ranks > 1 else [])
+    session = sampler = watch = None
+    if device == "cuda":
+        from gpuready.facts.gpu_users import UserWatch
+        from gpuready.facts.nvml import NvmlSession
+        from gpuready.telemetry import Sampler
+        try:
+            session = NvmlSession()
+            sampler = Sampler(session, list(range(min(ranks, len(session.handles)))), 1.0).__enter__()
+        except Exception:  # no NVML: no telemetry, the run goes on
+            session = sampler = None
+        watch = UserWatch(list(range(ranks))).__enter__()
+    runs: list[dict[str, Any]] = []
+    started = time.monotonic()
+    interrupted_by = None
+    try:
+        for strategy, world_size in plan:
+            spec = {"device": device, "workloads": ["train"], "startup_timeout_s": STARTUP_TIMEOUT_S,
+                    "options": {"timeout_s": options.timeout_s,
+                                "train": _train_settings(options, shape, strategy, world_size)}}
+            outcome = run_local(world_size=world_size, spec=spec, log_dir=log_dir / f"{strategy}-{world_size}",
+                                startup_timeout_s=STARTUP_TIMEOUT_S,
+                                deadline_s=STARTUP_TIMEOUT_S + options.timeout_s * (options.steps
+                                                                                    + options.warmup_steps))
+            runs.append({"strategy": strategy, "world_size": world_size,
+                         "results": {rank: (result.get("workloads") or {}).get("train") or
+                                     {"error": "the rank stored no result"} for rank, result in outcome.results.items()},
+                         "failures": [dataclasses.asdict(failure) | {"progress": None} for failure in outcome.failures],
+                         "telemetry": _telemetry_summary(sampler, outcome.results)})
+            if outcome.interrupted:
+                interrupted_by = outcome.interrupted_by or "SIGINT"
+                break
+    finally:
+        if watch is not None:
+            watch.__exit__(None, None, None)
+        if sampler is not None:
+            sampler.stop()
+        if session is not None:
+            session.close()
+    return _report(options, shape, device, runs, watch, interrupted_by, time.monotonic() - started, log_dir)
+
+
+def _telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """Power, temperature and clock-event reasons over the measured window of this run (None without NVML)."""
+    if sampler is None:
+        return None
+    from gpuready.facts.clock_reasons import THERMAL_REASONS, HARDWARE_REASONS, reasons_from_mask
+    windows = [((r.get("workloads") or {}).get("train") or {}) for r in results.values()]
+    starts = [w["window_start"] for w in windows if w.get("window_start")]
+    ends = [w["window_end"] for w in windows if w.get("window_end")]
+    if not starts or not ends:
+        return None
+    begin, end = min(starts), max(ends)
+    telemetry = sampler.telemetry
+    samples = [sample for series in telemetry.samples.values() for t, sample in series
+               if begin <= telemetry.started_at + t <= end]
+    if not samples:
+        return {"samples": 0}
+    slow = [sample for sample in samples
+            if reasons_from_mask(int(sample.get("clock_event_reasons") or 0)) & (THERMAL_REASONS | HARDWARE_REASONS)]
+    powers = sorted(s["power_w"] for s in samples if s.get("power_w") is not None)
+    temps = [s["temperature_c"] for s in samples if s.get("temperature_c") is not None]
+    reasons = sorted({reason for s in slow for reason in reasons_from_mask(int(s.get("clock_event_reasons") or 0))})
+    return {"samples": len(samples), "throttle_share": len(slow) / len(samples), "reasons": reasons,
+            "power_w_median": powers[len(powers) // 2] if powers else None, "temp_c_max": max(temps) if temps else None}
+
+
+def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[dict[str, Any]], watch: Any,
+            interrupted_by: str | None, wall_s: float, log_dir: Path) -> Report:
+    from gpuready.verbs.bench.judge import judge_bench
+    host = socket.gethostname()
+    machine = None
+    if device == "cuda":
+        try:
+            from gpuready.verbs.plan.machine import machine_from_facts
+            from gpuready.verbs.validate.run import local_facts
+            machine = machine_from_facts(local_facts("cuda"))
+        except Exception:
+            machine = None
+    validate_tflops = None
+    if options.validate_report is not None:
+        from gpuready.verbs.plan.run import measured_figures
+        validate_tflops = measured_figures(options.validate_report).get("matmul_tflops_bf16")
+    measurements, findings = judge_bench(host, runs, machine=machine, validate_tflops=validate_tflops,
+                                         users=watch.seen if watch is not None else None,
+                                         checked_sharing=watch is not None)
+    report = Report(tool_version=__version__, host=host, findings=findings, measurements=measurements)
+    report.facts["bench"] = {"model": {"name": shape.name, "family": shape.family, "parameters": shape.parameters()},
+                             "device": device, "runs": [{"strategy": r["strategy"], "world_size": r["world_size"],
+                                                         "failures": r["failures"], "telemetry": r["telemetry"]}
+                                                        for r in runs],
+                             "wall_s": round(wall_s, 1), "log_dir": str(log_dir)}
+    if interrupted_by:
+        from gpuready.verbs.stopped import stopped_finding
+        report.interrupted, report.interrupted_by = True, interrupted_by
+        report.findings.insert(0, stopped_finding("bench", host, interrupted_by, wall_s))
+    report.hung = any(f["kind"] in ("hang", "exit", "start") for r in runs for f in r["failures"])
+    return report

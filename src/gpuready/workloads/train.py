@@ -1,0 +1,264 @@
+"""A training benchmark inside one rank: the GPT of workloads/gpt.py on synthetic tokens, under one strategy.
+
+Strategies: "single" (no communication; each rank trains alone), "ddp" (DistributedDataParallel),
+"fsdp2" (`fully_shard` with reshard_after_forward=True, ZeRO-3-like), "fsdp2-noreshard" (reshard_after_forward=False,
+ZeRO-2-like: parameters stay gathered between forward and backward). Every block is sharded, then the root.
+
+Precision: "amp-bf16" (fp32 parameters, optimizer state and gradients; forward under `torch.autocast(bfloat16)`,
+on CPU too), "bf16" (the model cast to bfloat16: parameters, gradients and AdamW state in bf16), "fp32".
+
+Each optimizer step (accumulation micro-steps, then AdamW) is timed with `time.perf_counter`, between
+`torch.cuda.synchronize` calls on CUDA; the measured window is the steps after warm-up. Peak memory: on CUDA the
+allocator's peak since just before the first step (so the optimizer state's creation counts); on CPU the process's
+peak resident set size (`ru_maxrss`, the whole process's life, torch included).
+
+An impossible configuration raises TrainUnsupported (FSDP2 missing from this torch, FSDP2 over gloo with CUDA
+tensors); the verb reports it as a skip.
+"""
+
+from __future__ import annotations
+
+import platform
+import resource
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from gpuready.workloads.context import RankContext
+
+STRATEGIES = ("single", "ddp", "fsdp2", "fsdp2-noreshard")
+PRECISIONS = ("amp-bf16", "bf16", "fp32")
+LEARNING_RATE = 1e-4
+PUBLISH_EVERY = 5
+
+
+class TrainUnsupported(RuntimeError):
+    """This configuration cannot run here (the verb turns it into a skip, not a failure)."""
+
+
+@dataclass(kw_only=True)
+class TrainSettings:
+    shape: dict = field(default_factory=dict)
+    """ModelShape fields (family, layers, hidden, heads, vocab, kv_heads, ffn_hidden, max_positions, name)."""
+    strategy: str = "single"
+    precision: str = "amp-bf16"
+    recompute: str = "none"
+    attention: str = "flash"
+    seq: int = 128
+    micro_batch: int = 2
+    accumulation: int = 1
+    warmup_steps: int = 5
+    steps: int = 20
+    compile: bool = False
+    seed: int = 1234
+
+    @classmethod
+    def from_options(cls, options: dict) -> "TrainSettings":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"unknown training settings: {', '.join(unknown)}")
+        settings = cls(**options)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        from gpuready.workloads.gpt import ATTENTIONS, RECOMPUTES
+        for label, value, allowed in (("strategy", self.strategy, STRATEGIES),
+                                      ("precision", self.precision, PRECISIONS),
+                                      ("recompute", self.recompute, RECOMPUTES),
+                                      ("attention", self.attention, ATTENTIONS)):
+            if value not in allowed:
+                raise ValueError(f"training {label} {value!r}: one of {', '.join(allowed)}")
+        for label, value in (("seq", self.seq), ("micro_batch", self.micro_batch),
+                             ("accumulation", self.accumulation), ("steps", self.steps)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"training {label} must be a positive whole number, not {value!r}")
+        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"training warmup_steps must be 0 or more, not {self.warmup_steps!r}")
+        if not self.shape:
+            raise ValueError("training needs a model shape")
+
+
+def flops_per_token(shape: Any, seq: int, recompute: str) -> tuple[float, str]:
+    """Training FLOPs per token and the formula said in words."""
+    base = shape.training_flops_per_token(seq)
+    formula = "6 × matmul weights + 12 × layers × seq × hidden (forward + backward)"
+    if recompute == "full":
+        return base * 4.0 / 3.0, formula + " × 4/3 (full recompute: one more forward)"
+    if recompute == "selective":
+        extra = 4.0 * shape.layers * seq * shape.hidden
+        return base + extra, formula + " + 4 × layers × seq × hidden (selective recompute: attention core forward)"
+    return base, formula
+
+
+def _fully_shard():
+    try:
+        from torch.distributed.fsdp import fully_shard  # torch >= 2.6
+        return fully_shard
+    except ImportError:
+        pass
+    try:
+        from torch.distributed._composable.fsdp import fully_shard  # torch 2.4, 2.5
+        return fully_shard
+    except ImportError as error:
+        raise TrainUnsupported(f"FSDP2 (fully_shard) is not in this torch ({error})") from None
+
+
+def _device_name(ctx: RankContext) -> str:
+    import torch
+    if ctx.is_cuda:
+        return ctx.gpu_name or torch.cuda.get_device_name(ctx.device)
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _rss_bytes() -> int:
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss if sys.platform == "darwin" else maxrss * 1024  # Linux: KiB
+
+
+def _build(ctx: RankContext, settings: TrainSettings, shape: Any) -> tuple[Any, Any, Any]:
+    """(model to call, module that owns no_sync/set_requires_gradient_sync, module whose parameters are summed)."""
+    import torch
+    from gpuready.workloads.gpt import build_model
+
+    torch.manual_seed(settings.seed)  # identical initial weights on every rank (FSDP2 shards what each rank holds)
+    with torch.device(ctx.device):
+        model = build_model(shape, attention=settings.attention, recompute=settings.recompute)
+    if settings.precision == "bf16":
+        model = model.to(torch.bfloat16)
+    model.train()
+    strategy = settings.strategy
+    if strategy == "single":
+        wrapped = model
+    elif strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+        wrapped = DistributedDataParallel(model, device_ids=[ctx.device] if ctx.is_cuda else None)
+    else:
+        if ctx.is_cuda and ctx.backend == "gloo":  # seen: the process segfaults (torch 2.11, H200)
+            raise TrainUnsupported("FSDP2 needs NCCL for CUDA tensors (gloo with CUDA tensors crashes)")
+        fully_shard = _fully_shard()
+        reshard = strategy == "fsdp2"
+        try:
+            for block in model.blocks:
+                fully_shard(block, reshard_after_forward=reshard)
+            fully_shard(model, reshard_after_forward=reshard)
+        except (NotImplementedError, RuntimeError) as error:
+            raise TrainUnsupported(f"FSDP2 cannot shard on {ctx.backend} / {ctx.device.type}: {error}") from error
+        wrapped = model
+    runnable = torch.compile(wrapped) if settings.compile else wrapped
+    return runnable, wrapped, model
+
+
+def _param_checksum(ctx: RankContext, model: Any, strategy: str) -> float:
+    """Sum of every parameter of the full model in float64 (FSDP2: local shards summed, then all-reduced)."""
+    import torch
+    total = torch.zeros((), dtype=torch.float64, device=ctx.device)
+    for parameter in model.parameters():
+        local = parameter.to_local() if hasattr(parameter, "to_local") else parameter
+        total += local.detach().to(torch.float64).sum()
+    if strategy.startswith("fsdp2"):
+        import torch.distributed as dist
+        dist.all_reduce(total)
+    return float(total)
+
+
+def run_train(ctx: RankContext) -> dict[str, Any]:
+    import torch
+
+    from gpuready.verbs.plan.shapes import ModelShape, with_sequence
+
+    settings = TrainSettings.from_options(dict(ctx.options.train))
+    strategy = settings.strategy
+    shape = with_sequence(ModelShape(**settings.shape), settings.seq)
+    flops, formula = flops_per_token(shape, settings.seq, settings.recompute)
+    result: dict[str, Any] = {
+        "strategy": strategy, "world_size": ctx.world_size, "precision": settings.precision,
+        "recompute": settings.recompute, "attention": settings.attention, "compile": settings.compile,
+        "seq": settings.seq, "micro_batch": settings.micro_batch, "accumulation": settings.accumulation,
+        "tokens_per_step": settings.micro_batch * settings.seq * settings.accumulation * ctx.world_size,
+        "parameters": shape.parameters(), "flops_per_token": flops, "flops_formula": formula,
+        "shape": {"name": shape.name, "family": shape.family, "layers": shape.layers, "hidden": shape.hidden,
+                  "heads": shape.heads, "kv_heads": shape.key_value_heads, "vocab": shape.vocab,
+                  "ffn_hidden": shape.mlp_hidden, "max_positions": shape.max_positions},
+        "step_times_s": [], "warmup_steps": settings.warmup_steps, "steps": settings.steps,
+        "window_start": None, "window_end": None,
+        "peak_allocated_bytes": None, "peak_reserved_bytes": None, "peak_rss_bytes": None,
+        "peak_memory_method": ("torch.cuda.max_memory_allocated/reserved since just before the first step"
+                               if ctx.is_cuda else "ru_maxrss: the process's peak resident set size (CPU run)"),
+        "loss_first": None, "loss_last": None, "loss_scope": "this rank's micro-batches, mean",
+        "device_name": _device_name(ctx), "versions": {"torch": torch.__version__},
+        "timing": "time.perf_counter around each optimizer step (forward, backward, communication, AdamW)"
+                  + (", between torch.cuda.synchronize calls" if ctx.is_cuda else ""),
+    }
+
+    ctx.step("train", f"{strategy}: build the model")
+    runnable, wrapped, model = _build(ctx, settings, shape)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE,
+                                  **({"fused": True} if ctx.is_cuda else {"foreach": True}))
+    autocast = (lambda: torch.autocast(device_type=ctx.device.type, dtype=torch.bfloat16)) \
+        if settings.precision == "amp-bf16" else nullcontext
+    generator = torch.Generator(device=ctx.device).manual_seed(settings.seed + 1_000_003 * (ctx.rank + 1))
+
+    def micro_batch() -> tuple[Any, Any]:
+        tokens = torch.randint(0, shape.vocab, (settings.micro_batch, settings.seq), device=ctx.device,
+                               generator=generator)
+        return tokens, torch.roll(tokens, shifts=-1, dims=1)
+
+    def sync_context(final: bool):
+        if strategy == "ddp" and not final:
+            return wrapped.no_sync()
+        if strategy.startswith("fsdp2"):
+            wrapped.set_requires_gradient_sync(final)
+        return nullcontext()
+
+    def synchronize() -> None:
+        if ctx.is_cuda:
+            torch.cuda.synchronize(ctx.device)
+
+    def publish() -> None:
+        ctx.publish({**result, "step_times_s": list(result["step_times_s"])})
+
+    if ctx.is_cuda:
+        torch.cuda.reset_peak_memory_stats(ctx.device)
+    total = settings.warmup_steps + settings.steps
+    last_loss = None
+    synchronize()
+    for index in range(total):
+        ctx.step("train", f"{strategy} step {index}" + (" (warm-up)" if index < settings.warmup_steps else ""))
+        if index == settings.warmup_steps:
+            result["window_start"] = time.time()
+        started = time.perf_counter()
+        step_loss = None
+        for micro in range(settings.accumulation):
+            inputs, labels = micro_batch()
+            final = micro == settings.accumulation - 1
+            with sync_context(final):
+                with autocast():
+                    loss = runnable(inputs, labels)
+                (loss / settings.accumulation).backward()
+            step_loss = loss.detach() if step_loss is None else step_loss + loss.detach()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        synchronize()
+        elapsed = time.perf_counter() - started
+        last_loss = step_loss / settings.accumulation
+        if index == 0:
+            result["loss_first"] = float(last_loss)
+        if index >= settings.warmup_steps:
+            result["step_times_s"].append(elapsed)
+            result["window_end"] = time.time()
+        if index + 1 < total and (index + 1 == settings.warmup_steps or (index + 1) % PUBLISH_EVERY == 0):
+            result["loss_last"] = float(last_loss)
+            publish()
+    result["loss_last"] = float(last_loss)
+    if ctx.is_cuda:
+        result["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(ctx.device)
+        result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(ctx.device)
+    else:
+        result["peak_rss_bytes"] = _rss_bytes()
+    ctx.step("train", f"{strategy}: parameter checksum")
+    result["param_checksum"] = _param_checksum(ctx, model, strategy)
+    return result

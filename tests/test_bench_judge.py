@@ -1,0 +1,268 @@
+"""bench's judge on constructed rank results: throughput, scaling against the topology, MFU, memory, decision."""
+
+import pytest
+
+from gpuready.facts.gpu_users import GpuUsers
+from gpuready.verbs.bench.judge import BenchJudge, judge_bench, topology_of
+from gpuready.verbs.plan.machine import Machine
+
+NVSWITCH = Machine(gpu_name="H100 SXM", gpus_per_node=8, nvlink_domain=8, peak_tflops={"bf16": 989.0},
+                   memory_bytes_per_gpu=80_000_000_000)
+PCIE = Machine(gpu_name="L40S", gpus_per_node=8, nvlink_domain=1, peak_tflops={"bf16": 362.0},
+               memory_bytes_per_gpu=48_000_000_000)
+TWO_NODES = Machine(gpu_name="H100 SXM", gpus_per_node=8, nodes=2, nvlink_domain=8, peak_tflops={"bf16": 989.0},
+                    memory_bytes_per_gpu=80_000_000_000)
+VERSIONS = {"torch": "2.11.0", "cuda": "13.0", "nccl": "2.28.9", "driver": "580.159.04"}
+FLOPS_PER_TOKEN = 4.945e10  # 10,000 tokens/s on one GPU = 494.5 TFLOP/s = 0.50 of 989
+
+
+def rank_result(strategy, world_size, step_s, *, tokens_per_gpu=10_000, flops_per_token=FLOPS_PER_TOKEN,
+                reserved=60_000_000_000, allocated=50_000_000_000, micro_batch=4, precision="bf16", steps=5):
+    return {"strategy": strategy, "world_size": world_size, "precision": precision, "seq": 2500,
+            "micro_batch": micro_batch, "accumulation": 1, "tokens_per_step": tokens_per_gpu * world_size,
+            "parameters": 8_000_000_000, "flops_per_token": flops_per_token, "flops_formula": "6N + 12·L·h·s",
+            "step_times_s": [step_s] * steps, "peak_allocated_bytes": allocated, "peak_reserved_bytes": reserved,
+            "peak_rss_bytes": 4_000_000_000, "device_name": "NVIDIA H100 80GB HBM3", "versions": VERSIONS}
+
+
+def run(strategy, world_size, tokens_per_s, telemetry=None, **kwargs):
+    """A run whose every rank reaches `tokens_per_s` in total (10,000 tokens per GPU per step)."""
+    step_s = 10_000 * world_size / tokens_per_s
+    return {"strategy": strategy, "world_size": world_size, "telemetry": telemetry,
+            "results": {rank: rank_result(strategy, world_size, step_s, **kwargs) for rank in range(world_size)}}
+
+
+def judged(runs, machine=NVSWITCH, **context):
+    judge = BenchJudge("node1", runs, machine=machine, **context)
+    judge.judge()
+    return judge
+
+
+def only(judge, check_id, strategy=None):
+    found = [f for f in judge.findings if f.check_id == check_id
+             and (strategy is None or strategy in f.message)]
+    assert len(found) == 1, [(f.check_id, f.status, f.message) for f in judge.findings]
+    return found[0]
+
+
+def measurement(judge, name, strategy=None):
+    found = [m for m in judge.measurements if m.name == name and (strategy is None or m.method["strategy"] == strategy)]
+    assert len(found) == 1, [m.name for m in judge.measurements]
+    return found[0]
+
+
+def test_nvswitch_095_passes_and_decides_add_gpus():
+    judge = judged([run("single", 1, 10_000), run("ddp", 8, 76_000)])
+    single, ddp = measurement(judge, "single_tokens_per_s"), measurement(judge, "ddp_tokens_per_s")
+    assert (single.value, single.method["world_size"]) == (10_000.0, 1)
+    assert (ddp.value, ddp.method["world_size"]) == (76_000.0, 8)
+    assert measurement(judge, "ddp_tokens_per_s_per_gpu").value == 9_500.0
+    scaling = measurement(judge, "scaling_efficiency")
+    assert scaling.value == 0.95 and scaling.expected == 0.9 and scaling.method["strategy"] == "ddp"
+    for key in ("world_size", "strategy", "precision", "seq", "micro_batch", "accumulation", "flops_formula"):
+        assert key in ddp.method
+    assert ddp.versions == VERSIONS
+    finding = only(judge, "bench.scaling_low")
+    assert finding.status.value == "pass" and finding.observed == 0.95
+    assert "every GPU on NVLink/NVSwitch" in finding.message
+    assert measurement(judge, "mfu", "single").value == 0.5
+    assert measurement(judge, "mfu", "ddp").value == 0.475
+    decision = only(judge, "bench.decision")
+    assert decision.status.value == "pass"
+    assert decision.message.startswith("Add GPUs: ddp on 8 GPUs 76,000 tokens/s, scaling efficiency 0.95 "
+                                       "(expected 0.90 every GPU on NVLink/NVSwitch), MFU 48%.")
+
+
+def test_pcie_without_p2p_at_its_expectation_passes():
+    judge = judged([run("single", 1, 10_000), run("ddp", 8, 52_000)], machine=PCIE,
+                   host_path="no P2P: GPU0-GPU1 CNS")
+    finding = only(judge, "bench.scaling_low")
+    assert finding.status.value == "pass" and finding.observed == 0.65 and finding.expected == ">= 0.65"
+    assert "PCIe without peer-to-peer" in finding.message and "GPU0-GPU1 CNS" in finding.message
+
+
+def test_pcie_with_p2p_expects_080():
+    judge = judged([run("single", 1, 10_000), run("ddp", 8, 60_000)], machine=PCIE)
+    finding = only(judge, "bench.scaling_low")
+    assert (finding.status.value, finding.observed, finding.expected) == ("warn", 0.75, ">= 0.80")
+
+
+def test_nvswitch_050_fails_and_decides_fix_communication():
+    judge = judged([run("single", 1, 10_000), run("ddp", 8, 40_000)])
+    finding = only(judge, "bench.scaling_low")
+    assert (finding.status.value, finding.observed) == ("fail", 0.5)
+    assert "exposed communication 1,000.0 ms (50% of the step)" in finding.message
+    assert measurement(judge, "exposed_communication_s").value == 1.0
+    assert measurement(judge, "exposed_communication_share").value == 0.5
+    decision = only(judge, "bench.decision")
+    assert decision.status.value == "warn"
+    assert decision.message == (
+        "Fix communication first: ddp on 8 GPUs 40,000 tokens/s, scaling efficiency 0.50 (expected 0.90 every GPU "
+        "on NVLink/NVSwitch); exposed communication 1,000.0 ms, 50% of each step. More GPUs over this every GPU on "
+        "NVLink/NVSwitch path add less than they cost.")
+
+
+def test_nvswitch_075_warns():
+    judge = judged([run("single", 1, 10_000), run("ddp", 8, 60_000)])
+    assert only(judge, "bench.scaling_low").status.value == "warn"
+
+
+def test_across_nodes_expects_070():
+    assert topology_of(TWO_NODES, 16) == "multi_node"
+    assert topology_of(TWO_NODES, 8) == "nvlink"
+    judge = judged([run("single", 1, 10_000), run("ddp", 16, 112_000)], machine=TWO_NODES)
+    finding = only(judge, "bench.scaling_low")
+    assert (finding.status.value, finding.observed, finding.expected) == ("pass", 0.7, ">= 0.70")
+
+
+def test_failed_run_names_its_error():
+    failed = run("ddp", 8, 76_000)
+    failed["results"][3] = {"error": "NCCL error: unhandled system error (run with NCCL_DEBUG=INFO)"}
+    judge = judged([run("single", 1, 10_000), failed])
+    finding = only(judge, "bench.run_failed")
+    assert finding.status.value == "fail" and finding.subject.rank == 3
+    assert finding.message == ("ddp on 8 GPUs failed on rank 3: NCCL error: unhandled system error "
+                               "(run with NCCL_DEBUG=INFO).")
+    assert not [m for m in judge.measurements if m.name == "ddp_tokens_per_s"]
+    assert only(judge, "bench.decision").message.startswith("Measure next: a run on one GPU and on several")
+
+
+def test_missing_rank_is_a_failure():
+    partial = run("ddp", 4, 38_000)
+    del partial["results"][2]
+    judge = judged([run("single", 1, 10_000), partial])
+    assert "rank 2: no result" in only(judge, "bench.run_failed").message
+
+
+def test_ddp_out_of_memory_decides_switch_to_fsdp():
+    oom = run("ddp", 8, 76_000)
+    oom["results"] = {rank: {"error": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}
+                      for rank in range(8)}
+    judge = judged([run("single", 1, 10_000), oom, run("fsdp2", 8, 70_000)])
+    failed = only(judge, "bench.run_failed")
+    assert failed.status.value == "warn" and "ran out of GPU memory on rank 0" in failed.message
+    assert "7 more rank(s) failed too" in failed.message
+    decision = only(judge, "bench.decision")
+    assert decision.status.value == "warn"
+    assert decision.message == ("Switch to FSDP or add TP: ddp on 8 GPUs ran out of GPU memory; fsdp2 on 8 GPUs ran "
+                                "at 70,000 tokens/s. A replica of the model per GPU does not fit with room to spare.")
+
+
+def test_memory_close_to_oom_warns_and_decides_switch():
+    judge = judged([run("single", 1, 10_000), run("ddp", 8, 76_000, reserved=75_000_000_000)])
+    finding = only(judge, "bench.memory_headroom", "ddp")
+    assert finding.status.value == "warn" and finding.observed == 0.9375
+    assert "close to out-of-memory" in finding.message
+    assert measurement(judge, "peak_memory_reserved_bytes", "ddp").value == 75_000_000_000
+    assert measurement(judge, "peak_memory_allocated_bytes", "ddp").value == 50_000_000_000
+    assert only(judge, "bench.decision").message.startswith(
+        "Switch to FSDP or add TP: ddp on 8 GPUs reserved 94% of GPU memory.")
+
+
+def test_memory_room_names_a_micro_batch():
+    judge = judged([run("single", 1, 10_000, reserved=20_000_000_000)])
+    finding = only(judge, "bench.memory_headroom")
+    assert finding.status.value == "pass"
+    assert "room to raise the micro-batch to ~14" in finding.message
+
+
+def test_peak_memory_is_the_max_over_ranks():
+    runs = [run("single", 1, 10_000), run("ddp", 2, 19_000)]
+    runs[1]["results"][1]["peak_reserved_bytes"] = 66_000_000_000
+    judge = judged(runs)
+    assert measurement(judge, "peak_memory_reserved_bytes", "ddp").value == 66_000_000_000
+
+
+def test_step_time_is_the_slowest_ranks_median_with_p10_p90():
+    runs = [run("single", 1, 10_000), run("ddp", 2, 20_000)]
+    runs[1]["results"][1]["step_times_s"] = [1.0, 1.25, 1.25, 1.25, 2.0]
+    judge = judged(runs)
+    step = measurement(judge, "step_time_s", "ddp")
+    assert step.value == 1.25 and step.method["p10_s"] == 1.1 and step.method["p90_s"] == 1.7
+    assert step.samples == [1.0, 1.25, 1.25, 1.25, 2.0]
+    assert measurement(judge, "ddp_tokens_per_s").value == 16_000.0
+    assert measurement(judge, "scaling_efficiency").value == 0.8
+
+
+def test_low_mfu_warns_and_decision_says_measure_next():
+    judge = judged([run("single", 1, 10_000, flops_per_token=1.978e10, reserved=20_000_000_000),
+                    run("ddp", 8, 76_000, flops_per_token=1.978e10, reserved=20_000_000_000)])
+    finding = only(judge, "bench.mfu_low", "single")
+    assert finding.status.value == "warn" and finding.observed == 0.2
+    assert "MFU 20.0% of the 989 TFLOP/s bf16 dense peak" in finding.message
+    decision = only(judge, "bench.decision")
+    assert decision.status.value == "warn"
+    assert decision.message.startswith("Measure next: the single-GPU step.")
+    assert "MFU 19% is below 35%; memory allows a micro-batch of ~14" in decision.message
+
+
+def test_mfu_against_validate_measured_matmul():
+    judge = judged([run("single", 1, 10_000)], validate_tflops=791.0)
+    assert measurement(judge, "mfu_vs_measured_matmul").value == pytest.approx(0.625158, abs=1e-6)
+    assert "63% of the 791 TFLOP/s validate measured" in only(judge, "bench.mfu_low").message
+
+
+def test_throttled_run_warns_with_reasons():
+    telemetry = {"throttle_share": 0.12, "reasons": ["sw_thermal_slowdown", "hw_slowdown"],
+                 "power_w_median": 612.0, "temp_c_max": 88.0}
+    judge = judged([run("single", 1, 10_000, telemetry={"throttle_share": 0.0, "reasons": []}),
+                    run("ddp", 8, 76_000, telemetry=telemetry)])
+    finding = only(judge, "bench.throttled", "ddp")
+    assert finding.status.value == "warn"
+    assert finding.message == ("ddp on 8 GPUs: clocks throttled in 12% of samples (sw_thermal_slowdown, hw_slowdown); "
+                               "median power 612 W; max temperature 88 °C: the figures are below what the GPUs can do.")
+    assert only(judge, "bench.throttled", "single").status.value == "pass"
+
+
+def test_shared_gpu_warns_and_is_blamed():
+    users = {0: GpuUsers(index=0, bus_id="0000:18:00.0", uuid="GPU-a",
+                         processes=[{"pid": 4242, "name": "python", "used_memory_bytes": 8 * 2**30}]),
+             1: GpuUsers(index=1, bus_id="0000:2a:00.0", uuid="GPU-b")}
+    judge = judged([run("single", 1, 10_000), run("ddp", 8, 40_000)], users=users)
+    shared = only(judge, "bench.gpu_shared")
+    assert shared.status.value == "warn" and "pid 4242 (python) holding 8.0 GiB" in shared.message
+    assert "Another process shares GPU 0 (pid 4242 (python) holding 8.0 GiB): the likely cause." in \
+        only(judge, "bench.scaling_low").message
+
+
+def test_no_sharing_passes():
+    judge = judged([run("single", 1, 10_000)], users={0: GpuUsers(index=0, bus_id=None, uuid=None)})
+    assert only(judge, "bench.gpu_shared").status.value == "pass"
+
+
+def test_cpu_ranks_measure_scaling_but_do_not_judge_it():
+    runs = [run("single", 1, 1_000, reserved=None, allocated=None), run("ddp", 2, 1_200, reserved=None,
+                                                                         allocated=None)]
+    judge = judged(runs, machine=None, users=None)
+    scaling = measurement(judge, "scaling_efficiency")
+    assert scaling.value == 0.6 and scaling.expected is None
+    finding = only(judge, "bench.scaling_low")
+    assert finding.status.value == "skip" and "scaling on CPU ranks is not judged" in finding.message
+    assert {f.status.value for f in judge.findings if f.check_id == "bench.mfu_low"} == {"skip"}
+    assert not [f for f in judge.findings if f.check_id in ("bench.memory_headroom", "bench.gpu_shared")]
+    assert measurement(judge, "peak_memory_rss_bytes", "ddp").value == 4_000_000_000
+    decision = only(judge, "bench.decision")
+    assert decision.status.value == "pass"
+    assert decision.message.startswith("CPU ranks only check the code path (single on 1 GPU 1,000 tokens/s; "
+                                       "ddp on 2 GPUs 1,200 tokens/s)")
+
+
+def test_slow_data_path_decides_fix_the_data_path():
+    judge = judged([run("single", 1, 10_000), run("ddp", 8, 40_000)], dataloader_ok=False)
+    assert only(judge, "bench.decision").message == (
+        "Fix the data path first: the input pipeline does not keep the GPUs fed, so neither more GPUs nor a faster "
+        "interconnect would help (ddp on 8 GPUs 40,000 tokens/s).")
+
+
+def test_unknown_peak_says_already_good():
+    machine = Machine(gpu_name="Mystery GPU", gpus_per_node=8, nvlink_domain=8, memory_bytes_per_gpu=80_000_000_000)
+    judge = judged([run("single", 1, 10_000), run("ddp", 8, 76_000)], machine=machine)
+    decision = only(judge, "bench.decision")
+    assert decision.status.value == "pass" and decision.message.startswith("Already good:")
+    assert "Measure next: MFU against a known peak" in decision.message
+
+
+def test_judge_bench_returns_measurements_and_findings():
+    measurements, findings = judge_bench("node1", [run("single", 1, 10_000)], machine=NVSWITCH)
+    assert measurements and findings[-1].check_id == "bench.decision"
+    assert findings[-1].message.startswith("Measure next: a run on one GPU and on several")
