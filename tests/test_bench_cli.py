@@ -35,3 +35,24 @@ def test_bench_without_a_gpu_and_without_device_cpu_exits_3():
     result = subprocess.run([sys.executable, "-m", "gpuready", "bench", "--preset", "tiny"], capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 3 and "--device cpu" in result.stderr
+
+
+def test_bench_data_path_against_what_the_ranks_consumed(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "shard0.bin").write_bytes(bytes(range(256)) * 32768)  # 8 MiB
+    out = tmp_path / "bench.json"
+    result = subprocess.run([sys.executable, "-m", "gpuready", "bench", "--device", "cpu", "--ranks", "2",
+                             "--preset", "tiny", "--strategies", "ddp", "--data", "--data-path",
+                             str(tmp_path / "data"), "--json", "--out", str(out)],
+                            capture_output=True, text=True, timeout=300)
+    assert out.exists(), result.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert result.returncode == report["exit_code"]  # 0 or 1: the dataloader verdict depends on this CPU's speed
+    names = {m["name"] for m in report["measurements"]}
+    assert {"dataloader_samples_per_s", "storage_sequential_read_bytes_per_s",
+            "storage_random_read_bytes_per_s"} <= names
+    storage = next(f for f in report["findings"] if f["check_id"] == "bench.storage_slow")
+    assert storage["status"] == "pass"  # a tiny model on CPU consumes far less than a local disk reads
+    loader = next(f for f in report["findings"] if f["check_id"] == "bench.dataloader_bottleneck")
+    assert loader["status"] != "skip"  # judged against the rate the ranks consumed
+    assert report["findings"][-1]["check_id"] == "bench.decision"

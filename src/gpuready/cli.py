@@ -195,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--oversubscribe", action="store_true")
     bench.add_argument("--timeout", type=float, default=300.0, metavar="S", help="longest one step may take")
     bench.add_argument("--validate-report", type=Path, metavar="FILE", help="MFU also against its measured matmul")
+    bench.add_argument("--data", action="store_true", help="also: DataLoader throughput by worker count against what "
+                                                              "the GPUs consume")
+    bench.add_argument("--data-path", type=Path, metavar="DIR", help="also: read this folder's files against what "
+                                                                   "training needs")
     bench.add_argument("--log-dir", type=Path, metavar="DIR")
     _add_output_options(bench)
 
@@ -683,7 +687,7 @@ def _bench(args: argparse.Namespace) -> int:
                            recompute=args.recompute, compile=args.compile, steps=args.steps,
                            warmup_steps=args.warmup, device=device, ranks=args.ranks, strategies=strategies,
                            timeout_s=args.timeout, log_dir=args.log_dir, oversubscribe=args.oversubscribe,
-                           validate_report=args.validate_report)
+                           validate_report=args.validate_report, data=args.data, data_path=args.data_path)
     try:
         report = run_bench(options)
     except (BenchError, PlanError, ValueError) as error:

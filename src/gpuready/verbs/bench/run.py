@@ -60,6 +60,10 @@ class BenchOptions:
     log_dir: Path | None = None
     oversubscribe: bool = False
     validate_report: Path | None = None
+    data: bool = False
+    """Also measure the data path: DataLoader throughput by worker count against what the GPUs consume."""
+    data_path: Path | None = None
+    """Also measure reading this folder against what training needs (pre-tokenised uint16 tokens)."""
 
 
 def bench_shape(options: BenchOptions) -> ModelShape:
@@ -151,6 +155,39 @@ def run_bench(options: BenchOptions) -> Report:
     return _report(options, shape, device, runs, watch, interrupted_by, time.monotonic() - started, log_dir)
 
 
+def consumed_rates(runs: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """(samples/s, tokens/s) of the fastest run: what the data path must keep up with. None: no run finished."""
+    best = None
+    for run in runs:
+        results = [r for r in run["results"].values() if r.get("step_times_s")]
+        if not results or len(results) < run["world_size"]:
+            continue
+        step = max(sorted(r["step_times_s"])[len(r["step_times_s"]) // 2] for r in results)
+        tokens_per_s = results[0]["tokens_per_step"] / step
+        if best is None or tokens_per_s > best[1]:
+            best = (tokens_per_s / results[0]["seq"], tokens_per_s)
+    return best
+
+
+def _data_path(options: BenchOptions, runs: list[dict[str, Any]], host: str) -> tuple[list, list]:
+    if not options.data and options.data_path is None:
+        return [], []
+    from gpuready.verbs.bench.data import dataloader_throughput, storage_throughput
+    rates = consumed_rates(runs)
+    measurements, findings = [], []
+    if options.data:
+        more, found = dataloader_throughput(needed_samples_per_s=rates[0] if rates else None, host=host)
+        measurements += more
+        findings += found
+    if options.data_path is not None:
+        # pre-tokenised data: 2 bytes (uint16) per token the GPUs consume
+        more, found = storage_throughput(options.data_path, needed_bytes_per_s=2 * rates[1] if rates else None,
+                                         host=host)
+        measurements += more
+        findings += found
+    return measurements, findings
+
+
 def _telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
     """Power, temperature and clock-event reasons over the measured window of this run (None without NVML)."""
     if sampler is None:
@@ -192,9 +229,15 @@ def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[di
     if options.validate_report is not None:
         from gpuready.verbs.plan.run import measured_figures
         validate_tflops = measured_figures(options.validate_report).get("matmul_tflops_bf16")
+    data_measurements, data_findings = _data_path(options, runs, host)
+    dataloader = [f for f in data_findings if f.check_id == "bench.dataloader_bottleneck"]
+    dataloader_ok = None if not dataloader or dataloader[0].status.value == "skip" else \
+        dataloader[0].status.value == "pass"
     measurements, findings = judge_bench(host, runs, machine=machine, validate_tflops=validate_tflops,
                                          users=watch.seen if watch is not None else None,
-                                         checked_sharing=watch is not None)
+                                         checked_sharing=watch is not None, dataloader_ok=dataloader_ok)
+    measurements += data_measurements
+    findings[-1:-1] = data_findings  # bench.decision stays last
     report = Report(tool_version=__version__, host=host, findings=findings, measurements=measurements)
     report.facts["bench"] = {"model": {"name": shape.name, "family": shape.family, "parameters": shape.parameters()},
                              "device": device, "runs": [{"strategy": r["strategy"], "world_size": r["world_size"],
