@@ -119,6 +119,7 @@ def render_console(document: dict, console: Console | None = None, verbose: bool
                       Text(finding["check_id"]), Text(finding["subject"]), text)
     console.print(table)
     _render_measurements(document, console, verbose)
+    _render_strategies(document, console, verbose)
     if not verbose and counts[Status.SKIP.value]:
         console.print(f"[dim]{counts[Status.SKIP.value]} check(s) skipped for lack of facts; --verbose lists them.[/dim]")
 
@@ -162,6 +163,33 @@ def _render_measurements(document: dict, console: Console, verbose: bool) -> Non
                                                 f"{'?' if value is None else format(value, ',.1f')} {unit}",
                                                 expected, share)))
     console.print(table)
+
+
+STRATEGIES_SHOWN = 8
+"""plan: the best-ranked strategies shown on the console (--verbose: all; the JSON has all)."""
+
+
+def _render_strategies(document: dict, console: Console, verbose: bool) -> None:
+    """plan's ranked strategies: per-GPU memory, fit, step time and bottleneck."""
+    rows = [_mapping(item) for item in _sequence(document.get("strategies"))]
+    if not rows:
+        return
+    table = Table(title="strategies (best first)", expand=False)
+    for column in ("strategy", "fits", "GiB per GPU", "step s", "bottleneck", "why"):
+        table.add_column(column, no_wrap=column != "why")
+    for row in rows if verbose else rows[:STRATEGIES_SHOWN]:
+        total = _number(_mapping(row.get("memory_bytes")).get("total"))
+        step = _number(row.get("step_time_s"))
+        fits = row.get("fits")
+        reasons = [str(reason) for reason in _sequence(row.get("reasons"))]
+        table.add_row(Text(_text(row.get("name"))), Text("?" if fits is None else ("yes" if fits else "no"),
+                                                         style="green" if fits else ("red" if fits is False else "")),
+                      f"{total / 2**30:,.1f}" if total is not None else "?",
+                      f"{step:.3f}" if step is not None else "-", Text(_text(row.get("bottleneck"), "-")),
+                      Text("; ".join(reasons[:2])))
+    console.print(table)
+    if not verbose and len(rows) > STRATEGIES_SHOWN:
+        console.print(f"[dim]{len(rows) - STRATEGIES_SHOWN} more strategies; --verbose or --json lists them.[/dim]")
 
 
 def _finding(item: Any) -> dict[str, Any]:
