@@ -200,9 +200,13 @@ class BenchJudge:
         return (self.machine.peak_tflops or {}).get(precision_key(run.first.get("precision")))
 
     # -- the judge ----------------------------------------------------------------------------
+    def run_figures(self) -> list[RunFigures]:
+        """Each run reduced (slowest rank's median step, tokens/s, memory): what `judge()` judges."""
+        return [self._reduce(run) for run in self.runs]
+
     def judge(self) -> None:
         from gpuready.facts.gpu_users import shared, sharing_findings
-        self.figures = [self._reduce(run) for run in self.runs]
+        self.figures = self.run_figures()
         if self.checked_sharing and not self.on_cpu:
             self.findings.extend(sharing_findings("bench", self.host, self.users, self.exclusive))
         for run in self.figures:

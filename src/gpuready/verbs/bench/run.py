@@ -23,8 +23,8 @@ BENCH_PRESETS: dict[str, ModelShape] = {
     "tiny": ModelShape(name="tiny", layers=2, hidden=64, heads=4, vocab=256, max_positions=256),
     # GPT-3 sizes (Brown et al. 2020, Table 2.1) in the GPT-2 family; 1.3B with 16 heads of 128 (the table's 24
     # heads of 128 do not make its width of 2048)
-    "125M": ModelShape(name="125M", layers=12, hidden=768, heads=12, vocab=50257),
-    "350M": ModelShape(name="350M", layers=24, hidden=1024, heads=16, vocab=50257),
+    "125M": dataclasses.replace(PRESETS["gpt2-small"], name="125M"),  # GPT-2 small and medium have these shapes
+    "350M": dataclasses.replace(PRESETS["gpt2-medium"], name="350M"),
     "760M": ModelShape(name="760M", layers=24, hidden=1536, heads=16, vocab=50257),
     "1.3B": ModelShape(name="1.3B", layers=24, hidden=2048, heads=16, vocab=50257),
     "2.7B": ModelShape(name="2.7B", layers=32, hidden=2560, heads=32, vocab=50257),
@@ -89,7 +89,7 @@ def _train_settings(options: BenchOptions, shape: ModelShape, strategy: str, wor
     accumulation = 1
     if options.global_batch:  # strong scaling: the same global batch on every GPU count, by accumulation
         accumulation = max(1, options.global_batch // (options.micro_batch * world_size))
-    return {"shape": {key: value for key, value in dataclasses.asdict(shape).items()},
+    return {"shape": dataclasses.asdict(shape),
             "strategy": strategy, "precision": options.precision, "recompute": options.recompute,
             "attention": "flash", "seq": options.seq or default_seq(shape), "micro_batch": options.micro_batch,
             "accumulation": accumulation, "warmup_steps": options.warmup_steps, "steps": options.steps,
@@ -140,7 +140,8 @@ def run_bench(options: BenchOptions) -> Report:
             runs.append({"strategy": strategy, "world_size": world_size,
                          "results": {rank: (result.get("workloads") or {}).get("train") or
                                      {"error": "the rank stored no result"} for rank, result in outcome.results.items()},
-                         "failures": [dataclasses.asdict(failure) | {"progress": None} for failure in outcome.failures],
+                         "failures": [{"rank": failure.rank, "kind": failure.kind, "detail": failure.detail}
+                                      for failure in outcome.failures],
                          "telemetry": _telemetry_summary(sampler, outcome.results)})
             if outcome.interrupted:
                 interrupted_by = outcome.interrupted_by or "SIGINT"
@@ -155,25 +156,22 @@ def run_bench(options: BenchOptions) -> Report:
     return _report(options, shape, device, runs, watch, interrupted_by, time.monotonic() - started, log_dir)
 
 
-def consumed_rates(runs: list[dict[str, Any]]) -> tuple[float, float] | None:
-    """(samples/s, tokens/s) of the fastest run: what the data path must keep up with. None: no run finished."""
-    best = None
-    for run in runs:
-        results = [r for r in run["results"].values() if r.get("step_times_s")]
-        if not results or len(results) < run["world_size"]:
-            continue
-        step = max(sorted(r["step_times_s"])[len(r["step_times_s"]) // 2] for r in results)
-        tokens_per_s = results[0]["tokens_per_step"] / step
-        if best is None or tokens_per_s > best[1]:
-            best = (tokens_per_s / results[0]["seq"], tokens_per_s)
-    return best
+def consumed_rates(runs: list[dict[str, Any]], host: str) -> tuple[float, float] | None:
+    """(samples/s, tokens/s) of the fastest run, as the judge reduces it: what the data path must keep up with.
+    None: no run finished."""
+    from gpuready.verbs.bench.judge import BenchJudge
+    done = [figures for figures in BenchJudge(host, runs).run_figures() if figures.ok]
+    if not done:
+        return None
+    fastest = max(done, key=lambda figures: figures.tokens_per_s)
+    return fastest.tokens_per_s / fastest.first["seq"], fastest.tokens_per_s
 
 
 def _data_path(options: BenchOptions, runs: list[dict[str, Any]], host: str) -> tuple[list, list]:
     if not options.data and options.data_path is None:
         return [], []
     from gpuready.verbs.bench.data import dataloader_throughput, storage_throughput
-    rates = consumed_rates(runs)
+    rates = consumed_rates(runs, host)
     measurements, findings = [], []
     if options.data:
         more, found = dataloader_throughput(needed_samples_per_s=rates[0] if rates else None, host=host)

@@ -55,6 +55,7 @@ class Reader:
 
     name: str = "reader"
     markers: str = r"(?!)"
+    """ASCII only: the framework searches the raw bytes of each chunk with it, before anything is decoded."""
     follow_lines: int = 0
     """Lines after each fed line that are fed too, marked or not (an error whose text is on the next line)."""
 

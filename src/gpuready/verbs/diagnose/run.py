@@ -20,7 +20,6 @@ from typing import BinaryIO, Callable, Iterable
 
 from gpuready import __version__
 from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
-from gpuready.facts.kernel_log import MARKERS as KERNEL_MARKERS
 from gpuready.model import Finding, Report, Status, Subject
 from gpuready.verbs.diagnose.evidence import MAX_LINE_CHARS, DiagnoseContext, Line, Reader, clean
 
@@ -31,9 +30,10 @@ MAX_WHOLE_FILE_BYTES = 64 * 1024 * 1024
 """A file the check parsers read (nvidia-smi -q, lspci -vv, ...) is read whole up to this; logs are streamed."""
 MAX_KERNEL_LINES_BYTES = 16 * 1024 * 1024
 """Kernel lines kept for the check's own Xid summary (health.xid); the kernel reader sees them all anyway."""
+KERNEL_READER = "kernel"
+"""The reader whose lines are kernel-log lines (verbs/diagnose/kernel.py)."""
 MAX_FILES = 10_000
 MAX_DEPTH = 8
-_KERNEL_MARKERS = re.compile("|".join(re.escape(marker) for marker in KERNEL_MARKERS))
 _STATUS_ORDER = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2, Status.PASS: 3, Status.SKIP: 4}
 
 
@@ -71,12 +71,7 @@ class Scanner:
         self.readers = readers
         # Each reader's markers run on their own over the raw bytes: the regex engine finds a pattern's literal
         # prefix fast, and one alternation of every reader's markers loses that (77 s per GB against 16, measured).
-        self.patterns: list[tuple[Reader, re.Pattern]] = []
-        for reader in readers:
-            try:
-                self.patterns.append((reader, re.compile(reader.markers.encode("ascii"), re.MULTILINE)))
-            except (UnicodeEncodeError, re.error):  # markers beyond ASCII: searched in the decoded text
-                self.patterns.append((reader, re.compile(reader.markers, re.MULTILINE)))
+        self.patterns = [(reader, re.compile(reader.markers.encode("ascii"), re.MULTILINE)) for reader in readers]
         self.files: list[InputFile] = []
         self.check_inputs: dict[str, str] = {}
         self.kernel_lines: list[str] = []
@@ -238,21 +233,14 @@ class Scanner:
 
     def _scan_block(self, entry: InputFile, block: bytes, number: int) -> int:
         """Offer the block's marked lines (the block ends with a newline); returns the line count so far."""
-        text: str | None = None
         wanted: dict[int, list[Reader]] = {}  # line start → the readers whose markers are on that line
         for reader, pattern in self.patterns:
-            data: bytes | str = block
-            if isinstance(pattern.pattern, str):
-                text = block.decode("utf-8", errors="replace") if text is None else text
-                data = text
-            newline = b"\n" if isinstance(data, bytes) else "\n"
             last = -1
-            for match in pattern.finditer(data):
-                start = data.rfind(newline, 0, match.start()) + 1
+            for match in pattern.finditer(block):
+                start = block.rfind(b"\n", 0, match.start()) + 1
                 if start != last:
                     last = start
-                    key = start if isinstance(data, bytes) else len(data[:start].encode("utf-8", errors="replace"))
-                    wanted.setdefault(key, []).append(reader)
+                    wanted.setdefault(start, []).append(reader)
         counted_to = 0
         for start in sorted(wanted):
             stop = block.find(b"\n", start)
@@ -262,7 +250,8 @@ class Scanner:
             taken = [reader for reader in wanted[start] if self._fed_up_to.get(reader.name, 0) < line.number]
             for reader in taken:
                 self._feed(entry, reader, line)
-            self._keep_kernel_line(line)
+            if any(reader.name == KERNEL_READER for reader in taken):
+                self._keep_kernel_line(line)
             follow = max((reader.follow_lines for reader in taken), default=0)
             for offset in range(1, follow + 1):  # the next lines, to the readers that asked for them
                 if stop + 1 >= len(block):
@@ -284,8 +273,9 @@ class Scanner:
         self._fed_up_to[reader.name] = line.number
 
     def _keep_kernel_line(self, line: Line) -> None:
-        """Kernel lines also go to the check's own Xid summary (health.xid), up to MAX_KERNEL_LINES_BYTES."""
-        if _KERNEL_MARKERS.search(line.text) and self.kernel_bytes < MAX_KERNEL_LINES_BYTES:
+        """The kernel reader's lines also go to the check's own Xid summary (health.xid), up to
+        MAX_KERNEL_LINES_BYTES: its markers are the kernel-log parser's, so no second search is needed."""
+        if self.kernel_bytes < MAX_KERNEL_LINES_BYTES:
             self.kernel_lines.append(line.text + "\n")
             self.kernel_bytes += len(line.text) + 1
 
@@ -377,11 +367,3 @@ def _describe(entry: InputFile) -> dict:
     if entry.note:
         data["note"] = entry.note
     return data
-
-
-def inputs_problem(paths: list[Path]) -> str | None:
-    """One sentence where no path can be read at all (exit 2 before any work)."""
-    missing = [str(path) for path in paths if not Path(path).exists()]
-    if missing:
-        return f"{', '.join(missing)}: no such file or folder"
-    return None

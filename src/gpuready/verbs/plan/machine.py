@@ -7,6 +7,7 @@ bus bandwidth collectives should reach inside a node (validate's expectation, or
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,9 +82,9 @@ def machine_from_facts(facts: Any, nodes: int = 1, source: str = "live") -> Mach
     machine = _from_row(row, spec.model if spec else (first.name or "unknown GPU"), len(gpus), nodes, source,
                         nvlink_domain=domain)
     if first.memory_total_bytes:  # what the board reports beats the marketing figure
-        machine = _replace(machine, memory_bytes_per_gpu=first.memory_total_bytes)
+        machine = dataclasses.replace(machine, memory_bytes_per_gpu=first.memory_total_bytes)
     if getattr(first, "power_limit_w", None):
-        machine = _replace(machine, gpu_tdp_w=first.power_limit_w)
+        machine = dataclasses.replace(machine, gpu_tdp_w=first.power_limit_w)
     return machine
 
 
@@ -134,15 +135,9 @@ def _nvlink_domain(facts: Any, count: int) -> int:
     topology = getattr(facts, "topology", None)
     links = getattr(topology, "links", None) if topology is not None else None
     if links:
-        first = min(links, key=lambda pair: pair)[0] if isinstance(links, dict) else None
-        if first is not None:
-            peers = {b for (a, b), kind in links.items() if a == first and str(kind).startswith("NV")}
-            return 1 + len(peers)
+        first = min(a for a, _ in links)
+        return 1 + len({b for (a, b), kind in links.items() if a == first and str(kind).startswith("NV")})
     if any(getattr(gpu, "nvlinks", None) for gpu in getattr(facts, "gpus", []) or []):
         return count
     return 1
 
-
-def _replace(machine: Machine, **changes: Any) -> Machine:
-    import dataclasses
-    return dataclasses.replace(machine, **changes)

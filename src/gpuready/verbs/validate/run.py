@@ -444,14 +444,14 @@ def rendezvous_store_address(store: Any) -> str | None:
     return f"{endpoint} (hosted by torchrun: every interface)"
 
 
-def _cuda_available() -> bool:
-    import torch
-    return torch.cuda.is_available()
+def torchrun_flags(nnodes: int, nproc_per_node: int, endpoint: str) -> list[str]:
+    """torchrun's c10d rendezvous flags, as `validate --nnodes` runs them and `launch` prints them."""
+    return ["--nnodes", str(nnodes), "--nproc-per-node", str(nproc_per_node), "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", endpoint]
 
 
 def torchrun_command(nnodes: int, nproc_per_node: int, endpoint: str, validate_args: list[str],
                      rdzv_conf: str | None = None) -> list[str]:
     """`rdzv_conf`: torchrun's --rdzv-conf (`is_host=false` where gpuready hosts the store itself)."""
-    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
-            "--nproc-per-node", str(nproc_per_node), "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
+    return [sys.executable, "-m", "torch.distributed.run", *torchrun_flags(nnodes, nproc_per_node, endpoint),
             *(["--rdzv-conf", rdzv_conf] if rdzv_conf else []), "-m", "gpuready", "validate", *validate_args]
