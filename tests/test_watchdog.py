@@ -115,7 +115,8 @@ def test_a_torchrun_rank_reads_its_own_gpu_before_making_a_context(monkeypatch):
 
 def test_rank_0_turns_the_ranks_readings_into_per_host_sharing_findings():
     from gpuready.runner.local import RunOutcome
-    from gpuready.verbs.validate.run import build_report, users_from_results
+    from gpuready.runner.torchrun import users_from_results
+    from gpuready.verbs.validate.run import build_report
     results = {
         0: {"rank": 0, "host": "node-a", "gpu": {"bus_id": "0000:18:00.0"}, "workloads": {},
             "gpu_users": {"index": 0, "bus_id": "0000:18:00.0", "uuid": "GPU-a", "free_bytes": 50 * GIB,

@@ -428,7 +428,8 @@ def _validate(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"gpuready: {error}", file=sys.stderr)
         return ExitCode.TOOL_ERROR
     if args.nnodes:
-        return _run_torchrun(args, argv)
+        from gpuready.verbs.validate.run import torchrun_report
+        return _run_torchrun(args, argv, "validate", torchrun_report)
     if validate.under_torchrun():
         return validate.run_torchrun_rank(options, lambda report: _emit(report, args))
     try:
@@ -504,10 +505,13 @@ def _progress_printer(predicted_s: float, device: str, ranks: int, options):
     return show
 
 
-def _run_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
+def _run_torchrun(args: argparse.Namespace, argv: list[str], verb: str, store_node_report) -> int:
+    """`gpuready validate|bench --nnodes`: torchrun runs the verb as every rank of this node; where this node hosts
+    the rendezvous store it also watches the run, and `store_node_report(outcome)` writes the report if rank 0
+    dies before it does."""
     import subprocess
 
-    from gpuready.verbs.validate import torchrun_command
+    from gpuready.runner.torchrun import RunObserver, torchrun_command
     drop = {"--nnodes": 1, "--nproc-per-node": 1, "--rdzv-endpoint": 1}
     passed, skip = [], 0
     for item in argv[1:]:
@@ -521,14 +525,15 @@ def _run_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
         passed.append(item)
     from gpuready.verbs.validate import ValidateOptions, resolve_device
     try:
-        nproc = resolve_device(ValidateOptions(device=args.device, backend=args.backend, ranks=args.nproc_per_node,
+        nproc = resolve_device(ValidateOptions(device=args.device, backend=getattr(args, "backend", "auto"),
+                                               ranks=args.nproc_per_node,
                                                oversubscribe=args.oversubscribe), option="--nproc-per-node")[1]
     except (ValueError, RuntimeError) as error:
         raise UsageError(str(error)) from None
     from gpuready.workloads.worker import RDZV_STORE_VARIABLE
     store, host_here, note = host_rendezvous_store(args.rdzv_endpoint, args.startup_timeout)
     print(f"gpuready: {note}", file=sys.stderr)
-    command = torchrun_command(args.nnodes, nproc, args.rdzv_endpoint, passed,
+    command = torchrun_command(args.nnodes, nproc, args.rdzv_endpoint, verb, passed,
                                rdzv_conf=None if host_here is None else f"is_host={str(host_here).lower()}")
     print("gpuready: " + " ".join(command), file=sys.stderr)
     # The ranks build their group on the rendezvous store (RDZV_STORE_VARIABLE), so torchrun's rank-0 agent need
@@ -539,8 +544,7 @@ def _run_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
     stopped_by: str | None = None
     observer = None
     if store is not None:  # this node hosts the store: watch the run too, in case rank 0 dies before it reports
-        from gpuready.verbs.validate.run import RunObserver
-        observer = RunObserver(store, args.nnodes * nproc, args.startup_timeout)
+        observer = RunObserver(verb, store, args.nnodes * nproc, args.startup_timeout)
     try:
         code = torchrun.wait()
     except (KeyboardInterrupt, Stopped) as stop:
@@ -554,7 +558,7 @@ def _run_torchrun(args: argparse.Namespace, argv: list[str]) -> int:
             code = torchrun.wait()
     try:
         if observer is not None:  # if rank 0 died before writing the report, it is written here
-            report = observer.report_if_rank0_died(args.log_dir, interrupted_by=stopped_by)
+            report = observer.report_if_rank0_died(args.log_dir, store_node_report, interrupted_by=stopped_by)
             if report is not None:
                 print("gpuready: rank 0 ended without writing the report; written from the rendezvous store",
                       file=sys.stderr)

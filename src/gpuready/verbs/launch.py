@@ -211,7 +211,7 @@ def _validate_shell(command: list[str], reports: str) -> str:
 def _torchrun_flags(nnodes: int, gpus_per_node: int, endpoint: str, rdzv_id: str) -> str:
     """The torchrun command line, with `endpoint` and `rdzv_id` already shell text (they may hold "$HEAD",
     "$SLURM_JOB_ID"): validate's rendezvous flags (the same torchrun either way) and the run's id."""
-    from gpuready.verbs.validate.run import torchrun_flags
+    from gpuready.runner.torchrun import torchrun_flags
     return " ".join(["torchrun", *torchrun_flags(nnodes, gpus_per_node, endpoint), "--rdzv-id", rdzv_id])
 
 
