@@ -56,3 +56,56 @@ def test_bench_data_path_against_what_the_ranks_consumed(tmp_path):
     loader = next(f for f in report["findings"] if f["check_id"] == "bench.dataloader_bottleneck")
     assert loader["status"] != "skip"  # judged against the rate the ranks consumed
     assert report["findings"][-1]["check_id"] == "bench.decision"
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _two_nodes(tmp_path, *args, fault=None):
+    """Two torchrun 'nodes' on this machine, one CPU rank each, c10d rendezvous over loopback."""
+    import os
+    endpoint = f"127.0.0.1:{_free_port()}"
+    out = tmp_path / "bench.json"
+    env = {**os.environ, **({"GPUREADY_FAULT": fault} if fault else {})}
+    nodes = [subprocess.Popen([sys.executable, "-m", "gpuready", "bench", "--device", "cpu", "--nnodes", "2",
+                               "--nproc-per-node", "1", "--rdzv-endpoint", endpoint, "--preset", "tiny",
+                               "--json", "--out", str(out), *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    assert out.exists(), [err[-1500:] for _, err in outputs]
+    return [node.returncode for node in nodes], json.loads(out.read_text())
+
+
+def test_bench_on_two_nodes_through_torchrun(tmp_path):
+    codes, report = _two_nodes(tmp_path)
+    assert codes == [0, 0]
+    throughput = {(m["method"]["strategy"], m["method"]["world_size"]) for m in report["measurements"]
+                  if m["name"].endswith("_tokens_per_s")}
+    assert throughput == {("single", 1), ("ddp", 2), ("fsdp2", 2)}
+    assert {m["method"]["strategy"] for m in report["measurements"] if m["name"] == "scaling_efficiency"} == \
+        {"ddp", "fsdp2"}
+    bench = report["facts"]["bench"]
+    assert bench["launcher"] == "torchrun" and bench["world_size"] == 2
+    assert [run["strategy"] for run in bench["runs"]] == ["single", "ddp", "fsdp2"]
+    assert report["findings"][-1]["check_id"] == "bench.decision"
+
+
+def test_bench_on_two_nodes_a_rank_that_dies_is_named(tmp_path):
+    # rank 1 exits in its first training operation (waiting for rank 0's 1-GPU run): the multi-GPU run fails
+    codes, report = _two_nodes(tmp_path, "--strategies", "ddp", fault="1:exit:train")
+    failed = [f for f in report["findings"] if f["check_id"] == "bench.run_failed"]
+    assert failed and failed[0]["status"] == "fail" and failed[0]["subject"]["rank"] == 1
+    # under torchrun rank 0 cannot read another agent's exit code: the heartbeat's silence names it
+    assert failed[0]["message"].startswith("ddp on 2 GPUs failed on rank 1: ended without a word")
+    assert "its last report: train: waiting for rank 0's 1-GPU run" in failed[0]["message"]
+    assert report["exit_code"] == 4 and all(code != 0 for code in codes)
+
+
+def test_bench_nnodes_needs_an_endpoint():
+    result = subprocess.run([sys.executable, "-m", "gpuready", "bench", "--device", "cpu", "--nnodes", "2"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "--rdzv-endpoint" in result.stderr

@@ -134,6 +134,27 @@ def test_missing_rank_is_a_failure():
     assert "rank 2: no result" in only(judge, "bench.run_failed").message
 
 
+def test_a_run_this_torch_cannot_make_is_a_skip():
+    skipped = {"strategy": "fsdp2", "world_size": 8, "telemetry": None,
+               "results": {rank: {"skipped": "FSDP2 (fully_shard) is not in this torch", "strategy": "fsdp2",
+                                  "world_size": 8} for rank in range(8)}}
+    judge = judged([run("single", 1, 10_000), run("ddp", 8, 76_000), skipped])
+    finding = only(judge, "bench.run_failed")
+    assert finding.status.value == "skip"
+    assert finding.message == "fsdp2 on 8 GPUs was not run: FSDP2 (fully_shard) is not in this torch."
+    assert only(judge, "bench.scaling_low").status.value == "pass"  # ddp's 0.95 on NVSwitch, judged as before
+
+
+def test_a_rank_that_stopped_mid_run_leaves_a_failed_run_not_figures():
+    stopped = run("ddp", 2, 19_000)
+    stopped["results"][1] = {**stopped["results"][1], "step_times_s": [1.05, 1.05], "steps": 20, "partial": True}
+    judge = judged([run("single", 1, 10_000), stopped])
+    finding = only(judge, "bench.run_failed")
+    assert finding.status.value == "fail" and finding.subject.rank == 1
+    assert "stopped after 2 of 20 measured steps" in finding.message
+    assert not [m for m in judge.measurements if m.name == "scaling_efficiency"]
+
+
 def test_ddp_out_of_memory_decides_switch_to_fsdp():
     oom = run("ddp", 8, 76_000)
     oom["results"] = {rank: {"error": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}
@@ -266,3 +287,23 @@ def test_judge_bench_returns_measurements_and_findings():
     measurements, findings = judge_bench("node1", [run("single", 1, 10_000)], machine=NVSWITCH)
     assert measurements and findings[-1].check_id == "bench.decision"
     assert findings[-1].message.startswith("Measure next: a run on one GPU and on several")
+
+
+def test_a_rank_the_watchdog_saw_end_is_named_before_the_ranks_it_took_along():
+    lost = run("ddp", 4, 38_000)
+    lost["results"] = {}  # torchrun stopped the whole group
+    lost["failures"] = [{"rank": 2, "kind": "exit", "detail": "exited with code 17 in train (ddp step 3)"},
+                        {"rank": 0, "kind": "exit", "detail": "ended without a word: no heartbeat for 3 s"}]
+    judge = judged([run("single", 1, 10_000), lost])
+    finding = only(judge, "bench.run_failed")
+    assert finding.subject.rank == 2
+    assert finding.message == ("ddp on 4 GPUs failed on rank 2: exited with code 17 in train (ddp step 3) "
+                               "(3 more rank(s) failed too).")
+
+
+def test_a_failure_after_complete_results_leaves_the_figures_standing():
+    finished = run("ddp", 2, 19_000)
+    finished["failures"] = [{"rank": 1, "kind": "hang", "detail": "stopped advancing in the final barrier"}]
+    judge = judged([run("single", 1, 10_000), finished])
+    assert measurement(judge, "scaling_efficiency").value == pytest.approx(0.95)
+    assert not [f for f in judge.findings if f.check_id == "bench.run_failed"]

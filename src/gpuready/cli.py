@@ -194,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--ranks", type=int, metavar="N", help="GPUs (default all) or CPU ranks (default 2)")
     bench.add_argument("--oversubscribe", action="store_true")
     bench.add_argument("--timeout", type=float, default=300.0, metavar="S", help="longest one step may take")
+    bench.add_argument("--startup-timeout", type=float, default=300.0, metavar="S",
+                       help="longest the ranks may take to start and form their group")
+    bench.add_argument("--nnodes", type=int, metavar="N", help="run on N nodes through torchrun (the same command "
+                                                               "on every node)")
+    bench.add_argument("--nproc-per-node", type=int, metavar="G", help="ranks per node with --nnodes (default: GPUs)")
+    bench.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun rendezvous endpoint with --nnodes")
     bench.add_argument("--validate-report", type=Path, metavar="FILE", help="MFU also against its measured matmul")
     bench.add_argument("--data", action="store_true", help="also: DataLoader throughput by worker count against what "
                                                               "the GPUs consume")
@@ -279,7 +285,7 @@ def _main(argv: list[str] | None) -> int:
         if args.verb in ("validate", "burn", "bench"):
             with stop_signals_raise():  # SIGTERM/SIGHUP: the ranks are stopped and the partial report written
                 if args.verb == "bench":
-                    return _bench(args)
+                    return _bench(args, argv)
                 return _validate(args, argv) if args.verb == "validate" else _burn(args)
         if args.verb == "diagnose":
             return _diagnose(args)
@@ -653,15 +659,17 @@ def _diagnose(args: argparse.Namespace) -> int:
     return _emit(report, args)
 
 
-def _bench(args: argparse.Namespace) -> int:
+def _bench(args: argparse.Namespace, argv: list[str]) -> int:
     _check_out(args)
     _check_log_dir(args)
-    for name in ("seq", "micro_batch", "global_batch", "steps", "ranks"):
+    for name in ("seq", "micro_batch", "global_batch", "steps", "ranks", "nnodes", "nproc_per_node"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
-    if args.warmup < 0 or args.timeout <= 0:
-        raise UsageError("--warmup must be 0 or more and --timeout positive")
+    if args.warmup < 0 or args.timeout <= 0 or args.startup_timeout <= 0:
+        raise UsageError("--warmup must be 0 or more, --timeout and --startup-timeout positive")
+    if args.nnodes and not args.rdzv_endpoint:
+        raise UsageError("--nnodes needs --rdzv-endpoint HOST:PORT (the same on every node)")
     strategies = tuple(item.strip() for item in args.strategies.split(",") if item.strip())
     unknown = [item for item in strategies if item not in ("ddp", "fsdp2", "fsdp2-noreshard")]
     if unknown:
@@ -672,7 +680,7 @@ def _bench(args: argparse.Namespace) -> int:
         print("gpuready: bench needs PyTorch (pip install 'gpuready[torch]')", file=sys.stderr)
         return ExitCode.TOOL_ERROR
     from gpuready.runner.local import SpawnError
-    from gpuready.verbs.bench.run import BenchError, BenchOptions, run_bench
+    from gpuready.verbs.bench.run import BenchError, BenchOptions, bench_shape, run_bench
     from gpuready.verbs.plan.run import PlanError
     from gpuready.verbs.validate.run import NoGpuError, auto_device
     try:
@@ -691,8 +699,16 @@ def _bench(args: argparse.Namespace) -> int:
                            recompute=args.recompute, compile=args.compile, steps=args.steps,
                            warmup_steps=args.warmup, device=device, ranks=args.ranks, strategies=strategies,
                            timeout_s=args.timeout, log_dir=args.log_dir, oversubscribe=args.oversubscribe,
-                           validate_report=args.validate_report, data=args.data, data_path=args.data_path)
+                           validate_report=args.validate_report, data=args.data, data_path=args.data_path,
+                           startup_timeout_s=args.startup_timeout)
+    from gpuready.runner.torchrun import under_torchrun
+    from gpuready.verbs.bench import torchrun as bench_torchrun
     try:
+        if args.nnodes:
+            bench_shape(options)  # a model that cannot be built is said here, not by every rank
+            return _run_torchrun(args, argv, "bench", bench_torchrun.store_node_report(options))
+        if under_torchrun():
+            return bench_torchrun.run_torchrun_rank(options, lambda report: _emit(report, args))
         report = run_bench(options)
     except (BenchError, PlanError, ValueError) as error:
         raise UsageError(str(error)) from None

@@ -29,6 +29,8 @@ class RankOptions:
     """burn's settings: duration_s, dtype, self_test."""
     train: dict = field(default_factory=dict)
     """bench's settings for the training workload (workloads/train.py: its TrainSettings fields)."""
+    train_runs: dict = field(default_factory=dict)
+    """Under torchrun, one group runs every strategy in turn: strategy → its settings (workloads `train.<strategy>`)."""
 
 
 @dataclass(kw_only=True)
@@ -49,6 +51,9 @@ class RankContext:
     gpu_name: str | None = None
     publish_partial: Any = None
     """Stores what the running workload measured so far (kept if the rank is later lost)."""
+    store: Any = None
+    """The run's key-value store (the runner's or the rendezvous store): where ranks wait for one another without a
+    collective, whose timeout would be the operation timeout."""
 
     @property
     def is_cuda(self) -> bool:

@@ -12,8 +12,12 @@ Each optimizer step (accumulation micro-steps, then AdamW) is timed with `time.p
 allocator's peak since just before the first step (so the optimizer state's creation counts); on CPU the process's
 peak resident set size (`ru_maxrss`, the whole process's life, torch included).
 
-An impossible configuration raises TrainUnsupported (FSDP2 missing from this torch, FSDP2 over gloo with CUDA
-tensors); the verb reports it as a skip.
+An impossible configuration (FSDP2 missing from this torch, FSDP2 over gloo with CUDA tensors) returns
+`{"skipped": why}` on every rank before any collective, so the ranks go on to the next run; the verb reports a skip.
+
+Under torchrun one process group runs every strategy in turn (`train.<strategy>` workloads, `group_run`): the 1-GPU
+run is rank 0's alone, while the other ranks wait for it on the store (not in a collective, whose timeout is one
+operation's).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
-from typing import Any
+from datetime import timedelta
+from typing import Any, Callable
 
 from gpuready.workloads.context import RankContext
 
@@ -165,20 +170,52 @@ def _param_checksum(ctx: RankContext, model: Any, strategy: str) -> float:
     return float(total)
 
 
-def run_train(ctx: RankContext) -> dict[str, Any]:
+SINGLE_DONE_KEY = "gpuready/train/single_done"
+
+
+def group_run(strategy: str) -> Callable[[RankContext], dict[str, Any]]:
+    """The workload `train.<strategy>` of a torchrun group: that strategy's settings from `train_runs`; "single" is
+    rank 0's alone (the others wait on the store, announcing how long they may wait)."""
+    def run(ctx: RankContext) -> dict[str, Any]:
+        options = dict(ctx.options.train_runs[strategy])
+        if strategy != "single" or ctx.world_size == 1:
+            return run_train(ctx, options)
+        if ctx.rank == 0:
+            result = run_train(ctx, options)
+            ctx.store.set(SINGLE_DONE_KEY, "1")
+            return result
+        steps = int(options.get("warmup_steps", 0)) + int(options.get("steps", 1))
+        wait_s = ctx.options.timeout_s * (steps + 2)  # rank 0's build, its steps, its checksum
+        ctx.step("train", "waiting for rank 0's 1-GPU run", timeout_s=wait_s)
+        ctx.store.wait([SINGLE_DONE_KEY], timedelta(seconds=wait_s))
+        return {"waited_for": 0, "strategy": "single", "world_size": 1}
+    return run
+
+
+def run_train(ctx: RankContext, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One run of `options` (default: the rank's `train` settings); {"skipped": why} where it cannot run here."""
+    settings = TrainSettings.from_options(dict(ctx.options.train if options is None else options))
+    try:
+        return _train(ctx, settings)
+    except TrainUnsupported as error:  # raised while building, on every rank alike, before any collective
+        return {"skipped": str(error), "strategy": settings.strategy,
+                "world_size": 1 if settings.strategy == "single" else ctx.world_size}
+
+
+def _train(ctx: RankContext, settings: TrainSettings) -> dict[str, Any]:
     import torch
 
     from gpuready.verbs.plan.shapes import ModelShape, with_sequence
 
-    settings = TrainSettings.from_options(dict(ctx.options.train))
     strategy = settings.strategy
+    world_size = 1 if strategy == "single" else ctx.world_size
     shape = with_sequence(ModelShape(**settings.shape), settings.seq)
     flops, formula = flops_per_token(shape, settings.seq, settings.recompute)
     result: dict[str, Any] = {
-        "strategy": strategy, "world_size": ctx.world_size, "precision": settings.precision,
+        "strategy": strategy, "world_size": world_size, "precision": settings.precision,
         "recompute": settings.recompute, "attention": settings.attention, "compile": settings.compile,
         "seq": settings.seq, "micro_batch": settings.micro_batch, "accumulation": settings.accumulation,
-        "tokens_per_step": settings.micro_batch * settings.seq * settings.accumulation * ctx.world_size,
+        "tokens_per_step": settings.micro_batch * settings.seq * settings.accumulation * world_size,
         "parameters": shape.parameters(), "flops_per_token": flops, "flops_formula": formula,
         "shape": {"name": shape.name, "family": shape.family, "layers": shape.layers, "hidden": shape.hidden,
                   "heads": shape.heads, "kv_heads": shape.key_value_heads, "vocab": shape.vocab,

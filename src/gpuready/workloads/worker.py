@@ -33,6 +33,7 @@ def workload_functions() -> dict[str, Callable[[RankContext], Any]]:
     from gpuready.workloads import burn, collectives, ddp, gpu_bench, train
     return {
         "train": train.run_train,
+        **{f"train.{strategy}": train.group_run(strategy) for strategy in train.STRATEGIES},
         "burn": burn.run_burn,
         "compute": gpu_bench.run_compute,
         "transfer": gpu_bench.run_transfer,
@@ -152,7 +153,7 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
     heartbeat = Heartbeat(store, rank)
     ctx = RankContext(rank=rank, world_size=world_size, local_rank=local_rank, local_world_size=local_world,
                       node_rank=_env_int("GROUP_RANK", 0), device=device, backend=backend, progress=progress,
-                      options=options, gpu_bus_id=bus_id, gpu_uuid=uuid, gpu_name=name)
+                      options=options, gpu_bus_id=bus_id, gpu_uuid=uuid, gpu_name=name, store=store)
     if on_ready:
         on_ready(store)
     if not independent:

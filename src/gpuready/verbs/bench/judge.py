@@ -116,6 +116,8 @@ class RunFigures:
     rss_bytes: int | None = None
     mfu: float | None = None
     telemetry: dict[str, Any] | None = None
+    skipped: str | None = None
+    """Why this run could not be made here (FSDP2 missing from this torch, …): a skip, not a failure."""
 
     @property
     def label(self) -> str:
@@ -226,16 +228,29 @@ class BenchJudge:
         world_size = int(run.get("world_size") or len(results) or 1)
         figures = RunFigures(strategy=str(run.get("strategy") or "unknown"), world_size=world_size, ok=False,
                              telemetry=run.get("telemetry", self.telemetry.get((run.get("strategy"), world_size))))
+        skipped = next((str(r["skipped"]) for r in results.values() if r and r.get("skipped")), None)
+        if skipped is not None:  # every rank skips alike, before any collective
+            figures.skipped = skipped
+            return figures
         good: list[tuple[int, dict[str, Any]]] = []
         for rank in sorted(results, key=_rank_key):
             result = results[rank] or {}
             if "error" in result:
                 figures.errors.append((_rank_key(rank), str(result["error"])))
+            elif result.get("partial"):  # published before the rank stopped: its figures are not the run's
+                timed = len(result.get("step_times_s") or [])
+                figures.errors.append((_rank_key(rank), f"stopped after {timed} of {result.get('steps', '?')} "
+                                                        "measured steps"))
             elif not result.get("step_times_s"):
                 figures.errors.append((_rank_key(rank), "no timed steps"))
             else:
                 good.append((_rank_key(rank), result))
-        missing = sorted(set(range(world_size)) - {_rank_key(rank) for rank in results})
+        # the watchdog's failures, first to fail first: the rank that ended is named before those it took along
+        reported = {_rank_key(rank) for rank in results}
+        watched = [(int(f["rank"]), str(f.get("detail") or f.get("kind") or "failed"))
+                   for f in run.get("failures") or [] if int(f["rank"]) not in reported]
+        figures.errors[:0] = watched
+        missing = sorted(set(range(world_size)) - reported - {rank for rank, _ in watched})
         for rank in missing:
             figures.errors.append((rank, "no result (the rank ended or hung before it reported)"))
         if good:
@@ -260,6 +275,9 @@ class BenchJudge:
         return figures
 
     def _run(self, run: RunFigures) -> None:
+        if run.skipped is not None:
+            self.add("bench.run_failed", Status.SKIP, f"{run.label} was not run: {run.skipped}.")
+            return
         if not run.ok:
             self._failed(run)
             return

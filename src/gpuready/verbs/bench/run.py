@@ -32,7 +32,6 @@ BENCH_PRESETS: dict[str, ModelShape] = {
     "8B-llama": dataclasses.replace(PRESETS["llama3-8b"], name="8B-llama"),
 }
 STRATEGIES = ("ddp", "fsdp2")
-STARTUP_TIMEOUT_S = 300.0
 
 
 class BenchError(ValueError):
@@ -57,6 +56,8 @@ class BenchOptions:
     ranks: int | None = None
     strategies: tuple[str, ...] = STRATEGIES
     timeout_s: float = 300.0
+    startup_timeout_s: float = 300.0
+    """Process-group creation (NCCL's set-up included), and the rendezvous of a --nnodes run."""
     log_dir: Path | None = None
     oversubscribe: bool = False
     validate_report: Path | None = None
@@ -114,29 +115,22 @@ def run_bench(options: BenchOptions) -> Report:
         check_cpu_ranks(ranks, options.oversubscribe)
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-bench-"))
     plan = [("single", 1)] + ([(strategy, ranks) for strategy in options.strategies] if ranks > 1 else [])
-    session = sampler = watch = None
+    session, sampler = start_telemetry(device, ranks)
+    watch = None
     if device == "cuda":
         from gpuready.facts.gpu_users import UserWatch
-        from gpuready.facts.nvml import NvmlSession
-        from gpuready.telemetry import Sampler
-        try:
-            session = NvmlSession()
-            sampler = Sampler(session, list(range(min(ranks, len(session.handles)))), 1.0).__enter__()
-        except Exception:  # no NVML: no telemetry, the run goes on
-            session = sampler = None
         watch = UserWatch(list(range(ranks))).__enter__()
     runs: list[dict[str, Any]] = []
     started = time.monotonic()
     interrupted_by = None
     try:
         for strategy, world_size in plan:
-            spec = {"device": device, "workloads": ["train"], "startup_timeout_s": STARTUP_TIMEOUT_S,
+            spec = {"device": device, "workloads": ["train"], "startup_timeout_s": options.startup_timeout_s,
                     "options": {"timeout_s": options.timeout_s,
                                 "train": _train_settings(options, shape, strategy, world_size)}}
             outcome = run_local(world_size=world_size, spec=spec, log_dir=log_dir / f"{strategy}-{world_size}",
-                                startup_timeout_s=STARTUP_TIMEOUT_S,
-                                deadline_s=STARTUP_TIMEOUT_S + options.timeout_s * (options.steps
-                                                                                    + options.warmup_steps))
+                                startup_timeout_s=options.startup_timeout_s,
+                                deadline_s=run_deadline_s(options, runs=1))
             runs.append({"strategy": strategy, "world_size": world_size,
                          "results": {rank: (result.get("workloads") or {}).get("train") or
                                      {"error": "the rank stored no result"} for rank, result in outcome.results.items()},
@@ -153,7 +147,27 @@ def run_bench(options: BenchOptions) -> Report:
             sampler.stop()
         if session is not None:
             session.close()
-    return _report(options, shape, device, runs, watch, interrupted_by, time.monotonic() - started, log_dir)
+    return _report(options, shape, device, runs, users=watch.seen if watch is not None else None,
+                   checked_sharing=watch is not None, interrupted_by=interrupted_by,
+                   wall_s=time.monotonic() - started, log_dir=log_dir)
+
+
+def run_deadline_s(options: BenchOptions, runs: int) -> float:
+    """The whole of `runs` runs: start-up, then every step at its longest, plus building and the checksum."""
+    return options.startup_timeout_s + runs * options.timeout_s * (options.steps + options.warmup_steps + 2)
+
+
+def start_telemetry(device: str, gpus: int) -> tuple[Any, Any]:
+    """(NVML session, sampler at 1 s) over this node's first `gpus` GPUs; (None, None) on CPUs or without NVML."""
+    if device != "cuda":
+        return None, None
+    from gpuready.facts.nvml import NvmlSession
+    from gpuready.telemetry import Sampler
+    try:
+        session = NvmlSession()
+        return session, Sampler(session, list(range(min(gpus, len(session.handles)))), 1.0).__enter__()
+    except Exception:  # no NVML: no telemetry, the run goes on
+        return None, None
 
 
 def consumed_rates(runs: list[dict[str, Any]], host: str) -> tuple[float, float] | None:
@@ -211,18 +225,15 @@ def _telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict
             "power_w_median": powers[len(powers) // 2] if powers else None, "temp_c_max": max(temps) if temps else None}
 
 
-def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[dict[str, Any]], watch: Any,
-            interrupted_by: str | None, wall_s: float, log_dir: Path) -> Report:
+def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[dict[str, Any]], *,
+            users: dict[int, Any] | None, checked_sharing: bool, interrupted_by: str | None, wall_s: float,
+            log_dir: Path | None, machine: Any = None, topology: str | None = None) -> Report:
+    """`users`: NVML index → GpuUsers of this node's GPUs seen during the runs (None with checked_sharing: NVML could
+    not say); `machine`: this node's, found here where not given."""
     from gpuready.verbs.bench.judge import judge_bench
     host = socket.gethostname()
-    machine = None
-    if device == "cuda":
-        try:
-            from gpuready.verbs.plan.machine import machine_from_facts
-            from gpuready.verbs.validate.run import local_facts
-            machine = machine_from_facts(local_facts("cuda"))
-        except Exception:
-            machine = None
+    if machine is None:
+        machine = node_machine(device)
     validate_tflops = None
     if options.validate_report is not None:
         from gpuready.verbs.plan.run import measured_figures
@@ -232,8 +243,8 @@ def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[di
     dataloader_ok = None if not dataloader or dataloader[0].status.value == "skip" else \
         dataloader[0].status.value == "pass"
     measurements, findings = judge_bench(host, runs, machine=machine, validate_tflops=validate_tflops,
-                                         users=watch.seen if watch is not None else None,
-                                         checked_sharing=watch is not None, dataloader_ok=dataloader_ok)
+                                         users=users, checked_sharing=checked_sharing, dataloader_ok=dataloader_ok,
+                                         topology=topology)
     measurements += data_measurements
     findings[-1:-1] = data_findings  # bench.decision stays last
     report = Report(tool_version=__version__, host=host, findings=findings, measurements=measurements)
@@ -248,3 +259,15 @@ def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[di
         report.findings.insert(0, stopped_finding("bench", host, interrupted_by, wall_s))
     report.hung = any(f["kind"] in ("hang", "exit", "start") for r in runs for f in r["failures"])
     return report
+
+
+def node_machine(device: str) -> Any:
+    """This node as plan's Machine (GPU model, memory, NVLink domain), or None on CPUs or where it cannot be read."""
+    if device != "cuda":
+        return None
+    try:
+        from gpuready.verbs.plan.machine import machine_from_facts
+        from gpuready.verbs.validate.run import local_facts
+        return machine_from_facts(local_facts("cuda"))
+    except Exception:
+        return None
