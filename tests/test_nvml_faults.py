@@ -49,12 +49,13 @@ class FakeNvml:
     """A pynvml stand-in: `hang` = {(function, gpu)}, `unsupported` = {(function, gpu)} (gpu None: every GPU),
     `missing_fields` = {field id} answered with NVML_ERROR_NOT_SUPPORTED."""
 
-    def __init__(self, gpus=4, hang=(), unsupported=(), missing_fields=(), nvlinks=18):
+    def __init__(self, gpus=4, hang=(), unsupported=(), missing_fields=(), nvlinks=18, processes=None):
         for name in dir(real_pynvml):
             if name.startswith("NVML_") or name.startswith("nvmlEventType"):
                 setattr(self, name, getattr(real_pynvml, name))
         self.gpus, self.hang, self.unsupported = gpus, set(hang), set(unsupported)
         self.missing_fields, self.nvlinks = set(missing_fields), nvlinks
+        self.processes = processes or {}
         self.calls: list[tuple[str, int | None]] = []
         self.field_requests: list[list[int]] = []
         p = real_pynvml
@@ -83,7 +84,8 @@ class FakeNvml:
             "nvmlDeviceGetMaxPcieLinkWidth": 16, "nvmlDeviceGetCurrPcieLinkGeneration": 5,
             "nvmlDeviceGetMaxPcieLinkGeneration": 5, "nvmlDeviceGetGpuMaxPcieLinkGeneration": 5,
             "nvmlDeviceGetRetiredPages": [], "nvmlDeviceGetRemappedRows": (0, 0, 0, 0),
-            "nvmlDeviceGetComputeRunningProcesses": [], "nvmlDeviceGetCpuAffinity": [0xFF],
+            "nvmlDeviceGetComputeRunningProcesses": lambda: self.processes.get(gpu, []),
+            "nvmlDeviceGetCpuAffinity": [0xFF], "nvmlDeviceGetIndex": gpu,
             "nvmlDeviceGetNumaNodeId": 0, "nvmlDeviceGetP2PStatus": 0, "nvmlDeviceGetSerial": "1650000000000",
             "nvmlDeviceGetVbiosVersion": "96.00.AF.00.01",
         }
@@ -106,6 +108,12 @@ class FakeNvml:
             gpu = args[0].index if args and isinstance(args[0], Handle) else None
             if name == "nvmlDeviceGetHandleByIndex":
                 gpu = args[0]
+            if name.startswith("nvmlDeviceGetHandleByPciBusId"):  # "0000:12:00.0" is GPU 2 (buses from 0x10)
+                gpu = int(args[0].decode().split(":")[1], 16) - 0x10
+                if not 0 <= gpu < self.gpus:
+                    raise NVMLError_InvalidArgument("Not Found")
+                self.calls.append((name, gpu))
+                return Handle(gpu)
             self.calls.append((name, gpu))
             if (name, gpu) in self.hang:
                 NEVER.wait()
@@ -130,6 +138,28 @@ def _calls_on(module, gpu, name=None):
 
 
 # --- collect_nvml (the nvml.json of `check`) -------------------------------------------------------------------
+
+def test_a_rank_asks_about_its_own_gpu_only(fake):
+    """Under torchrun each rank reads who uses its GPU: one GPU's calls, no other GPU, no P2P probe."""
+    from gpuready.facts.nvml import collect_one_gpu
+    other = SimpleNamespace(pid=4242, usedGpuMemory=30 * 2**30)
+    module = fake(gpus=8, processes={2: [other]})
+    gpu = collect_one_gpu("0000:12:00.0", timeout_s=TIMEOUT)
+    assert gpu["index"] == 2 and gpu["bus_id"] == "0000:12:00.0" and gpu["uuid"] == "GPU-0002"
+    assert [(p["pid"], p["used_memory_bytes"]) for p in gpu["processes"]] == [(4242, 30 * 2**30)]
+    assert {index for _, index in module.calls if index is not None} == {2}
+    assert not [name for name, _ in module.calls if "P2P" in name or name == "nvmlDeviceGetHandleByIndex"]
+    assert collect_one_gpu("0000:99:00.0", timeout_s=TIMEOUT) is None  # not a GPU NVML knows
+
+
+def test_a_rank_whose_gpu_hangs_in_nvml_hears_unknown_in_time(fake):
+    from gpuready.facts.nvml import collect_one_gpu
+    fake(gpus=2, hang={("nvmlDeviceGetComputeRunningProcesses", 1)})
+    started = time.monotonic()
+    gpu = collect_one_gpu("0000:11:00.0", timeout_s=TIMEOUT)
+    assert time.monotonic() - started < 10 * TIMEOUT
+    assert gpu["index"] == 1 and gpu["processes"] is None  # the processes could not be read: not "nobody"
+
 
 def test_a_hung_gpu_is_asked_nothing_more_in_the_collection(fake):
     module = fake(gpus=4, hang={("nvmlDeviceGetPowerUsage", 1)})

@@ -98,18 +98,20 @@ def test_the_deadline_names_every_open_rank(clock):
 
 def test_a_torchrun_rank_reads_its_own_gpu_before_making_a_context(monkeypatch):
     from gpuready.workloads.worker import own_gpu_users
-    nvml = {"init_error": None, "gpus": [
+    import gpuready.facts.nvml as nvml_module
+    gpus = [
         {"index": 0, "bus_id": "0000:18:00.0", "uuid": "GPU-a", "memory_total_bytes": 80 * GIB,
          "memory_used_bytes": 30 * GIB, "processes": [{"pid": 777, "name": "python", "used_memory_bytes": 30 * GIB}]},
         {"index": 1, "bus_id": "0000:2a:00.0", "uuid": "GPU-b", "memory_total_bytes": 80 * GIB,
-         "memory_used_bytes": 0, "processes": []}]}
-    monkeypatch.setattr(gpu_users, "read_nvml", lambda: nvml)
+         "memory_used_bytes": 0, "processes": []}]
+    monkeypatch.setattr(nvml_module, "collect_one_gpu",
+                        lambda bus_id: next((gpu for gpu in gpus if gpu["bus_id"] == bus_id), None))
     mine = own_gpu_users("0000:2a:00.0")
     assert mine["index"] == 1 and mine["processes"] == []
     other = own_gpu_users("0000:18:00.0")
     assert other["processes"] == [{"pid": 777, "name": "python", "used_memory_bytes": 30 * GIB}]
     assert own_gpu_users("0000:99:00.0") == {"unknown": True}
-    monkeypatch.setattr(gpu_users, "read_nvml", lambda: {"init_error": "NVMLError_DriverNotLoaded", "gpus": []})
+    monkeypatch.setattr(nvml_module, "collect_one_gpu", lambda bus_id: None)  # NVML cannot say
     assert own_gpu_users("0000:2a:00.0") == {"unknown": True}
 
 

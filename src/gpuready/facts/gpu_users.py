@@ -65,17 +65,27 @@ def gpu_users(indices: Iterable[int] | None = None, ignore: set[int] | None = No
         return None
     ignore = own_pids() if ignore is None else ignore
     wanted = set(indices) if indices is not None else None
-    users: dict[int, GpuUsers] = {}
-    for gpu in document.get("gpus") or []:
-        index = gpu.get("index")
-        if wanted is not None and index not in wanted:
-            continue
-        total, used = gpu.get("memory_total_bytes"), gpu.get("memory_used_bytes")
-        free = total - used if isinstance(total, int) and isinstance(used, int) else None
-        processes = [dict(p) for p in gpu.get("processes") or [] if p.get("pid") not in ignore]
-        users[index] = GpuUsers(index=index, bus_id=gpu.get("bus_id"), uuid=gpu.get("uuid"), processes=processes,
-                                free_bytes=free)
-    return users
+    return {gpu.get("index"): users_from_record(gpu, ignore) for gpu in document.get("gpus") or []
+            if wanted is None or gpu.get("index") in wanted}
+
+
+def own_gpu_users(bus_id: str | None) -> GpuUsers | None:
+    """Who computes on the GPU at `bus_id` (a rank's own, asked before the rank makes its context there, so every
+    process counts); None where NVML cannot say."""
+    from gpuready.facts.nvml import collect_one_gpu
+    gpu = collect_one_gpu(bus_id) if bus_id else None
+    if gpu is None or gpu.get("processes") is None:  # processes unread is not "nobody"
+        return None
+    return users_from_record(gpu, set())
+
+
+def users_from_record(gpu: dict[str, Any], ignore: set[int]) -> GpuUsers:
+    """One gpus[] entry of the NVML document → its users, leaving out the pids in `ignore`."""
+    total, used = gpu.get("memory_total_bytes"), gpu.get("memory_used_bytes")
+    free = total - used if isinstance(total, int) and isinstance(used, int) else None
+    processes = [dict(p) for p in gpu.get("processes") or [] if p.get("pid") not in ignore]
+    return GpuUsers(index=gpu.get("index"), bus_id=gpu.get("bus_id"), uuid=gpu.get("uuid"), processes=processes,
+                    free_bytes=free)
 
 
 def shared(users: dict[int, GpuUsers] | None) -> dict[int, GpuUsers]:

@@ -170,6 +170,36 @@ def collect_nvml(timeout_s: float = CALL_TIMEOUT_S) -> dict[str, Any]:
     return document
 
 
+def collect_one_gpu(bus_id: str, timeout_s: float = CALL_TIMEOUT_S) -> dict[str, Any] | None:
+    """One GPU's identity, memory and compute processes, found by its PCI bus id: what a rank asks about its own GPU
+    (a whole-node collection, P2P probes included, on every rank of an 8-GPU node would be eight times the work).
+    The gpus[] entry shape of collect_nvml; None where NVML cannot say."""
+    try:
+        import pynvml
+        call_with_timeout(pynvml.nvmlInit, timeout_s=timeout_s)
+    except Exception:
+        return None
+    try:
+        querier = _Querier(pynvml, timeout_s)
+        getter = getattr(pynvml, "nvmlDeviceGetHandleByPciBusId_v2", None) or pynvml.nvmlDeviceGetHandleByPciBusId
+        handle = querier.ask(getter, bus_id.encode(), field="handle")
+        if handle is None:
+            return None
+        index = querier.ask(pynvml.nvmlDeviceGetIndex, handle, field="index")
+        gpu: dict[str, Any] = {"index": index, "bus_id": normalize_bus_id(bus_id),
+                               "uuid": _decode(querier.ask(pynvml.nvmlDeviceGetUUID, handle, field="uuid"))}
+        memory = querier.ask(pynvml.nvmlDeviceGetMemoryInfo, handle, field="memory_total_bytes")
+        if memory is not None:
+            gpu["memory_total_bytes"], gpu["memory_used_bytes"] = int(memory.total), int(memory.used)
+        gpu["processes"] = _processes(pynvml, querier, handle)
+        return gpu if isinstance(index, int) else None
+    finally:
+        try:
+            call_with_timeout(pynvml.nvmlShutdown, timeout_s=timeout_s)
+        except Exception:
+            pass
+
+
 def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 

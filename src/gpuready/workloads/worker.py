@@ -242,12 +242,11 @@ def operation_timeout_s(dist: Any, device: Any) -> float | None:
 def own_gpu_users(bus_id: str | None) -> dict[str, Any]:
     """Under torchrun: who else computes on this rank's GPU, read before this rank has a context there (so no
     PID matching is needed, which fails across PID namespaces). {"unknown": True} where NVML cannot say."""
-    from gpuready.facts.gpu_users import gpu_users
+    from gpuready.facts.gpu_users import own_gpu_users as users_of_gpu
     try:
-        users = gpu_users(None, ignore=set())
+        entry = users_of_gpu(bus_id)
     except Exception:
-        users = None
-    entry = next((e for e in (users or {}).values() if bus_id and e.bus_id == bus_id), None)
+        entry = None
     if entry is None:
         return {"unknown": True}
     return {"index": entry.index, "bus_id": entry.bus_id, "uuid": entry.uuid, "processes": entry.processes,
