@@ -6,7 +6,6 @@ from dataclasses import asdict
 
 import pytest
 
-from gpuready.facts import gpu_users
 from gpuready.runner import progress, watchdog
 from gpuready.runner.progress import HEARTBEAT_KEY, PROGRESS_KEY, Progress
 from gpuready.runner.watchdog import Watchdog
