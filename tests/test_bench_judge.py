@@ -223,6 +223,19 @@ def test_mfu_against_validate_measured_matmul():
     assert "63% of the 791 TFLOP/s validate measured" in only(judge, "bench.mfu_low").message
 
 
+def test_mfu_against_the_matmul_the_one_gpu_run_measured():
+    single = run("single", 1, 10_000)
+    single["results"][0]["matmul_bf16"] = {"tflops": 770.7, "seconds": 0.0285}  # the H200's, launch --run validate
+    judge = judged([single, run("ddp", 8, 76_000)])
+    ddp = measurement(judge, "mfu_vs_measured_matmul", "ddp")
+    assert ddp.value == pytest.approx(76_000 * FLOPS_PER_TOKEN / 1e12 / 8 / 770.7, abs=1e-6)
+    assert ddp.method["peak_source"].startswith("bf16 matmul TFLOP/s measured on the 1-GPU run's GPU")
+    assert "64% of the 771 TFLOP/s its bf16 matmul measured" in only(judge, "bench.mfu_low", "single").message
+    # validate's figure, when given, is the one used
+    judge = judged([single], validate_tflops=791.0)
+    assert measurement(judge, "mfu_vs_measured_matmul").method["peak_source"] == "validate's bf16 matmul TFLOP/s"
+
+
 def test_throttled_run_warns_with_reasons():
     telemetry = {"throttle_share": 0.12, "reasons": ["sw_thermal_slowdown", "hw_slowdown"],
                  "power_w_median": 612.0, "temp_c_max": 88.0}

@@ -33,7 +33,7 @@ def _events_seconds(torch: Any, work: Callable[[], None], stream: Any = None) ->
     return start.elapsed_time(end) / 1000.0
 
 
-def _matmul_tflops(torch: Any, device: Any, dtype_name: str) -> dict[str, Any]:
+def matmul_tflops(torch: Any, device: Any, dtype_name: str) -> dict[str, Any]:
     n = MATMUL_N
     method = {"shape": [n, n, n], "warmup": MATMUL_WARMUP, "iterations": MATMUL_ITERATIONS,
               "timing": "CUDA events around the timed products", "flops_per_product": 2 * n**3}
@@ -93,7 +93,7 @@ def run_compute(ctx: RankContext) -> dict[str, Any]:
     results: dict[str, Any] = {"matmul": {}}
     for dtype_name in dtypes:
         ctx.step("compute", f"matmul {dtype_name}")
-        results["matmul"][dtype_name] = _matmul_tflops(torch, ctx.device, dtype_name)
+        results["matmul"][dtype_name] = matmul_tflops(torch, ctx.device, dtype_name)
     ctx.step("compute", "device memory copy")
     results["memory"] = _device_copy(torch, ctx.device)
     return results

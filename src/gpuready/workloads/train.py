@@ -298,4 +298,8 @@ def _train(ctx: RankContext, settings: TrainSettings) -> dict[str, Any]:
         result["peak_rss_bytes"] = _rss_bytes()
     ctx.step("train", f"{strategy}: parameter checksum")
     result["param_checksum"] = _param_checksum(ctx, model, strategy)
+    if ctx.is_cuda and strategy == "single":  # the GPU's own bf16 matmul rate, for MFU against what it can do
+        from gpuready.workloads.gpu_bench import matmul_tflops
+        ctx.step("train", "bf16 matmul rate (8192³ torch.mm)")
+        result["matmul_bf16"] = matmul_tflops(torch, ctx.device, "bf16")
     return result

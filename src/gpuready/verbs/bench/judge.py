@@ -196,6 +196,18 @@ class BenchJudge:
             method=self.method(run, **method), samples=[round(float(s), 6) for s in samples or [value]],
             versions=versions))
 
+    def measured_matmul(self) -> tuple[float | None, str | None]:
+        """The bf16 matmul TFLOP/s MFU is also held against: validate's (--validate-report), else the one the 1-GPU
+        run measured after its steps."""
+        if self.validate_tflops:
+            return self.validate_tflops, "validate's bf16 matmul TFLOP/s"
+        for run in self.figures:
+            matmul = run.first.get("matmul_bf16") if run.ok and run.world_size == 1 else None
+            if isinstance(matmul, dict) and isinstance(matmul.get("tflops"), (int, float)) and matmul["tflops"] > 0:
+                return float(matmul["tflops"]), ("bf16 matmul TFLOP/s measured on the 1-GPU run's GPU after its "
+                                                 "steps (8192³ torch.mm, CUDA events)")
+        return None, None
+
     def peak_tflops(self, run: RunFigures) -> float | None:
         if self.machine is None:
             return None
@@ -333,10 +345,10 @@ class BenchJudge:
             dtype = precision_key(run.first.get("precision"))
             self.measure("mfu", run, run.mfu, "fraction", expected=MFU_WARN_BELOW, expected_source=MFU_SOURCE,
                          peak_tflops_per_gpu=peak, peak_source=f"{self.machine.gpu_name} {dtype} dense datasheet")
-        if self.validate_tflops:
-            self.measure("mfu_vs_measured_matmul", run,
-                         achieved_tflops / (run.world_size * self.validate_tflops), "fraction",
-                         peak_tflops_per_gpu=self.validate_tflops, peak_source="validate's bf16 matmul TFLOP/s")
+        measured, source = self.measured_matmul()
+        if measured:
+            self.measure("mfu_vs_measured_matmul", run, achieved_tflops / (run.world_size * measured), "fraction",
+                         peak_tflops_per_gpu=round(measured, 1), peak_source=source)
         if self.on_cpu:
             self.add("bench.mfu_low", Status.SKIP, f"{run.label}: MFU on CPU ranks is not judged (no datasheet "
                                                    "peak; CPU ranks only check the code path).")
@@ -353,8 +365,9 @@ class BenchJudge:
             self.add("bench.mfu_low", status,
                      f"{run.label}: MFU {run.mfu:.1%} of the {peak:,.0f} TFLOP/s {dtype} dense peak per GPU "
                      f"({achieved_tflops / run.world_size:,.0f} TFLOP/s per GPU achieved)"
-                     + (f", {achieved_tflops / run.world_size / self.validate_tflops:.0%} of the "
-                        f"{self.validate_tflops:,.0f} TFLOP/s validate measured" if self.validate_tflops else "")
+                     + (f", {achieved_tflops / run.world_size / measured:.0%} of the {measured:,.0f} TFLOP/s "
+                        + ("validate measured" if self.validate_tflops else "its bf16 matmul measured")
+                        if measured else "")
                      + (f"; below {MFU_WARN_BELOW:.0%}." if status == Status.WARN else "."),
                      observed=round(run.mfu, 4), expected=f">= {MFU_WARN_BELOW}", refs=[MFU_SOURCE],
                      fix=("Raise the micro-batch where memory allows, use a fused/flash attention kernel and "
