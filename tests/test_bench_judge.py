@@ -238,13 +238,14 @@ def test_mfu_against_the_matmul_the_one_gpu_run_measured():
 
 def test_throttled_run_warns_with_reasons():
     telemetry = {"throttle_share": 0.12, "reasons": ["sw_thermal_slowdown", "hw_slowdown"],
-                 "power_w_median": 612.0, "temp_c_max": 88.0}
+                 "power_w_median": 612.0, "temp_c_max": 88.0, "sm_clock_mhz_median": 1410}
     judge = judged([run("single", 1, 10_000, telemetry={"throttle_share": 0.0, "reasons": []}),
                     run("ddp", 8, 76_000, telemetry=telemetry)])
     finding = only(judge, "bench.throttled", "ddp")
     assert finding.status.value == "warn"
     assert finding.message == ("ddp on 8 GPUs: clocks throttled in 12% of samples (sw_thermal_slowdown, hw_slowdown); "
-                               "median power 612 W; max temperature 88 °C: the figures are below what the GPUs can do.")
+                               "median power 612 W; max temperature 88 °C; median SM clock 1410 MHz: the figures are "
+                               "below what the GPUs can do.")
     assert only(judge, "bench.throttled", "single").status.value == "pass"
 
 

@@ -413,7 +413,9 @@ class BenchJudge:
         reasons = ", ".join(summary.get("reasons") or []) or "reasons not reported"
         extra = "; ".join(part for part in (
             f"median power {summary['power_w_median']:.0f} W" if summary.get("power_w_median") is not None else "",
-            f"max temperature {summary['temp_c_max']:.0f} °C" if summary.get("temp_c_max") is not None else "") if part)
+            f"max temperature {summary['temp_c_max']:.0f} °C" if summary.get("temp_c_max") is not None else "",
+            f"median SM clock {summary['sm_clock_mhz_median']:.0f} MHz"
+            if summary.get("sm_clock_mhz_median") is not None else "") if part)
         if share > THROTTLE_WARN_SHARE:
             self.add("bench.throttled", Status.WARN,
                      f"{run.label}: clocks throttled in {share:.0%} of samples ({reasons})"

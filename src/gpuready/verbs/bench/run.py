@@ -220,9 +220,11 @@ def _telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict
             if reasons_from_mask(int(sample.get("clock_event_reasons") or 0)) & (THERMAL_REASONS | HARDWARE_REASONS)]
     powers = sorted(s["power_w"] for s in samples if s.get("power_w") is not None)
     temps = [s["temperature_c"] for s in samples if s.get("temperature_c") is not None]
+    clocks = sorted(s["sm_clock_mhz"] for s in samples if s.get("sm_clock_mhz") is not None)
     reasons = sorted({reason for s in slow for reason in reasons_from_mask(int(s.get("clock_event_reasons") or 0))})
     return {"samples": len(samples), "throttle_share": len(slow) / len(samples), "reasons": reasons,
-            "power_w_median": powers[len(powers) // 2] if powers else None, "temp_c_max": max(temps) if temps else None}
+            "power_w_median": powers[len(powers) // 2] if powers else None, "temp_c_max": max(temps) if temps else None,
+            "sm_clock_mhz_median": clocks[len(clocks) // 2] if clocks else None}
 
 
 def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[dict[str, Any]], *,
