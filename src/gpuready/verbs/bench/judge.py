@@ -14,37 +14,32 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Measurement, Status, Subject
 
+_SCALING = thresholds("bench_scaling")
 SCALING_EXPECTED: dict[str, tuple[float, str]] = {
-    "nvlink": (0.90, "every GPU on NVLink/NVSwitch"),
-    "pcie_p2p": (0.80, "PCIe with peer-to-peer"),
-    "pcie_host": (0.65, "PCIe without peer-to-peer (gradients staged through host memory)"),
-    "multi_node": (0.70, "across nodes"),
+    "nvlink": (_SCALING["nvlink"], "every GPU on NVLink/NVSwitch"),
+    "pcie_p2p": (_SCALING["pcie_p2p"], "PCIe with peer-to-peer"),
+    "pcie_host": (_SCALING["pcie_host"], "PCIe without peer-to-peer (gradients staged through host memory)"),
+    "multi_node": (_SCALING["multi_node"], "across nodes"),
 }
-"""Data-parallel scaling efficiency (tokens/s on N GPUs ÷ N × tokens/s on one) each topology allows, by key.
-These are gpuready's engineering expectations for a model large enough to keep the GPUs busy (gradient all-reduce
-overlapped with the backward pass), not published figures: on NVLink/NVSwitch the all-reduce hides almost entirely;
-over PCIe it competes with host traffic; through host memory or a network it is exposed in part."""
-SCALING_SOURCE = ("gpuready engineering expectation (not a published figure): data-parallel scaling efficiency "
-                  "NVLink/NVSwitch >= 0.90, PCIe with P2P >= 0.80, PCIe without P2P >= 0.65, across nodes >= 0.70")
-SCALING_FAIL_MARGIN = 0.25
+"""Data-parallel scaling efficiency each topology allows, by key (thresholds.toml [bench_scaling] says why)."""
+SCALING_SOURCE = _SCALING["source"]
+SCALING_FAIL_MARGIN = _SCALING["fail_margin"]
 """Below expectation − this margin a finding fails (below the expectation it warns)."""
 
-MFU_WARN_BELOW = 0.35
-MFU_SOURCE = ("gpuready engineering expectation: well-tuned bf16 training of large models reaches ~40-55 % model "
-              "FLOPs utilisation of the dense datasheet peak (PaLM 540B: 46.2 %, Chowdhery et al. 2022, Table 3); "
-              "below 0.35 the GPUs wait on something")
+MFU_WARN_BELOW = thresholds("bench_mfu")["warn_below"]
+MFU_SOURCE = thresholds("bench_mfu")["source"]
 MFU_JUDGED_PRECISIONS = ("bf16", "fp16")
 
-MEMORY_WARN_ABOVE = 0.90
-MEMORY_ROOM_BELOW = 0.50
-MEMORY_TARGET = 0.90
-MEMORY_SOURCE = ("gpuready default: above 90 % of GPU memory reserved a longer sequence, a fragmentation spike or a "
-                 "checkpoint save is close to an out-of-memory error; below 50 % the micro-batch can grow")
+_MEMORY = thresholds("bench_memory")
+MEMORY_WARN_ABOVE, MEMORY_ROOM_BELOW, MEMORY_TARGET = _MEMORY["warn_above"], _MEMORY["room_below"], _MEMORY["target"]
+MEMORY_SOURCE = _MEMORY["source"]
 
-THROTTLE_WARN_SHARE = 0.05
-THROTTLE_SOURCE = "gpuready default (as burn, thresholds.toml [burn] throttle_warn_share): > 5 % of samples throttled"
+THROTTLE_WARN_SHARE = thresholds("burn")["throttle_warn_share"]
+THROTTLE_SOURCE = ("gpuready default (as burn, thresholds.toml [burn] throttle_warn_share): "
+                   f"> {THROTTLE_WARN_SHARE:.0%} of samples throttled")
 
 OOM_PATTERNS = ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation")
 
