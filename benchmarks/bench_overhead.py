@@ -6,7 +6,10 @@ Times the same model and step two ways and prints the medians:
   thread, watchdog polling, and on GPUs the NVML sampler.
 On the 2-core CPU box the two differ by -39 % to +6 % from run to run (thread scheduling of a process with a few ms
 steps), far more than any overhead: the figure that counts is on a GPU, with a model whose step is tens of ms.
+Both run in a fresh process each time; --repeats N alternates them N times and also prints the median of medians
+(on the H200 the plain loop alone varies by about 2 % from process to process).
 Run: python benchmarks/bench_overhead.py [--device cpu|cuda] [--preset tiny] [--steps 40] [--seq N] [--micro-batch B]
+     [--repeats N]
 """
 
 from __future__ import annotations
@@ -65,6 +68,14 @@ def bench_steps(device: str, preset: str, seq: int, micro_batch: int, steps: int
     return step["samples"]
 
 
+def plain_in_subprocess(args: argparse.Namespace) -> list[float]:
+    """The plain loop in a fresh process, as bench's rank is: neither side reuses a warm CUDA context."""
+    command = [sys.executable, __file__, "--plain-only", "--device", args.device, "--preset", args.preset, "--seq",
+               str(args.seq), "--micro-batch", str(args.micro_batch), "--steps", str(args.steps), "--warmup",
+               str(args.warmup)]
+    return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cpu")
@@ -73,14 +84,26 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=1, help="alternate plain and bench this many times")
+    parser.add_argument("--plain-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    plain = statistics.median(plain_steps(args.device, args.preset, args.seq, args.micro_batch, args.steps,
-                                          args.warmup))
-    bench = statistics.median(bench_steps(args.device, args.preset, args.seq, args.micro_batch, args.steps,
-                                          args.warmup))
-    print(f"{args.preset} seq {args.seq} micro-batch {args.micro_batch} on {args.device}, median of {args.steps} "
-          f"steps: plain loop {plain * 1e3:.2f} ms, through gpuready bench {bench * 1e3:.2f} ms, "
-          f"overhead {100 * (bench - plain) / plain:+.1f} %")
+    if args.plain_only:
+        print(json.dumps(plain_steps(args.device, args.preset, args.seq, args.micro_batch, args.steps, args.warmup)))
+        return
+    pairs = []
+    for _ in range(args.repeats):
+        plain = statistics.median(plain_in_subprocess(args))
+        bench = statistics.median(bench_steps(args.device, args.preset, args.seq, args.micro_batch, args.steps,
+                                              args.warmup))
+        pairs.append((plain, bench))
+        print(f"{args.preset} seq {args.seq} micro-batch {args.micro_batch} on {args.device}, median of {args.steps} "
+              f"steps: plain loop {plain * 1e3:.2f} ms, through gpuready bench {bench * 1e3:.2f} ms, "
+              f"overhead {100 * (bench - plain) / plain:+.1f} %", flush=True)
+    if args.repeats > 1:
+        plain = statistics.median(p for p, _ in pairs)
+        bench = statistics.median(b for _, b in pairs)
+        print(f"over {args.repeats} alternations: plain {plain * 1e3:.2f} ms, bench {bench * 1e3:.2f} ms, "
+              f"overhead {100 * (bench - plain) / plain:+.1f} % (median of medians)")
 
 
 if __name__ == "__main__":

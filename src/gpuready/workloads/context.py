@@ -84,3 +84,18 @@ class RankContext:
             print(f"{FAULT_VARIABLE}: rank {self.rank} sleeps in {phase}", flush=True)  # tests wait for this line
             while True:
                 time.sleep(60)
+
+
+def runtime_versions(torch: Any) -> dict[str, str]:
+    """torch, CUDA and NCCL versions, and the NCCL/CUDA variables set, as every rank result carries them."""
+    versions = {"torch": torch.__version__}
+    if torch.version.cuda:
+        versions["cuda"] = torch.version.cuda
+        try:
+            versions["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:
+            pass
+    for variable in ("NCCL_NVLS_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_DISABLE", "CUDA_DEVICE_MAX_CONNECTIONS"):
+        if variable in os.environ:
+            versions[variable] = os.environ[variable]
+    return versions

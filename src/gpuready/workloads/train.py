@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any, Callable
 
-from gpuready.workloads.context import RankContext
+from gpuready.workloads.context import RankContext, runtime_versions
 
 STRATEGIES = ("single", "ddp", "fsdp2", "fsdp2-noreshard")
 PRECISIONS = ("amp-bf16", "bf16", "fp32")
@@ -226,7 +226,7 @@ def _train(ctx: RankContext, settings: TrainSettings) -> dict[str, Any]:
         "peak_memory_method": ("torch.cuda.max_memory_allocated/reserved since just before the first step"
                                if ctx.is_cuda else "ru_maxrss: the process's peak resident set size (CPU run)"),
         "loss_first": None, "loss_last": None, "loss_scope": "this rank's micro-batches, mean",
-        "device_name": _device_name(ctx), "versions": {"torch": torch.__version__},
+        "device_name": _device_name(ctx), "versions": runtime_versions(torch),
         "timing": "time.perf_counter around each optimizer step (forward, backward, communication, AdamW)"
                   + (", between torch.cuda.synchronize calls" if ctx.is_cuda else ""),
     }

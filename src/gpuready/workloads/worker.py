@@ -15,7 +15,7 @@ import warnings
 from datetime import timedelta
 from typing import Any, Callable
 
-from gpuready.workloads.context import RankContext, RankOptions
+from gpuready.workloads.context import RankContext, RankOptions, runtime_versions
 from gpuready.runner.progress import RESULT_KEY, Heartbeat, ProgressReporter
 from gpuready.runner.signals import die_with_parent, handle_stop_signals_in_thread
 from gpuready.runner.watchdog import WORKLOAD_FAILED_EXIT
@@ -166,7 +166,7 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
 
     result: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "local_rank": local_rank,
                               "node_rank": ctx.node_rank, "gpu": {"bus_id": bus_id, "uuid": uuid, "name": name},
-                              "backend": backend, "versions": _versions(torch), "workloads": {},
+                              "backend": backend, "versions": runtime_versions(torch), "workloads": {},
                               "group_timeouts_s": group_timeouts_s}
     if users_of_gpu is not None:
         result["gpu_users"] = users_of_gpu
@@ -251,20 +251,6 @@ def own_gpu_users(bus_id: str | None) -> dict[str, Any]:
         return {"unknown": True}
     return {"index": entry.index, "bus_id": entry.bus_id, "uuid": entry.uuid, "processes": entry.processes,
             "free_bytes": entry.free_bytes}
-
-
-def _versions(torch: Any) -> dict[str, str]:
-    versions = {"torch": torch.__version__}
-    if torch.version.cuda:
-        versions["cuda"] = torch.version.cuda
-        try:
-            versions["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-        except Exception:
-            pass
-    for variable in ("NCCL_NVLS_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_DISABLE", "CUDA_DEVICE_MAX_CONNECTIONS"):
-        if variable in os.environ:
-            versions[variable] = os.environ[variable]
-    return versions
 
 
 if __name__ == "__main__":
