@@ -50,3 +50,26 @@ def test_one_gpu_bench_through_torchrun(tmp_path):
     assert report["facts"]["bench"]["launcher"] == "torchrun"
     assert _measured(report, "single_tokens_per_s")["value"] > 0
     assert ("bench.gpu_shared" in {f["check_id"] for f in report["findings"]})  # each rank read its own GPU
+
+
+def test_ddp_and_fsdp2_on_two_gloo_ranks_sharing_the_gpu(tmp_path):
+    """The multi-rank training path with CUDA tensors on a one-GPU machine: DDP over gloo trains (both ranks end
+    with the same weights); FSDP2 over gloo with CUDA tensors is a skip on every rank, not a crash."""
+    from gpuready.runner.local import run_local
+    shape = {"name": "small", "layers": 2, "hidden": 256, "heads": 4, "vocab": 1024, "max_positions": 256}
+    runs = {"single": {"shape": shape, "strategy": "single", "seq": 128, "micro_batch": 2, "warmup_steps": 1,
+                       "steps": 3},
+            "ddp": {"shape": shape, "strategy": "ddp", "seq": 128, "micro_batch": 2, "warmup_steps": 1, "steps": 3},
+            "fsdp2": {"shape": shape, "strategy": "fsdp2", "seq": 128, "micro_batch": 2, "warmup_steps": 1,
+                      "steps": 3}}
+    spec = {"device": "cuda", "backend": "gloo", "workloads": ["train.single", "train.ddp", "train.fsdp2"],
+            "startup_timeout_s": 120, "options": {"timeout_s": 120, "train_runs": runs}}
+    outcome = run_local(world_size=2, spec=spec, log_dir=tmp_path, startup_timeout_s=120)
+    assert not outcome.failures, [(tmp_path / f"rank{r}.log").read_text()[-2000:] for r in range(2)]
+    results = {rank: outcome.results[rank]["workloads"] for rank in range(2)}
+    assert results[0]["train.single"]["matmul_bf16"]["tflops"] > 0
+    assert results[1]["train.single"] == {"waited_for": 0, "strategy": "single", "world_size": 1}
+    ddp = [results[rank]["train.ddp"] for rank in range(2)]
+    assert all(len(r["step_times_s"]) == 3 and r["peak_allocated_bytes"] > 0 for r in ddp)
+    assert ddp[0]["param_checksum"] == ddp[1]["param_checksum"]
+    assert all(results[rank]["train.fsdp2"]["skipped"].startswith("FSDP2 needs NCCL") for rank in range(2))
