@@ -120,3 +120,12 @@ def test_any_key_removed_or_nulled_still_renders(document):
 def test_a_report_object_is_refused():
     with pytest.raises(TypeError, match="report document"):
         render_console(object(), Console(file=io.StringIO()))
+
+
+def test_a_recorded_bench_report_renders_its_figures_in_readers_units():
+    document = json.loads((FIXTURES / "h200-bench" / "bench-1.3B-amp-bf16-mb4.json").read_text())
+    text = render(document, width=160)
+    assert "│ single_tokens_per_s " in text and "│ vm single×1 │ 42,681 tokens/s │" in text
+    assert "│ step_time_s " in text and "191.9 ms" in text  # the median step of the recording, 0.191937 s
+    assert "39.2%" in text  # MFU, a fraction
+    assert "38.0 GiB" in text  # reserved memory, 40,793,997,312 bytes

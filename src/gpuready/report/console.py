@@ -152,17 +152,39 @@ def _render_measurements(document: dict, console: Console, verbose: bool) -> Non
     for column in ("measurement", "subject", "value", "expected", "of expected"):
         table.add_column(column, no_wrap=True, justify="right" if column != "measurement" else "left")
     for measurement in shown:
-        unit = _text(measurement.get("unit"), "").replace("gb_per_s", "GB/s").replace("tflops", "TFLOP/s")
+        unit = _text(measurement.get("unit"), "")
         value = _number(measurement.get("value"))
         expected_value = _number(measurement.get("expected"))
-        expected = f"{expected_value:,.1f}" if expected_value else "-"
+        expected = format_value(expected_value, unit, generic_unit=False) if expected_value else "-"
         share = f"{value / expected_value:.0%}" if expected_value and value is not None else ""
         subject = _mapping(measurement.get("subject"))
         label = _subject_label(subject) if subject.get("gpu") else _text(subject.get("host"))
+        method = _mapping(measurement.get("method"))
+        if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
+            label += f" {method['strategy']}×{method['world_size']}"
         table.add_row(*(Text(cell) for cell in (_text(measurement.get("name")), label,
-                                                f"{'?' if value is None else format(value, ',.1f')} {unit}",
+                                                format_value(value, unit),
                                                 expected, share)))
     console.print(table)
+
+
+def format_value(value: float | int | None, unit: str, generic_unit: bool = True) -> str:
+    """A figure in the unit a reader expects: seconds below one in ms or µs, fractions in %, bytes in GiB; other
+    units as `1,234.5 GB/s` (without the unit where `generic_unit` is False); `?` for an unknown figure."""
+    generic = unit.replace("gb_per_s", "GB/s").replace("tflops", "TFLOP/s") if generic_unit else ""
+    if value is None or value != value:  # unknown, or NaN from an older or damaged document
+        return f"? {generic}".rstrip() if value is None else f"nan {generic}".rstrip()
+    if unit == "seconds":
+        if abs(value) < 1e-3:
+            return f"{value * 1e6:,.1f} µs"
+        return f"{value * 1e3:,.1f} ms" if abs(value) < 1 else f"{value:,.2f} s"
+    if unit == "fraction":
+        return f"{value:.1%}"
+    if unit == "bytes":
+        return f"{value / 2**30:,.1f} GiB"
+    if unit == "tokens_per_s":
+        return f"{value:,.0f} tokens/s"
+    return f"{value:,.1f} {generic}".rstrip()
 
 
 STRATEGIES_SHOWN = 8
