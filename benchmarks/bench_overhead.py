@@ -7,7 +7,9 @@ Times the same model and step two ways and prints the medians:
 On the 2-core CPU box the two differ by -39 % to +6 % from run to run (thread scheduling of a process with a few ms
 steps), far more than any overhead: the figure that counts is on a GPU, with a model whose step is tens of ms.
 Both run in a fresh process each time; --repeats N alternates them N times and also prints the median of medians
-(on the H200 the plain loop alone varies by about 2 % from process to process).
+(on the H200 the plain loop alone varied from 42.3 to 47.8 ms between processes: ±6 %, far above the 1 % target).
+--calls-only times what a rank adds to each step on its own (the progress post and the partial result), which is
+the part of the overhead that sits inside the step; the sampler and watchdog run in the parent process.
 Run: python benchmarks/bench_overhead.py [--device cpu|cuda] [--preset tiny] [--steps 40] [--seq N] [--micro-batch B]
      [--repeats N]
 """
@@ -68,6 +70,31 @@ def bench_steps(device: str, preset: str, seq: int, micro_batch: int, steps: int
     return step["samples"]
 
 
+def per_step_calls_s(repeats: int = 2000) -> tuple[float, float]:
+    """What a rank adds to each training step, timed alone: the progress post (one TCPStore set of a small JSON) and,
+    every PUBLISH_EVERY steps, the partial result (json of the result so far, one set). Seconds per step, median of
+    `repeats` (post, publish of a 25-step result)."""
+    import os
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from gpuready.runner.progress import ProgressReporter
+    from gpuready.workloads.train import PUBLISH_EVERY
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=30))
+    reporter = ProgressReporter(store, 0, "0000:00:00.0", os.getpid())
+    posts, publishes = [], []
+    result = {"step_times_s": [0.045] * 25, "strategy": "single", "shape": {"layers": 12}, "versions": {"torch": "x"}}
+    for _ in range(repeats):
+        started = time.perf_counter()
+        reporter.post("train", "single step 7", 300.0)
+        posts.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        store.set("gpuready/result/0", json.dumps({"workloads": {"train": {**result, "partial": True}}}))
+        publishes.append(time.perf_counter() - started)
+    return statistics.median(posts), statistics.median(publishes) / PUBLISH_EVERY
+
+
 def plain_in_subprocess(args: argparse.Namespace) -> list[float]:
     """The plain loop in a fresh process, as bench's rank is: neither side reuses a warm CUDA context."""
     command = [sys.executable, __file__, "--plain-only", "--device", args.device, "--preset", args.preset, "--seq",
@@ -86,7 +113,16 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=1, help="alternate plain and bench this many times")
     parser.add_argument("--plain-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--calls-only", action="store_true",
+                        help="only time what a rank adds to each step (the progress post, the partial result)")
     args = parser.parse_args()
+    if args.calls_only:
+        from gpuready.workloads.train import PUBLISH_EVERY
+        post_s, publish_s = per_step_calls_s()
+        print(f"inside a rank, per step: progress post {post_s * 1e6:.0f} µs + partial result {publish_s * 1e6:.0f} µs "
+              f"(one in {PUBLISH_EVERY} steps, spread): "
+              f"{(post_s + publish_s) * 1e6:.0f} µs, {100 * (post_s + publish_s) / 0.045:.2f} % of a 45 ms step")
+        return
     if args.plain_only:
         print(json.dumps(plain_steps(args.device, args.preset, args.seq, args.micro_batch, args.steps, args.warmup)))
         return
