@@ -321,3 +321,14 @@ def test_a_failure_after_complete_results_leaves_the_figures_standing():
     judge = judged([run("single", 1, 10_000), finished])
     assert measurement(judge, "scaling_efficiency").value == pytest.approx(0.95)
     assert not [f for f in judge.findings if f.check_id == "bench.run_failed"]
+
+
+def test_out_of_memory_on_a_one_gpu_machine_decides_shrink_not_shard():
+    laptop = Machine(gpu_name="RTX 4060 Laptop", gpus_per_node=1, nvlink_domain=1, peak_tflops={"bf16": 60.0},
+                     memory_bytes_per_gpu=8 * 2**30)
+    oom = run("single", 1, 1_000)
+    oom["results"] = {0: {"error": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.53 GiB"}}
+    decision = only(judged([oom], machine=laptop), "bench.decision")
+    assert decision.status.value == "warn"
+    assert decision.message.startswith("Shrink the step first: single on 1 GPU ran out of GPU memory, and with one "
+                                       "GPU there is nothing to shard the model across.")

@@ -317,7 +317,7 @@ class BenchJudge:
         rank, error = run.errors[0]
         more = f" ({len(run.errors) - 1} more rank(s) failed too)" if len(run.errors) > 1 else ""
         if run.oom:
-            fix = ("The model's states and activations do not fit with this strategy: use FSDP (--strategy fsdp2), "
+            fix = ("The model's states and activations do not fit with this strategy: use FSDP (--strategies fsdp2), "
                    "lower --micro-batch or --seq, turn on activation recompute, or add tensor parallelism; "
                    "`gpuready plan` estimates the memory per strategy.")
             self.add("bench.run_failed", Status.WARN,
@@ -495,6 +495,11 @@ class BenchJudge:
             run = memory_tight[0]
             why = ("ran out of GPU memory" if run.oom else
                    f"reserved {self.headroom[(run.strategy, run.world_size)]:.0%} of GPU memory")
+            if max(r.world_size for r in self.figures) == 1:  # one GPU here: nothing to shard across
+                return Status.WARN, (f"Shrink the step first: {run.label} {why}, and with one GPU there is nothing "
+                                     "to shard the model across. Lower --micro-batch or --seq, turn on --recompute "
+                                     "full, or take a smaller model; FSDP or TP need more GPUs (`gpuready plan` "
+                                     "estimates how many).")
             sharded = [r for r in good if r.strategy.startswith("fsdp")]
             also = (f"; {sharded[0].label} ran at {sharded[0].tokens_per_s:,.0f} tokens/s" if sharded else "")
             return Status.WARN, (f"Switch to FSDP or add TP: {run.label} {why}{also}. A replica of the model per GPU "
