@@ -115,11 +115,12 @@ def run_bench(options: BenchOptions) -> Report:
         check_cpu_ranks(ranks, options.oversubscribe)
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-bench-"))
     plan = [("single", 1)] + ([(strategy, ranks) for strategy in options.strategies] if ranks > 1 else [])
-    session, sampler = start_telemetry(device, ranks)
+    machine, gpus = node_view(device, ranks)
+    session, sampler = start_telemetry(device, gpus)
     watch = None
     if device == "cuda":
         from gpuready.facts.gpu_users import UserWatch
-        watch = UserWatch(list(range(ranks))).__enter__()
+        watch = UserWatch(gpus).__enter__()
     runs: list[dict[str, Any]] = []
     started = time.monotonic()
     interrupted_by = None
@@ -149,7 +150,7 @@ def run_bench(options: BenchOptions) -> Report:
             session.close()
     return _report(options, shape, device, runs, users=watch.seen if watch is not None else None,
                    checked_sharing=watch is not None, interrupted_by=interrupted_by,
-                   wall_s=time.monotonic() - started, log_dir=log_dir)
+                   wall_s=time.monotonic() - started, log_dir=log_dir, machine=machine)
 
 
 def run_deadline_s(options: BenchOptions, runs: int) -> float:
@@ -157,15 +158,15 @@ def run_deadline_s(options: BenchOptions, runs: int) -> float:
     return options.startup_timeout_s + runs * options.timeout_s * (options.steps + options.warmup_steps + 2)
 
 
-def start_telemetry(device: str, gpus: int) -> tuple[Any, Any]:
-    """(NVML session, sampler at 1 s) over this node's first `gpus` GPUs; (None, None) on CPUs or without NVML."""
-    if device != "cuda":
+def start_telemetry(device: str, gpus: list[int]) -> tuple[Any, Any]:
+    """(NVML session, sampler at 1 s) over these NVML indices; (None, None) on CPUs or without NVML."""
+    if device != "cuda" or not gpus:
         return None, None
     from gpuready.facts.nvml import NvmlSession
     from gpuready.telemetry import Sampler
     try:
         session = NvmlSession()
-        return session, Sampler(session, list(range(min(gpus, len(session.handles)))), 1.0).__enter__()
+        return session, Sampler(session, [index for index in gpus if index < len(session.handles)], 1.0).__enter__()
     except Exception:  # no NVML: no telemetry, the run goes on
         return None, None
 
@@ -235,7 +236,7 @@ def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[di
     from gpuready.verbs.bench.judge import judge_bench
     host = socket.gethostname()
     if machine is None:
-        machine = node_machine(device)
+        machine = node_view(device, 0)[0]
     validate_tflops = None
     if options.validate_report is not None:
         from gpuready.verbs.plan.run import measured_figures
@@ -263,13 +264,17 @@ def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[di
     return report
 
 
-def node_machine(device: str) -> Any:
-    """This node as plan's Machine (GPU model, memory, NVLink domain), or None on CPUs or where it cannot be read."""
+def node_view(device: str, ranks: int) -> tuple[Any, list[int]]:
+    """This node as plan's Machine (GPU model, memory, NVLink domain) and the NVML indices of the GPUs `ranks` ranks
+    use (CUDA_VISIBLE_DEVICES honoured: on a shared server NVML's GPU 0 may be someone else's); (None, []) on CPUs,
+    (None, first `ranks` indices) where the node's facts cannot be read."""
     if device != "cuda":
-        return None
+        return None, []
     try:
         from gpuready.verbs.plan.machine import machine_from_facts
-        from gpuready.verbs.validate.run import local_facts
-        return machine_from_facts(local_facts("cuda"))
+        from gpuready.verbs.validate.run import local_facts, selected_indices
+        facts = local_facts("cuda")
+        gpus = selected_indices(None, facts, ranks)
+        return machine_from_facts(facts), list(range(ranks)) if gpus is None else gpus
     except Exception:
-        return None
+        return None, list(range(ranks))

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from gpuready.model import Report
 from gpuready.runner.local import RunOutcome
 from gpuready.verbs.bench.run import (BenchOptions, _report, _telemetry_summary, _train_settings, bench_shape,
-                                      node_machine, run_deadline_s, start_telemetry)
+                                      node_view, run_deadline_s, start_telemetry)
 
 
 def rank_spec(options: BenchOptions, device: str, world_size: int) -> dict[str, Any]:
@@ -93,8 +93,8 @@ def run_torchrun_rank(options: BenchOptions, write_report: Callable[[Report], in
     spec = rank_spec(options, device, world_size)
     sampler = machine = None
     if rank == 0:
-        _session, sampler = start_telemetry(device, local_world)
-        machine = node_machine(device)
+        machine, gpus = node_view(device, local_world)
+        _session, sampler = start_telemetry(device, gpus)
     return run_rank(spec, deadline_s=run_deadline_s(options, runs=len(spec["workloads"])), log_dir=options.log_dir,
                     write_report=write_report,
                     make_report=lambda outcome: group_report(options, device, outcome, sampler, machine))

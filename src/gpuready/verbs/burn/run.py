@@ -108,8 +108,11 @@ def run_burn(options: BurnOptions) -> Report:
             extra_env["CUDA_VISIBLE_DEVICES"] = visible_devices(options.gpus, facts)
             uuids = extra_env["CUDA_VISIBLE_DEVICES"].split(",")
             selected = [i for uuid in uuids for i, gpu in enumerate(session.identity) if gpu["uuid"] == uuid]
-        else:
-            selected = list(range(len(session.handles)))
+        else:  # the user's CUDA_VISIBLE_DEVICES, or every GPU
+            from gpuready.facts.visible import visible_nvml_indices
+            selected = visible_nvml_indices(session.identity)
+            if selected is None:
+                selected = list(range(len(session.handles)))
         if options.ranks is not None:
             if options.ranks > len(selected):
                 session.close()

@@ -219,13 +219,13 @@ def run_local_validate(options: ValidateOptions, progress_callback=None) -> tupl
 
 
 def selected_indices(visible: str | None, facts: Any, ranks: int) -> list[int] | None:
-    """NVML indices of the GPUs the ranks use (the first `ranks` visible ones); None: every GPU."""
-    gpus = sorted((facts.gpus or []) if facts else [], key=lambda gpu: gpu.bus_id or "")
-    if visible:
-        by_uuid = {gpu.uuid: gpu.index for gpu in gpus}
-        chosen = [by_uuid[uuid] for uuid in visible.split(",") if uuid in by_uuid]
-    else:
-        chosen = [gpu.index for gpu in gpus]
+    """NVML indices of the GPUs the ranks use: the first `ranks` of those `visible` (gpuready's --gpus, else the
+    user's CUDA_VISIBLE_DEVICES) names; None: every GPU (none known)."""
+    from gpuready.facts.visible import visible_nvml_indices
+    gpus = (facts.gpus or []) if facts else []
+    chosen = visible_nvml_indices(gpus, visible)
+    if chosen is None:
+        chosen = [gpu.index for gpu in sorted(gpus, key=lambda gpu: gpu.bus_id or "")]
     return chosen[:ranks] if chosen else None
 
 

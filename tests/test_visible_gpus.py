@@ -1,0 +1,50 @@
+"""CUDA_VISIBLE_DEVICES → the NVML GPUs the ranks use (facts/visible.py): a shared server where NVML numbers all 8
+GPUs but the job may use two, UUID prefixes, and CUDA's rule that the list ends at the first unusable entry."""
+
+from gpuready.facts.visible import visible_nvml_indices
+
+# NVML's numbering of an 8-GPU board; bus ids out of index order on purpose (index 0 sits at the highest bus)
+EIGHT = [{"index": i, "bus_id": f"0000:{bus:02x}:00.0", "uuid": f"GPU-{i}{i}aa{i}b00-0000-0000-0000-00000000000{i}"}
+         for i, bus in enumerate((0xdb, 0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba))]
+
+
+def test_unset_means_every_gpu(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert visible_nvml_indices(EIGHT) is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert visible_nvml_indices(EIGHT) == [4]
+
+
+def test_numbers_are_positions_in_pci_bus_order():
+    # the ranks run with CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA device 0 is the lowest bus (NVML index 1 here)
+    assert visible_nvml_indices(EIGHT, "0,1") == [1, 2]
+    assert visible_nvml_indices(EIGHT, "7") == [0]
+    assert visible_nvml_indices(EIGHT, "4,5") == [5, 6]
+
+
+def test_uuids_and_unique_prefixes():
+    assert visible_nvml_indices(EIGHT, "GPU-33aa3b00-0000-0000-0000-000000000003,GPU-55") == [3, 5]
+    assert visible_nvml_indices(EIGHT, "66aa") == [6]  # CUDA accepts a UUID without its GPU- prefix
+
+
+def test_the_list_ends_at_the_first_entry_cuda_cannot_use():
+    assert visible_nvml_indices(EIGHT, "2,9,3") == [3]  # 9 is no GPU: CUDA sees only the first
+    assert visible_nvml_indices(EIGHT, "GPU-,4") == []  # a prefix of every UUID names no single GPU
+    assert visible_nvml_indices(EIGHT, "") == []  # set but empty hides every GPU
+    assert visible_nvml_indices(EIGHT, "1,1") == [2]
+
+
+def test_mig_instances_are_not_whole_gpus():
+    assert visible_nvml_indices(EIGHT, "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee") is None
+
+
+def test_validate_and_bench_watch_the_gpus_the_user_made_visible(monkeypatch):
+    from gpuready.facts.types import Facts, GpuFacts
+    from gpuready.verbs.validate.run import selected_indices
+    facts = Facts(gpus=[GpuFacts(index=g["index"], bus_id=g["bus_id"], uuid=g["uuid"]) for g in EIGHT])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    assert selected_indices(None, facts, 2) == [5, 6]  # not NVML's GPUs 0 and 1, someone else's
+    # gpuready's own --gpus (UUIDs) wins over the user's variable
+    assert selected_indices(EIGHT[3]["uuid"], facts, 1) == [3]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert selected_indices(None, facts, 3) == [1, 2, 3]  # bus order, as the ranks number them
