@@ -73,3 +73,26 @@ def test_ddp_and_fsdp2_on_two_gloo_ranks_sharing_the_gpu(tmp_path):
     assert all(len(r["step_times_s"]) == 3 and r["peak_allocated_bytes"] > 0 for r in ddp)
     assert ddp[0]["param_checksum"] == ddp[1]["param_checksum"]
     assert all(results[rank]["train.fsdp2"]["skipped"].startswith("FSDP2 needs NCCL") for rank in range(2))
+
+
+def test_ddp_and_fsdp2_on_one_nccl_rank(tmp_path):
+    """The NCCL paths of the training workload on the one GPU a single-GPU machine has: DDP, FSDP2 resharding and
+    not, bf16 with fused AdamW on sharded (DTensor) parameters, and the all-reduced parameter checksum."""
+    from gpuready.runner.local import run_local
+    shape = {"name": "small", "family": "llama", "layers": 2, "hidden": 256, "heads": 4, "kv_heads": 2,
+             "vocab": 1024, "ffn_hidden": 688, "max_positions": 256}
+    common = {"shape": shape, "seq": 128, "micro_batch": 2, "warmup_steps": 1, "steps": 3, "precision": "bf16"}
+    runs = {strategy: {**common, "strategy": strategy} for strategy in ("ddp", "fsdp2", "fsdp2-noreshard")}
+    spec = {"device": "cuda", "workloads": [f"train.{strategy}" for strategy in runs], "startup_timeout_s": 120,
+            "options": {"timeout_s": 120, "train_runs": runs}}
+    outcome = run_local(world_size=1, spec=spec, log_dir=tmp_path, startup_timeout_s=120)
+    assert not outcome.failures, (tmp_path / "rank0.log").read_text()[-3000:]
+    workloads = outcome.results[0]["workloads"]
+    for strategy in runs:
+        result = workloads[f"train.{strategy}"]
+        assert "error" not in result and "skipped" not in result, result
+        assert len(result["step_times_s"]) == 3 and result["loss_last"] > 0
+        assert result["versions"]["nccl"]
+    # the same seed and data: the three strategies end with the same weights on one rank (bf16 sums)
+    sums = [workloads[f"train.{strategy}"]["param_checksum"] for strategy in runs]
+    assert max(sums) - min(sums) <= 1e-3 * max(abs(s) for s in sums)
