@@ -109,3 +109,18 @@ def test_bench_nnodes_needs_an_endpoint():
     result = subprocess.run([sys.executable, "-m", "gpuready", "bench", "--device", "cpu", "--nnodes", "2"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "--rdzv-endpoint" in result.stderr
+
+
+def test_a_model_whose_states_cannot_fit_is_said_without_building_it(tmp_path):
+    # a hostile or mistaken config.json: a billion layers would take hours to build before failing
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 1_000_000_000, "hidden_size": 4096,
+                                  "num_attention_heads": 32, "vocab_size": 32000, "intermediate_size": 11008}))
+    result = subprocess.run([sys.executable, "-m", "gpuready", "bench", "--device", "cpu", "--ranks", "2",
+                             "--model-config", str(config), "--json"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    skipped = [f for f in report["findings"] if f["check_id"] == "bench.run_failed"]
+    assert [f["status"] for f in skipped] == ["skip"] * 3
+    assert all("model states alone" in f["message"] and "parameters in amp-bf16" in f["message"] for f in skipped)
+    assert not [m for m in report["measurements"] if m["name"].endswith("_tokens_per_s")]

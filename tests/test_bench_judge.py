@@ -332,3 +332,28 @@ def test_out_of_memory_on_a_one_gpu_machine_decides_shrink_not_shard():
     assert decision.status.value == "warn"
     assert decision.message.startswith("Shrink the step first: single on 1 GPU ran out of GPU memory, and with one "
                                        "GPU there is nothing to shard the model across.")
+
+
+def _too_big(strategy, world_size, states_gib):
+    return {"strategy": strategy, "world_size": world_size, "telemetry": None,
+            "results": {0: {"skipped": f"its model states alone need {states_gib} GiB per GPU, more than the 75 GiB "
+                                       "there", "strategy": strategy, "world_size": world_size,
+                            "states_bytes": states_gib * 2**30, "capacity_bytes": 75 * 2**30}}}
+
+
+def test_states_that_cannot_fit_one_gpu_decide_switch_to_fsdp():
+    judge = judged([_too_big("single", 1, 120), _too_big("ddp", 8, 120), run("fsdp2", 8, 70_000)])
+    skipped = [f for f in judge.findings if f.check_id == "bench.run_failed"]
+    assert [f.status.value for f in skipped] == ["skip", "skip"]
+    assert skipped[0].message == ("single on 1 GPU was not run: its model states alone need 120 GiB per GPU, more "
+                                  "than the 75 GiB there.")
+    assert only(judge, "bench.decision").message == (
+        "Switch to FSDP or add TP: single on 1 GPU cannot hold the model states; fsdp2 on 8 GPUs ran at 70,000 "
+        "tokens/s. A replica of the model per GPU does not fit with room to spare.")
+
+
+def test_states_that_fit_nowhere_decide_add_gpus_or_shard_further():
+    judge = judged([_too_big("single", 1, 1200), _too_big("ddp", 8, 1200), _too_big("fsdp2", 8, 160)])
+    assert only(judge, "bench.decision").message.startswith(
+        "Add GPUs or shard further: single on 1 GPU cannot hold the model states, and so does fsdp2 on 8 GPUs with "
+        "the states sharded.")

@@ -113,6 +113,8 @@ class RunFigures:
     telemetry: dict[str, Any] | None = None
     skipped: str | None = None
     """Why this run could not be made here (FSDP2 missing from this torch, …): a skip, not a failure."""
+    too_big: bool = False
+    """Skipped because the model states alone exceed one device's memory (a sizing fact, like an OOM)."""
 
     @property
     def label(self) -> str:
@@ -238,6 +240,7 @@ class BenchJudge:
         skipped = next((str(r["skipped"]) for r in results.values() if r and r.get("skipped")), None)
         if skipped is not None:  # every rank skips alike, before any collective
             figures.skipped = skipped
+            figures.too_big = any(isinstance(r, dict) and r.get("states_bytes") for r in results.values())
             return figures
         good: list[tuple[int, dict[str, Any]]] = []
         for rank in sorted(results, key=_rank_key):
@@ -489,17 +492,23 @@ class BenchJudge:
             return Status.PASS, (f"CPU ranks only check the code path ({figures}); their speed says nothing about "
                                  "GPUs: run `gpuready bench` on the GPU machine for a decision.")
         memory_tight = [run for run in self.figures
-                        if (run.oom or self.headroom.get((run.strategy, run.world_size), 0.0) > MEMORY_WARN_ABOVE)
+                        if (run.oom or run.too_big
+                            or self.headroom.get((run.strategy, run.world_size), 0.0) > MEMORY_WARN_ABOVE)
                         and run.strategy in ("single", "ddp")]
         if memory_tight:
             run = memory_tight[0]
-            why = ("ran out of GPU memory" if run.oom else
+            why = ("ran out of GPU memory" if run.oom else "cannot hold the model states" if run.too_big else
                    f"reserved {self.headroom[(run.strategy, run.world_size)]:.0%} of GPU memory")
             if max(r.world_size for r in self.figures) == 1:  # one GPU here: nothing to shard across
                 return Status.WARN, (f"Shrink the step first: {run.label} {why}, and with one GPU there is nothing "
                                      "to shard the model across. Lower --micro-batch or --seq, turn on --recompute "
                                      "full, or take a smaller model; FSDP or TP need more GPUs (`gpuready plan` "
                                      "estimates how many).")
+            unsharded_too = [r for r in self.figures if r.strategy.startswith("fsdp") and r.too_big]
+            if unsharded_too:
+                return Status.WARN, (f"Add GPUs or shard further: {run.label} {why}, and so does "
+                                     f"{unsharded_too[0].label} with the states sharded. `gpuready plan` finds a "
+                                     "layout that fits (more GPUs, tensor or pipeline parallelism, offload).")
             sharded = [r for r in good if r.strategy.startswith("fsdp")]
             also = (f"; {sharded[0].label} ran at {sharded[0].tokens_per_s:,.0f} tokens/s" if sharded else "")
             return Status.WARN, (f"Switch to FSDP or add TP: {run.label} {why}{also}. A replica of the model per GPU "

@@ -125,7 +125,13 @@ def run_bench(options: BenchOptions) -> Report:
     started = time.monotonic()
     interrupted_by = None
     try:
+        capacity = memory_capacity_bytes(device, machine, ranks)
         for strategy, world_size in plan:
+            too_big = states_do_not_fit(options, shape, strategy, world_size, capacity)
+            if too_big is not None:  # certain to fail: said, not spawned (a model can take minutes to build)
+                runs.append({"strategy": strategy, "world_size": world_size, "failures": [], "telemetry": None,
+                             "results": {0: too_big}})
+                continue
             spec = {"device": device, "workloads": ["train"], "startup_timeout_s": options.startup_timeout_s,
                     "options": {"timeout_s": options.timeout_s,
                                 "train": _train_settings(options, shape, strategy, world_size)}}
@@ -151,6 +157,41 @@ def run_bench(options: BenchOptions) -> Report:
     return _report(options, shape, device, runs, users=watch.seen if watch is not None else None,
                    checked_sharing=watch is not None, interrupted_by=interrupted_by,
                    wall_s=time.monotonic() - started, log_dir=log_dir, machine=machine)
+
+
+ZERO_STAGE = {"single": 0, "ddp": 0, "fsdp2-noreshard": 2, "fsdp2": 3}
+"""What each strategy shards of the model states, in plan's terms (plan/memory.py)."""
+
+
+def states_do_not_fit(options: BenchOptions, shape: ModelShape, strategy: str, world_size: int,
+                      capacity_bytes: int | None) -> dict[str, Any] | None:
+    """A skipped rank result where the model states alone (weights, gradients, AdamW state per GPU, as plan counts
+    them) exceed one device's memory: the run cannot succeed. None where they fit or the memory is unknown."""
+    if not capacity_bytes:
+        return None
+    from gpuready.verbs.plan.memory import Strategy, TrainSetup, memory_per_gpu
+    settings = _train_settings(options, shape, strategy, world_size)
+    setup = TrainSetup(shape=shape, seq=settings["seq"], micro_batch=settings["micro_batch"],
+                       precision=options.precision, recompute=options.recompute)
+    states = memory_per_gpu(setup, Strategy(name=strategy, dp=world_size, zero=ZERO_STAGE[strategy])).model_states
+    if states <= capacity_bytes:
+        return None
+    gib = lambda value: f"{value / 2**30:,.0f} GiB"
+    return {"skipped": f"its model states alone (weights, gradients and AdamW state of {shape.parameters():,} "
+                       f"parameters in {options.precision}) need {gib(states)} per "
+                       f"{'GPU' if options.device == 'cuda' else 'rank'}, more than the {gib(capacity_bytes)} there",
+            "strategy": strategy, "world_size": world_size, "states_bytes": states, "capacity_bytes": capacity_bytes}
+
+
+def memory_capacity_bytes(device: str, machine: Any, ranks: int) -> int | None:
+    """One GPU's memory; on CPU ranks this host's memory shared by the ranks; None where unknown."""
+    if device == "cuda":
+        return getattr(machine, "memory_bytes_per_gpu", None) if machine is not None else None
+    try:
+        import psutil
+        return psutil.virtual_memory().total // max(1, ranks)
+    except Exception:
+        return None
 
 
 def run_deadline_s(options: BenchOptions, runs: int) -> float:
