@@ -357,3 +357,28 @@ def test_states_that_fit_nowhere_decide_add_gpus_or_shard_further():
     assert only(judge, "bench.decision").message.startswith(
         "Add GPUs or shard further: single on 1 GPU cannot hold the model states, and so does fsdp2 on 8 GPUs with "
         "the states sharded.")
+
+
+def test_an_8x4090_two_socket_box_is_judged_against_the_host_memory_path(make_bundle, monkeypatch):
+    """bench's view of a published 8× RTX 4090 box (two sockets, PCIe only): the GPU pairs across sockets have no
+    P2P, so data-parallel scaling is held to the host-memory expectation, not to PCIe P2P's."""
+    from conftest import PUBLIC
+    from gpuready.bundle.reader import read_bundle
+    from gpuready.facts.build import build_facts
+    import gpuready.verbs.validate.run as validate_run
+    from gpuready.verbs.bench.run import node_view
+    bundle = make_bundle({"nvidia-smi-q.txt": PUBLIC / "pcie-8gpu-2socket" / "nvidia-smi-q-8x4090.txt",
+                          "nvidia-smi-topo.txt": PUBLIC / "pcie-8gpu-2socket" / "nvidia-smi-topo.txt"})
+    monkeypatch.setattr(validate_run, "local_facts", lambda device: build_facts(read_bundle(bundle)))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    node = node_view("cuda", 8)
+    assert node.gpus == list(range(8)) and node.machine.nvlink_domain == 1
+    assert node.host_path.startswith("SYS pairs: GPU0-GPU4")
+    judge = judged([run("single", 1, 10_000), run("ddp", 8, 56_000)], machine=node.machine,
+                   host_path=node.host_path)
+    scaling = only(judge, "bench.scaling_low")
+    assert scaling.status.value == "pass"  # 0.70 >= 0.65 through host memory (it would warn against P2P's 0.80)
+    assert "expected PCIe without peer-to-peer (gradients staged through host memory) (SYS pairs:" in scaling.message
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # one socket's pair: P2P over PCIe
+    node = node_view("cuda", 2)
+    assert node.gpus == [0, 1] and node.host_path is None

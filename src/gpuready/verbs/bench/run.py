@@ -115,17 +115,17 @@ def run_bench(options: BenchOptions) -> Report:
         check_cpu_ranks(ranks, options.oversubscribe)
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-bench-"))
     plan = [("single", 1)] + ([(strategy, ranks) for strategy in options.strategies] if ranks > 1 else [])
-    machine, gpus = node_view(device, ranks)
-    session, sampler = start_telemetry(device, gpus)
+    node = node_view(device, ranks)
+    session, sampler = start_telemetry(device, node.gpus)
     watch = None
     if device == "cuda":
         from gpuready.facts.gpu_users import UserWatch
-        watch = UserWatch(gpus).__enter__()
+        watch = UserWatch(node.gpus).__enter__()
     runs: list[dict[str, Any]] = []
     started = time.monotonic()
     interrupted_by = None
     try:
-        capacity = memory_capacity_bytes(device, machine, ranks)
+        capacity = memory_capacity_bytes(device, node.machine, ranks)
         for strategy, world_size in plan:
             too_big = states_do_not_fit(options, shape, strategy, world_size, capacity)
             if too_big is not None:  # certain to fail: said, not spawned (a model can take minutes to build)
@@ -156,7 +156,7 @@ def run_bench(options: BenchOptions) -> Report:
             session.close()
     return _report(options, shape, device, runs, users=watch.seen if watch is not None else None,
                    checked_sharing=watch is not None, interrupted_by=interrupted_by,
-                   wall_s=time.monotonic() - started, log_dir=log_dir, machine=machine)
+                   wall_s=time.monotonic() - started, log_dir=log_dir, node=node)
 
 
 ZERO_STAGE = {"single": 0, "ddp": 0, "fsdp2-noreshard": 2, "fsdp2": 3}
@@ -271,13 +271,12 @@ def _telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict
 
 def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[dict[str, Any]], *,
             users: dict[int, Any] | None, checked_sharing: bool, interrupted_by: str | None, wall_s: float,
-            log_dir: Path | None, machine: Any = None, topology: str | None = None) -> Report:
+            log_dir: Path | None, node: NodeView | None = None, topology: str | None = None) -> Report:
     """`users`: NVML index → GpuUsers of this node's GPUs seen during the runs (None with checked_sharing: NVML could
-    not say); `machine`: this node's, found here where not given."""
+    not say); `node`: this node's view, found here where not given."""
     from gpuready.verbs.bench.judge import judge_bench
     host = socket.gethostname()
-    if machine is None:
-        machine = node_view(device, 0)[0]
+    node = node or node_view(device, 0)
     validate_tflops = None
     if options.validate_report is not None:
         from gpuready.verbs.plan.run import measured_figures
@@ -286,7 +285,8 @@ def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[di
     dataloader = [f for f in data_findings if f.check_id == "bench.dataloader_bottleneck"]
     dataloader_ok = None if not dataloader or dataloader[0].status.value == "skip" else \
         dataloader[0].status.value == "pass"
-    measurements, findings = judge_bench(host, runs, machine=machine, validate_tflops=validate_tflops,
+    measurements, findings = judge_bench(host, runs, machine=node.machine, host_path=node.host_path,
+                                         validate_tflops=validate_tflops,
                                          users=users, checked_sharing=checked_sharing, dataloader_ok=dataloader_ok,
                                          topology=topology)
     measurements += data_measurements
@@ -305,17 +305,30 @@ def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[di
     return report
 
 
-def node_view(device: str, ranks: int) -> tuple[Any, list[int]]:
-    """This node as plan's Machine (GPU model, memory, NVLink domain) and the NVML indices of the GPUs `ranks` ranks
-    use (CUDA_VISIBLE_DEVICES honoured: on a shared server NVML's GPU 0 may be someone else's); (None, []) on CPUs,
-    (None, first `ranks` indices) where the node's facts cannot be read."""
+@dataclass
+class NodeView:
+    """This node as the judge needs it."""
+    machine: Any = None
+    """plan's Machine (GPU model, memory, NVLink domain); None on CPUs or where the facts cannot be read."""
+    gpus: list[int] = field(default_factory=list)
+    """NVML indices of the GPUs the ranks use (CUDA_VISIBLE_DEVICES honoured: NVML's GPU 0 may be someone else's)."""
+    host_path: str | None = None
+    """Why some pair of those GPUs has no peer-to-peer path (validate.expect.host_path_pairs), or None."""
+
+
+def node_view(device: str, ranks: int) -> NodeView:
+    """This node for `ranks` ranks: its Machine, the GPUs they use and whether every pair has P2P."""
     if device != "cuda":
-        return None, []
+        return NodeView()
     try:
         from gpuready.verbs.plan.machine import machine_from_facts
+        from gpuready.verbs.validate.expect import host_path_pairs
         from gpuready.verbs.validate.run import local_facts, selected_indices
         facts = local_facts("cuda")
         gpus = selected_indices(None, facts, ranks)
-        return machine_from_facts(facts), list(range(ranks)) if gpus is None else gpus
+        gpus = list(range(ranks)) if gpus is None else gpus
+        by_index = {gpu.index: gpu for gpu in facts.gpus or []}
+        return NodeView(machine=machine_from_facts(facts), gpus=gpus,
+                        host_path=host_path_pairs(facts, [by_index.get(index) for index in gpus]))
     except Exception:
-        return None, list(range(ranks))
+        return NodeView(gpus=list(range(ranks)))

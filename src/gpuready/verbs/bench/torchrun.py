@@ -56,7 +56,7 @@ def runs_from_outcome(outcome: RunOutcome, strategies: list[str], world_size: in
 
 
 def group_report(options: BenchOptions, device: str, outcome: RunOutcome, sampler: Any = None,
-                 machine: Any = None) -> Report:
+                 node: Any = None) -> Report:
     """bench's report of a torchrun group: rank 0's (with its node's telemetry), or the store node's."""
     from gpuready.facts.gpu_users import sharing_findings
     from gpuready.runner.torchrun import users_from_results
@@ -70,7 +70,7 @@ def group_report(options: BenchOptions, device: str, outcome: RunOutcome, sample
     report = _report(options, bench_shape(options), device, runs,
                      users=(users_by_host or {}).get(here), checked_sharing=users_by_host is not None,
                      interrupted_by=outcome.interrupted_by if outcome.interrupted else None,
-                     wall_s=outcome.wall_s, log_dir=outcome.log_dir, machine=machine,
+                     wall_s=outcome.wall_s, log_dir=outcome.log_dir, node=node,
                      topology="multi_node" if len(hosts) > 1 else None)
     for host, seen in sorted((users_by_host or {}).items()):
         if host != here:  # the other nodes' GPUs, each rank read its own
@@ -91,13 +91,13 @@ def run_torchrun_rank(options: BenchOptions, write_report: Callable[[Report], in
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     spec = rank_spec(options, device, world_size)
-    sampler = machine = None
+    sampler = node = None
     if rank == 0:
-        machine, gpus = node_view(device, local_world)
-        _session, sampler = start_telemetry(device, gpus)
+        node = node_view(device, local_world)
+        _session, sampler = start_telemetry(device, node.gpus)
     return run_rank(spec, deadline_s=run_deadline_s(options, runs=len(spec["workloads"])), log_dir=options.log_dir,
                     write_report=write_report,
-                    make_report=lambda outcome: group_report(options, device, outcome, sampler, machine))
+                    make_report=lambda outcome: group_report(options, device, outcome, sampler, node))
 
 
 def store_node_report(options: BenchOptions) -> Callable[[RunOutcome], Report]:
