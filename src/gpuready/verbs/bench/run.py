@@ -86,7 +86,7 @@ def default_seq(shape: ModelShape) -> int:
     return 32 if shape.name == "tiny" else min(2048, shape.max_positions)
 
 
-def _train_settings(options: BenchOptions, shape: ModelShape, strategy: str, world_size: int) -> dict[str, Any]:
+def train_settings(options: BenchOptions, shape: ModelShape, strategy: str, world_size: int) -> dict[str, Any]:
     accumulation = 1
     if options.global_batch:  # strong scaling: the same global batch on every GPU count, by accumulation
         accumulation = max(1, options.global_batch // (options.micro_batch * world_size))
@@ -134,16 +134,15 @@ def run_bench(options: BenchOptions) -> Report:
                 continue
             spec = {"device": device, "workloads": ["train"], "startup_timeout_s": options.startup_timeout_s,
                     "options": {"timeout_s": options.timeout_s,
-                                "train": _train_settings(options, shape, strategy, world_size)}}
+                                "train": train_settings(options, shape, strategy, world_size)}}
             outcome = run_local(world_size=world_size, spec=spec, log_dir=log_dir / f"{strategy}-{world_size}",
                                 startup_timeout_s=options.startup_timeout_s,
                                 deadline_s=run_deadline_s(options, runs=1))
             runs.append({"strategy": strategy, "world_size": world_size,
                          "results": {rank: (result.get("workloads") or {}).get("train") or
                                      {"error": "the rank stored no result"} for rank, result in outcome.results.items()},
-                         "failures": [{"rank": failure.rank, "kind": failure.kind, "detail": failure.detail}
-                                      for failure in outcome.failures],
-                         "telemetry": _telemetry_summary(sampler, outcome.results)})
+                         "failures": [failure_entry(failure) for failure in outcome.failures],
+                         "telemetry": telemetry_summary(sampler, outcome.results)})
             if outcome.interrupted:
                 interrupted_by = outcome.interrupted_by or "SIGINT"
                 break
@@ -154,7 +153,7 @@ def run_bench(options: BenchOptions) -> Report:
             sampler.stop()
         if session is not None:
             session.close()
-    return _report(options, shape, device, runs, users=watch.seen if watch is not None else None,
+    return bench_report(options, shape, device, runs, users=watch.seen if watch is not None else None,
                    checked_sharing=watch is not None, interrupted_by=interrupted_by,
                    wall_s=time.monotonic() - started, log_dir=log_dir, node=node)
 
@@ -170,7 +169,7 @@ def states_do_not_fit(options: BenchOptions, shape: ModelShape, strategy: str, w
     if not capacity_bytes:
         return None
     from gpuready.verbs.plan.memory import Strategy, TrainSetup, memory_per_gpu
-    settings = _train_settings(options, shape, strategy, world_size)
+    settings = train_settings(options, shape, strategy, world_size)
     setup = TrainSetup(shape=shape, seq=settings["seq"], micro_batch=settings["micro_batch"],
                        precision=options.precision, recompute=options.recompute)
     states = memory_per_gpu(setup, Strategy(name=strategy, dp=world_size, zero=ZERO_STAGE[strategy])).model_states
@@ -192,6 +191,11 @@ def memory_capacity_bytes(device: str, machine: Any, ranks: int) -> int | None:
         return psutil.virtual_memory().total // max(1, ranks)
     except Exception:
         return None
+
+
+def failure_entry(failure: Any) -> dict[str, Any]:
+    """A watchdog's RankFailure as a run's `failures` entry (judge.py reads rank, kind and detail)."""
+    return {"rank": failure.rank, "kind": failure.kind, "detail": failure.detail}
 
 
 def run_deadline_s(options: BenchOptions, runs: int) -> float:
@@ -242,7 +246,7 @@ def _data_path(options: BenchOptions, runs: list[dict[str, Any]], host: str) -> 
     return measurements, findings
 
 
-def _telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+def telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
     """Power, temperature and clock-event reasons over the measured window of this run (None without NVML)."""
     if sampler is None:
         return None
@@ -269,7 +273,7 @@ def _telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict
             "sm_clock_mhz_median": clocks[len(clocks) // 2] if clocks else None}
 
 
-def _report(options: BenchOptions, shape: ModelShape, device: str, runs: list[dict[str, Any]], *,
+def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: list[dict[str, Any]], *,
             users: dict[int, Any] | None, checked_sharing: bool, interrupted_by: str | None, wall_s: float,
             log_dir: Path | None, node: NodeView | None = None, topology: str | None = None) -> Report:
     """`users`: NVML index → GpuUsers of this node's GPUs seen during the runs (None with checked_sharing: NVML could

@@ -13,16 +13,16 @@ from typing import Any, Callable
 
 from gpuready.model import Report
 from gpuready.runner.local import RunOutcome
-from gpuready.verbs.bench.run import (BenchOptions, _report, _telemetry_summary, _train_settings, bench_shape,
-                                      node_view, run_deadline_s, start_telemetry)
+from gpuready.verbs.bench.run import (BenchOptions, bench_report, bench_shape, failure_entry, node_view,
+                                      run_deadline_s, start_telemetry, telemetry_summary, train_settings)
 
 
 def rank_spec(options: BenchOptions, device: str, world_size: int) -> dict[str, Any]:
     """The worker spec: workloads `train.single`, then `train.<strategy>` for each strategy (none on one rank)."""
     shape = bench_shape(options)
     strategies = options.strategies if world_size > 1 else ()
-    runs = {"single": _train_settings(options, shape, "single", 1),
-            **{strategy: _train_settings(options, shape, strategy, world_size) for strategy in strategies}}
+    runs = {"single": train_settings(options, shape, "single", 1),
+            **{strategy: train_settings(options, shape, strategy, world_size) for strategy in strategies}}
     return {"device": device, "workloads": [f"train.{strategy}" for strategy in runs],
             "startup_timeout_s": options.startup_timeout_s,
             "options": {"timeout_s": options.timeout_s, "train_runs": runs}}
@@ -47,11 +47,11 @@ def runs_from_outcome(outcome: RunOutcome, strategies: list[str], world_size: in
             continue
         size = 1 if strategy == "single" else world_size
         runs.append({"strategy": strategy, "world_size": size, "results": results,
-                     "failures": [{"rank": f.rank, "kind": f.kind, "detail": f.detail} for f in failures],
-                     "telemetry": _telemetry_summary(sampler, {rank: {"workloads": {"train": result}}
+                     "failures": [failure_entry(failure) for failure in failures],
+                     "telemetry": telemetry_summary(sampler, {rank: {"workloads": {"train": result}}
                                                                for rank, result in results.items()})})
     if pending and runs:  # a rank that failed after every run it had a result for (the final barrier)
-        runs[-1]["failures"] += [{"rank": f.rank, "kind": f.kind, "detail": f.detail} for f in pending.values()]
+        runs[-1]["failures"] += [failure_entry(failure) for failure in pending.values()]
     return runs
 
 
@@ -67,7 +67,7 @@ def group_report(options: BenchOptions, device: str, outcome: RunOutcome, sample
     hosts = sorted({str(result.get("host")) for result in outcome.results.values() if result.get("host")})
     here = socket.gethostname()
     users_by_host = users_from_results(outcome.results)
-    report = _report(options, bench_shape(options), device, runs,
+    report = bench_report(options, bench_shape(options), device, runs,
                      users=(users_by_host or {}).get(here), checked_sharing=users_by_host is not None,
                      interrupted_by=outcome.interrupted_by if outcome.interrupted else None,
                      wall_s=outcome.wall_s, log_dir=outcome.log_dir, node=node,
