@@ -124,3 +124,13 @@ def test_a_model_whose_states_cannot_fit_is_said_without_building_it(tmp_path):
     assert [f["status"] for f in skipped] == ["skip"] * 3
     assert all("model states alone" in f["message"] and "parameters in amp-bf16" in f["message"] for f in skipped)
     assert not [m for m in report["measurements"] if m["name"].endswith("_tokens_per_s")]
+
+
+def test_a_bad_validate_report_is_refused_before_any_run(tmp_path):
+    bad = tmp_path / "validate.json"
+    bad.write_text("{not json")
+    result = subprocess.run([sys.executable, "-m", "gpuready", "bench", "--device", "cpu", "--ranks", "2",
+                             "--preset", "tiny", "--validate-report", str(bad), "--log-dir", str(tmp_path / "logs")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "not a readable gpuready report" in result.stderr
+    assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())  # no rank was started

@@ -704,6 +704,9 @@ def _bench(args: argparse.Namespace, argv: list[str]) -> int:
     from gpuready.runner.torchrun import under_torchrun
     from gpuready.verbs.bench import torchrun as bench_torchrun
     try:
+        if args.validate_report is not None:  # read before the runs: a bad file must not cost them
+            from gpuready.verbs.plan.run import measured_figures
+            measured_figures(args.validate_report)
         if args.nnodes:
             bench_shape(options)  # a model that cannot be built is said here, not by every rank
             return _run_torchrun(args, argv, "bench", bench_torchrun.store_node_report(options))
