@@ -134,3 +134,9 @@ def test_a_bad_validate_report_is_refused_before_any_run(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "not a readable gpuready report" in result.stderr
     assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())  # no rank was started
+
+
+def test_a_data_path_that_is_no_folder_is_refused_before_any_run(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "gpuready", "bench", "--device", "cpu", "--preset", "tiny",
+                             "--data-path", str(tmp_path / "missing")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "not a readable folder" in result.stderr
