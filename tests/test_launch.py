@@ -8,6 +8,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,9 @@ CASES = {
     "k8s-job.yaml": dict(kind="k8s", k8s_kind="job"),
     "k8s-job-facts.yaml": dict(kind="k8s", k8s_kind="job", facts=_facts()),
     "k8s-job-validate.yaml": dict(kind="k8s", k8s_kind="job", command=["validate", "--quick"]),
+    "torchrun-bench.sh": dict(kind="torchrun", command=["bench", "--preset", "1.3B"]),
+    "slurm-bench.sbatch": dict(kind="slurm", command=["bench", "--preset", "1.3B"]),
+    "k8s-job-bench.yaml": dict(kind="k8s", k8s_kind="job", command=["bench", "--preset", "1.3B"]),
     "k8s-jobset.yaml": dict(kind="k8s", k8s_kind="jobset"),
     "k8s-trainjob.yaml": dict(kind="k8s", k8s_kind="trainjob"),
 }
@@ -89,7 +93,7 @@ def _command_line(text: str, first_word: str) -> str:
 @pytest.mark.parametrize("command", [None, NASTY], ids=["plain", "nasty"])
 def test_shell_forms_parse(filename, command, tmp_path):
     if command and CASES[filename].get("command"):
-        command = ["validate", *NASTY[1:]]
+        command = [CASES[filename]["command"][0], *NASTY[1:]]
     _bash_n(_render(CASES[filename], command), tmp_path)
 
 
@@ -235,11 +239,12 @@ def _model(obj: dict, klass: str):
     return ApiClient()._ApiClient__deserialize(obj, klass)
 
 
-@pytest.mark.parametrize("filename", ["k8s-job.yaml", "k8s-job-facts.yaml", "k8s-job-validate.yaml"])
+@pytest.mark.parametrize("filename", ["k8s-job.yaml", "k8s-job-facts.yaml", "k8s-job-validate.yaml",
+                                      "k8s-job-bench.yaml"])
 @pytest.mark.parametrize("command", [None, NASTY], ids=["plain", "nasty"])
 def test_k8s_job_documents(filename, command):
     if command and CASES[filename].get("command"):
-        command = ["validate", *NASTY[1:]]
+        command = [CASES[filename]["command"][0], *NASTY[1:]]
     service_doc, job_doc = _documents(_render(CASES[filename], command))
     service = _model(service_doc, "V1Service")
     job = _model(job_doc, "V1Job")
@@ -257,6 +262,15 @@ def test_k8s_job_documents(filename, command):
     if "validate" in filename:
         assert container.command[:2] == ["sh", "-c"] and "gpuready validate" in container.command[2]
         assert "--json --out /shared/reports/" in container.command[2]
+        return
+    if "bench" in filename:  # one torchrun group over the pods, its arguments intact through sh -c
+        assert container.command[:2] == ["sh", "-c"]
+        inner = shlex.split(container.command[2])
+        assert inner[:4] == ["mkdir", "-p", "/shared/reports", "&&"] and inner[4:10] == [
+            "exec", "torchrun", "-m", "gpuready", "bench", *(command or ["bench", "--preset", "1.3B"])[1:2]]
+        assert inner[-3:] == ["--json", "--out", "/shared/reports/bench.json"]
+        assert inner[9:-3] == (command or ["bench", "--preset", "1.3B"])[1:]
+        assert env["PET_NNODES"].value == "2" and env["MASTER_ADDR"].value == "train-0.train"
         return
     assert container.command == ["torchrun", *(command or COMMAND)]  # every argument a string, unchanged
     assert env["PET_NNODES"].value == "2" and env["PET_NPROC_PER_NODE"].value == "8"
@@ -324,3 +338,21 @@ def test_port_zero_picks_a_free_port():
                          "torchrun")
     port = int(re.search(r'"\$HEAD:(\d+)"', line).group(1))
     assert 0 < port < 65536
+
+
+def test_bench_form_runs_one_group_and_its_rank_0_writes_the_report(tmp_path):
+    """`launch torchrun --run -- bench` on CPU ranks: the printed script, run as is, measures 1 then 2 ranks and
+    rank 0 writes REPORTS/bench.json."""
+    if not BASH:
+        pytest.skip("bash not installed")
+    reports = tmp_path / "reports"
+    result = subprocess.run([sys.executable, "-m", "gpuready", "launch", "torchrun", "--nnodes", "1",
+                             "--gpus-per-node", "2", "--reports", str(reports), "--run", "--", "bench", "--device",
+                             "cpu", "--preset", "tiny", "--strategies", "ddp"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    import json
+    report = json.loads((reports / "bench.json").read_text())
+    assert report["facts"]["bench"]["launcher"] == "torchrun"
+    assert {(m["method"]["strategy"], m["method"]["world_size"]) for m in report["measurements"]
+            if m["name"].endswith("_tokens_per_s")} == {("single", 1), ("ddp", 2)}

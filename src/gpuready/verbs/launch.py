@@ -1,4 +1,4 @@
-"""`gpuready launch torchrun|slurm|k8s`: the text that starts one training (or `validate`) run on N nodes.
+"""`gpuready launch torchrun|slurm|k8s`: the text that starts one training (or `validate`, or `bench`) run on N nodes.
 
 Pure functions: `launch_text` returns a shell script (torchrun), an sbatch script (Slurm) or YAML documents
 (Kubernetes: an Indexed Job + headless Service, a JobSet, or a Kubeflow TrainJob); `nccl_env` turns Facts into the
@@ -175,7 +175,7 @@ def _check(kind: str, nnodes: int, gpus_per_node: int, command: list[str], image
     if not 0 <= port <= 65535:
         raise ValueError(f"--port {port} is not a TCP port (0-65535; 0 picks a free one)")
     if not command:
-        raise ValueError("no command to launch: give it after `--` (train.py ARGS, or validate)")
+        raise ValueError("no command to launch: give it after `--` (train.py ARGS, validate or bench)")
     if kind == "k8s":
         if k8s_kind not in K8S_KINDS:
             raise ValueError(f"unknown --k8s-kind {k8s_kind!r}: choose from {', '.join(K8S_KINDS)}")
@@ -200,6 +200,19 @@ def free_port() -> int:
 
 def _is_validate(command: list[str]) -> bool:
     return command[0] == "validate"
+
+
+BENCH_MODULE = ["-m", "gpuready", "bench"]
+
+
+def _bench_program(command: list[str], reports: str) -> list[str]:
+    """`bench ARGS` → what torchrun runs on every node: `-m gpuready bench ARGS --json --out REPORTS/bench.json`.
+    The ranks form one group across the nodes (bench under torchrun) and rank 0 writes the one report."""
+    return [*BENCH_MODULE, *command[1:], "--json", "--out", f"{reports}/bench.json"]
+
+
+def _is_bench(command: list[str]) -> bool:
+    return command[:3] == BENCH_MODULE
 
 
 def _validate_shell(command: list[str], reports: str) -> str:
@@ -258,7 +271,11 @@ def _torchrun_text(nnodes: int, gpus_per_node: int, command: list[str], port: in
               "set -euo pipefail",
               f"HEAD={head_default}", ""]
     lines += _shell_env(pairs, notes)
-    lines += ["", _torchrun_flags(nnodes, gpus_per_node, f'"$HEAD:{port}"', shlex.quote(rdzv_id)) + " "
+    lines.append("")
+    if _is_bench(command):
+        lines += [f"# gpuready bench: rank 0 writes {reports}/bench.json; make {reports} a folder all nodes share.",
+                  f"mkdir -p {shlex.quote(reports)}"]
+    lines += [_torchrun_flags(nnodes, gpus_per_node, f'"$HEAD:{port}"', shlex.quote(rdzv_id)) + " "
               + shlex.join(command)]
     return "\n".join(lines) + "\n"
 
@@ -291,6 +308,9 @@ def _slurm_text(nnodes: int, gpus_per_node: int, command: list[str], port: int, 
                   "# bash -c on each node, so that $(hostname) is that node's name.",
                   f"srun bash -c {shlex.quote(_validate_shell(command, reports))}"]
     else:
+        if _is_bench(command):
+            lines += [f"# gpuready bench: rank 0 writes {reports}/bench.json ({reports}: a file system all nodes share).",
+                      f"mkdir -p {shlex.quote(reports)}"]
         lines += ["# The first node of the allocation hosts the rendezvous (sed, not head -n1: under pipefail head's",
                   "# early exit can kill scontrol with SIGPIPE on a long node list).",
                   'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
@@ -403,6 +423,8 @@ def _shm_volume(gpus_per_node: int) -> dict:
 def _argv(command: list[str], reports: str) -> list[str]:
     if _is_validate(command):
         return ["sh", "-c", _validate_shell(command, reports)]
+    if _is_bench(command):  # the report folder first (gpuready does not create --out's folder)
+        return ["sh", "-c", f"mkdir -p {shlex.quote(reports)} && exec torchrun {shlex.join(command)}"]
     return ["torchrun", *command]
 
 
@@ -422,6 +444,10 @@ def _header(nnodes: int, gpus_per_node: int, command: list[str], k8s_kind: str, 
         lines += [f"Each pod runs gpuready validate on its node and writes {reports}/<pod hostname>.json: mount a "
                   f"volume all pods share (a ReadWriteMany PVC) at {reports}, or the reports end with the pods.",
                   "The image must have gpuready installed."]
+    if _is_bench(command):
+        lines += [f"The pods run gpuready bench as one torchrun group; rank 0 writes {reports}/bench.json: mount a "
+                  f"volume all pods share at {reports}, or the report ends with the pods. The image must have "
+                  "gpuready installed."]
     return lines
 
 
@@ -492,12 +518,15 @@ def launch_text(kind: str, *, nnodes: int, gpus_per_node: int, command: list[str
     """The launch file or command for `kind` (`torchrun` | `slurm` | `k8s`); ValueError (one sentence) on bad input.
 
     `command`: `["train.py", ARGS...]`, or `["validate", ARGS...]` to run `python -m gpuready validate --json --out
-    REPORTS/$(hostname).json` on every node instead. `port` 0 picks a port free on this machine. `rdzv_id` (torchrun
+    REPORTS/$(hostname).json` on every node instead, or `["bench", ARGS...]` to run gpuready bench as one torchrun
+    group over all nodes (rank 0 writes REPORTS/bench.json). `port` 0 picks a port free on this machine. `rdzv_id` (torchrun
     only; default `<name>-<random>`); Slurm uses $SLURM_JOB_ID, Kubernetes a static rendezvous on pod 0.
     `facts`: this node's Facts, for the NCCL variables (see `nccl_env`) and Slurm's --cpus-per-task.
     """
     command = list(command)
     _check(kind, nnodes, gpus_per_node, command, image, k8s_kind, port, name)
+    if command[0] == "bench":
+        command = _bench_program(command, reports)
     if port == 0:
         port = free_port()
     if kind == "torchrun":
