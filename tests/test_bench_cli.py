@@ -123,6 +123,7 @@ def test_a_model_whose_states_cannot_fit_is_said_without_building_it(tmp_path):
     skipped = [f for f in report["findings"] if f["check_id"] == "bench.run_failed"]
     assert [f["status"] for f in skipped] == ["skip"] * 3
     assert all("model states alone" in f["message"] and "parameters in amp-bf16" in f["message"] for f in skipped)
+    assert skipped[0]["message"].startswith("single on 1 CPU rank was not run:")
     assert not [m for m in report["measurements"] if m["name"].endswith("_tokens_per_s")]
 
 

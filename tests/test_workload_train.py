@@ -75,7 +75,7 @@ def test_a_configuration_this_torch_cannot_run_is_a_skip_not_an_error(monkeypatc
     monkeypatch.setattr(train, "_fully_shard", no_fsdp2)
     result = run_train(fake_ctx({**TINY, "strategy": "fsdp2"}))
     assert result == {"skipped": "FSDP2 (fully_shard) is not in this torch (No module named 'fsdp')",
-                      "strategy": "fsdp2", "world_size": 1}
+                      "strategy": "fsdp2", "world_size": 1, "device_type": "cpu"}
 
 
 def test_the_groups_one_gpu_run_is_rank_0s_while_the_others_wait(tmp_path):

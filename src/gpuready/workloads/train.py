@@ -198,7 +198,7 @@ def run_train(ctx: RankContext, options: dict[str, Any] | None = None) -> dict[s
     try:
         return _train(ctx, settings)
     except TrainUnsupported as error:  # raised while building, on every rank alike, before any collective
-        return {"skipped": str(error), "strategy": settings.strategy,
+        return {"skipped": str(error), "strategy": settings.strategy, "device_type": ctx.device.type,
                 "world_size": 1 if settings.strategy == "single" else ctx.world_size}
 
 
@@ -226,7 +226,7 @@ def _train(ctx: RankContext, settings: TrainSettings) -> dict[str, Any]:
         "peak_memory_method": ("torch.cuda.max_memory_allocated/reserved since just before the first step"
                                if ctx.is_cuda else "ru_maxrss: the process's peak resident set size (CPU run)"),
         "loss_first": None, "loss_last": None, "loss_scope": "this rank's micro-batches, mean",
-        "device_name": _device_name(ctx), "versions": runtime_versions(torch),
+        "device_name": _device_name(ctx), "device_type": ctx.device.type, "versions": runtime_versions(torch),
         "timing": "time.perf_counter around each optimizer step (forward, backward, communication, AdamW)"
                   + (", between torch.cuda.synchronize calls" if ctx.is_cuda else ""),
     }

@@ -113,12 +113,15 @@ class RunFigures:
     telemetry: dict[str, Any] | None = None
     skipped: str | None = None
     """Why this run could not be made here (FSDP2 missing from this torch, …): a skip, not a failure."""
+    device_type: str = "cuda"
+    """What the ranks ran on (the workload's `device_type`): `cpu` runs are labelled in CPU ranks."""
     too_big: bool = False
     """Skipped because the model states alone exceed one device's memory (a sizing fact, like an OOM)."""
 
     @property
     def label(self) -> str:
-        return f"{self.strategy} on {self.world_size} {'GPU' if self.world_size == 1 else 'GPUs'}"
+        unit = "CPU rank" if self.device_type == "cpu" else "GPU"
+        return f"{self.strategy} on {self.world_size} {unit}{'' if self.world_size == 1 else 's'}"
 
     @property
     def oom(self) -> bool:
@@ -237,6 +240,8 @@ class BenchJudge:
         world_size = int(run.get("world_size") or len(results) or 1)
         figures = RunFigures(strategy=str(run.get("strategy") or "unknown"), world_size=world_size, ok=False,
                              telemetry=run.get("telemetry", self.telemetry.get((run.get("strategy"), world_size))))
+        figures.device_type = next((str(r["device_type"]) for r in results.values()
+                                    if isinstance(r, dict) and r.get("device_type")), "cuda")
         skipped = next((str(r["skipped"]) for r in results.values() if r and r.get("skipped")), None)
         if skipped is not None:  # every rank skips alike, before any collective
             figures.skipped = skipped

@@ -127,7 +127,7 @@ def run_bench(options: BenchOptions) -> Report:
     try:
         capacity = memory_capacity_bytes(device, node.machine, ranks)
         for strategy, world_size in plan:
-            too_big = states_do_not_fit(options, shape, strategy, world_size, capacity)
+            too_big = states_do_not_fit(options, shape, strategy, world_size, capacity, device)
             if too_big is not None:  # certain to fail: said, not spawned (a model can take minutes to build)
                 runs.append({"strategy": strategy, "world_size": world_size, "failures": [], "telemetry": None,
                              "results": {0: too_big}})
@@ -163,7 +163,7 @@ ZERO_STAGE = {"single": 0, "ddp": 0, "fsdp2-noreshard": 2, "fsdp2": 3}
 
 
 def states_do_not_fit(options: BenchOptions, shape: ModelShape, strategy: str, world_size: int,
-                      capacity_bytes: int | None) -> dict[str, Any] | None:
+                      capacity_bytes: int | None, device: str) -> dict[str, Any] | None:
     """A skipped rank result where the model states alone (weights, gradients, AdamW state per GPU, as plan counts
     them) exceed one device's memory: the run cannot succeed. None where they fit or the memory is unknown."""
     if not capacity_bytes:
@@ -178,8 +178,9 @@ def states_do_not_fit(options: BenchOptions, shape: ModelShape, strategy: str, w
     gib = lambda value: f"{value / 2**30:,.0f} GiB"
     return {"skipped": f"its model states alone (weights, gradients and AdamW state of {shape.parameters():,} "
                        f"parameters in {options.precision}) need {gib(states)} per "
-                       f"{'GPU' if options.device == 'cuda' else 'rank'}, more than the {gib(capacity_bytes)} there",
-            "strategy": strategy, "world_size": world_size, "states_bytes": states, "capacity_bytes": capacity_bytes}
+                       f"{'GPU' if device == 'cuda' else 'rank'}, more than the {gib(capacity_bytes)} there",
+            "strategy": strategy, "world_size": world_size, "states_bytes": states, "capacity_bytes": capacity_bytes,
+            "device_type": device}
 
 
 def memory_capacity_bytes(device: str, machine: Any, ranks: int) -> int | None:
