@@ -125,9 +125,9 @@ def run_bench(options: BenchOptions) -> Report:
     started = time.monotonic()
     interrupted_by = None
     try:
-        capacity = memory_capacity_bytes(device, node.machine, ranks)
         for strategy, world_size in plan:
-            too_big = states_do_not_fit(options, shape, strategy, world_size, capacity, device)
+            too_big = states_do_not_fit(options, shape, strategy, world_size,
+                                        memory_capacity_bytes(device, node.machine, world_size), device)
             if too_big is not None:  # certain to fail: said, not spawned (a model can take minutes to build)
                 runs.append({"strategy": strategy, "world_size": world_size, "failures": [], "telemetry": None,
                              "results": {0: too_big}})
@@ -184,7 +184,7 @@ def states_do_not_fit(options: BenchOptions, shape: ModelShape, strategy: str, w
 
 
 def memory_capacity_bytes(device: str, machine: Any, ranks: int) -> int | None:
-    """One GPU's memory; on CPU ranks this host's memory shared by the ranks; None where unknown."""
+    """One GPU's memory; on CPU ranks this host's memory shared by the run's `ranks`; None where unknown."""
     if device == "cuda":
         return getattr(machine, "memory_bytes_per_gpu", None) if machine is not None else None
     try:
