@@ -122,25 +122,53 @@ def test_unshared_gpu_passes_and_exclusive_fails(monkeypatch):
     assert [f.status for f in _by_id(judge, "burn.gpu_shared")] == [Status.FAIL]
 
 
-def test_validate_exclusive_fails_before_anything_runs(monkeypatch, capsys):
+def _shared_gpu_and_no_runs(monkeypatch) -> None:
+    """A GPU another process computes on, torch seeing it, and any rank start an error."""
     import gpuready.runner.local
-    import gpuready.verbs.validate
     import gpuready.verbs.validate.run as run
 
     def refuse(*args, **kwargs):
         raise AssertionError("nothing may start under --exclusive on a shared GPU")
 
     monkeypatch.setattr(run, "auto_device", lambda device, verb="validate": "cuda")
+    monkeypatch.setattr(gpuready.runner.local, "run_local", refuse)
+    monkeypatch.setattr(gpu_users, "read_nvml", lambda: _nvml(FOREIGN))
+
+
+def _refused(report: dict, verb: str) -> None:
+    shared = [f for f in report["findings"] if f["check_id"] == f"{verb}.gpu_shared"]
+    assert [f["status"] for f in shared] == ["fail"] and "nothing was started" in shared[0]["message"]
+    assert report["facts"][verb]["started"] is False
+
+
+def test_validate_exclusive_fails_before_anything_runs(monkeypatch, capsys):
+    import gpuready.verbs.validate
+    import gpuready.verbs.validate.run as run
+    _shared_gpu_and_no_runs(monkeypatch)
     for module in (run, gpuready.verbs.validate):
         monkeypatch.setattr(module, "resolve_device", lambda options, option="--ranks": ("cuda", 1))
     monkeypatch.setattr(run, "local_facts", lambda device: None)
-    monkeypatch.setattr(gpuready.runner.local, "run_local", refuse)
-    monkeypatch.setattr(gpu_users, "read_nvml", lambda: _nvml(FOREIGN))
     assert cli.main(["validate", "--device", "cuda", "--exclusive", "--json"]) == ExitCode.NOT_READY
+    _refused(json.loads(capsys.readouterr().out), "validate")
+
+
+def test_bench_exclusive_fails_before_anything_runs(monkeypatch, capsys):
+    torch = pytest.importorskip("torch")
+    import gpuready.runner.local
+    import gpuready.verbs.bench.run as bench_run
+    _shared_gpu_and_no_runs(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(bench_run, "node_view", lambda device, ranks: bench_run.NodeView(gpus=[0]))
+    monkeypatch.setattr(bench_run, "start_telemetry", lambda device, gpus: (None, None))
+    assert cli.main(["bench", "--device", "cuda", "--exclusive", "--json"]) == ExitCode.NOT_READY
     report = json.loads(capsys.readouterr().out)
-    shared = [f for f in report["findings"] if f["check_id"] == "validate.gpu_shared"]
-    assert [f["status"] for f in shared] == ["fail"] and "nothing was started" in shared[0]["message"]
-    assert report["facts"]["validate"]["started"] is False
+    _refused(report, "bench")
+    assert report["facts"]["bench"] == {"device": "cuda", "runs": [], "exclusive": True, "started": False}
+    # without --exclusive the same GPU is used, and the runs start
+    monkeypatch.setattr(gpuready.runner.local, "run_local", lambda **kwargs: (_ for _ in ()).throw(
+        RuntimeError("started")))
+    cli.main(["bench", "--device", "cuda", "--json"])
+    assert "RuntimeError: started" in capsys.readouterr().err
 
 
 def test_validate_low_compute_on_a_shared_gpu_names_the_process():

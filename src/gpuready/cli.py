@@ -193,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     bench.add_argument("--ranks", type=int, metavar="N", help="GPUs (default all) or CPU ranks (default 2)")
     bench.add_argument("--oversubscribe", action="store_true")
+    bench.add_argument("--exclusive", action="store_true",
+                       help="fail before anything runs when another process computes on a selected GPU")
     bench.add_argument("--timeout", type=float, default=300.0, metavar="S", help="longest one step may take")
     bench.add_argument("--startup-timeout", type=float, default=300.0, metavar="S",
                        help="longest the ranks may take to start and form their group")
@@ -700,7 +702,7 @@ def _bench(args: argparse.Namespace, argv: list[str]) -> int:
                            warmup_steps=args.warmup, device=device, ranks=args.ranks, strategies=strategies,
                            timeout_s=args.timeout, log_dir=args.log_dir, oversubscribe=args.oversubscribe,
                            validate_report=args.validate_report, data=args.data, data_path=args.data_path,
-                           startup_timeout_s=args.startup_timeout)
+                           startup_timeout_s=args.startup_timeout, exclusive=args.exclusive)
     from gpuready.runner.torchrun import under_torchrun
     from gpuready.verbs.bench import torchrun as bench_torchrun
     try:

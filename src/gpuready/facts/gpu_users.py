@@ -196,3 +196,20 @@ def sharing_findings(verb: str, host: str, users: dict[int, GpuUsers] | None, ex
                                 message=f"No other compute process on the {len(users)} selected GPU(s).",
                                 observed=[], expected="no other compute process"))
     return findings
+
+
+def exclusive_refusal(verb: str, users: dict[int, GpuUsers] | None, facts: dict[str, Any]) -> Any:
+    """The report of a `--exclusive` run refused before anything started, because another process computes on a
+    selected GPU; None where none does (or NVML cannot say: the run goes on and the report says sharing was not
+    checked). `facts`: what the verb records under `facts[verb]`."""
+    if not shared(users):
+        return None
+    import socket
+
+    from gpuready import __version__
+    from gpuready.model import Report
+    host = socket.gethostname()
+    report = Report(tool_version=__version__, host=host,
+                    findings=sharing_findings(verb, host, users, exclusive=True, ran=False))
+    report.facts[verb] = {**facts, "exclusive": True, "started": False}
+    return report

@@ -60,6 +60,8 @@ class BenchOptions:
     """Process-group creation (NCCL's set-up included), and the rendezvous of a --nnodes run."""
     log_dir: Path | None = None
     oversubscribe: bool = False
+    exclusive: bool = False
+    """Another compute process on a selected GPU: refused before anything starts (a fail finding)."""
     validate_report: Path | None = None
     data: bool = False
     """Also measure the data path: DataLoader throughput by worker count against what the GPUs consume."""
@@ -119,8 +121,16 @@ def run_bench(options: BenchOptions) -> Report:
     session, sampler = start_telemetry(device, node.gpus)
     watch = None
     if device == "cuda":
-        from gpuready.facts.gpu_users import UserWatch
-        watch = UserWatch(node.gpus).__enter__()
+        from gpuready.facts.gpu_users import UserWatch, exclusive_refusal
+        watch = UserWatch(node.gpus)
+        refused = exclusive_refusal("bench", watch.before, {"device": device, "runs": []}) if options.exclusive \
+            else None
+        if refused is not None:
+            if sampler is not None:
+                sampler.stop()
+                session.close()
+            return refused
+        watch.__enter__()
     runs: list[dict[str, Any]] = []
     started = time.monotonic()
     interrupted_by = None
@@ -293,6 +303,7 @@ def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: li
     measurements, findings = judge_bench(host, runs, machine=node.machine, host_path=node.host_path,
                                          validate_tflops=validate_tflops,
                                          users=users, checked_sharing=checked_sharing, dataloader_ok=dataloader_ok,
+                                         exclusive=options.exclusive,
                                          topology=topology)
     measurements += data_measurements
     findings[-1:-1] = data_findings  # bench.decision stays last

@@ -124,15 +124,13 @@ def run_burn(options: BurnOptions) -> Report:
         ranks = options.ranks or 1
     watch = None
     if device == "cuda":
-        from gpuready.facts.gpu_users import UserWatch, shared, sharing_findings
+        from gpuready.facts.gpu_users import UserWatch, exclusive_refusal
         watch = UserWatch(selected)
-        if options.exclusive and shared(watch.before):
+        refused = exclusive_refusal("burn", watch.before, {"device": device, "ranks": 0}) if options.exclusive \
+            else None
+        if refused is not None:
             session.close()
-            host = socket.gethostname()
-            report = Report(tool_version=__version__, host=host,
-                            findings=sharing_findings("burn", host, watch.before, exclusive=True, ran=False))
-            report.facts = {"burn": {"device": device, "ranks": 0, "exclusive": True, "started": False}}
-            return report
+            return refused
     dtype = options.dtype or _default_dtype(facts, selected)
     spec = {"device": device, "workloads": ["burn"], "collectives": False, "startup_timeout_s": STARTUP_TIMEOUT_S,
             "options": {"timeout_s": options.timeout_s,

@@ -194,14 +194,11 @@ def run_local_validate(options: ValidateOptions, progress_callback=None) -> tupl
         ranks = min(ranks, len(options.gpus))
     watch = None
     if device == "cuda":
-        from gpuready.facts.gpu_users import UserWatch, shared, sharing_findings
+        from gpuready.facts.gpu_users import UserWatch, exclusive_refusal
         watch = UserWatch(selected_indices(extra_env.get("CUDA_VISIBLE_DEVICES"), facts, ranks))
-        if options.exclusive and shared(watch.before):
-            host = socket.gethostname()
-            report = Report(tool_version=__version__, host=host,
-                            findings=sharing_findings("validate", host, watch.before, exclusive=True, ran=False))
-            report.facts["validate"] = {"ranks": [], "exclusive": True, "started": False}
-            return report, None
+        refused = exclusive_refusal("validate", watch.before, {"ranks": []}) if options.exclusive else None
+        if refused is not None:
+            return refused, None
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-validate-"))
     try:
         if watch:
