@@ -202,7 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                                "on every node)")
     bench.add_argument("--nproc-per-node", type=int, metavar="G", help="ranks per node with --nnodes (default: GPUs)")
     bench.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun rendezvous endpoint with --nnodes")
-    bench.add_argument("--validate-report", type=Path, metavar="FILE", help="MFU against the matmul rate this validate report measured (default: the one the 1-GPU run measures)")
+    bench.add_argument("--validate-report", type=Path, metavar="FILE",
+                       help="MFU against the matmul rate this validate report measured (default: the rate the "
+                            "1-GPU run measures)")
     bench.add_argument("--data", action="store_true", help="also: DataLoader throughput by worker count against what "
                                                               "the GPUs consume")
     bench.add_argument("--data-path", type=Path, metavar="DIR", help="also: read this folder's files against what "
