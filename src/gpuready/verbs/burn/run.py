@@ -6,6 +6,7 @@ sampler runs here, in the parent, apart from them.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import tempfile
@@ -113,6 +114,10 @@ def run_burn(options: BurnOptions) -> Report:
             selected = visible_nvml_indices(session.identity)
             if selected is None:
                 selected = list(range(len(session.handles)))
+            elif not selected:
+                session.close()
+                raise ValueError(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r} names no GPU "
+                                 "NVML knows here: nothing to burn")
         if options.ranks is not None:
             if options.ranks > len(selected):
                 session.close()
