@@ -1,6 +1,8 @@
 """CUDA_VISIBLE_DEVICES → the NVML GPUs the ranks use (facts/visible.py): a shared server where NVML numbers all 8
 GPUs but the job may use two, UUID prefixes, and CUDA's rule that the list ends at the first unusable entry."""
 
+import pytest
+
 from gpuready.facts.visible import visible_nvml_indices
 
 # NVML's numbering of an 8-GPU board; bus ids out of index order on purpose (index 0 sits at the highest bus)
@@ -48,3 +50,60 @@ def test_validate_and_bench_watch_the_gpus_the_user_made_visible(monkeypatch):
     assert selected_indices(EIGHT[3]["uuid"], facts, 1) == [3]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert selected_indices(None, facts, 3) == [1, 2, 3]  # bus order, as the ranks number them
+
+
+class _FakeSession:
+    """NvmlSession's identity and handles for an 8-GPU board (EIGHT), nothing else."""
+
+    closed = False
+
+    def __init__(self, *args, **kwargs):
+        self.identity = [{"bus_id": g["bus_id"], "uuid": g["uuid"], "name": "NVIDIA H200"} for g in EIGHT]
+        self.handles = list(range(8))
+
+    def sample(self, index):  # the sampler's thread asks; nothing to say
+        return {}
+
+    def close(self):
+        _FakeSession.closed = True
+
+
+def _burn_on_eight(monkeypatch, visible):
+    import gpuready.bundle.collect
+    import gpuready.facts.build
+    import gpuready.facts.nvml
+    import gpuready.runner.local
+    import gpuready.verbs.validate.run as validate_run
+    from gpuready.facts.types import Facts
+    from gpuready.verbs.burn.run import BurnOptions, run_burn
+    started = {}
+
+    def fake_run_local(**kwargs):
+        started.update(kwargs)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(validate_run, "auto_device", lambda device, verb="validate": "cuda")
+    monkeypatch.setattr(gpuready.bundle.collect, "collect", lambda with_torch=False: ({}, []))
+    monkeypatch.setattr(gpuready.facts.build, "build_facts", lambda files, live=True: Facts())
+    monkeypatch.setattr(gpuready.facts.nvml, "NvmlSession", _FakeSession)
+    monkeypatch.setattr(gpuready.runner.local, "run_local", fake_run_local)
+    monkeypatch.setattr("gpuready.facts.gpu_users.read_nvml", lambda: {"init_error": None, "gpus": []})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    try:
+        run_burn(BurnOptions(duration_s=1, device="cuda", dtype="bf16"))
+    except RuntimeError as error:
+        assert str(error) == "stop here"
+    return started
+
+
+def test_burn_starts_one_worker_per_gpu_the_user_made_visible(monkeypatch):
+    pytest.importorskip("torch")
+    started = _burn_on_eight(monkeypatch, "4,5")
+    assert started["world_size"] == 2  # not NVML's eight
+
+
+def test_burn_with_no_visible_gpu_is_one_sentence(monkeypatch):
+    pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="names no GPU NVML knows here"):
+        _burn_on_eight(monkeypatch, "9")
+    assert _FakeSession.closed
