@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from gpuready.model import Report
 from gpuready.runner.local import RunOutcome
@@ -34,7 +34,7 @@ def under_torchrun() -> bool:
 
 
 def run_rank(spec: dict[str, Any], *, deadline_s: float, log_dir: Path | None,
-             make_report: Callable[[RunOutcome], Report], write_report: Callable[[Report], int]) -> int:
+             make_report: Callable[[RunOutcome], Report], write_report: Callable[[Report], int]) -> NoReturn:
     """Under torchrun: this process is one rank of `spec` (workloads/worker.py); rank 0 watches every rank
     (runner/watchdog.py) and writes the report `make_report(outcome)` makes: at the end, when the watchdog names a
     failure, or when SIGTERM/SIGHUP arrives (torchrun's agent stops the whole group when one rank ends: rank 0 then
@@ -113,7 +113,13 @@ def run_rank(spec: dict[str, Any], *, deadline_s: float, log_dir: Path | None,
         if rank == 0 and "watchdog" in state:
             os._exit(report_what_ended(store, None))
 
-    return worker.main(on_ready=on_ready, on_done=on_done, on_signal=on_signal, on_failed=on_failed)
+    code = worker.main(on_ready=on_ready, on_done=on_done, on_signal=on_signal, on_failed=on_failed)
+    # The report is written and the group destroyed: leave without the interpreter's teardown, where the process
+    # group's C++ threads can abort the process ("terminate called without an active exception", SIGABRT, seen once
+    # on the loaded CI box under a user's torchrun), turning a finished run into a failed one for torchrun.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 
