@@ -109,7 +109,9 @@ def test_ddp_on_two_gloo_ranks(tmp_path):
         assert result["world_size"] == 2 and result["strategy"] == "ddp"
         assert result["tokens_per_step"] == 2 * 32 * 2 * 2
         assert len(result["step_times_s"]) == 3
-    assert results[0]["param_checksum"] == results[1]["param_checksum"]
+    # Synchronised ranks end with the same weights. Bitwise here on every run but one: on the loaded CI box the two
+    # checksums once came 9e-10 apart (relative). Two ranks training alone on their own tokens end 2.9e-4 apart.
+    assert results[0]["param_checksum"] == pytest.approx(results[1]["param_checksum"], rel=1e-7, abs=0)
     assert results[0]["loss_first"] != results[1]["loss_first"]  # each rank trains on its own tokens
 
 
