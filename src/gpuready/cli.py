@@ -708,7 +708,8 @@ def _bench(args: argparse.Namespace, argv: list[str]) -> int:
     from gpuready.runner.torchrun import under_torchrun
     from gpuready.verbs.bench import torchrun as bench_torchrun
     try:
-        if args.data_path is not None and not (args.data_path.is_dir() and os.access(args.data_path, os.R_OK | os.X_OK)):
+        readable = args.data_path is None or (args.data_path.is_dir() and os.access(args.data_path, os.R_OK | os.X_OK))
+        if not readable:
             raise UsageError(f"--data-path {args.data_path}: not a readable folder")
         if args.validate_report is not None:  # read before the runs: a bad file must not cost them
             from gpuready.verbs.plan.run import measured_figures

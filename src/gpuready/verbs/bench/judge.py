@@ -509,10 +509,10 @@ class BenchJudge:
                                      "to shard the model across. Lower --micro-batch or --seq, turn on --recompute "
                                      "full, or take a smaller model; FSDP or TP need more GPUs (`gpuready plan` "
                                      "estimates how many).")
-            unsharded_too = [r for r in self.figures if r.strategy.startswith("fsdp") and r.too_big]
-            if unsharded_too:
+            sharded_too_big = [r for r in self.figures if r.strategy.startswith("fsdp") and r.too_big]
+            if sharded_too_big:
                 return Status.WARN, (f"Add GPUs or shard further: {run.label} {why}, and so does "
-                                     f"{unsharded_too[0].label} with the states sharded. `gpuready plan` finds a "
+                                     f"{sharded_too_big[0].label} with the states sharded. `gpuready plan` finds a "
                                      "layout that fits (more GPUs, tensor or pipeline parallelism, offload).")
             sharded = [r for r in good if r.strategy.startswith("fsdp")]
             also = (f"; {sharded[0].label} ran at {sharded[0].tokens_per_s:,.0f} tokens/s" if sharded else "")

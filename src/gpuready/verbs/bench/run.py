@@ -118,7 +118,6 @@ def run_bench(options: BenchOptions) -> Report:
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-bench-"))
     plan = [("single", 1)] + ([(strategy, ranks) for strategy in options.strategies] if ranks > 1 else [])
     node = node_view(device, ranks)
-    session, sampler = start_telemetry(device, node.gpus)
     watch = None
     if device == "cuda":
         from gpuready.facts.gpu_users import UserWatch, exclusive_refusal
@@ -126,11 +125,9 @@ def run_bench(options: BenchOptions) -> Report:
         refused = exclusive_refusal("bench", watch.before, {"device": device, "runs": []}) if options.exclusive \
             else None
         if refused is not None:
-            if sampler is not None:
-                sampler.stop()
-                session.close()
             return refused
         watch.__enter__()
+    session, sampler = start_telemetry(device, node.gpus)
     runs: list[dict[str, Any]] = []
     started = time.monotonic()
     interrupted_by = None
@@ -139,8 +136,7 @@ def run_bench(options: BenchOptions) -> Report:
             too_big = states_do_not_fit(options, shape, strategy, world_size,
                                         memory_capacity_bytes(device, node.machine, world_size), device)
             if too_big is not None:  # certain to fail: said, not spawned (a model can take minutes to build)
-                runs.append({"strategy": strategy, "world_size": world_size, "failures": [], "telemetry": None,
-                             "results": {0: too_big}})
+                runs.append(run_entry(strategy, world_size, {0: too_big}))
                 continue
             spec = {"device": device, "workloads": ["train"], "startup_timeout_s": options.startup_timeout_s,
                     "options": {"timeout_s": options.timeout_s,
@@ -148,11 +144,9 @@ def run_bench(options: BenchOptions) -> Report:
             outcome = run_local(world_size=world_size, spec=spec, log_dir=log_dir / f"{strategy}-{world_size}",
                                 startup_timeout_s=options.startup_timeout_s,
                                 deadline_s=run_deadline_s(options, runs=1))
-            runs.append({"strategy": strategy, "world_size": world_size,
-                         "results": {rank: (result.get("workloads") or {}).get("train") or
-                                     {"error": "the rank stored no result"} for rank, result in outcome.results.items()},
-                         "failures": [failure_entry(failure) for failure in outcome.failures],
-                         "telemetry": telemetry_summary(sampler, outcome.results)})
+            results = {rank: (result.get("workloads") or {}).get("train") or {"error": "the rank stored no result"}
+                       for rank, result in outcome.results.items()}
+            runs.append(run_entry(strategy, world_size, results, outcome.failures, sampler))
             if outcome.interrupted:
                 interrupted_by = outcome.interrupted_by or "SIGINT"
                 break
@@ -164,8 +158,8 @@ def run_bench(options: BenchOptions) -> Report:
         if session is not None:
             session.close()
     return bench_report(options, shape, device, runs, users=watch.seen if watch is not None else None,
-                   checked_sharing=watch is not None, interrupted_by=interrupted_by,
-                   wall_s=time.monotonic() - started, log_dir=log_dir, node=node)
+                        checked_sharing=watch is not None, interrupted_by=interrupted_by,
+                        wall_s=time.monotonic() - started, log_dir=log_dir, node=node)
 
 
 ZERO_STAGE = {"single": 0, "ddp": 0, "fsdp2-noreshard": 2, "fsdp2": 3}
@@ -202,6 +196,15 @@ def memory_capacity_bytes(device: str, machine: Any, ranks: int) -> int | None:
         return psutil.virtual_memory().total // max(1, ranks)
     except Exception:
         return None
+
+
+def run_entry(strategy: str, world_size: int, results: dict[int, dict[str, Any]], failures: list[Any] = (),
+              sampler: Any = None) -> dict[str, Any]:
+    """One run as the judge reads it (judge.py): its training results by rank, the watchdog's RankFailures (rank,
+    kind, detail) and the telemetry over its measured window."""
+    return {"strategy": strategy, "world_size": world_size, "results": results,
+            "failures": [failure_entry(failure) for failure in failures],
+            "telemetry": telemetry_summary(sampler, results)}
 
 
 def failure_entry(failure: Any) -> dict[str, Any]:
@@ -258,11 +261,12 @@ def _data_path(options: BenchOptions, runs: list[dict[str, Any]], host: str) -> 
 
 
 def telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
-    """Power, temperature and clock-event reasons over the measured window of this run (None without NVML)."""
+    """Power, temperature and clock-event reasons over the measured window of this run's training results (None
+    without NVML)."""
     if sampler is None:
         return None
     from gpuready.facts.clock_reasons import THERMAL_REASONS, HARDWARE_REASONS, reasons_from_mask
-    windows = [((r.get("workloads") or {}).get("train") or {}) for r in results.values()]
+    windows = list(results.values())
     starts = [w["window_start"] for w in windows if w.get("window_start")]
     ends = [w["window_end"] for w in windows if w.get("window_end")]
     if not starts or not ends:
@@ -285,8 +289,8 @@ def telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict[
 
 
 def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: list[dict[str, Any]], *,
-            users: dict[int, Any] | None, checked_sharing: bool, interrupted_by: str | None, wall_s: float,
-            log_dir: Path | None, node: NodeView | None = None, topology: str | None = None) -> Report:
+                 users: dict[int, Any] | None, checked_sharing: bool, interrupted_by: str | None, wall_s: float,
+                 log_dir: Path | None, node: NodeView | None = None, topology: str | None = None) -> Report:
     """`users`: NVML index → GpuUsers of this node's GPUs seen during the runs (None with checked_sharing: NVML could
     not say); `node`: this node's view, found here where not given."""
     from gpuready.verbs.bench.judge import judge_bench

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from gpuready.model import Report
 from gpuready.runner.local import RunOutcome
 from gpuready.verbs.bench.run import (BenchOptions, bench_report, bench_shape, failure_entry, node_view,
-                                      run_deadline_s, start_telemetry, telemetry_summary, train_settings)
+                                      run_deadline_s, run_entry, start_telemetry, train_settings)
 
 
 def rank_spec(options: BenchOptions, device: str, world_size: int) -> dict[str, Any]:
@@ -45,11 +45,7 @@ def runs_from_outcome(outcome: RunOutcome, strategies: list[str], world_size: in
             break
         if not results and not failures:
             continue
-        size = 1 if strategy == "single" else world_size
-        runs.append({"strategy": strategy, "world_size": size, "results": results,
-                     "failures": [failure_entry(failure) for failure in failures],
-                     "telemetry": telemetry_summary(sampler, {rank: {"workloads": {"train": result}}
-                                                               for rank, result in results.items()})})
+        runs.append(run_entry(strategy, 1 if strategy == "single" else world_size, results, failures, sampler))
     if pending and runs:  # a rank that failed after every run it had a result for (the final barrier)
         runs[-1]["failures"] += [failure_entry(failure) for failure in pending.values()]
     return runs
@@ -68,10 +64,10 @@ def group_report(options: BenchOptions, device: str, outcome: RunOutcome, sample
     here = socket.gethostname()
     users_by_host = users_from_results(outcome.results)
     report = bench_report(options, bench_shape(options), device, runs,
-                     users=(users_by_host or {}).get(here), checked_sharing=users_by_host is not None,
-                     interrupted_by=outcome.interrupted_by if outcome.interrupted else None,
-                     wall_s=outcome.wall_s, log_dir=outcome.log_dir, node=node,
-                     topology="multi_node" if len(hosts) > 1 else None)
+                          users=(users_by_host or {}).get(here), checked_sharing=users_by_host is not None,
+                          interrupted_by=outcome.interrupted_by if outcome.interrupted else None,
+                          wall_s=outcome.wall_s, log_dir=outcome.log_dir, node=node,
+                          topology="multi_node" if len(hosts) > 1 else None)
     for host, seen in sorted((users_by_host or {}).items()):
         if host != here:  # the other nodes' GPUs, each rank read its own
             report.findings[:0] = sharing_findings("bench", host, seen, False)
