@@ -12,7 +12,7 @@ from gpuready.checks.registry import run_checks
 from gpuready.facts.build import build_facts
 from gpuready.facts.host_files import (container_from_cgroup, container_of, parse_cgroup_limits, parse_cpu_count,
                                        parse_cpuset, split_sections)
-from gpuready.facts.kernel_log import parse_kernel_log, superseded_by
+from gpuready.facts.kernel_log import mark_history, parse_kernel_log, superseded_by
 from gpuready.facts.nvidia_smi_plain import parse_nvidia_smi_plain
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_text
 from gpuready.facts.types import Facts, GpuFacts, HostFacts
@@ -148,7 +148,10 @@ def _gpu19(**fields) -> list[GpuFacts]:
 
 
 def _run(log: str, **fields):
-    facts = Facts(gpus=_gpu19(**fields), kernel_log=parse_kernel_log(log), kernel_log_readable=True)
+    gpus = _gpu19(**fields)
+    events = parse_kernel_log(log)
+    mark_history(events, {gpu.uuid.lower(): gpu.bus_id for gpu in gpus})  # as facts/build.py does, GPUs known
+    facts = Facts(gpus=gpus, kernel_log=events, kernel_log_readable=True)
     found: dict[str, list] = {}
     for finding in run_checks(facts):
         found.setdefault(finding.check_id, []).append(finding)

@@ -44,10 +44,11 @@ def test_a_bundle_folder_feeds_the_checks_too(capsys):
     assert code == 0 and report["facts"]["gpus"][0]["name"] == "NVIDIA H200"
 
 
-def test_nothing_wrong_exits_0_and_says_what_was_read(tmp_path, capsys):
+def test_a_log_with_nothing_wrong_is_not_a_verdict_on_the_machine(tmp_path, capsys):
     (tmp_path / "train.log").write_text("step 1 loss 2.3\nstep 2 loss 2.2\n")
     code, report = _diagnose(capsys, tmp_path / "train.log")
-    assert code == 0
+    assert code == 2 and report["verdict"] == "unknown"  # a log alone does not show the GPUs, as in `check`
+    assert report["not_enough_evidence"].startswith("Not enough evidence: the inputs hold no tool output")
     assert [f["check_id"] for f in report["findings"]] == ["diagnose.nothing_found"]
 
 

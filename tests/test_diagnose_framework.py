@@ -100,7 +100,7 @@ def test_nothing_found_says_what_was_read(tmp_path):
     report = run.diagnose([tmp_path / "a.log"], readers=lambda: [Collecting()])
     assert [(f.check_id, f.status) for f in report.findings] == [("diagnose.nothing_found", Status.PASS)]
     assert "1 file(s) read (1 log)" in report.findings[0].message
-    assert report.exit_code() == 0
+    assert report.exit_code() == 2 and report.verdict().value == "unknown"
 
 
 def test_root_causes_come_first_and_consequences_follow_their_cause():

@@ -343,6 +343,8 @@ XID_OPTIONAL = {
     "nvidia_immediate": str,
     "nvidia_investigatory": str,
     "notes": str,
+    "nvlink": bool,
+    "severity_from_line": bool,
 }
 SEVERITIES = {"critical", "error", "info"}
 REQUIRED_XIDS = [
@@ -356,7 +358,9 @@ REQUIRED_XIDS = [
 def xids() -> list[dict]:
     data = _load("xid.toml")
     _check_meta(data)
-    assert set(data) <= {"meta", "xid"}, sorted(data)
+    assert set(data) <= {"meta", "judge", "sxid", "xid"}, sorted(data)
+    for rule in ("judge", "sxid"):  # the one kernel judge's rule: data with its source
+        _check_source(data[rule], f"xid.toml [{rule}]")
     rows = data["xid"]
     assert isinstance(rows, list) and rows
     return rows

@@ -217,22 +217,26 @@ def _kernel_facts(*names: Path, gpus: list[GpuFacts] | None = None) -> Facts:
                  kernel_log_readable=True)
 
 
+def _sxids(facts: Facts) -> list:
+    return run_checks(facts, only=["health.sxid"])
+
+
 def test_fatal_sxids_become_one_finding_per_switch():
     facts = _kernel_facts(PUBLIC / "xid" / "xid79-sxid-dmesg.txt")
-    found = _errors(facts)
+    found = _sxids(facts)
     assert [(f.status.value, f.observed["switch"], f.observed["bus_id"]) for f in found] == [
         ("fail", 0, "0000:05:00.0"), ("fail", 1, "0000:06:00.0"), ("fail", 2, "0000:07:00.0")]
     assert "NVSwitch 1 (0000:06:00.0): SXid 20034, 1 line(s) (fatal) on link(s) 48" in found[1].message
     assert found[0].observed["sxids"]["20034"]["links"] == [62, 63]
     assert "nvidia-fabricmanager" in found[0].fix and "RMA" in found[0].fix
-    # The summary checks are unchanged: one health.sxid finding, and health.xid still reports the Xid 79.
-    others = run_checks(facts, only=["health.sxid", "health.xid"])
-    assert [f.check_id for f in others if f.check_id == "health.sxid"] == ["health.sxid"]
+    # SXids are health.sxid's alone (nvlink.errors judges NVLink Xids), and health.xid still reports the Xid 79.
+    assert [f.status.value for f in _errors(facts)] == ["pass"]
+    others = run_checks(facts, only=["health.xid"])
     assert any(f.check_id == "health.xid" and f.observed["xid"] == 79 for f in others)
 
 
 def test_non_fatal_sxid_is_a_warning_naming_the_switch():
-    found = _errors(_kernel_facts(BOARDS / "sxid12028-nonfatal-dmesg.txt"))
+    found = _sxids(_kernel_facts(BOARDS / "sxid12028-nonfatal-dmesg.txt"))
     assert [(f.status.value, f.observed["switch"]) for f in found] == [("warn", 3)]
     assert "NVSwitch 3 (0000:05:00.0): SXid 12028, 1 line(s) (non-fatal) on link(s) 32" in found[0].message
 
@@ -277,11 +281,11 @@ def test_no_kernel_log_is_a_skip():
     assert [f.status for f in found] == [Status.SKIP]
 
 
-@pytest.mark.parametrize(("name", "expected"), [("xid74-dmesg.txt", "fail"),
-                                               ("sxid12028-nonfatal-dmesg.txt", "warn")])
-def test_errors_are_judged_from_a_kernel_log_alone(make_bundle, name, expected):
+@pytest.mark.parametrize(("name", "check_id", "expected"), [("xid74-dmesg.txt", "nvlink.errors", "fail"),
+                                                            ("sxid12028-nonfatal-dmesg.txt", "health.sxid", "warn")])
+def test_errors_are_judged_from_a_kernel_log_alone(make_bundle, name, check_id, expected):
     report = report_for(make_bundle({"dmesg.txt": BOARDS / name}))
-    assert [f.status.value for f in report.findings if f.check_id == "nvlink.errors"] == [expected]
+    assert [f.status.value for f in report.findings if f.check_id == check_id] == [expected]
 
 
 _RELOAD = "[ 9000.000001] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"

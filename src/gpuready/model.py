@@ -159,6 +159,10 @@ class Series:
 
 # Checks whose failure concerns several nodes working together, not one node alone.
 MULTI_NODE_CATEGORIES = frozenset({"network"})
+# Findings about a job's run or about the input files, not about the machine: without evidence that shows the GPUs
+# (`not_enough_evidence`), a failure among these leaves the machine's verdict `unknown` (an NCCL timeout in a log
+# says the job failed, not why); a failure about the machine (an Xid 79 in a kernel log) makes it `not_ready`.
+JOB_CATEGORIES = frozenset({"nccl", "torch", "gloo", "nccl_tests", "diagnose", "bundle", "network"})
 
 
 def verdict_of(findings: list[Finding]) -> Verdict:
@@ -168,6 +172,14 @@ def verdict_of(findings: list[Finding]) -> Verdict:
     if Status.WARN in statuses:
         return Verdict.READY_WITH_WARNINGS
     return Verdict.READY
+
+
+def partial_verdict_of(findings: list[Finding]) -> Verdict:
+    """The verdict where the evidence does not show the GPUs: `not_ready` on a failure about the machine, else
+    `unknown` (a `ready` needs evidence that names GPUs and shows them healthy)."""
+    if any(f.status == Status.FAIL and f.category not in JOB_CATEGORIES for f in findings):
+        return Verdict.NOT_READY
+    return Verdict.UNKNOWN
 
 
 @dataclass(kw_only=True)
@@ -193,13 +205,15 @@ class Report:
     multi_node: bool = False
     """The machine is meant for multi-node work: the top-level verdict and exit code include `network.*`."""
     not_enough_evidence: str | None = None
-    """Why nothing about the GPUs could be judged (verdict `unknown`, exit code 2)."""
+    """Why the evidence does not show the GPUs (verdict `unknown`, exit code 2, unless a finding fails: a failure about
+    the machine makes the verdict `not_ready`, any failure makes the exit code 1)."""
     sections: dict[str, Any] = field(default_factory=dict)
     """A verb's own top-level parts of the document (plan: `strategies`, `inference`, `batch`, `power`, `cost`)."""
 
     def verdicts(self) -> dict[str, Verdict]:
         if self.not_enough_evidence:
-            return {"single_node": Verdict.UNKNOWN, "multi_node": Verdict.UNKNOWN}
+            return {"single_node": partial_verdict_of(self._single_node_findings()),
+                    "multi_node": partial_verdict_of(self.findings)}
         return {"single_node": verdict_of(self._single_node_findings()), "multi_node": verdict_of(self.findings)}
 
     def verdict(self) -> Verdict:
@@ -215,7 +229,7 @@ class Report:
         codes = [ExitCode.READY]
         if Status.FAIL in statuses or (self.fail_on_warn and Status.WARN in statuses):
             codes.append(ExitCode.NOT_READY)
-        if self.input_error or self.not_enough_evidence:
+        if self.input_error or (self.not_enough_evidence and Status.FAIL not in statuses):
             codes.append(ExitCode.USAGE)
         if any(f.status == Status.ERROR and f.check_id != INPUT_CHECK_ID for f in self.findings):
             codes.append(ExitCode.TOOL_ERROR)

@@ -69,6 +69,8 @@ class Bundle(dict):
     def __init__(self, origin: str = "") -> None:
         super().__init__()
         self.origin = origin
+        self.line_numbers: dict[str, list[int]] = {}
+        """Streamed kernel log → each kept line's number in the whole file (its events say where they were)."""
         self.kinds: dict[str, str] = {}
         """File name → the bundle file name whose parser reads it (its own name, or what its head shows)."""
         self.not_read: dict[str, str] = {}
@@ -237,20 +239,23 @@ def _read_log(bundle: Bundle, name: str, raw: BinaryIO, head: bytes, size: int |
 
     lines = _LogLines(raw, head, budget)
     kept: list[str] = []
+    numbers: list[int] = []
     kept_bytes = 0
     full = False
     try:
-        for line in relevant_lines(lines):
-            kept_bytes += len(line)
+        for _file, number, line in relevant_lines(lines, numbered=True):
+            kept_bytes += len(line) + 1
             if kept_bytes > MAX_LOG_KEPT_BYTES:
                 full = True
                 break
-            kept.append(line)
+            kept.append(line + "\n")
+            numbers.append(number)
     except _NotText as error:
         bundle.kinds.pop(name, None)
         bundle.unreadable(name, str(error))
         return
     bundle[name] = "".join(kept)
+    bundle.line_numbers[name] = numbers
     notes = []
     if full:
         notes.append(f"its lines about NVIDIA, NVSwitch, PCIe and IOMMU passed the {_size(MAX_LOG_KEPT_BYTES)} "

@@ -6,7 +6,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 from gpuready.checks.registry import CheckContext, check, per_gpu, queried
-from gpuready.facts import host_files
 from gpuready.facts.types import GpuFacts
 from gpuready.knowledge import gpu_spec
 from gpuready.model import Finding
@@ -186,7 +185,7 @@ class Allocation:
 def allocation(context: CheckContext) -> Allocation:
     """Which GPUs this run was given: in a container, the ones the driver inside names; on bare metal, all."""
     facts = context.facts
-    runtime, evidence = host_files.container_of(facts.host, facts.env)
+    runtime, evidence = facts.container()
     container = runtime if runtime not in (None, "none") else None
     driver_named = [gpu for gpu in context.gpus
                     if any(source not in NOT_NAMESPACED_SOURCES for source in gpu.source_files())

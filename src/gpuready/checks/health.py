@@ -2,82 +2,103 @@
 
 from __future__ import annotations
 
-import dataclasses
+import re
 from collections import Counter
+from typing import Any
 
 from gpuready.checks.gpu import allocation
-from gpuready.checks.registry import CheckContext, check, kernel_log_missing, per_gpu
-from gpuready.facts.kernel_log import superseded_by
+from gpuready.checks.kernel_judge import (SXID_REF, XidGroup, is_nvlink_xid, judge_sxid, judge_xid, line_severity,
+                                          root_causes, worst)
+from gpuready.checks.nvlink import ranges
+from gpuready.checks.registry import CheckContext, check, kernel_evidence, kernel_log_missing, per_gpu
 from gpuready.facts.types import Facts, GpuFacts, KernelEvent
-from gpuready.knowledge import thresholds, xid_entry, xid_level
+from gpuready.knowledge import thresholds, xid_entry
 from gpuready.model import Finding
 
 _REMAP_UNREPORTED = "Row remapping not reported (pre-Ampere GPU, or not in this run)."
-_XID_REF = "NVIDIA Xid catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 _REMAP_REF = "NVIDIA GPU memory error management, row remapping: " \
              "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
 
 
 @check("health.xid", "No Xid errors in the kernel log", needs_gpus=False)
 def health_xid(context: CheckContext) -> list[Finding]:
+    """Every Xid but the NVLink ones (nvlink.errors), and a GPU fallen off the bus without a number (as Xid 79); the
+    status of a line is the one kernel judge's (checks/kernel_judge.py)."""
     facts = context.facts
     if missing := kernel_log_missing(context, "Xid"):
         return [missing]
     window = _window(facts)
     gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
     allocated = allocation(context)
-    marks = history_marks(context.gpus, facts.kernel_log)
-    events = [(event, mark) for event, mark in zip(facts.kernel_log, marks) if event.kind in ("xid", "fallen_off_bus")]
+    events = [event for event in facts.kernel_log if event.kind == "fallen_off_bus"
+              or (event.kind == "xid" and not is_nvlink_xid(event.code))]
     if not events:
-        return [context.passed(f"No Xid or fallen-off-the-bus messages in the kernel log ({window}).")]
+        return [context.passed(f"No Xid or fallen-off-the-bus messages in the kernel log ({window}); NVLink Xids are "
+                               "nvlink.errors'.")]
     findings = []
-    grouped: dict[tuple[str | None, int | None, bool], list[tuple[KernelEvent, KernelEvent | None]]] = {}
-    for event, mark in events:
+    grouped: dict[tuple[str | None, int, bool], list[KernelEvent]] = {}
+    for event in events:
         code = 79 if event.kind == "fallen_off_bus" else event.code
-        grouped.setdefault((event.bus_id, code, mark is not None), []).append((event, mark))
+        grouped.setdefault((event.bus_id, code, event.superseded_by is not None), []).append(event)
+    causes = _cascade(facts.kernel_log)
     for (bus_id, code, history), group in sorted(grouped.items(), key=lambda item: (
             str(item[0][0]), item[0][1] or 0, item[0][2])):
-        entry = xid_entry(code) if code is not None else None
         gpu = gpu_by_bus.get(bus_id) if bus_id else None
         where = f"GPU{gpu.index} ({bus_id})" if gpu else (bus_id or "an unnamed GPU")
-        severity = entry["severity"] if entry else "error"
-        name = f"Xid {code} {entry['name']}" if entry else f"Xid {code} (not in the catalog)"
-        meaning = entry["meaning"] if entry else "unknown to gpuready's catalog; see NVIDIA's Xid catalog"
-        level = xid_level(entry)
-        last, mark = group[-1]
-        notes = [f"last {_when(last, facts.host.uptime_s)}"]
         outside = allocated.outside(bus_id)
+        judged = [judge_xid(code, detail, history=history, outside=outside)
+                  for detail in dict.fromkeys(event.detail for event in group)]
+        judgement = judged[-1]
+        status = worst(item.status for item in judged)
+        last = group[-1]
+        notes = [f"last {_when(last, facts.host.uptime_s)}", f"blame: {judgement.blame}"]
         if history:
-            level = "warn"
-            notes.append(f"before the {_marker_name(mark)} {_when(mark, facts.host.uptime_s)}, so history: the GPU "
-                         "state since then is what counts (ECC and row-remap counters, a new Xid)")
+            notes.append(f"before the {_marker_name(last.superseded_by)} "
+                         f"{_when(last.superseded_by, facts.host.uptime_s)}, so history: the GPU state since then is "
+                         "what counts (ECC and row-remap counters, a new Xid)")
         if outside:
-            level = "warn" if level == "fail" else "pass"
             notes.append(f"the node has a faulty GPU outside this {allocated.container} container (not allocated "
                          "to it): its jobs are not affected, but the node needs attention")
-        status = {"fail": context.fail, "warn": context.warn, "pass": context.passed}[level]
-        findings.append(status(
-            f"{name} on {where}, {len(group)}×: {meaning.rstrip('.')} ({'; '.join(notes)}). Last: {last.line[:200]}",
+        cause = causes.get((bus_id, code, id(group[0].superseded_by)))
+        if cause is not None:
+            notes.append(f"it follows from {cause[0]}: {cause[1]}")
+        if judgement.blame == "application":
+            notes.append("the catalog blames the application: check the application first")
+        elif judgement.blame == "unknown":
+            notes.append("not in gpuready's catalog: look it up")
+        entry = xid_entry(code)
+        findings.append(context.finding(
+            status,
+            f"{judgement.name} on {where}, {len(group)}×: {judgement.meaning.rstrip('.')} ({'; '.join(notes)}). "
+            f"Last: {last.line[:200]}",
             gpu=gpu,
-            observed={"xid": code, "count": len(group), "severity": severity, "history": history,
-                      "outside_allocation": outside, "last": _when(last, facts.host.uptime_s),
+            observed={"xid": code, "count": len(group), "severity": entry["severity"] if entry else None,
+                      "blame": judgement.blame, "history": history, "outside_allocation": outside,
+                      "why": "; ".join(judgement.reasons), "follows_from": cause[0] if cause else None,
+                      "last": _when(last, facts.host.uptime_s),
                       "last_age_s": _age_s(last, facts.host.uptime_s)},
             expected="no Xid",
-            fix=(entry["action"] if entry else "Look the Xid up in NVIDIA's catalog; run `dcgmi diag -r 3`.")
-            + (" Tell the node's operator: the GPU is not in this container." if outside else ""),
-            refs=[entry["source"] if entry else _XID_REF]))
+            fix=judgement.action + (" Tell the node's operator: the GPU is not in this container." if outside else ""),
+            refs=[judgement.ref], evidence=kernel_evidence(group)))
     return findings
 
 
-def history_marks(gpus: list, events: list[KernelEvent]) -> list[KernelEvent | None]:
-    """`superseded_by`, with the window from knowledge/, after naming the GPU of a reset that the log names only by
-    UUID (NVSentinel's line) from the GPUs' own UUIDs."""
-    bus_by_uuid = {gpu.uuid.lower(): gpu.bus_id for gpu in gpus if gpu.uuid and gpu.bus_id}
-    named = [dataclasses.replace(event, bus_id=bus_by_uuid.get(event.uuid))
-             if event.kind == "gpu_reset" and not event.bus_id and event.uuid in bus_by_uuid else event
-             for event in events]
-    marks = superseded_by(named, thresholds("xid_history")["same_load_window_s"])
-    return marks
+def _cascade(events: list[KernelEvent]) -> dict[tuple[str | None, int, int], tuple[str, str]]:
+    """(bus id, code, id of the load/reset that ends its period) → (root cause, why), for Xids that follow from an
+    earlier error on the same GPU or from an NVSwitch SXid (kernel_judge.CASCADES)."""
+    groups: dict[tuple[str | None, int, int], XidGroup] = {}
+    first_sxid = None
+    for position, event in enumerate(events):
+        if event.kind == "sxid" and first_sxid is None:
+            first_sxid = (position, event.clock)
+        if event.kind in ("xid", "fallen_off_bus"):
+            code = 79 if event.kind == "fallen_off_bus" else event.code
+            key = (event.bus_id, code, id(event.superseded_by))
+            if key not in groups:
+                groups[key] = XidGroup(bus_id=event.bus_id, code=code, epoch=key[2], first=position,
+                                       first_clock=event.clock)
+    roots = root_causes(list(groups.values()), first_sxid)
+    return {key: roots[group] for key, group in groups.items() if group in roots}
 
 
 def _window(facts: Facts) -> str:
@@ -130,11 +151,10 @@ _Evidence = list[tuple[KernelEvent, KernelEvent | None]]
 
 def _xid_evidence(context: CheckContext, codes: tuple[int, ...]) -> dict[str, _Evidence]:
     """Bus id → (Xid event, the later driver load/GPU reset or None) for the given codes, in log order."""
-    events = context.facts.kernel_log or []
     found: dict[str, _Evidence] = {}
-    for event, mark in zip(events, history_marks(context.gpus, events)):
+    for event in context.facts.kernel_log or []:
         if event.kind == "xid" and event.code in codes and event.bus_id:
-            found.setdefault(event.bus_id, []).append((event, mark))
+            found.setdefault(event.bus_id, []).append((event, event.superseded_by))
     return found
 
 
@@ -146,19 +166,48 @@ def _summarize(evidence: _Evidence, uptime_s: float | None) -> str:
 
 @check("health.sxid", "No NVSwitch SXid errors", needs=("kernel_log",), needs_gpus=False)
 def health_sxid(context: CheckContext) -> list[Finding]:
-    events = [event for event in context.facts.kernel_log if event.kind == "sxid"]
-    if not events:
+    """One finding per NVSwitch; each line judged by the one kernel judge (fatal as the line says)."""
+    per_switch: dict[tuple[str | None, str | None], list[KernelEvent]] = {}
+    for event in context.facts.kernel_log:
+        if event.kind == "sxid":
+            switch = _SWITCH.search(event.line)
+            per_switch.setdefault((int(switch.group(1)) if switch else None, event.bus_id), []).append(event)
+    if not per_switch:
         return [context.passed("No NVSwitch SXid messages in the kernel log.")]
-    counts = Counter(event.code for event in events)
-    fatal = [event for event in events if "fatal" in event.detail.lower() and "non-fatal" not in event.detail.lower()]
-    summary = ", ".join(f"SXid {code} ×{count}" for code, count in counts.most_common())
-    status = context.fail if fatal else context.warn
-    return [status(f"NVSwitch errors in the kernel log: {summary}; last: {events[-1].line[:200]}",
-                   observed=dict(counts), expected="no SXid",
-                   fix="Check `nvidia-smi -q` fabric state and `journalctl -u nvidia-fabricmanager`; fatal SXids need a "
-                       "node reboot and, if they recur, the vendor (NVSwitch tray/baseboard).",
-                   refs=["NVIDIA Fabric Manager User Guide, SXid errors: "
-                         "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"])]
+    return [_switch_errors(context, switch, bus_id, events)
+            for (switch, bus_id), events in sorted(per_switch.items(), key=lambda item: (item[0][0] is None,
+                                                                                           item[0][0] or 0))]
+
+
+_SWITCH = re.compile(r"nvidia-nvswitch(\d{1,3})")
+
+
+def _switch_errors(context: CheckContext, switch: int | None, bus_id: str | None,
+                   events: list[KernelEvent]) -> Finding:
+    where = f"NVSwitch {switch} ({bus_id})" if switch is not None else f"the NVSwitch at {bus_id}"
+    history = all(event.superseded_by is not None for event in events)
+    by_code: dict[int | None, list[KernelEvent]] = {}
+    for event in events:
+        by_code.setdefault(event.code, []).append(event)
+    parts, statuses, actions = [], [], []
+    observed: dict[str, Any] = {"switch": switch, "bus_id": bus_id, "sxids": {}, "history": history}
+    for code, group in sorted(by_code.items(), key=lambda item: item[0] or 0):
+        judged = [judge_sxid(code, detail, history=history) for detail in dict.fromkeys(e.detail for e in group)]
+        status = worst(item.status for item in judged)
+        statuses.append(status)
+        words = {line_severity(event.detail) for event in group}
+        state = "fatal" if "fatal" in words else "non-fatal" if "non-fatal" in words else "severity not stated"
+        links = {link for event in group for link in event.links}
+        parts.append(f"SXid {code}, {len(group)} line(s) ({state})" + (f" on link(s) {ranges(links)}" if links else ""))
+        observed["sxids"][str(code)] = {"count": len(group), "fatal": "fatal" in words, "status": status.value,
+                                        "links": sorted(links)}
+        actions.append(next(item.action for item in judged if item.status == status))
+    status = worst(statuses)
+    message = f"NVSwitch errors on {where}: {'; '.join(parts)}. Last: {events[-1].line[:200]}"
+    if history:
+        message += f" All before the {_marker_name(events[-1].superseded_by)}: history."
+    return context.finding(status, message, observed=observed, expected="no SXid",
+                           fix=actions[statuses.index(status)], refs=[SXID_REF], evidence=kernel_evidence(events))
 
 
 @check("health.inforom", "infoROM valid")

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuready.checks.gpu import allocation
-from gpuready.checks.health import history_marks
-from gpuready.checks.registry import CheckContext, check, kernel_log_missing
+from gpuready.checks.kernel_judge import is_nvlink_xid, judge_xid, line_severity, nvlink_xids, worst
+from gpuready.checks.registry import CheckContext, check, kernel_evidence, kernel_log_missing
 from gpuready.facts.types import GpuFacts, KernelEvent
-from gpuready.knowledge import GpuSpec, gpu_spec, load_table, thresholds, xid_entry
-from gpuready.model import Finding
+from gpuready.knowledge import GpuSpec, gpu_spec, load_table, thresholds
+from gpuready.model import Finding, Status
 
 _LINK_REFS = ["nvidia-smi nvlink -s; nvidia-smi topo -m legend (NV# = a bonded set of # NVLinks)"]
 _LINK_FIX = ("Look at `nvidia-smi nvlink -s -i {index}` and the error counters in `nvidia-smi nvlink -e -i {index}`; "
@@ -74,7 +74,7 @@ def _max_links_per_gpu() -> int:
     return max(int(row.get("nvlink_links", 0)) for row in load_table("gpus")["gpu"])
 
 
-def _ranges(numbers: set[int]) -> str:
+def ranges(numbers: set[int]) -> str:
     """{0, 1, 2, 5} → `0-2, 5`."""
     runs: list[list[int]] = []
     for number in sorted(numbers):
@@ -155,7 +155,7 @@ def _judge_link_state(gpus: list[GpuFacts], judgement: _Judgement) -> None:
             wired = f"; the {model} has {floor} links" if floor and floor == expected else ""
             judgement.flag(
                 gpu, "nvlink_s",
-                f"GPU{gpu.index} ({model}) has {up} of {expected} NVLink links up: link(s) {_ranges(down) or '?'} "
+                f"GPU{gpu.index} ({model}) has {up} of {expected} NVLink links up: link(s) {ranges(down) or '?'} "
                 f"down{versus}{wired}.",
                 {"active": up, "down": sorted(down)}, expected,
                 refs=[spec.source] if spec and floor else [], peers={best.index} if best is not gpu else set())
@@ -164,12 +164,12 @@ def _judge_link_state(gpus: list[GpuFacts], judgement: _Judgement) -> None:
             common = set.intersection(*(inactive[gpu.index] for gpu in linked))
             if common:
                 judgement.notes.append(
-                    f"links {_ranges(common)} are inactive on all {len(linked)} {model} GPUs alike "
+                    f"links {ranges(common)} are inactive on all {len(linked)} {model} GPUs alike "
                     f"({len(active[linked[0].index])} up on each): unused by design of the board or bridge, "
                     "not a fault")
         elif len(linked) == 1 and inactive[linked[0].index] and linked[0].index not in judgement.flags:
             judgement.notes.append(
-                f"GPU{linked[0].index} has link(s) {_ranges(inactive[linked[0].index])} inactive; no other {model} "
+                f"GPU{linked[0].index} has link(s) {ranges(inactive[linked[0].index])} inactive; no other {model} "
                 "reports its links to compare with")
         if unlinked and kind not in ("sxm", "mesh"):
             judgement.notes.append(
@@ -349,99 +349,73 @@ def nvlink_link_down(context: CheckContext) -> list[Finding]:
 
 # ------------------------------------------------------------------------------------------- kernel errors
 
-_SWITCH = re.compile(r"nvidia-nvswitch(\d+):")
-_LINK = re.compile(r"\blink\s*(-?\d+)", re.IGNORECASE)
-_NON_FATAL = re.compile(r"\bnon-?fatal\b", re.IGNORECASE)
-_FATAL = re.compile(r"(?<![-\w])fatal\b", re.IGNORECASE)
-_CAUSED_BY = re.compile(r"caused by previous Xid (\d+)", re.IGNORECASE)
-_FM_REF = ("NVIDIA Fabric Manager User Guide, SXid errors: "
-           "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/")
-
-
-def _severity(text: str) -> str | None:
-    if _NON_FATAL.search(text):
-        return "non-fatal"
-    if _FATAL.search(text):
-        return "fatal"
-    return None
-
-
-def _links(text: str) -> set[int]:
-    return {int(number) for number in _LINK.findall(text) if int(number) >= 0}
+_CAUSED_BY = re.compile(r"caused by previous Xid (\d{1,4})", re.IGNORECASE)
 
 
 @check("nvlink.errors", "No NVLink errors in the kernel log", needs_gpus=False)
 def nvlink_errors(context: CheckContext) -> list[Finding]:
+    """NVLink Xids per GPU (an Xid 45 "caused by previous Xid 145" counts as that error); NVSwitch SXids are
+    health.sxid's. The status of each line is the one kernel judge's (checks/kernel_judge.py)."""
     facts = context.facts
     if missing := kernel_log_missing(context, "NVLink errors"):
         return [missing]
-    table = thresholds("nvlink")
-    nvlink_xids = set(table["error_xids"])
-    always_fatal = set(table["always_fatal_xids"])
     gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
     per_gpu: dict[str | None, list[tuple[int, KernelEvent, bool]]] = defaultdict(list)
-    per_switch: dict[tuple[int | None, str | None], list[KernelEvent]] = defaultdict(list)
-    # Errors before a driver reload or a reset of that GPU are history (health.xid's rule).
-    history = {id(event) for event, mark in zip(facts.kernel_log, history_marks(context.gpus, facts.kernel_log)) if mark}
     for event in facts.kernel_log:
-        if event.kind == "sxid":
-            match = _SWITCH.search(event.line)
-            per_switch[(int(match.group(1)) if match else None, event.bus_id)].append(event)
-        elif event.kind == "xid" and event.code in nvlink_xids:
+        if event.kind != "xid":
+            continue
+        if is_nvlink_xid(event.code):
             per_gpu[event.bus_id].append((event.code, event, False))
-        elif event.kind == "xid" and (cause := _CAUSED_BY.search(event.detail)) and int(cause.group(1)) in nvlink_xids:
+        elif (cause := _CAUSED_BY.search(event.detail)) and is_nvlink_xid(int(cause.group(1))):
             per_gpu[event.bus_id].append((int(cause.group(1)), event, True))
-    if not per_gpu and not per_switch:
-        return [context.passed("No NVLink Xid (" + ", ".join(str(code) for code in sorted(nvlink_xids)) +
-                               ") or NVSwitch SXid in the kernel log.")]
+    if not per_gpu:
+        return [context.passed("No NVLink Xid (" + ", ".join(map(str, nvlink_xids())) + ") in the kernel log.")]
     allocated = allocation(context)
-    findings = [_gpu_errors(context, bus_id, entries, gpu_by_bus.get(bus_id), always_fatal,
-                            past=all(id(event) in history for _code, event, _inferred in entries),
-                            outside=allocated.outside(bus_id))
-                for bus_id, entries in sorted(per_gpu.items(), key=lambda item: str(item[0]))]
-    findings += [_switch_errors(context, switch, bus_id, events)
-                 for (switch, bus_id), events in sorted(per_switch.items(), key=lambda item: str(item[0]))]
-    return findings
+    return [_gpu_errors(context, bus_id, entries, gpu_by_bus.get(bus_id), outside=allocated.outside(bus_id))
+            for bus_id, entries in sorted(per_gpu.items(), key=lambda item: str(item[0]))]
 
 
 def _gpu_errors(context: CheckContext, bus_id: str | None, entries: list[tuple[int, KernelEvent, bool]],
-                gpu: GpuFacts | None, always_fatal: set[int], *, past: bool = False, outside: bool = False) -> Finding:
+                gpu: GpuFacts | None, *, outside: bool = False) -> Finding:
     where = f"GPU{gpu.index} ({bus_id})" if gpu else f"the GPU at {bus_id}" if bus_id else "an unnamed GPU"
     by_code: dict[int, list[tuple[KernelEvent, bool]]] = defaultdict(list)
     for code, event, inferred in entries:
         by_code[code].append((event, inferred))
-    parts, fatal, refs, links_all = [], False, [], set()
+    past = all(event.superseded_by is not None for _code, event, _inferred in entries)
+    parts, statuses, refs, links_all = [], [], [], set()
     observed: dict[str, Any] = {"bus_id": bus_id, "xids": {}}
     for code, group in sorted(by_code.items()):
-        entry = xid_entry(code)
-        name = entry["name"] if entry else "NVLink error"
         seen = [event for event, inferred in group if not inferred]
-        severities = {_severity(event.detail) for event in seen}
-        links = set().union(*(_links(event.detail) for event in seen)) if seen else set()
+        # a line that only names the error as its cause does not say whether it was fatal
+        judged = [judge_xid(code, event.detail if not inferred else "", history=past, outside=outside)
+                  for event, inferred in group]
+        code_status = worst(judgement.status for judgement in judged)
+        statuses.append(code_status)
+        words = {line_severity(event.detail) for event in seen}
+        links = {link for event in seen for link in event.links}
         links_all |= links
-        code_fatal = code in always_fatal or "fatal" in severities or not seen or \
-            (None in severities and "non-fatal" not in severities)
-        fatal = fatal or code_fatal
-        text = f"Xid {code} {name}"
+        text = judged[0].name
         if seen:
-            text += f" ×{len(seen)}" + (f" on link(s) {_ranges(links)}" if links else "") + \
-                (" (fatal)" if code_fatal and code not in always_fatal and "fatal" in severities else
-                 " (non-fatal)" if not code_fatal else "")
+            said = "fatal" if "fatal" in words else "non-fatal" if "non-fatal" in words else None
+            text += f" ×{len(seen)}" + (f" on link(s) {ranges(links)}" if links else "") + \
+                (f" ({said})" if said else "")
         if len(seen) < len(group):
             text += (f"{',' if seen else ''} named as the cause by {len(group) - len(seen)} later Xid line(s) "
                      f"(`caused by previous Xid {code}`, the GPU's work torn down)"
                      + ("" if seen else f"; the Xid {code} line itself is not in this log"))
         parts.append(text)
         observed["xids"][str(code)] = {"count": len(seen), "named_as_cause": len(group) - len(seen),
-                                       "links": sorted(links), "fatal": code_fatal}
-        if entry and entry["source"] not in refs:
-            refs.append(entry["source"])
-    last = entries[-1][1].line[:200]
-    status = context.fail if fatal and not past and not outside else context.warn
+                                       "links": sorted(links), "fatal": code_status == Status.FAIL or (
+                                           past and "non-fatal" not in words),
+                                       "status": code_status.value, "why": "; ".join(judged[-1].reasons)}
+        if judged[0].ref not in refs:
+            refs.append(judged[0].ref)
+    status = worst(statuses)
     if past:
         parts.append("all before a later driver load or reset of this GPU: history, watch whether it returns")
     if outside:
         parts.append("this GPU is not allocated to this container: the node has a faulty GPU outside it")
+    fatal = any(entry["fatal"] for entry in observed["xids"].values())
     fix = ("Drain the node; reset the GPU when idle (`nvidia-smi -r -i N`) or reboot; read the link state and error "
            "counters (`nvidia-smi nvlink -s -i N`, `nvidia-smi nvlink -e -i N`) and, on NVSwitch systems, "
            "`journalctl -u nvidia-fabricmanager`; if errors return on the same link, run `dcgmi diag -r 2` and open "
@@ -449,32 +423,7 @@ def _gpu_errors(context: CheckContext, bus_id: str | None, entries: list[tuple[i
         "No immediate action for a non-fatal NVLink error; watch `nvidia-smi nvlink -e -i N`; if it repeats on the "
         "same link, drain the node, run `dcgmi diag -r 2` and open a vendor case.")
     observed["links"] = sorted(links_all)
-    return status(f"NVLink errors on {where}: {'; '.join(parts)}. Last: {last}", gpu=gpu, observed=observed,
-                  expected="no NVLink Xid", fix=fix, refs=refs or [_FM_REF])
-
-
-def _switch_errors(context: CheckContext, switch: int | None, bus_id: str | None,
-                   events: list[KernelEvent]) -> Finding:
-    where = f"NVSwitch {switch} ({bus_id})" if switch is not None else f"the NVSwitch at {bus_id}"
-    by_code: dict[int | None, list[KernelEvent]] = defaultdict(list)
-    for event in events:
-        by_code[event.code].append(event)
-    parts, fatal_any = [], False
-    observed: dict[str, Any] = {"switch": switch, "bus_id": bus_id, "sxids": {}}
-    for code, group in sorted(by_code.items(), key=lambda item: item[0] or 0):
-        severities = {_severity(event.detail) for event in group}
-        fatal = "fatal" in severities
-        fatal_any = fatal_any or fatal
-        links = set().union(*(_links(event.detail) for event in group))
-        state = "fatal" if fatal else "non-fatal" if "non-fatal" in severities else "severity not stated"
-        parts.append(f"SXid {code}, {len(group)} line(s) ({state})"
-                     + (f" on link(s) {_ranges(links)}" if links else ""))
-        observed["sxids"][str(code)] = {"count": len(group), "fatal": fatal, "links": sorted(links)}
-    status = context.fail if fatal_any else context.warn
-    fix = ("Drain the node and reboot it (a fatal SXid needs the NVSwitch and its GPUs reset); check "
-           "`journalctl -u nvidia-fabricmanager` and `nvidia-smi -q | grep -A2 Fabric`; if SXids return on the same "
-           "switch links, run `dcgmi diag -r 2` and open an RMA for the NVSwitch tray/baseboard.") if fatal_any else (
-        "Non-fatal: no immediate action; watch the fabric manager log (`journalctl -u nvidia-fabricmanager`) and "
-        "`nvidia-smi nvlink -e`; if the same switch link keeps logging, drain the node and open a vendor case.")
-    return status(f"NVSwitch errors on {where}: {'; '.join(parts)}. Last: {events[-1].line[:200]}",
-                  observed=observed, expected="no SXid", fix=fix, refs=[_FM_REF])
+    last = entries[-1][1].line[:200]
+    return context.finding(status, f"NVLink errors on {where}: {'; '.join(parts)}. Last: {last}", gpu=gpu,
+                           observed=observed, expected="no NVLink Xid", fix=fix, refs=refs,
+                           evidence=kernel_evidence([event for _code, event, _inferred in entries]))

@@ -304,7 +304,7 @@ def _severity(source: _AerSource) -> str:
     return "uncorrected" if source.uncorrected else "corrected"
 
 
-@check("pcie.aer", "No PCIe AER errors on GPUs or the ports above them", needs=("kernel_log",))
+@check("pcie.aer", "No PCIe AER errors on GPUs or the ports above them", needs=("kernel_log",), needs_gpus=False)
 def pcie_aer(context: CheckContext) -> list[Finding]:
     ref = thresholds("pcie_aer")["source"]
     gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}

@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from gpuready.facts.types import Facts, GpuFacts
-from gpuready.model import Finding, GpuRef, Status, Subject
+from gpuready.facts.types import Facts, GpuFacts, KernelEvent
+from gpuready.model import Evidence, Finding, GpuRef, Status, Subject
+
+MAX_EVIDENCE_LINES = 5
+"""Quoted input lines per finding: enough to see the pattern, few enough to read."""
 
 # Fact (attribute path on Facts) → the bundle files that provide it, for skip messages.
 FACT_SOURCES = {
@@ -88,9 +91,11 @@ class CheckContext:
 
     def finding(self, status: Status, message: str, *, gpu: GpuFacts | None = None, peer: GpuFacts | None = None,
                 nic: str | None = None, observed: Any = None, expected: Any = None, fix: str | None = None,
-                refs: list[str] | None = None, check_id: str | None = None) -> Finding:
+                refs: list[str] | None = None, check_id: str | None = None,
+                evidence: list[Evidence] | None = None) -> Finding:
         return Finding(check_id=check_id or self.check_id, status=status, subject=self.subject(gpu, peer, nic),
-                       message=message, observed=observed, expected=expected, fix=fix, refs=refs or [])
+                       message=message, observed=observed, expected=expected, fix=fix, refs=refs or [],
+                       evidence=evidence or [])
 
     def passed(self, message: str, **kwargs: Any) -> Finding:
         return self.finding(Status.PASS, message, **kwargs)
@@ -175,3 +180,11 @@ def kernel_log_missing(context: CheckContext, what: str) -> Finding | None:
         if facts.kernel_log_readable is False else "no dmesg.txt in this run"
     return context.skip(f"{what} not judged: {reason}.",
                         fix="sudo gpuready check, or `sudo dmesg > dmesg.txt` into the bundle")
+
+
+def kernel_evidence(events: list[KernelEvent], limit: int = MAX_EVIDENCE_LINES) -> list[Evidence]:
+    """The lines a kernel-log finding rests on, with file and line: the first few and the last one."""
+    located = [event for event in events if event.line_number is not None]
+    chosen = located[:limit - 1] + located[-1:] if len(located) > limit else located
+    return [Evidence(file=event.source or "kernel log", line=event.line_number, text=event.line[:400])
+            for event in chosen]

@@ -20,13 +20,14 @@ from gpuready.bundle.reader import Bundle
 from gpuready.bundle.sniff import kind_of, why_not_text
 from gpuready.facts import host_files, network_files, software_files
 from gpuready.facts.gpu_lists import parse_gpu_list
-from gpuready.facts.kernel_log import parse_kernel_log
+from gpuready.facts.kernel_log import mark_history, parse_kernel_log
 from gpuready.facts.lspci import parse_lspci
 from gpuready.facts.nvidia_smi_plain import parse_nvidia_smi_plain
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_text, parse_nvidia_smi_q_xml
 from gpuready.facts.nvml import ForeignNvmlJson, NvmlDocument
 from gpuready.facts.topology import parse_nvlink_status, parse_topo_matrix, parse_topo_p2p
 from gpuready.facts.types import Facts, GpuFacts
+from gpuready.knowledge import thresholds
 from gpuready.model import SKIPPED_CHECK_ID, TRUNCATED_CHECK_ID
 
 
@@ -76,6 +77,7 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
         facts.input_errors.extend(files.errors)
     gpu_sources: list[tuple[str, list[GpuFacts]]] = []
     indexed_sources: list[tuple[str, list[GpuFacts]]] = []
+    reading = [""]  # the file `use` is applying now (a kernel log's events name their file)
 
     def use(kind: str, apply: Callable[[str], None]) -> None:
         entries = by_kind.get(kind)
@@ -87,6 +89,7 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
                 facts.sources[name] = f"ignored: {entries[0][0]} already gave {kind}"
             entries = entries[:1]
         for name, text in entries:
+            reading[0] = name
             if not_text := why_not_text(text):  # binary content is refused before any parser sees it
                 facts.sources[name] = f"unreadable: {not_text}"
                 facts.input_errors.append((name, f"{name} {not_text}"))
@@ -162,7 +165,9 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
     use("nvidia-smi-L.txt", lambda text: indexed_sources.append(
         ("nvidia-smi-L.txt", parse_gpu_list(text, "nvidia-smi-L.txt"))))
     use("nvidia-smi-topo-p2p.txt", lambda text: setattr(facts, "p2p_read", parse_topo_p2p(text)))
-    use("dmesg.txt", lambda text: _apply_kernel_log(facts, text))
+    use("dmesg.txt", lambda text: _apply_kernel_log(facts, text, reading[0],
+                                                    files.line_numbers.get(reading[0])
+                                                    if isinstance(files, Bundle) else None))
     use("lspci-vv.txt", lambda text: setattr(facts, "pci_devices", parse_lspci(text)))
     facts.gpus = merge_gpu_sources(gpu_sources, facts.gpu_probe_error)
     facts.gpus = attach_indexed_sources(facts.gpus, indexed_sources)
@@ -172,6 +177,9 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
             gpu.nvlinks = [] if gpu.nvlinks is None else gpu.nvlinks
     if facts.gpus is None:
         facts.gpus = _gpus_named_by_host(facts)
+    if facts.kernel_log:  # a reset named only by UUID is tied to its GPU now that the GPUs are known
+        mark_history(facts.kernel_log, {gpu.uuid.lower(): gpu.bus_id for gpu in facts.gpus or []
+                                        if gpu.uuid and gpu.bus_id}, thresholds("xid_history")["same_load_window_s"])
     _use_host_files(facts, use)
     use("torch.json", lambda text: setattr(facts, "torch", software_files.parse_torch_json(text)))
     use("pip-freeze.txt", lambda text: setattr(facts, "pip_packages", software_files.parse_pip_freeze(text)))
@@ -222,9 +230,24 @@ def _lspci_product(description: str) -> str:
     return f"NVIDIA {bracket.group(1)}" if bracket else description.split(": ", 1)[-1]
 
 
-def _apply_kernel_log(facts: Facts, text: str) -> None:
-    facts.kernel_log = parse_kernel_log(text)
+def _apply_kernel_log(facts: Facts, text: str, name: str, line_numbers: list[int] | None) -> None:
+    """Every kernel log is read (dmesg, `journalctl -k`, syslog, kern.log of one machine): their events are kept in
+    the order the files come, a line that two of them hold (dmesg and `journalctl -k` of one boot) counted once.
+    `line_numbers`: where a streamed log's kept lines were in the whole file (bundle/reader.py)."""
+    lines = text.splitlines()
+    numbered = [(name, line_numbers[index] if line_numbers and index < len(line_numbers) else index + 1, line)
+                for index, line in enumerate(lines)]
+    events = parse_kernel_log(numbered)
+    known = {_message_of(event) for event in facts.kernel_log or []}
+    facts.kernel_log = (facts.kernel_log or []) + [event for event in events if _message_of(event) not in known]
     facts.kernel_log_readable = True
+
+
+def _message_of(event) -> tuple:
+    """What one kernel message is, whichever tool printed it (dmesg's `[ 12.3]`, journalctl's date and host)."""
+    start = event.line.find("NVRM:")
+    start = start if start >= 0 else max(event.line.find("nvidia-nvswitch"), event.line.find("pcieport"), 0)
+    return event.kind, event.line[start:]
 
 
 def _apply_manifest(facts: Facts, text: str) -> None:

@@ -39,6 +39,14 @@ _WALL_CLOCKS = (
     re.compile(r"^\[((?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})\]"),
     re.compile(r"^([A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) \S+ "),
 )
+_LINK = re.compile(r"\blink\s*(\d{1,4})", re.IGNORECASE)
+
+
+def _links(detail: str) -> tuple[int, ...]:
+    """The NVLink numbers a line names (`Link 13`, `link 0`), in order, each once."""
+    return tuple(dict.fromkeys(int(number) for number in _LINK.findall(detail)))
+
+
 MARKERS = ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:", "GPU reset executed")
 
 
@@ -55,34 +63,59 @@ def _lines(log: str | Iterable[str]) -> Iterator[str]:
     return (line for item in log for line in (strip_ansi(item).splitlines() or [""]))
 
 
-def relevant_lines(log: str | Iterable[str]) -> Iterator[str]:
+NumberedLine = tuple[str | None, int, str]
+"""(file, 1-based line number, text): a line of a log read in part (diagnose, a streamed bundle log)."""
+
+
+def _numbered(log: str | Iterable[str] | Iterable[NumberedLine], source: str | None) -> Iterator[NumberedLine]:
+    """Every line with its file and number: counted here for a whole log, or as given by a reader that kept only some
+    lines."""
+    if isinstance(log, str):
+        yield from ((source, number, line) for number, line in enumerate(_lines(log), 1))
+        return
+    number = 0
+    for item in log:
+        if isinstance(item, tuple):
+            yield item[0], item[1], strip_ansi(item[2]).rstrip("\r\n")
+            continue
+        for line in strip_ansi(item).splitlines() or [""]:
+            number += 1
+            yield source, number, line
+
+
+def relevant_lines(log: str | Iterable[str], numbered: bool = False) -> Iterator[str] | Iterator[NumberedLine]:
     """The lines parse_kernel_log uses, each with its newline: those with a marker, and before an indented continuation
     line that has one, the line whose time it takes. parse_kernel_log gives the same events from these as from the
-    whole log, so a log of any size is read line by line keeping only these (bundle/reader.py)."""
-    anchor: str | None = None
+    whole log, so a log of any size is read line by line keeping only these (bundle/reader.py). `numbered`: each as
+    (None, its line number in the whole log, text), so the events keep where they were."""
+    anchor: tuple[int, str] | None = None
     anchor_kept = True
-    for line in _lines(log):
+    for number, line in enumerate(_lines(log), 1):
         continuation = line[:1].isspace() and _times(line) == (None, None)
         if not continuation:
-            anchor, anchor_kept = line, False
+            anchor, anchor_kept = (number, line), False
         if any(marker in line for marker in MARKERS):
             if not continuation:
                 anchor_kept = True
             elif not anchor_kept and anchor is not None:
                 anchor_kept = True
-                yield anchor + "\n"
-            yield line + "\n"
+                yield (None, anchor[0], anchor[1]) if numbered else anchor[1] + "\n"
+            yield (None, number, line) if numbered else line + "\n"
 
 
-def parse_kernel_log(log: str | Iterable[str]) -> list[KernelEvent]:
-    """The events, in the order of the log: later events come later in the list (checks rely on it).
+def parse_kernel_log(log: str | Iterable[str] | Iterable[NumberedLine], source: str | None = None
+                     ) -> list[KernelEvent]:
+    """The events, in the order of the log: later events come later in the list (checks rely on it), each with its
+    file and line and, where a later driver load or reset makes it history, that event (`mark_history`, without
+    the GPUs' UUIDs; facts/build.py marks again once the GPUs are known).
 
-    `log`: the whole text, or its lines read one at a time (an open file, `relevant_lines(...)`)."""
+    `log`: the whole text, or its lines read one at a time (an open file, `relevant_lines(...)`), or numbered lines
+    (file, number, text) a reader kept."""
     events: list[KernelEvent] = []
     last_named_gpu: str | None = None
     bus_by_uuid: dict[str, str] = {}
     previous_times: tuple[float | None, str | None] = (None, None)
-    for line in _lines(log):
+    for file, number, line in _numbered(log, source):
         times = _times(line)
         if times == (None, None) and line[:1].isspace():
             times = previous_times  # a continuation line of the message above
@@ -93,13 +126,13 @@ def parse_kernel_log(log: str | Iterable[str]) -> list[KernelEvent]:
 
         def event(kind: str, **fields) -> None:
             events.append(KernelEvent(kind=kind, line=line.strip(), timestamp_s=timestamp_s, wall_time=wall_time,
-                                      **fields))
+                                      source=file, line_number=number, **fields))
         if match := _XID.search(line):
             event("xid", bus_id=normalize_bus_id(match.group(1)), code=int(match.group(2)),
-                  detail=match.group(3).strip())
+                  detail=match.group(3).strip(), links=_links(match.group(3)))
         elif match := _SXID.search(line):
             event("sxid", bus_id=normalize_bus_id(match.group(2)), code=int(match.group(3)),
-                  detail=match.group(4).strip())
+                  detail=match.group(4).strip(), links=_links(match.group(4)))
         elif match := _FALLEN.search(line):
             event("fallen_off_bus", bus_id=normalize_bus_id(match.group(1)))
         elif _FALLEN_GENERIC.search(line):
@@ -121,6 +154,7 @@ def parse_kernel_log(log: str | Iterable[str]) -> list[KernelEvent]:
             event("iommu", detail=match.group(0))
         elif _INFOROM.search(line):
             event("inforom")
+    mark_history(events)
     return events
 
 
@@ -159,22 +193,47 @@ def superseded_by(events: list[KernelEvent],
     None for events still current (and for the markers themselves).
 
     Events logged within `same_load_window_s` before a driver load belong to that load (its probe), not to the past.
-    A reset that names only a UUID the log never tied to a bus id applies to no event.
+    A reset that names only a UUID the log never tied to a bus id applies to no event. One pass from the end: linear
+    in the events (a log of many Xids and many driver loads).
     """
-    loads = [index for index, event in enumerate(events) if event.kind == "driver_load"]
-    resets = [index for index, event in enumerate(events) if event.kind == "gpu_reset" and event.bus_id]
-    result: list[KernelEvent | None] = []
-    for index, event in enumerate(events):
-        if event.kind in ("driver_load", "gpu_reset"):
-            result.append(None)
+    result: list[KernelEvent | None] = [None] * len(events)
+    later_loads: list[tuple[int, KernelEvent]] = []  # driver loads after the current position, nearest last
+    next_reset: dict[str, tuple[int, KernelEvent]] = {}  # bus id → the nearest later reset of that GPU
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if event.kind == "driver_load":
+            later_loads.append((index, event))
             continue
-        load = next((later for later in loads
-                     if later > index and not _same_load(event, events[later], same_load_window_s)), None)
-        reset = next((later for later in resets if later > index and events[later].bus_id == event.bus_id), None) \
-            if event.bus_id else None
-        found = [position for position in (load, reset) if position is not None]
-        result.append(events[min(found)] if found else None)
+        if event.kind == "gpu_reset":
+            if event.bus_id:
+                next_reset[event.bus_id] = (index, event)
+            continue
+        found = [mark for mark in (_first_other_load(event, later_loads, same_load_window_s),
+                                   next_reset.get(event.bus_id) if event.bus_id else None) if mark is not None]
+        result[index] = min(found, key=lambda mark: mark[0])[1] if found else None
     return result
+
+
+def _first_other_load(event: KernelEvent, later_loads: list[tuple[int, KernelEvent]],
+                      window_s: float) -> tuple[int, KernelEvent] | None:
+    """The nearest later load that is not the event's own (a probe logs just before its load's banner); a load's own
+    window holds few loads, so only the nearest few are looked at."""
+    for mark in reversed(later_loads[-8:]):
+        if not _same_load(event, mark[1], window_s):
+            return mark
+    return later_loads[-9] if len(later_loads) > 8 else None
+
+
+def mark_history(events: list[KernelEvent], bus_by_uuid: dict[str, str] | None = None,
+                 same_load_window_s: float = SAME_LOAD_WINDOW_S) -> None:
+    """Set each event's `superseded_by`; a reset the log names only by UUID gets its GPU's bus id from `bus_by_uuid`
+    (the GPUs' own UUIDs, lower case) first."""
+    for event in events:
+        if event.kind == "gpu_reset" and not event.bus_id and event.uuid and bus_by_uuid:
+            event.bus_id = bus_by_uuid.get(event.uuid.lower())
+    for event, mark in zip(events, superseded_by(events, same_load_window_s)):
+        event.superseded_by = mark
+        event.clock = event_clock(event)
 
 
 def _same_load(event: KernelEvent, load: KernelEvent, window_s: float) -> bool:

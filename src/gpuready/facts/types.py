@@ -117,6 +117,17 @@ class KernelEvent:
     """The wall-clock time as the log printed it (`dmesg -T`, `--time-format iso`, syslog, journalctl)."""
     uuid: str | None = None
     """The GPU's UUID where the line names it (`gpu_reset`)."""
+    links: tuple[int, ...] = field(default=(), compare=False)
+    """The NVLink numbers an Xid/SXid line names (`Link 13`)."""
+    source: str | None = field(default=None, compare=False)
+    """The file the line is in, as given (`dmesg.txt`, `folder/kern.log`)."""
+    line_number: int | None = field(default=None, compare=False)
+    """1-based, in that file."""
+    clock: tuple[str, float] | None = field(default=None, compare=False, repr=False)
+    """(clock, seconds) to compare two events of one log: `boot` (kernel seconds), `wall`, `ctime` or `syslog`."""
+    superseded_by: "KernelEvent | None" = field(default=None, compare=False, repr=False)
+    """The later driver load (any GPU) or reset of this GPU after which this event is history; None while it is
+    current. A derived fact (facts/kernel_log.py `mark_history`), set once the GPUs are known."""
 
 
 @dataclass(kw_only=True)
@@ -251,3 +262,9 @@ class Facts:
     """Bundle file → `parsed`, `missing`, or why it could not be used."""
     input_errors: list[tuple[str, str]] = field(default_factory=list)
     """(file, one sentence) for bundle files that could not be parsed."""
+
+    def container(self) -> tuple[str | None, list[str]]:
+        """The container this machine's evidence says it runs in, with every piece of evidence (cgroup files, then
+        the environment): a derived fact (facts/host_files.py `container_of`)."""
+        from gpuready.facts.host_files import container_of
+        return container_of(self.host, self.env)

@@ -36,20 +36,30 @@ def gather_facts(bundle: Path | None, fast: bool) -> Facts:
     return facts
 
 
-# The bundle files that name GPUs, and the command that writes each, for the `unknown` verdict's message.
-_GPU_NAMING_FILES = ("nvml.json", "nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-topo.txt",
-                     "nvidia-smi-nvlink-s.txt", "nvidia-smi-L.txt", "lspci-vv.txt", "dmesg.txt")
+# The sources where the driver itself reports each GPU's state (not a list, a matrix or the host's view).
+DRIVER_STATE_SOURCES = ("nvml.json", "nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi.txt")
 
 
 def not_enough_evidence(facts: Facts) -> str | None:
-    """Why no GPU can be judged, or None where some input names a GPU (or says there is none)."""
-    if facts.gpus is not None or facts.gpu_probe_error is not None:
+    """Why the inputs do not show the GPUs' state, or None where the driver reports them (or says there are none).
+
+    A `ready` needs evidence that names GPUs and shows them healthy: a GPU list (`-L`), a `topo -m` matrix, lspci or a
+    kernel log name GPUs without showing their state, and a `-q` head without GPU sections names none."""
+    if facts.gpu_probe_error is not None:
+        return None
+    if facts.gpus == [] and any(facts.sources.get(name, "").startswith("parsed") for name in ("nvml.json",)):
+        return None  # NVML answered and counted no GPU: gpu.present judges that
+    if any(source in DRIVER_STATE_SOURCES for gpu in facts.gpus or [] for source in gpu.source_files()):
         return None
     read = [f"{name} ({state})" for name, state in facts.sources.items() if state != "missing"]
-    wanted = ", ".join(f"`{BUNDLE_FILES[name].split(' (')[0]}` ({name})" for name in _GPU_NAMING_FILES)
-    return (f"Not enough evidence: no file names a GPU, so readiness cannot be judged. Read: "
-            f"{'; '.join(read) or 'nothing'}. GPUs are named by any of {wanted}; or run `gpuready collect` on the "
-            "machine and check that bundle.")
+    named = sorted({source for gpu in facts.gpus or [] for source in gpu.source_files()})
+    wanted = ", ".join(f"`{BUNDLE_FILES[name].split(' (')[0]}` ({name})" for name in DRIVER_STATE_SOURCES)
+    what = (f"{', '.join(named)} name(s) {len(facts.gpus or [])} GPU(s) but not their state" if named else
+            "no file names a GPU" + (f" (the driver announces {facts.gpus_announced}, but no GPU section came with it)"
+                                     if facts.gpus_announced else ""))
+    return (f"Not enough evidence: {what}, so readiness cannot be judged. Read: {'; '.join(read) or 'nothing'}. "
+            f"The GPUs' state comes from any of {wanted}; or run `gpuready collect` on the machine and check that "
+            "bundle.")
 
 
 def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False, multi_node: bool = False) -> Report:

@@ -62,9 +62,9 @@ def describe(event: dict[str, Any]) -> str:
     if kind == "power_limit_change":
         return f"{gpu}: power limit {event['from_w']:.0f} W → {event['to_w']:.0f} W"
     if kind == "xid":
-        from gpuready.knowledge import xid_entry
-        entry = xid_entry(event["xid"])
-        return f"{gpu}: Xid {event['xid']}" + (f" {entry['name']}: {entry['action']}" if entry else "")
+        from gpuready.checks.kernel_judge import judge_xid
+        judged = judge_xid(event["xid"])  # the one kernel judge, as check, diagnose and burn
+        return f"{gpu}: {judged.status.value.upper()} {judged.name} ({'; '.join(judged.reasons)}): {judged.action}"
     if kind == "gpu_lost":
         return f"{gpu}: LOST ({event['detail']})"
     return json.dumps(event)

@@ -7,8 +7,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from gpuready.checks.kernel_judge import judge_xid
 from gpuready.facts.clock_reasons import HARDWARE_REASONS, REASON_BITS, THERMAL_REASONS
-from gpuready.knowledge import thresholds, xid_entry
+from gpuready.knowledge import thresholds
 from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
 from gpuready.telemetry import Telemetry
 from gpuready.runner.watchdog import RankFailure
@@ -278,13 +279,14 @@ class BurnJudge:
             self.add("burn.xid", Status.PASS, None, f"No Xid during the burn ({self.telemetry.xid_source}).")
             return
         for t, index, xid in events:
-            entry = xid_entry(xid)
+            judged = judge_xid(xid)  # the one kernel judge: the status check and diagnose give the same Xid
             gpu = next((gpu for gpu in self.gpus if gpu.nvml_index == index), None)
-            self.add("burn.xid", Status.FAIL, gpu,
-                     f"Xid {xid}{' ' + entry['name'] if entry else ''} at {t:.0f} s into the burn"
-                     + (f": {entry['meaning']}" if entry else ""), observed=xid, expected="no Xid",
-                     fix=entry["action"] if entry else "Look the Xid up in NVIDIA's Xid catalog.",
-                     refs=[entry["source"]] if entry else [])
+            note = (" The application here is gpuready's own GEMM loop: if it repeats on this GPU only, treat it as "
+                    "the GPU's." if judged.blame == "application" else "")
+            self.add("burn.xid", judged.status, gpu,
+                     f"{judged.name} at {t:.0f} s into the burn: {judged.meaning.rstrip('.')} "
+                     f"({'; '.join(judged.reasons)}).{note}", observed=xid, expected="no Xid",
+                     fix=judged.action, refs=[judged.ref])
 
     def _telemetry(self, gpu: BurnGpu) -> None:
         telemetry, index = self.telemetry, gpu.nvml_index

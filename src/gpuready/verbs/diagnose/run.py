@@ -21,6 +21,8 @@ from typing import BinaryIO, Callable, Iterable
 from gpuready import __version__
 from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
 from gpuready.model import Finding, Report, Status, Subject
+from gpuready.facts.kernel_log import MARKERS as KERNEL_MARKERS
+from gpuready.facts.kernel_log import NumberedLine
 from gpuready.verbs.diagnose.evidence import MAX_LINE_CHARS, DiagnoseContext, Line, Reader, clean
 
 CHUNK_BYTES = 4 * 1024 * 1024
@@ -29,9 +31,8 @@ MAX_LINE_BYTES = 64 * 1024
 MAX_WHOLE_FILE_BYTES = 64 * 1024 * 1024
 """A file the check parsers read (nvidia-smi -q, lspci -vv, ...) is read whole up to this; logs are streamed."""
 MAX_KERNEL_LINES_BYTES = 16 * 1024 * 1024
-"""Kernel lines kept for the check's own Xid summary (health.xid); the kernel reader sees them all anyway."""
-KERNEL_READER = "kernel"
-"""The reader whose lines are kernel-log lines (verbs/diagnose/kernel.py)."""
+"""Kernel-log lines kept for the checks (health.xid, health.sxid, nvlink.errors, pcie.aer, ...); past this, the rest
+are counted, not kept."""
 MAX_FILES = 10_000
 MAX_DEPTH = 8
 _STATUS_ORDER = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2, Status.PASS: 3, Status.SKIP: 4}
@@ -55,13 +56,36 @@ class InputFile:
     """Why it was not read, or read only in part."""
 
 
+class KernelLines(Reader):
+    """Keeps the kernel-log lines (Xid, SXid, AER, driver loads, ...) with their file and line number, for the
+    checks: diagnose judges them with the check registry, as `check` does, never with rules of its own."""
+
+    name = "kernel"
+    markers = "|".join(re.escape(marker) for marker in (*KERNEL_MARKERS, "fallen off the bus"))
+
+    def __init__(self) -> None:
+        self.lines: dict[str, list[NumberedLine]] = {}
+        """File → its kernel lines, in order."""
+        self.kept_bytes = 0
+        self.not_kept = 0
+
+    def feed(self, line: Line) -> None:
+        if self.kept_bytes >= MAX_KERNEL_LINES_BYTES:
+            self.not_kept += 1
+            return
+        self.lines.setdefault(line.source, []).append((line.source, line.number, line.text))
+        self.kept_bytes += len(line.text) + 1
+
+    def findings(self, context: DiagnoseContext) -> list[Finding]:
+        return []
+
+
 def default_readers() -> list[Reader]:
     """Every reader diagnose knows, in a fixed order (findings keep it within a rank)."""
-    from gpuready.verbs.diagnose.kernel import KernelReader
     from gpuready.verbs.diagnose.nccl_log import NcclLogReader
     from gpuready.verbs.diagnose.nccl_tests import NcclTestsReader
     from gpuready.verbs.diagnose.torch_errors import TorchErrorReader
-    return [KernelReader(), NcclLogReader(), TorchErrorReader(), NcclTestsReader()]
+    return [KernelLines(), NcclLogReader(), TorchErrorReader(), NcclTestsReader()]
 
 
 class Scanner:
@@ -74,8 +98,7 @@ class Scanner:
         self.patterns = [(reader, re.compile(reader.markers.encode("ascii"), re.MULTILINE)) for reader in readers]
         self.files: list[InputFile] = []
         self.check_inputs: dict[str, str] = {}
-        self.kernel_lines: list[str] = []
-        self.kernel_bytes = 0
+        self.kernel = next((reader for reader in readers if isinstance(reader, KernelLines)), None)
 
     # --- inputs ------------------------------------------------------------------------------------------------------
 
@@ -250,8 +273,6 @@ class Scanner:
             taken = [reader for reader in wanted[start] if self._fed_up_to.get(reader.name, 0) < line.number]
             for reader in taken:
                 self._feed(entry, reader, line)
-            if any(reader.name == KERNEL_READER for reader in taken):
-                self._keep_kernel_line(line)
             follow = max((reader.follow_lines for reader in taken), default=0)
             for offset in range(1, follow + 1):  # the next lines, to the readers that asked for them
                 if stop + 1 >= len(block):
@@ -272,54 +293,69 @@ class Scanner:
         entry.fed[reader.name] += 1
         self._fed_up_to[reader.name] = line.number
 
-    def _keep_kernel_line(self, line: Line) -> None:
-        """The kernel reader's lines also go to the check's own Xid summary (health.xid), up to
-        MAX_KERNEL_LINES_BYTES: its markers are the kernel-log parser's, so no second search is needed."""
-        if self.kernel_bytes < MAX_KERNEL_LINES_BYTES:
-            self.kernel_lines.append(line.text + "\n")
-            self.kernel_bytes += len(line.text) + 1
-
 
 def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = None,
              readers: Callable[[], list[Reader]] = default_readers) -> Report:
-    """The report for the given inputs; InputError where a path cannot be read at all."""
+    """The report for the given inputs; InputError where a path cannot be read at all.
+
+    One judgement: the tool outputs and kernel-log lines among the inputs become facts, and the check registry judges
+    them exactly as `check --bundle` would (same findings, same `not_enough_evidence`); the log readers add what only
+    logs show (NCCL, PyTorch, launcher, nccl-tests)."""
     scanner = Scanner(readers())
     for path in paths:
         scanner.add_path(Path(path))
-    facts, check_findings = _facts_and_checks(scanner)
-    host = (facts.host.hostname if facts is not None and facts.host.hostname else None) or "inputs"
+    checked = _check(scanner)
+    facts = checked_facts = None
+    if checked is not None:
+        checked, facts = checked
+        checked_facts = checked.facts
+    host = (facts.host.hostname if facts is not None else None) or "inputs"
     context = DiagnoseContext(host=host, facts=facts, readers={reader.name: reader for reader in scanner.readers},
                               options={"expect_busbw_gb_per_s": expect_busbw_gb_per_s})
     findings: list[Finding] = []
     for reader in scanner.readers:
         findings.extend(reader.findings(context))
-    findings.extend(check_findings)
+    if checked is not None:
+        findings.extend(f for f in checked.findings if f.status in (Status.FAIL, Status.ERROR, Status.WARN))
     if not [f for f in findings if f.status != Status.SKIP]:
         findings.append(_nothing_found(scanner, host))
-    report = Report(tool_version=__version__, host=host, findings=rank(findings))
+    report = Report(tool_version=__version__, host=host, findings=rank(findings),
+                    not_enough_evidence=checked.not_enough_evidence if checked is not None else _LOGS_ONLY,
+                    input_error=checked.input_error if checked is not None else False)
     report.facts["diagnose"] = {"inputs": [_describe(entry) for entry in scanner.files],
                                 "readers": [reader.name for reader in scanner.readers]}
-    if facts is not None and facts.gpus:
-        from gpuready.verbs.check import summarize_facts
-        report.facts.update(summarize_facts(facts))
+    if scanner.kernel is not None and scanner.kernel.not_kept:
+        report.facts["diagnose"]["kernel_lines_not_kept"] = scanner.kernel.not_kept
+    if checked_facts:
+        report.facts.update(checked_facts)
     return report
 
 
-def _facts_and_checks(scanner: Scanner) -> tuple[object | None, list[Finding]]:
-    """Facts from the tool outputs among the inputs, and the static checks' warn/fail findings on them."""
-    files = dict(scanner.check_inputs)
-    if scanner.kernel_lines:
-        files["dmesg.txt"] = "".join(scanner.kernel_lines)
-    if not scanner.check_inputs:
-        return None, []
+def _check(scanner: Scanner):
+    """(the check report, the facts) over what the inputs hold: tool outputs, and each file's kernel-log lines as a
+    kernel log of its own; None where the inputs hold neither."""
+    from gpuready.bundle.reader import Bundle
     from gpuready.checks.registry import CheckOptions
     from gpuready.facts.build import build_facts
     from gpuready.verbs.check import check_report
+    kernel = scanner.kernel.lines if scanner.kernel is not None else {}
+    if not scanner.check_inputs and not kernel:
+        return None
+    files = Bundle(origin="diagnose")
+    files.update(scanner.check_inputs)
+    for name, lines in kernel.items():  # a pasted nvidia-smi with dmesg lines below it is read as both
+        key = name if name not in files else f"{name} [kernel lines]"
+        files[key] = "".join(text + "\n" for _file, _number, text in lines)
+        files.kinds[key] = "dmesg.txt"
+        files.line_numbers[key] = [number for _file, number, _text in lines]
     facts = build_facts(files)
-    if not facts.gpus:
-        return facts, []
-    report = check_report(facts, CheckOptions())
-    return facts, [f for f in report.findings if f.status in (Status.FAIL, Status.ERROR, Status.WARN)]
+    facts.host.hostname = facts.host.hostname or "inputs"
+    return check_report(facts, CheckOptions()), facts
+
+
+_LOGS_ONLY = ("Not enough evidence: the inputs hold no tool output that shows the GPUs (nvidia-smi, nvidia-smi -q, a "
+              "gpuready bundle) and no kernel-log line, so the machine's readiness cannot be judged; the findings "
+              "are about the job the logs show.")
 
 
 def rank(findings: list[Finding]) -> list[Finding]:

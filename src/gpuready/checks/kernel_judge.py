@@ -1,0 +1,214 @@
+"""The one judge of kernel-log events: an Xid or SXid line → status, blame, meaning and action.
+
+Every verb that sees such an event calls this: `check` and `check --bundle` (health.xid, health.sxid, nvlink.errors),
+`diagnose` (through those same checks), `burn` and `validate` (Xids NVML reported during the run) and `monitor`.
+The same line gets the same status everywhere. The rule and its sources are data: knowledge/xid.toml (`[judge]`,
+`[sxid]`, one row per Xid).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuready.knowledge import load_table, xid_entry
+from gpuready.model import Status
+
+XID_CATALOG_REF = "NVIDIA Xid catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+SXID_REF = "NVIDIA Fabric Manager User Guide, SXid errors: https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"
+
+# `Non-fatal`, `Nonfatal`, `non fatal`; `Fatal` that is not the tail of one of those.
+_NON_FATAL = re.compile(r"\bnon[- ]?fatal\b", re.IGNORECASE)
+_FATAL = re.compile(r"(?<![-\w])(?<!non )fatal\b", re.IGNORECASE)
+_LOWER = {Status.FAIL: Status.WARN, Status.WARN: Status.PASS, Status.PASS: Status.PASS}
+
+
+@dataclass(frozen=True)
+class EventJudgement:
+    status: Status
+    name: str
+    """`Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS`, `Xid 201 (not in the catalog)`, `SXid 20034`."""
+    meaning: str
+    action: str
+    blame: str
+    """`application`, `GPU`, `fabric`, `driver` or `unknown`: who the catalog points at."""
+    reasons: tuple[str, ...]
+    """Why this status, in words (catalog severity, the line's own word, history, another container's GPU)."""
+    ref: str
+    nvlink: bool = False
+    """An NVLink error: nvlink.errors reports it."""
+
+
+def line_severity(detail: str) -> str | None:
+    """`fatal`, `non-fatal` or None: what the line itself says."""
+    if _NON_FATAL.search(detail):
+        return "non-fatal"
+    if _FATAL.search(detail):
+        return "fatal"
+    return None
+
+
+def is_nvlink_xid(code: int | None) -> bool:
+    entry = xid_entry(code) if code is not None else None
+    return bool(entry and entry.get("nvlink"))
+
+
+def nvlink_xids() -> list[int]:
+    return sorted(row["xid"] for row in load_table("xid")["xid"] if row.get("nvlink"))
+
+
+# NVLink codes are the fabric's, driver and GSP firmware codes the driver's; the catalog's app_fault is the
+# application's; everything else the GPU's.
+_DRIVER_CODES = (38, 61, 119, 120)
+
+
+def judge_xid(code: int | None, detail: str = "", *, history: bool = False, outside: bool = False) -> EventJudgement:
+    """An Xid (`code` None: a GPU fallen off the bus with no number, judged as 79).
+
+    `history`: a later driver load or a reset of this GPU came after it; `outside`: the GPU is not this container's."""
+    code = 79 if code is None else code
+    rule = load_table("xid")["judge"]
+    entry = xid_entry(code)
+    if entry is None:
+        status = Status(rule["unknown_code"])
+        reasons = [f"Xid {code} is not in gpuready's catalog: look it up in NVIDIA's Xid catalog"]
+        judged = EventJudgement(status=status, name=f"Xid {code} (not in the catalog)",
+                                meaning="unknown to gpuready's catalog",
+                                action=f"Look Xid {code} up in NVIDIA's Xid catalog ({XID_CATALOG_REF.split(', ')[1]}); "
+                                       "run `dcgmi diag -r 3` on the GPU if it recurs.",
+                                blame="unknown", reasons=tuple(reasons), ref=XID_CATALOG_REF)
+        return _adjust(judged, history, outside)
+    said = line_severity(detail) if entry.get("severity_from_line") else None
+    if said == "non-fatal":
+        status, reason = Status.WARN, "the line says non-fatal"
+    elif said == "fatal":
+        status, reason = Status.FAIL, "the line says fatal"
+    elif entry.get("app_fault") and entry["severity"] != "critical":
+        status, reason = Status.WARN, "the catalog blames the application: check the application first"
+    elif entry["severity"] in rule["fail_severities"]:
+        status, reason = Status.FAIL, f"catalog severity {entry['severity']}" + (
+            " (the line does not say fatal or non-fatal)" if entry.get("severity_from_line") else "")
+    else:
+        status, reason = Status.WARN, f"catalog severity {entry['severity']}"
+    blame = "application" if entry.get("app_fault") else "fabric" if entry.get("nvlink") else \
+        "driver" if code in _DRIVER_CODES else "GPU"
+    action = entry["action"]
+    if blame == "application":
+        action = "Check the application first. " + action
+    judged = EventJudgement(status=status, name=f"Xid {code} {entry['name']}", meaning=entry["meaning"],
+                            action=action, blame=blame, reasons=(reason,), ref=entry["source"],
+                            nvlink=bool(entry.get("nvlink")))
+    return _adjust(judged, history, outside)
+
+
+def judge_sxid(code: int | None, detail: str = "", *, history: bool = False) -> EventJudgement:
+    """An NVSwitch SXid line: fatal as the line says; non-fatal or unstated warn."""
+    rule = load_table("xid")["sxid"]
+    said = line_severity(detail)
+    if said == "fatal":
+        status, reason, action = Status.FAIL, "the line says fatal", rule["fatal_action"]
+    else:
+        status = Status.WARN if said == "non-fatal" else Status(rule["unstated"])
+        reason = "the line says non-fatal" if said else "the line does not say fatal"
+        action = rule["non_fatal_action"]
+    judged = EventJudgement(status=status, name=f"SXid {code}", meaning="an NVSwitch error", action=action,
+                            blame="fabric", reasons=(reason,), ref=SXID_REF, nvlink=True)
+    return _adjust(judged, history, outside=False)
+
+
+def _adjust(judged: EventJudgement, history: bool, outside: bool) -> EventJudgement:
+    status, reasons = judged.status, list(judged.reasons)
+    if history and status == Status.FAIL:
+        status = Status(load_table("xid")["judge"]["history"])
+        reasons.append("history: a later driver load or reset of this GPU came after it")
+    if outside:
+        status = _LOWER[status]
+        reasons.append("the GPU is not allocated to this container: its jobs are not affected, the node is")
+    return EventJudgement(status=status, name=judged.name, meaning=judged.meaning, action=judged.action,
+                          blame=judged.blame, reasons=tuple(reasons), ref=judged.ref, nvlink=judged.nvlink)
+
+
+def worst(statuses) -> Status:
+    order = (Status.FAIL, Status.WARN, Status.PASS)
+    present = set(statuses)
+    return next((status for status in order if status in present), Status.PASS)
+
+
+# --- cascades: which Xid follows from which on one GPU --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cascade:
+    causes: tuple[int, ...]
+    """Xid codes that start the cascade on a GPU (the earliest present is the root); () = any earlier Xid."""
+    effects: tuple[int, ...]
+    """Xid codes on the same GPU that follow from it; () = any."""
+    later_only: bool
+    """The effect must come after the cause (False: anywhere in one driver load, as the memory chain logs Xid 63
+    between the DBE and the 94)."""
+    why: str
+
+
+_NVLINK_CODES = tuple(nvlink_xids())
+CASCADES: tuple[Cascade, ...] = (
+    Cascade((79,), (), True, "the GPU had fallen off the bus: later errors on it follow from that"),
+    # NVIDIA: Xid 48 (DBE) → 63 (row marked for remap) / 64 (remap failed) → 94/95 (contained/uncontained) → 154.
+    Cascade((48,), (63, 64, 94, 95, 154), False, "the uncorrectable memory error (Xid 48, DBE) causes the row remap, "
+            "the containment and the recovery action"),
+    Cascade((94, 95), (63, 64, 154), False, "the uncorrectable memory error (Xid 94/95) causes the row remap and the "
+            "recovery action"),
+    Cascade(_NVLINK_CODES, (45, 62, 154), True, "the NVLink error tore down the job's channels"),
+    Cascade((), (45, 154), True, "the catalog says it follows an earlier error on the GPU"),
+)
+"""In priority order: the first rule that applies names an Xid's cause (NVIDIA's Xid catalog, per code)."""
+SXID_NEVER_CAUSES = (13, 31)
+"""Application faults: an NVSwitch error does not explain them."""
+SXID_WINDOW_S = 60.0
+"""gpuready's choice: an Xid on a GPU up to this long after an NVSwitch SXid (same clock) follows from it; a real
+cascade logs within seconds (tests/fixtures/public/xid/xid79-sxid-dmesg.txt: 12 s)."""
+
+
+@dataclass(frozen=True)
+class XidGroup:
+    bus_id: str | None
+    code: int
+    epoch: int
+    """Which driver load / reset period the events are in (a cascade never crosses one)."""
+    first: int
+    """Position of its first event in the log."""
+    first_clock: tuple[str, float] | None
+
+
+def root_causes(groups: list[XidGroup], first_sxid: tuple[int, tuple[str, float] | None] | None
+                ) -> dict[XidGroup, tuple[str, str]]:
+    """Group → (its root cause: `Xid 48` or `an NVSwitch SXid`, why) for the groups that follow from another."""
+    direct: dict[XidGroup, tuple[XidGroup | str, str]] = {}
+    for group in groups:
+        peers = [other for other in groups if other.bus_id == group.bus_id and other.epoch == group.epoch
+                 and other.code != group.code]
+        for rule in CASCADES:
+            if (rule.effects and group.code not in rule.effects) or group.code in rule.causes:
+                continue
+            candidates = [other for other in peers
+                          if (other.code in rule.causes if rule.causes else other.code not in rule.effects)
+                          and (other.first < group.first or not rule.later_only)]
+            if candidates:
+                root = min(candidates, key=lambda other: (rule.causes.index(other.code), other.first)) \
+                    if rule.causes else max(candidates, key=lambda other: other.first)
+                direct[group] = (root, rule.why)
+                break
+        if group not in direct and first_sxid is not None and group.code not in SXID_NEVER_CAUSES \
+                and first_sxid[0] < group.first and _within(first_sxid[1], group.first_clock, SXID_WINDOW_S):
+            direct[group] = ("an NVSwitch SXid", "it follows an NVSwitch error on the fabric")
+    roots: dict[XidGroup, tuple[str, str]] = {}
+    for group, (target, why) in direct.items():
+        hops = 0
+        while isinstance(target, XidGroup) and target in direct and hops < 20:
+            target, hops = direct[target][0], hops + 1
+        roots[group] = (f"Xid {target.code}" if isinstance(target, XidGroup) else target, why)
+    return roots
+
+
+def _within(earlier: tuple[str, float] | None, later: tuple[str, float] | None, window_s: float) -> bool:
+    if earlier is None or later is None or earlier[0] != later[0]:
+        return True  # no comparable clock: log order decides
+    return 0 <= later[1] - earlier[1] <= window_s
