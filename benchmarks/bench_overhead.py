@@ -32,7 +32,7 @@ def plain_steps(device: str, preset: str, seq: int, micro_batch: int, steps: int
     import torch
 
     from gpuready.verbs.bench.run import BENCH_PRESETS
-    from gpuready.verbs.plan.shapes import with_sequence
+    from gpuready.shapes import with_sequence
     from gpuready.workloads.gpt import build_model
 
     torch.manual_seed(1234)

@@ -48,12 +48,12 @@ METHOD = {
 
 
 def tiny_shape():
-    from gpuready.verbs.plan.shapes import ModelShape
+    from gpuready.shapes import ModelShape
     return ModelShape(name="tiny", layers=2, hidden=64, heads=4, vocab=128, max_positions=1024)
 
 
 def resolve(name: str):
-    from gpuready.verbs.plan.shapes import PRESETS
+    from gpuready.shapes import PRESETS
     return tiny_shape() if name == "tiny" else PRESETS[name]
 
 
@@ -62,7 +62,7 @@ def resolve(name: str):
 def run_one(config: dict) -> dict:
     import torch
 
-    from gpuready.verbs.plan.shapes import with_sequence
+    from gpuready.shapes import with_sequence
     from gpuready.workloads.gpt import build_model
 
     row = dict(config, status="error", peak_allocated_bytes=None, peak_reserved_bytes=None,
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="plan_memory_calibration.json", help="the JSON document to write")
     parser.add_argument("--device", default="cuda", help="cuda (one GPU: cuda:0) or cpu (smoke test: max RSS)")
     parser.add_argument("--presets", nargs="+", default=list(DEFAULT_PRESETS),
-                        help="preset names of gpuready.verbs.plan.shapes.PRESETS, or 'tiny' (2 layers, hidden 64)")
+                        help="preset names of gpuready.shapes.PRESETS, or 'tiny' (2 layers, hidden 64)")
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
     parser.add_argument("--recompute", nargs="+", default=["none", "full"], choices=("none", "full", "selective"))
     parser.add_argument("--attention", default="flash", choices=("flash", "eager"))

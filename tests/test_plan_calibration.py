@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuready.shapes import PRESETS, with_sequence
 from gpuready.verbs.plan import memory
-from gpuready.verbs.plan.shapes import PRESETS, with_sequence
 
 MEASURED = json.loads((Path(__file__).parent / "fixtures" / "plan" / "h200-memory-calibration.json").read_text())
 ROWS = [row for row in MEASURED["rows"] if row["status"] == "ok"]

@@ -7,8 +7,8 @@ import pytest
 
 from gpuready.bundle.reader import read_bundle
 from gpuready.facts.build import build_facts
+from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config
 from gpuready.verbs.plan.machine import MachineError, machine_from_description, machine_from_facts
-from gpuready.verbs.plan.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config
 
 from conftest import FIXTURES, PUBLIC
 

@@ -2,9 +2,9 @@
 
 import pytest
 
+from gpuready.shapes import PRESETS
 from gpuready.verbs.plan.memory import (Strategy, TrainSetup, deepspeed_model_states, inference_memory,
                                         korthikanti_layer_bytes, memory_per_gpu, strategies_for)
-from gpuready.verbs.plan.shapes import PRESETS
 
 GIB = 2**30
 

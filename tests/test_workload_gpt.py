@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuready.verbs.plan.shapes import PRESETS, ModelShape  # noqa: E402
+from gpuready.shapes import PRESETS, ModelShape  # noqa: E402
 from gpuready.workloads.gpt import build_model  # noqa: E402
 
 ROOT = Path(__file__).parents[1]

@@ -5,7 +5,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpuready.runner.local import run_local  # noqa: E402
-from gpuready.verbs.plan.shapes import ModelShape  # noqa: E402
+from gpuready.shapes import ModelShape  # noqa: E402
 from gpuready.workloads.context import RankContext, RankOptions  # noqa: E402
 from gpuready.workloads.train import TrainSettings, run_train  # noqa: E402
 

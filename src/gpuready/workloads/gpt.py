@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from gpuready.verbs.plan.shapes import ModelShape
+from gpuready.shapes import ModelShape
 
 ATTENTIONS = ("flash", "eager")
 RECOMPUTES = ("none", "full", "selective")

@@ -205,7 +205,7 @@ def run_train(ctx: RankContext, options: dict[str, Any] | None = None) -> dict[s
 def _train(ctx: RankContext, settings: TrainSettings) -> dict[str, Any]:
     import torch
 
-    from gpuready.verbs.plan.shapes import ModelShape, with_sequence
+    from gpuready.shapes import ModelShape, with_sequence
 
     strategy = settings.strategy
     world_size = 1 if strategy == "single" else ctx.world_size

@@ -17,7 +17,7 @@ from typing import Any
 
 from gpuready import __version__
 from gpuready.model import Report
-from gpuready.verbs.plan.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
+from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
 
 BENCH_PRESETS: dict[str, ModelShape] = {
     "tiny": ModelShape(name="tiny", layers=2, hidden=64, heads=4, vocab=256, max_positions=256),

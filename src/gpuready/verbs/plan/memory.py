@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gpuready.verbs.plan.shapes import ModelShape
+from gpuready.shapes import ModelShape
 
 PRECISIONS = ("amp-bf16", "bf16", "fp32")
 OPTIMIZERS = ("adamw", "sgd", "adafactor")

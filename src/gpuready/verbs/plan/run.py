@@ -15,8 +15,8 @@ from typing import Any
 
 from gpuready import __version__
 from gpuready.model import Finding, Report, Status, Subject
+from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
 from gpuready.verbs.plan.machine import Machine, MachineError, machine_from_description, machine_from_facts
-from gpuready.verbs.plan.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
 
 
 class PlanError(ValueError):

@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gpuready.shapes import ModelShape
 from gpuready.verbs.plan.machine import Machine
 from gpuready.verbs.plan.memory import (MemoryBreakdown, Strategy, TrainSetup, inference_memory, memory_per_gpu,
                                         strategies_for)
-from gpuready.verbs.plan.shapes import ModelShape
 
 SUSTAINED_MATMUL_EFFICIENCY = 0.80
 """Achievable share of the dense bf16 datasheet peak when no measured figure is given: 783–791 of 989 TFLOP/s

@@ -1,5 +1,5 @@
-"""Model shapes plan and bench share: the GPT-2 family (the default) and the LLaMA family, from a preset, explicit
-dimensions, or a Hugging Face `config.json`.
+"""Model shapes plan, bench and the training workload share: the GPT-2 family (the default) and the LLaMA family,
+from a preset, explicit dimensions, or a Hugging Face `config.json`. Top-level because workloads/ never imports verbs/.
 
 GPT-2 family: pre-LN, biases, MLP 4h with GELU, learned positions, tied input/output embeddings (Radford et al. 2019;
 Hugging Face `GPT2Config`). LLaMA family: RMSNorm, no biases, SwiGLU MLP of `ffn_hidden`, rotary positions, grouped
