@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.workloads.busbw import algbw_gb_per_s, busbw_factor, busbw_gb_per_s, element_count, size_sweep
+from gpuready.busbw import algbw_gb_per_s, busbw_factor, busbw_gb_per_s, element_count, size_sweep
 
 PUBLISHED = Path(__file__).parent / "fixtures" / "published"
 

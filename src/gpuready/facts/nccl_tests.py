@@ -22,7 +22,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from gpuready.workloads.busbw import busbw_factor
+from gpuready.busbw import busbw_factor
 
 TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
          "f8e4m3", "f8e5m2", "fp8_e4m3", "fp8_e5m2", "int", "char")
@@ -44,7 +44,7 @@ MODERN_COLUMNS = ("size", "count", "type", "redop", "root", "time", "algbw", "bu
 BINARIES = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gather", "reduce_scatter_perf": "reduce_scatter",
             "alltoall_perf": "all_to_all", "broadcast_perf": "broadcast", "reduce_perf": "reduce",
             "sendrecv_perf": "send_recv"}
-"""nccl-tests binaries → collective names of workloads/busbw.py (others keep their name without `_perf`)."""
+"""nccl-tests binaries → collective names of busbw.py (others keep their name without `_perf`)."""
 
 _HEADER = re.compile(r"nThread\s+(?P<threads>\d+)\s+nGpus\s+(?P<gpus>\d+)\s+minBytes\s+(?P<min>\d+)\s+"
                      r"maxBytes\s+(?P<max>\d+)")

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from gpuready.workloads.busbw import algbw_gb_per_s, busbw_factor, element_count, size_sweep
+from gpuready.busbw import algbw_gb_per_s, busbw_factor, element_count, size_sweep
 from gpuready.workloads.context import RankContext
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")

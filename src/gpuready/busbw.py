@@ -1,5 +1,8 @@
 """nccl-tests' size conventions and bus-bandwidth factors (nccl-tests doc/PERFORMANCE.md, src/*.cu).
 
+One formula for what we measure (workloads/collectives.py) and what we read (facts/nccl_tests.py), so it lives
+beside both: facts/ never imports workloads/.
+
 algbw = S / t with GB = 1e9 bytes. S is the per-rank buffer for all_reduce, broadcast and
 send/recv, the total output for all_gather, the total input for reduce_scatter, and the
 per-rank send buffer for all_to_all.
