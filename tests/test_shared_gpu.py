@@ -10,6 +10,7 @@ from gpuready import cli
 from gpuready.facts import gpu_users
 from gpuready.model import ExitCode, Status
 from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
+from gpuready.verbs.sharing import blame_sharing
 from gpuready.telemetry import Telemetry
 from gpuready.runner.watchdog import RankFailure
 
@@ -178,7 +179,7 @@ def test_validate_low_compute_on_a_shared_gpu_names_the_process():
     subject = Subject(host="h", gpu=GpuRef(index=0, bus_id=IDENTITY["bus_id"], uuid=IDENTITY["uuid"]), rank=0)
     findings = [Finding(check_id="compute.low", status=Status.WARN, subject=subject, message="bf16 matmul: low."),
                 Finding(check_id="compute.low", status=Status.PASS, subject=subject, message="bf16 matmul: fine.")]
-    gpu_users.blame_sharing(findings, users)
+    blame_sharing(findings, users)
     assert "pid 424242 (python3) holding 40.0 GiB" in findings[0].message
     assert findings[1].message == "bf16 matmul: fine."
 

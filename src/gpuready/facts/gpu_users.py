@@ -4,6 +4,7 @@ Read through `facts.nvml.collect_nvml()` (its per-GPU `processes`), so that `fac
 module that imports pynvml and every NVML call keeps its timeout. Our own processes (this one and its
 children: the ranks) are left out. Caveat: inside a container with its own PID namespace NVML may report
 host PIDs, which cannot be matched to ours; the snapshot taken before any rank starts is exact either way.
+What sharing means for a run (findings, the --exclusive refusal) is judged in verbs/sharing.py.
 """
 
 from __future__ import annotations
@@ -11,11 +12,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
-
-LOW_FIGURE_CHECKS = frozenset({"compute.low", "compute.straggler", "memory_bw.low", "transfer.low", "p2p.low",
-                               "nccl.busbw_low", "burn.straggler", "burn.throughput_low", "burn.power_low",
-                               "burn.clocks"})
-"""Findings about a figure below its expectation: on a shared GPU the other process is the likely cause."""
 
 
 @dataclass
@@ -108,30 +104,6 @@ def merge(into: dict[int, GpuUsers], more: dict[int, GpuUsers] | None) -> None:
                 old["used_memory_bytes"] = process["used_memory_bytes"]
 
 
-def users_of(subject_gpu: Any, users: dict[int, GpuUsers]) -> GpuUsers | None:
-    """The shared-GPU entry for a finding's GpuRef (matched by UUID, bus id, then NVML index)."""
-    if subject_gpu is None:
-        return None
-    for entry in users.values():
-        if entry.processes and ((entry.uuid and entry.uuid == getattr(subject_gpu, "uuid", None))
-                                or (entry.bus_id and entry.bus_id == getattr(subject_gpu, "bus_id", None))):
-            return entry
-    entry = users.get(getattr(subject_gpu, "index", None))
-    return entry if entry and entry.processes and not getattr(subject_gpu, "uuid", None) \
-        and not getattr(subject_gpu, "bus_id", None) else None
-
-
-def blame_sharing(findings: list[Any], users: dict[int, GpuUsers] | None) -> None:
-    """Every non-pass low-figure finding on a shared GPU says the other process is the likely cause."""
-    for finding in findings:
-        if finding.check_id not in LOW_FIGURE_CHECKS or str(getattr(finding.status, "value", finding.status)) == "pass":
-            continue
-        entry = users_of(finding.subject.gpu, shared(users))
-        if entry is not None:
-            finding.message = (finding.message.rstrip() + f" Another process shares this GPU ({entry.describe()}): "
-                               "the likely cause.")
-
-
 class UserWatch:
     """Snapshot before the ranks start, then a re-read every `interval_s` while they run (merged: anyone seen)."""
 
@@ -167,49 +139,3 @@ class UserWatch:
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
-
-
-def sharing_findings(verb: str, host: str, users: dict[int, GpuUsers] | None, exclusive: bool,
-                     ran: bool = True) -> list[Any]:
-    """`<verb>.gpu_shared`: warn per GPU another process uses (fail with --exclusive); pass when none does;
-    skip when NVML could not say."""
-    from gpuready.model import Finding, GpuRef, Status, Subject
-    check_id = f"{verb}.gpu_shared"
-    if users is None:
-        return [Finding(check_id=check_id, status=Status.SKIP, subject=Subject(host=host),
-                        message="NVML could not list the GPUs' compute processes: sharing was not checked.")]
-    findings = []
-    for index, entry in sorted(shared(users).items()):
-        status = Status.FAIL if exclusive else Status.WARN
-        tail = ("--exclusive: nothing was started." if not ran else
-                "Its figures are not this GPU's alone: low throughput, power or clocks are likely that process's.")
-        findings.append(Finding(
-            check_id=check_id, status=status,
-            subject=Subject(host=host, gpu=GpuRef(index=index, bus_id=entry.bus_id, uuid=entry.uuid)),
-            message=f"GPU {index} is shared with another process: {entry.describe()}. {tail}",
-            observed=[{"pid": p.get("pid"), "name": p.get("name"), "used_memory_bytes": p.get("used_memory_bytes")}
-                      for p in entry.processes],
-            expected="no other compute process",
-            fix="Stop the other process or pick free GPUs with --gpus; --exclusive refuses shared GPUs."))
-    if not findings:
-        findings.append(Finding(check_id=check_id, status=Status.PASS, subject=Subject(host=host),
-                                message=f"No other compute process on the {len(users)} selected GPU(s).",
-                                observed=[], expected="no other compute process"))
-    return findings
-
-
-def exclusive_refusal(verb: str, users: dict[int, GpuUsers] | None, facts: dict[str, Any]) -> Any:
-    """The report of a `--exclusive` run refused before anything started, because another process computes on a
-    selected GPU; None where none does (or NVML cannot say: the run goes on and the report says sharing was not
-    checked). `facts`: what the verb records under `facts[verb]`."""
-    if not shared(users):
-        return None
-    import socket
-
-    from gpuready import __version__
-    from gpuready.model import Report
-    host = socket.gethostname()
-    report = Report(tool_version=__version__, host=host,
-                    findings=sharing_findings(verb, host, users, exclusive=True, ran=False))
-    report.facts[verb] = {**facts, "exclusive": True, "started": False}
-    return report

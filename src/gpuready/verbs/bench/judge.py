@@ -219,7 +219,8 @@ class BenchJudge:
         return [self._reduce(run) for run in self.runs]
 
     def judge(self) -> None:
-        from gpuready.facts.gpu_users import shared, sharing_findings
+        from gpuready.facts.gpu_users import shared
+        from gpuready.verbs.sharing import sharing_findings
         self.figures = self.run_figures()
         if self.checked_sharing and not self.on_cpu:
             self.findings.extend(sharing_findings("bench", self.host, self.users, self.exclusive))

@@ -120,7 +120,8 @@ def run_bench(options: BenchOptions) -> Report:
     node = node_view(device, ranks)
     watch = None
     if device == "cuda":
-        from gpuready.facts.gpu_users import UserWatch, exclusive_refusal
+        from gpuready.facts.gpu_users import UserWatch
+        from gpuready.verbs.sharing import exclusive_refusal
         watch = UserWatch(node.gpus)
         refused = exclusive_refusal("bench", watch.before, {"device": device, "runs": []}) if options.exclusive \
             else None

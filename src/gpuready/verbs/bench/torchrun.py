@@ -54,8 +54,8 @@ def runs_from_outcome(outcome: RunOutcome, strategies: list[str], world_size: in
 def group_report(options: BenchOptions, device: str, outcome: RunOutcome, sampler: Any = None,
                  node: Any = None) -> Report:
     """bench's report of a torchrun group: rank 0's (with its node's telemetry), or the store node's."""
-    from gpuready.facts.gpu_users import sharing_findings
     from gpuready.runner.torchrun import users_from_results
+    from gpuready.verbs.sharing import sharing_findings
     world_size = max([*outcome.results, *(f.rank for f in outcome.failures), 0]) + 1
     world_size = max(world_size, int(os.environ.get("WORLD_SIZE", world_size)))
     strategies = ["single", *(options.strategies if world_size > 1 else ())]

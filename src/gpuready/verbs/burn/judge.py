@@ -97,7 +97,7 @@ class BurnJudge:
         return (start, end) if end > start else None
 
     def judge(self) -> None:
-        from gpuready.facts.gpu_users import blame_sharing, sharing_findings
+        from gpuready.verbs.sharing import blame_sharing, sharing_findings
         if self.checked_sharing:
             self.findings.extend(sharing_findings("burn", self.host, self.users, self.exclusive))
         self._errors()
@@ -172,7 +172,7 @@ class BurnJudge:
 
     def _failed(self, gpu: BurnGpu | None, error: str) -> None:
         """burn.failed: the worker raised (not a wrong result: those are burn.errors), with its cause."""
-        from gpuready.facts.gpu_users import users_of
+        from gpuready.verbs.sharing import users_of
         cause = classify_failure(error)
         text, fix = FAILURE_CAUSES[cause]
         message = f"The burn worker stopped: {text} ({error.splitlines()[0][:300] if error else 'no detail'})."

@@ -129,7 +129,8 @@ def run_burn(options: BurnOptions) -> Report:
         ranks = options.ranks or 1
     watch = None
     if device == "cuda":
-        from gpuready.facts.gpu_users import UserWatch, exclusive_refusal
+        from gpuready.facts.gpu_users import UserWatch
+        from gpuready.verbs.sharing import exclusive_refusal
         watch = UserWatch(selected)
         refused = exclusive_refusal("burn", watch.before, {"device": device, "ranks": 0}) if options.exclusive \
             else None

@@ -130,8 +130,8 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
                  users: dict[str, Any] | None = None, exclusive: bool = False) -> Report:
     """`users`: host → {NVML index → GpuUsers} or None where NVML could not say, for the selected GPUs
     (None: sharing not checked, e.g. CPU runs)."""
-    from gpuready.facts.gpu_users import blame_sharing, sharing_findings
     from gpuready.verbs.check import summarize_facts
+    from gpuready.verbs.sharing import blame_sharing, sharing_findings
     from gpuready.verbs.validate.judge import Judge
     judge = Judge(outcome, facts, host)
     judge.judge_all()
@@ -194,7 +194,8 @@ def run_local_validate(options: ValidateOptions, progress_callback=None) -> tupl
         ranks = min(ranks, len(options.gpus))
     watch = None
     if device == "cuda":
-        from gpuready.facts.gpu_users import UserWatch, exclusive_refusal
+        from gpuready.facts.gpu_users import UserWatch
+        from gpuready.verbs.sharing import exclusive_refusal
         watch = UserWatch(selected_indices(extra_env.get("CUDA_VISIBLE_DEVICES"), facts, ranks))
         refused = exclusive_refusal("validate", watch.before, {"ranks": []}) if options.exclusive else None
         if refused is not None:
