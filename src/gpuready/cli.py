@@ -322,22 +322,24 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from gpuready.bundle.reader import BundleError
+    from gpuready.bundle.reader import BundleError, read_bundle
     from gpuready.checks.registry import CheckOptions
-    from gpuready.verbs.check import check_report, gather_facts
+    from gpuready.verbs.check import check_files, check_report, gather_facts
 
     for name in ("expect_gpus", "psu_watts", "circuit_watts", "nnodes"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive number, not {value:g}")
     _check_out(args)
+    options = CheckOptions(expect_gpus=args.expect_gpus, psu_watts=args.psu_watts, circuit_watts=args.circuit_watts)
+    judged = {"fail_on_warn": args.fail_on == "warn", "multi_node": args.multi_node or (args.nnodes or 1) > 1}
     try:
-        facts = gather_facts(args.bundle, fast=args.fast)
+        if args.bundle is not None:  # a bundle's files may come from several machines: judged one by one
+            report, _facts = check_files(read_bundle(args.bundle), options, **judged)
+        else:
+            report = check_report(gather_facts(None, fast=args.fast), options, **judged)
     except BundleError as error:
         raise UsageError(str(error)) from None
-    options = CheckOptions(expect_gpus=args.expect_gpus, psu_watts=args.psu_watts, circuit_watts=args.circuit_watts)
-    report = check_report(facts, options, fail_on_warn=args.fail_on == "warn",
-                          multi_node=args.multi_node or (args.nnodes or 1) > 1)
     return _emit(report, args)
 
 

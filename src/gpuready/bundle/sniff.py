@@ -27,10 +27,13 @@ _SHAPES: list[tuple[str, re.Pattern[str]]] = [
     ("nvidia-smi-nvlink-s.txt", re.compile(r"^GPU \d+: .*\n\s+Link \d+:", re.MULTILINE)),
     ("nvidia-smi-q.txt", re.compile(r"=+\s*NVSMI LOG\s*=+|^GPU " + _BUS_ID + r"\s*$", re.MULTILINE)),
     ("nvidia-smi.txt", re.compile(r"NVIDIA-SMI \d|NVIDIA-SMI has failed|No devices were found|"
-                                  r"Driver/library version mismatch|nvidia-smi: (?:command )?not found", re.IGNORECASE)),
+                                  r"Driver/library version mismatch|nvidia-smi: (?:command )?not found|"
+                                  r"Unable to determine the device handle for GPU|Failed to initialize NVML|"
+                                  r"NVIDIA-SMI couldn't find libnvidia-ml", re.IGNORECASE)),
     ("nvidia-smi-L.txt", re.compile(r"^GPU \d+: .+\(UUID: (?:GPU|MIG)-", re.MULTILINE)),
     ("lspci-vv.txt", re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [^:\n]+: .+", re.MULTILINE)),
-    ("dmesg.txt", re.compile(r"NVRM: |nvidia-nvswitch\d*: |\bkernel: |^\[\s*\d+\.\d+\] ", re.MULTILINE)),
+    ("dmesg.txt", re.compile(r"NVRM: |nvidia-nvswitch\d*: |\bkernel: |^\[\s*\d+\.\d+\] |nv-fabricmanager\[|"
+                             r"nvidia-fabricmanager", re.MULTILINE)),
     ("meminfo.txt", re.compile(r"^MemTotal:\s+\d+", re.MULTILINE)),
     ("cpuinfo.txt", re.compile(r"^processor\s*:\s*\d+", re.MULTILINE)),
     ("df.txt", re.compile(r"^Filesystem\s+\S*(?:blocks|Size)", re.MULTILINE)),

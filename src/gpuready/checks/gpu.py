@@ -26,6 +26,13 @@ _PROBE_FIXES = {
                           "(`docker run --gpus all` / the NVIDIA device plugin)."),
     "not found": ("nvidia-smi is not installed.",
                   "Install the NVIDIA driver; inside a container, run it with the NVIDIA runtime (`--gpus all`)."),
+    "failed to initialize nvml: unknown error": (
+        "NVML is installed but cannot reach the GPUs. In a container that worked before, this is the container losing "
+        "its access to /dev/nvidia* after a `systemctl daemon-reload` on the host (systemd cgroup driver, NVIDIA "
+        "Container Toolkit known issue); on a host, the driver is in a bad state.",
+        "Restart the container now. To stop it recurring: `sudo nvidia-ctk system create-dev-char-symlinks "
+        "--create-all` (and its udev rule) on the host, or pass the /dev/nvidia* devices explicitly (`--device`); on "
+        "a host, check `dmesg | grep -i nvrm` and reboot."),
     "no devices were found": ("The driver is loaded but sees no GPU.",
                               "Check `lspci | grep -i nvidia`, the container's device list (NVIDIA_VISIBLE_DEVICES), "
                               "and `dmesg` for GPU initialisation errors."),

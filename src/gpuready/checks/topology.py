@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gpuready.checks.registry import CheckContext, check, per_gpu, queried
+from gpuready.checks.registry import CheckContext, check, kernel_evidence, per_gpu, queried
 from gpuready.facts.types import GpuFacts
 from gpuready.knowledge import gpu_spec
 from gpuready.model import Finding
@@ -125,8 +125,17 @@ def topology_p2p(context: CheckContext) -> list[Finding]:
         refs=["nvidia-smi topo -p2p r legend", "NVML nvmlDeviceGetP2PStatus"])]
 
 
-@check("gpu.fabric", "NVSwitch fabric registration complete")
+_FM_REF = "NVIDIA Fabric Manager User Guide, https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"
+_FM_FIX = ("Install the nvidia-fabricmanager package of exactly the driver's version (`apt-cache madison "
+           "nvidia-fabricmanager-<branch>`, then `apt-mark hold` it), then `sudo systemctl restart nvidia-fabricmanager` "
+           "and check `nvidia-smi -q | grep -A2 Fabric` reads Completed; on NVLink5 systems (B200, GB200) NVLSM must run "
+           "too (`nvidia-fabricmanager-start.sh`).")
+
+
+@check("gpu.fabric", "NVSwitch fabric registration complete", needs_gpus=False)
 def gpu_fabric(context: CheckContext) -> list[Finding]:
+    """The fabric state each GPU reports, and what Fabric Manager and CUDA logged (a version mismatch, CUDA error
+    802); Fabric Manager having nothing to do is no finding on a board without NVSwitch."""
     def judge(gpu: GpuFacts) -> Finding | None:
         state = gpu.fabric_state
         if state and state not in ("Completed", "Not Supported"):
@@ -135,12 +144,67 @@ def gpu_fabric(context: CheckContext) -> list[Finding]:
                 + (f" ({gpu.fabric_status})" if gpu.fabric_status else "")
                 + ": CUDA refuses to start until the fabric manager has registered it.", gpu=gpu, observed=state,
                 expected="Completed", fix="sudo systemctl restart nvidia-fabricmanager; check "
-                "`journalctl -u nvidia-fabricmanager` (its version must equal the driver's).",
-                refs=["NVIDIA Fabric Manager User Guide, https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"])
+                "`journalctl -u nvidia-fabricmanager` (its version must equal the driver's).", refs=[_FM_REF])
         return None
+    logged = _fabric_log_findings(context)
+    if not context.gpus:
+        return logged or [context.skip("Fabric state not in this run (nvml.json or nvidia-smi -q holds it).")]
     if all(gpu.fabric_state is None for gpu in context.gpus):
+        if logged:
+            return logged
         if not any(queried(gpu) for gpu in context.gpus):
             return [context.skip("Fabric state not in this run (nvml.json or nvidia-smi -q holds it).")]
         return [context.passed("No NVSwitch fabric reported (not an NVSwitch system, or not reported by this driver).")]
-    return per_gpu(context, judge, "NVSwitch fabric registration is complete on all {count} GPU(s).",
-                   reported=lambda gpu: gpu.fabric_state is not None, unreported="")
+    states = per_gpu(context, judge, "NVSwitch fabric registration is complete on all {count} GPU(s).",
+                     reported=lambda gpu: gpu.fabric_state is not None, unreported="")
+    problems = [finding for finding in logged if finding.status.value != "pass"]
+    return problems + [finding for finding in states if finding.status.value != "pass" or not problems]
+
+
+def _nvswitch_board(context: CheckContext) -> bool | None:
+    """True where the GPUs' model is wired through NVSwitches (gpus.toml `nvlink_via`), False where it is not, None
+    where no GPU model is known."""
+    wiring = [spec.row.get("nvlink_via") for gpu in context.gpus if (spec := gpu_spec(gpu.name))]
+    if not wiring:
+        return None
+    return any(via == "nvswitch" for via in wiring)
+
+
+def _fabric_log_findings(context: CheckContext) -> list[Finding]:
+    events = [event for event in context.facts.kernel_log or [] if event.kind in ("fabric_manager", "cuda_not_ready")]
+    if not events:
+        return []
+    evidence = kernel_evidence(events)
+    mismatch = next((event for event in events if event.detail.startswith("version_mismatch")), None)
+    if mismatch is not None:
+        _kind, fm_version, driver_version = mismatch.detail.split()
+        return [context.fail(
+            f"Fabric Manager {fm_version} does not match the driver {driver_version}: it refuses to start, the NVSwitch "
+            "fabric stays uninitialised and CUDA fails with error 802 (system not yet initialized).",
+            observed={"fabric_manager": fm_version, "driver": driver_version}, expected="the same version",
+            fix=_FM_FIX, refs=[_FM_REF], evidence=evidence)]
+    board = _nvswitch_board(context)
+    if any(event.kind == "cuda_not_ready" for event in events):
+        return [context.fail(
+            "CUDA reports error 802 (system not yet initialized): on an NVSwitch system the GPUs are not registered "
+            "with the NVLink fabric, because Fabric Manager is not running (or, on NVLink5 systems, NVLSM is not).",
+            observed="cudaErrorSystemNotReady", expected="fabric Completed", fix=_FM_FIX, refs=[_FM_REF],
+            evidence=evidence)]
+    nothing = any(event.detail == "nothing_to_do" for event in events)
+    if board is True:
+        why = ("found no NVSwitch to manage (NV_WARN_NOTHING_TO_DO): on NVLink5 systems (B200, GB200) NVLSM is not "
+               "running" if nothing else "exited with a failure")
+        return [context.fail(f"Fabric Manager {why} on a board wired through NVSwitches: the fabric stays "
+                             "uninitialised and CUDA will not start.", observed=[event.detail for event in events],
+                             expected="Fabric Manager running", fix=_FM_FIX, refs=[_FM_REF], evidence=evidence)]
+    if nothing or board is False:
+        return [context.passed(
+            "Fabric Manager has nothing to manage here (no NVSwitch: PCIe cards, bridged pairs or a single GPU); its "
+            "service failing is expected on such a board, not a fault.", observed=[event.detail for event in events],
+            fix="Disable the service on boards without NVSwitch: `sudo systemctl disable --now nvidia-fabricmanager`.",
+            refs=[_FM_REF], evidence=evidence)]
+    return [context.warn(
+        "The Fabric Manager service exited with a failure; whether this board needs it (NVSwitch) is not in this "
+        "input.", observed=[event.detail for event in events], expected="running on NVSwitch boards",
+        fix="Check `journalctl -u nvidia-fabricmanager`; on an NVSwitch board: " + _FM_FIX, refs=[_FM_REF],
+        evidence=evidence)]

@@ -124,7 +124,8 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
                 gpu.source = name
             if query.attached_gpus is not None:
                 facts.gpus_announced = max(facts.gpus_announced or 0, query.attached_gpus)
-            gpu_sources.append((name, query.gpus))
+            if query.gpus or not query.attached_gpus:  # a head that announces GPUs but holds none is a fragment,
+                gpu_sources.append((name, query.gpus))  # not "the driver sees no GPU"
         return apply
 
     def from_plain(text: str) -> None:

@@ -40,6 +40,14 @@ _WALL_CLOCKS = (
     re.compile(r"^([A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) \S+ "),
 )
 _LINK = re.compile(r"\blink\s*(\d{1,4})", re.IGNORECASE)
+# NVIDIA Fabric Manager (`journalctl -u nvidia-fabricmanager`, fabricmanager.log) and CUDA's error 802: the NVSwitch
+# fabric was not brought up. The lines sit in the same system logs as the kernel's.
+_FM_MISMATCH = re.compile(r"fabric manager NVIDIA GPU driver interface version (\d[\d.]{0,20}) doe?s?n'?t match with "
+                          r"driver version (\d[\d.]{0,20}\d)")
+_FM_NOTHING = re.compile(r"NV_WARN_NOTHING_TO_DO")
+_FM_FAILED = re.compile(r"nvidia-fabricmanager\.service: (?:Main|Control) process exited, code=exited, status=(\d{1,3})")
+_CUDA_NOT_READY = re.compile(r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY",
+                             re.IGNORECASE)
 
 
 def _links(detail: str) -> tuple[int, ...]:
@@ -47,7 +55,8 @@ def _links(detail: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(int(number) for number in _LINK.findall(detail)))
 
 
-MARKERS = ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:", "GPU reset executed")
+MARKERS = ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:", "GPU reset executed", "fabric manager",
+           "fabricmanager", "NV_WARN_NOTHING_TO_DO", "not yet initialized", "SystemNotReady", "SYSTEM_NOT_READY")
 
 
 def _times(line: str) -> tuple[float | None, str | None]:
@@ -154,6 +163,14 @@ def parse_kernel_log(log: str | Iterable[str] | Iterable[NumberedLine], source: 
             event("iommu", detail=match.group(0))
         elif _INFOROM.search(line):
             event("inforom")
+        elif match := _FM_MISMATCH.search(line):
+            event("fabric_manager", detail=f"version_mismatch {match.group(1)} {match.group(2)}")
+        elif _FM_NOTHING.search(line):
+            event("fabric_manager", detail="nothing_to_do")
+        elif match := _FM_FAILED.search(line):
+            event("fabric_manager", detail="failed")
+        elif _CUDA_NOT_READY.search(line):
+            event("cuda_not_ready")
     mark_history(events)
     return events
 

@@ -15,8 +15,13 @@ DRIVER_ERRORS = {
     "no devices were found": "no_devices",
     "command not found": "no_nvidia_smi",
     "nvidia-smi: not found": "no_nvidia_smi",
-    "unable to determine the device handle": "device_handle",
+    "failed to initialize nvml: unknown error": "nvml_unknown",
+    "nvidia-smi couldn't find libnvidia-ml.so": "no_library",
 }
+# `Unable to determine the device handle for GPU0000:91:00.0: Unknown Error` (one line per GPU that does not answer;
+# the others are listed as usual): that GPU is lost, the driver itself works.
+_HANDLE = re.compile(r"Unable to determine the device handle for GPU ?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
+                     r"\.[0-7]):? ?([^\n]{0,200})")
 
 _ROW = re.compile(r"^\|\s*(\d+)\s+(.+?)\s+(On|Off|ERR!)\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
 _DRIVER = re.compile(r"Driver Version:\s*([\d.]+)")
@@ -43,6 +48,8 @@ class PlainSmi:
     error_line: str | None = None
     gpus: list[GpuFacts] = field(default_factory=list)
     corrupted_inforom_bus_ids: list[str] = field(default_factory=list)
+    unanswered: dict[str, str] = field(default_factory=dict)
+    """Bus id → the driver's reason, for each GPU nvidia-smi could not get a handle for."""
 
 
 def parse_nvidia_smi_plain(text: str) -> PlainSmi:
@@ -53,6 +60,10 @@ def parse_nvidia_smi_plain(text: str) -> PlainSmi:
         for sentence, kind in DRIVER_ERRORS.items():
             if sentence in lowered and result.error_kind is None:
                 result.error_kind, result.error_line = kind, line.strip()
+        if match := _HANDLE.search(line):
+            if bus_id := normalize_bus_id(match.group(1)):
+                result.unanswered[bus_id] = match.group(2).strip() or "no answer"
+            continue
         if match := _INFOROM.search(line):
             result.corrupted_inforom_bus_ids.append(normalize_bus_id(match.group(1)) or match.group(1))
     if match := _DRIVER.search(text):
@@ -85,5 +96,10 @@ def parse_nvidia_smi_plain(text: str) -> PlainSmi:
         gpu.error_fields = ["ERR!"] * sum(cell.count("ERR!") for cell in (line, second))
         gpu.lost = len(gpu.error_fields) >= 3 or "GPU is lost" in line + second
         result.gpus.append(gpu)
+    listed = {gpu.bus_id for gpu in result.gpus}
+    for bus_id, reason in result.unanswered.items():
+        if bus_id not in listed:
+            result.gpus.append(GpuFacts(index=0, bus_id=bus_id, lost=True, error_fields=[reason],
+                                        source="nvidia-smi.txt"))
     result.gpus.sort(key=lambda gpu: gpu.bus_id)
     return result

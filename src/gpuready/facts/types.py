@@ -106,7 +106,9 @@ class KernelEvent:
     kind: str
     """`xid`, `sxid`, `fallen_off_bus`, `aer`, `iommu` (the DMA domain type), `inforom` (corrupted),
     `driver_load` (the NVIDIA kernel module loaded: `detail` is its version; applies to every GPU),
-    `gpu_reset` (one GPU was reset: `bus_id` or `uuid` names it)."""
+    `gpu_reset` (one GPU was reset: `bus_id` or `uuid` names it), `fabric_manager` (`detail`: `version_mismatch FM
+    DRIVER`, `nothing_to_do` (no NVSwitch for it to manage), `failed` (the service exited)), `cuda_not_ready` (CUDA
+    error 802, "system not yet initialized": the NVSwitch fabric is not up)."""
     line: str
     bus_id: str | None = None
     code: int | None = None

@@ -11,6 +11,7 @@ from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.reader import read_bundle
 from gpuready.checks.registry import CheckOptions, run_checks
 from gpuready.facts.build import build_facts, bundle_notes
+from gpuready.facts.machines import split_bundle
 from gpuready.facts.types import Facts
 from gpuready.knowledge import gpu_spec, thresholds
 from gpuready.model import INPUT_CHECK_ID, SKIPPED_CHECK_ID, TRUNCATED_CHECK_ID, Finding, Report, Status, Subject
@@ -60,6 +61,48 @@ def not_enough_evidence(facts: Facts) -> str | None:
     return (f"Not enough evidence: {what}, so readiness cannot be judged. Read: {'; '.join(read) or 'nothing'}. "
             f"The GPUs' state comes from any of {wanted}; or run `gpuready collect` on the machine and check that "
             "bundle.")
+
+
+MIXED_MACHINES_ID = "bundle.mixed_machines"
+UNKNOWN_HOST = "unknown host"
+"""The machine of files that name none (never the machine reading them)."""
+
+
+def check_files(files: dict[str, str], options: CheckOptions, fail_on_warn: bool = False,
+                multi_node: bool = False) -> tuple[Report, list[Facts]]:
+    """The report on tool outputs given as files (a bundle, a folder, pasted outputs), and the facts of each machine.
+
+    Files that name different hosts or drivers are judged machine by machine, never merged into one machine: each
+    machine's findings carry its name, a `bundle.mixed_machines` warning names each file's machine, and the verdict is
+    `unknown` where any one of them lacks the evidence for one."""
+    parts = split_bundle(files)
+    if len(parts) == 1:
+        facts = build_facts(files)
+        facts.host.hostname = facts.host.hostname or parts[0][0].host or UNKNOWN_HOST
+        return check_report(facts, options, fail_on_warn, multi_node), [facts]
+    reports, all_facts = [], []
+    for number, (machine, part) in enumerate(parts, 1):
+        facts = build_facts(part)
+        facts.host.hostname = facts.host.hostname or machine.host or f"machine {number} ({machine.describe()})"
+        reports.append(check_report(facts, options, fail_on_warn, multi_node))
+        all_facts.append(facts)
+    named = "; ".join(f"{report.host}: {', '.join(sorted(part))}" for report, (_id, part) in zip(reports, parts))
+    mixed = Finding(check_id=MIXED_MACHINES_ID, status=Status.WARN, subject=Subject(host=reports[0].host),
+                    message=f"These files come from {len(parts)} machines (different host names or NVIDIA drivers), "
+                            f"judged one by one, not as one machine: {named}.",
+                    observed=[{"machine": report.host, "files": sorted(part)} for report, (_id, part)
+                              in zip(reports, parts)],
+                    fix="Give one machine's files at a time (`gpuready collect` on each node), or name the node each "
+                        "file came from.")
+    report = Report(tool_version=__version__, host=f"{len(parts)} machines",
+                    findings=[mixed] + [finding for part_report in reports for finding in part_report.findings],
+                    facts={**reports[0].facts, "machines": [report.facts for report in reports]},
+                    input_error=any(part_report.input_error for part_report in reports), fail_on_warn=fail_on_warn,
+                    multi_node=multi_node,
+                    not_enough_evidence="; ".join(f"{part_report.host}: {part_report.not_enough_evidence}"
+                                                  for part_report in reports if part_report.not_enough_evidence)
+                    or None)
+    return report, all_facts
 
 
 def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False, multi_node: bool = False) -> Report:

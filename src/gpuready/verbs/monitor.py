@@ -48,6 +48,12 @@ def detect_events(index: int, previous: dict[str, Any] | None, current: dict[str
     return events
 
 
+def xid_status(code: int) -> str:
+    """What the one kernel judge says of this Xid (check, diagnose and burn say the same)."""
+    from gpuready.checks.kernel_judge import judge_xid
+    return judge_xid(code).status.value
+
+
 def describe(event: dict[str, Any]) -> str:
     kind = event["event"]
     gpu = f"GPU{event['gpu']}" if event.get("gpu") is not None else "GPU?"
@@ -140,7 +146,7 @@ def monitor_loop(source: Any, *, interval_s: float, count: int | None, jsonl: Pa
                 if exporter:
                     exporter.update(index, sample)
             for index, xid in source.wait_xid(0) if hasattr(source, "wait_xid") else []:
-                events.append({"gpu": index, "event": "xid", "xid": xid})
+                events.append({"gpu": index, "event": "xid", "xid": xid, "status": xid_status(xid)})
                 if exporter:
                     exporter.xid(index, xid)
             for event in events:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterable
 
 from gpuready import __version__
+from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
 from gpuready.model import Finding, Report, Status, Subject
 from gpuready.facts.kernel_log import MARKERS as KERNEL_MARKERS
@@ -98,6 +99,8 @@ class Scanner:
         self.patterns = [(reader, re.compile(reader.markers.encode("ascii"), re.MULTILINE)) for reader in readers]
         self.files: list[InputFile] = []
         self.check_inputs: dict[str, str] = {}
+        self.check_kinds: dict[str, str] = {}
+        """Check input → the bundle file name whose parser reads it."""
         self.kernel = next((reader for reader in readers if isinstance(reader, KernelLines)), None)
 
     # --- inputs ------------------------------------------------------------------------------------------------------
@@ -197,7 +200,8 @@ class Scanner:
             entry.kind, entry.note = "binary", f"not read: it {reason}"
             entry.bytes_read = len(head)
             return
-        kind = kind_of(text_head)
+        base = name.rsplit("/", 1)[-1]
+        kind = base if base in BUNDLE_FILES else kind_of(text_head)  # a bundle's own names, as `check` reads them
         entry.kind = kind or "log"
         if kind and kind != "dmesg.txt":  # a tool output the check parsers read whole: kept, and streamed too
             rest = raw.read(MAX_WHOLE_FILE_BYTES - len(head) + 1)
@@ -206,6 +210,7 @@ class Scanner:
                 entry.note = f"read in part: only its first {MAX_WHOLE_FILE_BYTES // 2**20} MiB are parsed"
                 whole = whole[:MAX_WHOLE_FILE_BYTES]
             self.check_inputs.setdefault(name, whole.decode("utf-8", errors="replace"))
+            self.check_kinds.setdefault(name, kind)
             self._scan(entry, io.BytesIO(whole), b"")
             return
         self._scan(entry, raw, head)
@@ -309,7 +314,7 @@ def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = Non
     if checked is not None:
         checked, facts = checked
         checked_facts = checked.facts
-    host = (facts.host.hostname if facts is not None else None) or "inputs"
+    host = checked.host if checked is not None else "inputs"
     context = DiagnoseContext(host=host, facts=facts, readers={reader.name: reader for reader in scanner.readers},
                               options={"expect_busbw_gb_per_s": expect_busbw_gb_per_s})
     findings: list[Finding] = []
@@ -336,21 +341,20 @@ def _check(scanner: Scanner):
     kernel log of its own; None where the inputs hold neither."""
     from gpuready.bundle.reader import Bundle
     from gpuready.checks.registry import CheckOptions
-    from gpuready.facts.build import build_facts
-    from gpuready.verbs.check import check_report
+    from gpuready.verbs.check import check_files
     kernel = scanner.kernel.lines if scanner.kernel is not None else {}
     if not scanner.check_inputs and not kernel:
         return None
     files = Bundle(origin="diagnose")
     files.update(scanner.check_inputs)
+    files.kinds.update(scanner.check_kinds)
     for name, lines in kernel.items():  # a pasted nvidia-smi with dmesg lines below it is read as both
         key = name if name not in files else f"{name} [kernel lines]"
         files[key] = "".join(text + "\n" for _file, _number, text in lines)
         files.kinds[key] = "dmesg.txt"
         files.line_numbers[key] = [number for _file, number, _text in lines]
-    facts = build_facts(files)
-    facts.host.hostname = facts.host.hostname or "inputs"
-    return check_report(facts, CheckOptions()), facts
+    report, machines = check_files(files, CheckOptions())
+    return report, machines[0]
 
 
 _LOGS_ONLY = ("Not enough evidence: the inputs hold no tool output that shows the GPUs (nvidia-smi, nvidia-smi -q, a "

@@ -1,0 +1,57 @@
+"""On the same files `diagnose` reports every problem `check --bundle` reports, with a verdict no better: every
+fixture folder and file of this repository (recorded on the H200, published captures, hand-built board classes) and
+every real published case under fixtures/cases."""
+
+from pathlib import Path
+
+import pytest
+
+from gpuready.bundle.reader import BundleError, read_bundle
+from gpuready.checks.registry import CheckOptions
+from gpuready.model import Status
+from gpuready.verbs.check import check_files
+from gpuready.verbs.diagnose.run import diagnose
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GROUPS = ("public", "boards", "container", "pcie-power", "partial", "diagnose", "evidence-classes", "cases",
+          "h200-collect", "h200-docker-collect", "h200-shared")
+# How good a verdict is: `diagnose` may be worse than `check`, never better.
+RANK = {"ready": 0, "ready_with_warnings": 1, "unknown": 1, "not_ready": 2}
+NOT_EVIDENCE = ("README.md", "case.toml")
+
+
+def _inputs() -> list[Path]:
+    found = []
+    for group in GROUPS:
+        root = FIXTURES / group
+        if not root.exists():
+            continue
+        found.append(root) if not any(child.is_dir() for child in root.iterdir()) else None
+        found += sorted(path for path in root.rglob("*") if path.is_dir())
+        found += sorted(path for path in root.rglob("*") if path.is_file() and path.name not in NOT_EVIDENCE
+                        and path.suffix != ".py")
+    return found
+
+
+INPUTS = _inputs()
+
+
+def _problems(report) -> set[str]:
+    return {f.check_id for f in report.findings if f.status in (Status.WARN, Status.FAIL, Status.ERROR)}
+
+
+def test_there_is_enough_to_compare():
+    assert len(INPUTS) >= 130
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda path: str(path.relative_to(FIXTURES)))
+def test_diagnose_reports_what_check_reports(path):
+    try:
+        checked = check_files(read_bundle(path), CheckOptions())[0]
+    except BundleError:
+        pytest.skip("not a bundle check reads (several bundles in one folder)")
+    diagnosed = diagnose([path])
+    assert _problems(checked) <= _problems(diagnosed), sorted(_problems(checked) - _problems(diagnosed))
+    assert RANK[diagnosed.verdict().value] >= RANK[checked.verdict().value]
+    if checked.verdict().value == "not_ready":
+        assert diagnosed.verdict().value == "not_ready"
