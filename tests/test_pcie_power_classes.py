@@ -8,7 +8,7 @@ from conftest import FIXTURES, PUBLIC
 from helpers import messages, report_for, statuses
 from gpuready.checks.registry import CheckOptions, run_checks
 from gpuready.facts.kernel_log import parse_kernel_log
-from gpuready.facts.lspci import parse_lspci, switch_upstream_port
+from gpuready.facts.lspci import parse_lspci
 from gpuready.facts.types import Facts, GpuFacts
 from gpuready.knowledge import gpu_spec, load_table, platform_spec
 
@@ -37,13 +37,19 @@ def _4090_box() -> list[GpuFacts]:
 
 def test_lspci_port_types_and_switch_structure():
     devices = {d.address: d for d in parse_lspci(LSPCI_PLX.read_text())}
-    assert devices["0000:16:00.0"].port_type == "Root Port"
+    assert devices["0000:16:00.0"].port_type == "Root Port" and devices["0000:16:00.0"].is_root_port
     assert devices["0000:af:00.0"].port_type == "Upstream Port"
     assert devices["0000:b0:08.0"].port_type == "Downstream Port"
     assert devices["0000:b1:00.0"].port_type == "Legacy Endpoint" and devices["0000:b1:00.0"].is_nvidia_gpu
     assert devices["0000:b0:08.0"].acs_enabled == ["ReqRedir", "CmpltRedir"]
     assert devices["0000:18:08.0"].acs_enabled == []
-    assert switch_upstream_port(devices["0000:b0:10.0"], list(devices.values())).address == "0000:af:00.0"
+    # the tree the bus ranges draw, read by the checks as facts
+    assert devices["0000:b0:10.0"].switch_upstream == "0000:af:00.0"
+    assert devices["0000:af:00.0"].switch_upstream is None  # only a downstream port has one
+    assert devices["0000:af:00.0"].gpus_below == ["0000:b1:00.0", "0000:b2:00.0"]
+    assert devices["0000:b0:10.0"].gpus_below == ["0000:b2:00.0"] and devices["0000:b1:00.0"].gpus_below == []
+    assert devices["0000:b1:00.0"].device_class == "3D controller"
+    assert devices["0000:af:00.0"].device_class == "PCI bridge"
     assert (devices["0000:af:00.0"].secondary_bus, devices["0000:af:00.0"].subordinate_bus) == (0xb0, 0xb2)
     # Newer lspci prints ", IntMsgNum 0" instead of ", MSI 00".
     newer = parse_lspci("00:01.1 PCI bridge: AMD GPP Bridge\n\tCapabilities: [58] Express (v2) Root Port (Slot+), IntMsgNum 0\n")

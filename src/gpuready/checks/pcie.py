@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 from gpuready.checks.gpu import allocation
 from gpuready.checks.registry import CheckContext, check, per_gpu
-from gpuready.facts.lspci import ROOT_PORT, device_class, devices_below, holds, switch_upstream_port
 from gpuready.facts.types import GpuFacts, PciDevice
 from gpuready.knowledge import gpu_spec, thresholds
 from gpuready.model import Finding
@@ -155,6 +154,18 @@ def _flags(port: PciDevice) -> str:
     return " ".join(flag + "+" for flag in port.acs_enabled)
 
 
+def _gpus_below(bridge: PciDevice, pci_gpus: list[PciDevice]) -> list[PciDevice]:
+    """The GPUs of this lspci list in the bridge's subtree, in lspci's order."""
+    return [gpu for gpu in pci_gpus if gpu.address in bridge.gpus_below]
+
+
+def _switch_upstream(port: PciDevice, devices: list[PciDevice]) -> PciDevice | None:
+    """The upstream port of this downstream port's switch, where this lspci list holds it."""
+    if port.switch_upstream is None:
+        return None
+    return next((device for device in devices if device.address == port.switch_upstream), None)
+
+
 def _name_pci_gpus(context: CheckContext, devices: list[PciDevice]) -> list[str]:
     by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
     return [_gpu_label(by_bus[device.address]) if device.address in by_bus else device.address for device in devices]
@@ -175,16 +186,16 @@ def pcie_acs_iommu(context: CheckContext) -> list[Finding]:
     for port in devices:
         if not port.is_bridge or not port.acs_enabled:
             continue
-        if not any(holds(port, gpu) for gpu in pci_gpus):
+        if not _gpus_below(port, pci_gpus):
             continue
-        if port.port_type == ROOT_PORT:
+        if port.is_root_port:
             root_ports.append(port)
             continue
         # A switch port (or a bridge of unknown type): judged by the GPUs of its switch.
-        scope = (switch_upstream_port(port, devices) if port.port_type == "Downstream Port" else None) or port
+        scope = _switch_upstream(port, devices) or port
         switches.setdefault(scope.address, (scope, []))[1].append(port)
     for scope, ports in switches.values():
-        below = [gpu for gpu in pci_gpus if holds(scope, gpu)]
+        below = _gpus_below(scope, pci_gpus)
         if len(below) < 2:
             continue
         named = _name_pci_gpus(context, below)
@@ -330,7 +341,7 @@ def pcie_aer(context: CheckContext) -> list[Finding]:
                                    fix=gpu_fix.format(port=source.address), refs=[ref]))
             continue
         if device is not None and device.is_bridge:
-            below = [found for found in devices_below(device, devices) if found.is_nvidia_gpu]
+            below = _gpus_below(device, [found for found in devices if found.is_nvidia_gpu])
             if below:
                 kind = device.port_type or "PCIe bridge"
                 for pci_gpu in below:
@@ -346,7 +357,7 @@ def pcie_aer(context: CheckContext) -> list[Finding]:
                 continue
         if device is not None:
             if source.uncorrected:
-                klass = device_class(device)
+                klass = device.device_class
                 not_gpu = "a NIC or NVMe drive, " if klass in _NOT_GPU_CLASSES else ""
                 product = re.sub(r"\s*\((?:rev [0-9a-f]+|prog-if [^)]*)\)", "", device.description.split(": ", 1)[-1])
                 findings.append(context.warn(

@@ -1,5 +1,6 @@
 """`lspci -vv`: NVIDIA devices, bridges with ACS redirection, PCIe port types, bus ranges, and link
-capability vs status."""
+capability vs status; then the tree those bus ranges draw (the GPUs below each bridge, each switch port's
+upstream port), as fields the checks read."""
 
 from __future__ import annotations
 
@@ -16,9 +17,6 @@ _EXPRESS = re.compile(r"^Capabilities: \[[0-9a-f]+\] Express (?:\(v\d+\) )?(.+?)
 # ACS controls that send peer-to-peer requests up to the root complex instead of across the switch.
 P2P_REDIRECT_FLAGS = ("ReqRedir", "CmpltRedir", "EgressCtrl")
 
-ROOT_PORT = "Root Port"
-SWITCH_PORTS = ("Downstream Port", "Upstream Port")
-
 
 def parse_lspci(text: str) -> list[PciDevice]:
     devices: list[PciDevice] = []
@@ -32,7 +30,8 @@ def parse_lspci(text: str) -> list[PciDevice]:
                 description=description,
                 is_nvidia_gpu="NVIDIA" in description and bool(
                     re.search(r"3D controller|VGA compatible controller|Display controller", description)),
-                is_bridge="PCI bridge" in description)
+                is_bridge="PCI bridge" in description,
+                device_class=description.split(": ", 1)[0].strip())
             devices.append(current)
             continue
         if current is None:
@@ -50,7 +49,28 @@ def parse_lspci(text: str) -> list[PciDevice]:
         elif bus := _BUS.search(stripped):
             current.secondary_bus = int(bus.group(2), 16)
             current.subordinate_bus = int(bus.group(3), 16)
+    _link_gpus_below(devices)
+    _link_switch_ports(devices)
     return devices
+
+
+def _link_gpus_below(devices: list[PciDevice]) -> None:
+    """Bridges × GPUs, each pair once: a machine has a few hundred bridges and a few dozen GPUs at most."""
+    gpus = [device for device in devices if device.is_nvidia_gpu]
+    for bridge in devices:
+        if bridge.secondary_bus is not None:
+            bridge.gpus_below = [gpu.address for gpu in gpus if holds(bridge, gpu)]
+
+
+def _link_switch_ports(devices: list[PciDevice]) -> None:
+    """A downstream port's bus is its switch's internal bus, which is the upstream port's secondary bus."""
+    upstream_by_bus: dict[tuple[str, int], str] = {}
+    for device in devices:
+        if device.port_type == "Upstream Port" and device.secondary_bus is not None:
+            upstream_by_bus.setdefault((_domain_bus(device.address)[0], device.secondary_bus), device.address)
+    for port in devices:
+        if port.port_type == "Downstream Port":
+            port.switch_upstream = upstream_by_bus.get(_domain_bus(port.address))
 
 
 def _link(match: re.Match[str]) -> tuple[float, int] | None:
@@ -77,20 +97,3 @@ def holds(bridge: PciDevice, device: PciDevice) -> bool:
 def bridges_above(device: PciDevice, devices: list[PciDevice]) -> list[PciDevice]:
     """Bridges whose bus range holds this device: its path to the root complex."""
     return [bridge for bridge in devices if bridge.is_bridge and holds(bridge, device)]
-
-
-def devices_below(bridge: PciDevice, devices: list[PciDevice]) -> list[PciDevice]:
-    """Every device in the bridge's subtree (its downstream bus range)."""
-    return [device for device in devices if holds(bridge, device)]
-
-
-def switch_upstream_port(port: PciDevice, devices: list[PciDevice]) -> PciDevice | None:
-    """For a switch downstream port: the upstream port of its switch (whose secondary bus is the port's bus)."""
-    domain, bus = _domain_bus(port.address)
-    return next((device for device in devices if device.port_type == "Upstream Port"
-                 and _domain_bus(device.address)[0] == domain and device.secondary_bus == bus), None)
-
-
-def device_class(device: PciDevice) -> str:
-    """lspci's class name: `3D controller`, `Ethernet controller`, `Non-Volatile memory controller` …"""
-    return device.description.split(": ", 1)[0].strip()

@@ -161,6 +161,16 @@ class PciDevice:
     port_type: str | None = None
     """PCIe port type from `Capabilities: [..] Express (v2) <type>`: `Root Port`, `Upstream Port`,
     `Downstream Port`, `Endpoint`, `Legacy Endpoint`, …; None where lspci could not read the capability."""
+    device_class: str = ""
+    """lspci's class name, the description before `: `: `3D controller`, `Ethernet controller` …"""
+    gpus_below: list[str] = field(default_factory=list)
+    """A bridge's subtree: the NVIDIA GPUs (addresses) in its downstream bus range, at any depth."""
+    switch_upstream: str | None = None
+    """A switch downstream port's switch: the address of the upstream port whose secondary bus is this port's bus."""
+
+    @property
+    def is_root_port(self) -> bool:
+        return self.port_type == "Root Port"
 
 
 @dataclass(kw_only=True)
