@@ -396,3 +396,13 @@ def test_xid_known_classifications(xids):
         assert by_code[code]["severity"] == "critical", code
         assert by_code[code]["app_fault"] is False, code
     assert by_code[79]["name"].endswith("GPU_HAS_FALLEN_OFF_THE_BUS")
+
+
+def test_clock_reason_groups_name_nvml_reasons():
+    from gpuready.facts.clock_reasons import REASON_BITS
+    groups = _load("clock_reasons.toml")["groups"]
+    _check_source(groups, "clock_reasons.toml [groups]")
+    assert set(groups) == {"thermal", "hardware", "power_brake", "source"}
+    for name in ("thermal", "hardware", "power_brake"):
+        assert groups[name] and set(groups[name]) <= set(REASON_BITS), name
+    assert set(groups["power_brake"]) <= set(groups["hardware"])  # the brake is a HW Slowdown sub-reason

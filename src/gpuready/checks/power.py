@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from gpuready.checks.registry import CheckContext, check, per_gpu
-from gpuready.facts.clock_reasons import HARDWARE_REASONS, POWER_BRAKE_REASON, THERMAL_REASONS, is_power_brake
 from gpuready.facts.types import GpuFacts
-from gpuready.knowledge import gpu_spec, platform_spec, thresholds
+from gpuready.knowledge import clock_reasons, gpu_spec, platform_spec, thresholds
 from gpuready.model import Finding
 
 
@@ -109,22 +108,28 @@ def power_budget(context: CheckContext) -> list[Finding]:
     return findings
 
 
+def _power_braked(reasons: frozenset[str]) -> bool:
+    """The platform is braking the GPU: HW Power Brake Slowdown active while HW Thermal Slowdown is not (nvidia-smi
+    prints both under HW Slowdown; with the thermal one, heat is the cause)."""
+    return bool(reasons & clock_reasons("power_brake")) and "hw_thermal_slowdown" not in reasons
+
+
 @check("power.brake", "No platform power brake on the GPUs")
 def power_brake(context: CheckContext) -> list[Finding]:
     ref = thresholds("power_brake")["source"]
 
     def judge(gpu: GpuFacts) -> Finding | None:
         reasons = gpu.clock_event_reasons or frozenset()
-        if is_power_brake(reasons):
+        if _power_braked(reasons):
             return context.fail(
                 f"GPU{gpu.index}'s clocks are cut by the HW power brake (HW Slowdown: power brake, not thermal): the "
                 "chassis is braking the GPU. Check PSU redundancy and the BMC power policy.", gpu=gpu,
-                observed=sorted(reasons & (HARDWARE_REASONS | THERMAL_REASONS)),
+                observed=sorted(reasons & (clock_reasons("hardware") | clock_reasons("thermal"))),
                 expected="no HW power brake slowdown",
                 fix="Check that every PSU is present, powered and healthy (`ipmitool sdr type 'Power Supply'`, the "
                     "BMC event log), the BMC/chassis power-capping policy, and the GPU power cables; then confirm "
                     "with `nvidia-smi -q -d PERFORMANCE` (HW Power Brake Slowdown: Not Active).", refs=[ref])
-        if POWER_BRAKE_REASON in reasons:
+        if reasons & clock_reasons("power_brake"):
             return context.passed(f"GPU{gpu.index} shows the power brake together with HW thermal slowdown: judged "
                                   "as thermal by thermal.current.", gpu=gpu, observed=sorted(reasons), refs=[ref])
         return None
@@ -139,9 +144,10 @@ def thermal_current(context: CheckContext) -> list[Finding]:
 
     def judge(gpu: GpuFacts) -> Finding | None:
         reasons = gpu.clock_event_reasons or frozenset()
-        braked = is_power_brake(reasons)
+        braked = _power_braked(reasons)
         # A power brake (HW Slowdown whose sub-reason is the power brake, not heat) is power.brake's finding.
-        active_bad = sorted(reasons & (THERMAL_REASONS if braked else THERMAL_REASONS | HARDWARE_REASONS))
+        thermal, hardware = clock_reasons("thermal"), clock_reasons("hardware")
+        active_bad = sorted(reasons & (thermal if braked else thermal | hardware))
         if active_bad:
             return context.fail(
                 f"GPU{gpu.index} is being slowed right now by {', '.join(active_bad)}"

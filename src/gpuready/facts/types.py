@@ -57,7 +57,7 @@ class GpuFacts:
     shutdown_temperature_c: float | None = None
     max_operating_temperature_c: float | None = None
     clock_event_reasons: frozenset[str] | None = None
-    """Active clock-event (throttle) reasons by name, see knowledge `clock_event_reasons`."""
+    """Active clock-event (throttle) reasons by name (facts/clock_reasons.py); their groups are knowledge's."""
     sm_clock_mhz: float | None = None
     sm_clock_max_mhz: float | None = None
     utilization_gpu_pct: float | None = None

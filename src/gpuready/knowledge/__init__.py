@@ -92,6 +92,12 @@ def driver_requirement(cuda_version: str) -> DriverRequirement | None:
                              full_feature_source=exact["source"] if exact else None)
 
 
+@functools.cache
+def clock_reasons(group: str) -> frozenset[str]:
+    """The clock-event reason names of one group of clock_reasons.toml: `thermal`, `hardware`, `power_brake`."""
+    return frozenset(load_table("clock_reasons")["groups"][group])
+
+
 def env_var_rules() -> list[dict[str, Any]]:
     return load_table("env_vars")["var"]
 

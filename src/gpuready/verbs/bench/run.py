@@ -266,7 +266,8 @@ def telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict[
     without NVML)."""
     if sampler is None:
         return None
-    from gpuready.facts.clock_reasons import THERMAL_REASONS, HARDWARE_REASONS, reasons_from_mask
+    from gpuready.facts.clock_reasons import reasons_from_mask
+    from gpuready.knowledge import clock_reasons
     windows = list(results.values())
     starts = [w["window_start"] for w in windows if w.get("window_start")]
     ends = [w["window_end"] for w in windows if w.get("window_end")]
@@ -278,8 +279,8 @@ def telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict[
                if begin <= telemetry.started_at + t <= end]
     if not samples:
         return {"samples": 0}
-    slow = [sample for sample in samples
-            if reasons_from_mask(int(sample.get("clock_event_reasons") or 0)) & (THERMAL_REASONS | HARDWARE_REASONS)]
+    slowing = clock_reasons("thermal") | clock_reasons("hardware")
+    slow = [sample for sample in samples if reasons_from_mask(int(sample.get("clock_event_reasons") or 0)) & slowing]
     powers = sorted(s["power_w"] for s in samples if s.get("power_w") is not None)
     temps = [s["temperature_c"] for s in samples if s.get("temperature_c") is not None]
     clocks = sorted(s["sm_clock_mhz"] for s in samples if s.get("sm_clock_mhz") is not None)

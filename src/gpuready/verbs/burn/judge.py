@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuready.checks.kernel_judge import judge_xid
-from gpuready.facts.clock_reasons import HARDWARE_REASONS, REASON_BITS, THERMAL_REASONS
-from gpuready.knowledge import thresholds
+from gpuready.facts.clock_reasons import REASON_BITS
+from gpuready.knowledge import clock_reasons, thresholds
 from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
 from gpuready.telemetry import Telemetry
 from gpuready.runner.watchdog import RankFailure
 
-THERMAL_MASK = sum(REASON_BITS[name] for name in THERMAL_REASONS)
-HARDWARE_MASK = sum(REASON_BITS[name] for name in HARDWARE_REASONS)
+THERMAL_MASK = sum(REASON_BITS[name] for name in clock_reasons("thermal"))
+HARDWARE_MASK = sum(REASON_BITS[name] for name in clock_reasons("hardware"))
 POWER_CAP_MASK = REASON_BITS["sw_power_cap"]
 
 
