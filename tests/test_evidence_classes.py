@@ -102,3 +102,26 @@ def test_files_of_several_machines_are_judged_one_by_one():
 def test_one_machines_files_are_not_split():
     checked, _ = both(FIXTURES / "h200-collect")
     assert not [f for f in checked.findings if f.check_id == "bundle.mixed_machines"]
+
+
+@pytest.mark.parametrize(("name", "gpu", "pids"), [
+    ("nvidia-smi-processes-ddp-psmt-20.txt", 5, [26599, 26600, 26601]),
+    ("nvidia-smi-processes-every-gpu-pytorch-64130.txt", 0, [331903, 331904, 331905]),
+])
+def test_ranks_that_all_touch_one_gpu(name, gpu, pids):
+    checked, diagnosed = both(CLASSES / name)
+    for report in (checked, diagnosed):
+        finding = next(f for f in report.findings if f.check_id == "ddp.ranks_share_gpu0")
+        assert finding.status == Status.WARN and finding.observed["gpu"] == gpu and finding.observed["pids"] == pids
+        assert "set_device(local_rank)" in finding.fix
+        assert ("gpu.present", "fail") not in problems(report)  # a Processes block alone names no GPU
+
+
+def test_one_process_per_gpu_is_not_sharing(tmp_path):
+    rows = [line for line in (CLASSES / "nvidia-smi-processes-ddp-psmt-20.txt").read_text().splitlines()
+            if "MiB" not in line or "2885MiB" in line or " 6   " in line or " 7   " in line or " 8   " in line]
+    (tmp_path / "smi.txt").write_text("\n".join(rows) + "\n")
+    found = [f for f in diagnose([tmp_path / "smi.txt"]).findings if f.check_id == "ddp.ranks_share_gpu0"]
+    assert found == []  # diagnose lists problems only; check's pass says so
+    checked = check_files(read_bundle(tmp_path / "smi.txt"), CheckOptions())[0]
+    assert [f.status for f in checked.findings if f.check_id == "ddp.ranks_share_gpu0"] == [Status.PASS]

@@ -29,7 +29,8 @@ _SHAPES: list[tuple[str, re.Pattern[str]]] = [
     ("nvidia-smi.txt", re.compile(r"NVIDIA-SMI \d|NVIDIA-SMI has failed|No devices were found|"
                                   r"Driver/library version mismatch|nvidia-smi: (?:command )?not found|"
                                   r"Unable to determine the device handle for GPU|Failed to initialize NVML|"
-                                  r"NVIDIA-SMI couldn't find libnvidia-ml", re.IGNORECASE)),
+                                  r"NVIDIA-SMI couldn't find libnvidia-ml|^\|\s{0,4}Processes:\s{2,}",
+                                  re.IGNORECASE | re.MULTILINE)),
     ("nvidia-smi-L.txt", re.compile(r"^GPU \d+: .+\(UUID: (?:GPU|MIG)-", re.MULTILINE)),
     ("lspci-vv.txt", re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [^:\n]+: .+", re.MULTILINE)),
     ("dmesg.txt", re.compile(r"NVRM: |nvidia-nvswitch\d*: |\bkernel: |^\[\s*\d+\.\d+\] |nv-fabricmanager\[|"

@@ -345,3 +345,53 @@ def gpu_busy(context: CheckContext) -> list[Finding]:
                    "No compute processes on any of {count} GPU(s) (memory the driver reserves is not a process).",
                    reported=lambda gpu: gpu.processes is not None,
                    unreported="No process list in this run (nvml.json or nvidia-smi -q holds one).")
+
+
+_SET_DEVICE_REF = ("PyTorch DistributedDataParallel docs: each process must use its own device, "
+                   "`torch.cuda.set_device(local_rank)` before any CUDA call, "
+                   "https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html")
+
+
+@check("ddp.ranks_share_gpu0", "Each rank keeps to its own GPU", needs_gpus=False)
+def ddp_ranks_share_gpu0(context: CheckContext) -> list[Finding]:
+    """A process list where one GPU holds the contexts of processes whose work runs on other GPUs: the ranks of a job
+    created CUDA contexts on the first GPU they see (no `set_device` before the first CUDA call, a checkpoint loaded
+    without `map_location`), which costs that GPU memory for every rank and is a common cause of its out-of-memory."""
+    table = _process_table(context)
+    if table is None:
+        return [context.skip("No process list in this run (plain nvidia-smi, nvidia-smi -q or nvml.json holds one).")]
+    gpus_of: dict[int, set[int]] = {}
+    for gpu_number, process in table:
+        if process.pid is not None and "C" in (process.kind or "C"):
+            gpus_of.setdefault(process.pid, set()).add(gpu_number)
+    crowded: dict[int, list[int]] = {}
+    for pid, numbers in gpus_of.items():
+        if len(numbers) > 1:
+            for number in numbers:
+                crowded.setdefault(number, []).append(pid)
+    # the GPU that holds the most processes also running elsewhere is the one every rank touched
+    shared = max(crowded.items(), key=lambda item: (len(item[1]), -item[0]), default=None)
+    if shared is None or len(shared[1]) < 2:
+        return [context.passed(f"Every compute process keeps to one GPU ({len(gpus_of)} process(es)).")]
+    number, pids = shared
+    extra = sum(process.used_memory_bytes or 0 for gpu_number, process in table
+                if gpu_number == number and process.pid in pids and len(gpus_of[process.pid]) > 1)
+    return [context.warn(
+        f"GPU {number} holds contexts of {len(pids)} processes that also run on other GPUs "
+        f"(pids {', '.join(map(str, sorted(pids)[:8]))}{' …' if len(pids) > 8 else ''}; {extra / 2**20:,.0f} MiB there): "
+        "the job's ranks each created a CUDA context on it, so it runs out of memory before the others.",
+        observed={"gpu": number, "pids": sorted(pids), "memory_bytes": extra},
+        expected="one GPU per rank",
+        fix="In each rank call `torch.cuda.set_device(local_rank)` (or `torch.cuda.set_device(f'cuda:{local_rank}')`) "
+            "before any CUDA call and before init_process_group; load checkpoints with `map_location` to that "
+            "device; pass `device_ids=[local_rank]` to DDP.", refs=[_SET_DEVICE_REF])]
+
+
+def _process_table(context: CheckContext) -> list | None:
+    """(GPU number, process) from plain nvidia-smi's Processes block, else from the per-GPU process lists."""
+    if context.facts.process_table is not None:
+        return context.facts.process_table
+    listed = [gpu for gpu in context.gpus if gpu.processes is not None]
+    if not listed:
+        return None
+    return [(gpu.index, process) for gpu in listed for process in gpu.processes]

@@ -137,9 +137,12 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
         for gpu in plain.gpus:
             if gpu.bus_id in plain.corrupted_inforom_bus_ids:
                 gpu.inforom_valid = False
-        if not plain.gpus and not plain.error_kind and not plain.driver_version:
+        if plain.processes is not None:
+            facts.process_table = (facts.process_table or []) + plain.processes
+        if not plain.gpus and not plain.error_kind and not plain.driver_version and plain.processes is None:
             raise ValueError("neither a GPU table nor a driver message found")
-        gpu_sources.append(("nvidia-smi.txt", plain.gpus))
+        if plain.gpus or plain.error_kind or plain.driver_version:  # a Processes block alone names no GPU
+            gpu_sources.append(("nvidia-smi.txt", plain.gpus))
 
     def from_topology(text: str) -> None:
         facts.topology = parse_topo_matrix(text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuready.facts.types import GpuFacts
+from gpuready.facts.types import GpuFacts, GpuProcess
 from gpuready.facts.units import bounded, first_number, normalize_bus_id, strip_ansi, to_bytes, to_int
 
 # The sentences nvidia-smi prints when it cannot reach the GPUs, and what each means.
@@ -24,6 +24,10 @@ _HANDLE = re.compile(r"Unable to determine the device handle for GPU ?([0-9A-Fa-
                      r"\.[0-7]):? ?([^\n]{0,200})")
 
 _ROW = re.compile(r"^\|\s*(\d+)\s+(.+?)\s+(On|Off|ERR!)\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
+# A row of the Processes block: `|    5   N/A  N/A     26598      C   ...envs/bin/python3     2885MiB |` (GI/CI columns
+# since 450; older drivers print `|    0     12345      C   python    1234MiB |`).
+_PROCESS = re.compile(r"^\|\s{1,8}(\d{1,3})\s{1,8}(?:(?:N/A|\d{1,3})\s{1,8}(?:N/A|\d{1,3})\s{1,12})?(\d{1,10})\s{1,8}"
+                      r"(C\+G|M\+C|C|G|M)\s{1,8}([^|\s][^|]{0,120}?)\s{1,60}(\d{1,9})MiB\s{0,8}\|")
 _DRIVER = re.compile(r"Driver Version:\s*([\d.]+)")
 _CUDA = re.compile(r"CUDA Version:\s*([\d.]+)")
 _INFOROM = re.compile(r"infoROM is corrupted at gpu ([0-9A-Fa-f:.]+)", re.IGNORECASE)
@@ -48,6 +52,9 @@ class PlainSmi:
     error_line: str | None = None
     gpus: list[GpuFacts] = field(default_factory=list)
     corrupted_inforom_bus_ids: list[str] = field(default_factory=list)
+    processes: list[tuple[int, GpuProcess]] | None = None
+    """(nvidia-smi's GPU number, process) per row of the Processes block; [] where it says none run; None where the
+    block is not in the text."""
     unanswered: dict[str, str] = field(default_factory=dict)
     """Bus id → the driver's reason, for each GPU nvidia-smi could not get a handle for."""
 
@@ -96,6 +103,7 @@ def parse_nvidia_smi_plain(text: str) -> PlainSmi:
         gpu.error_fields = ["ERR!"] * sum(cell.count("ERR!") for cell in (line, second))
         gpu.lost = len(gpu.error_fields) >= 3 or "GPU is lost" in line + second
         result.gpus.append(gpu)
+    result.processes = _processes(lines)
     listed = {gpu.bus_id for gpu in result.gpus}
     for bus_id, reason in result.unanswered.items():
         if bus_id not in listed:
@@ -103,3 +111,16 @@ def parse_nvidia_smi_plain(text: str) -> PlainSmi:
                                         source="nvidia-smi.txt"))
     result.gpus.sort(key=lambda gpu: gpu.bus_id)
     return result
+
+
+def _processes(lines: list[str]) -> list[tuple[int, GpuProcess]] | None:
+    start = next((position for position, line in enumerate(lines) if "Processes:" in line), None)
+    if start is None:
+        return None
+    found = []
+    for line in lines[start + 1:]:
+        if match := _PROCESS.match(line.strip()):
+            found.append((int(match.group(1)), GpuProcess(pid=int(match.group(2)), name=match.group(4).strip(),
+                                                          kind=match.group(3),
+                                                          used_memory_bytes=to_bytes(match.group(5)))))
+    return found

@@ -259,6 +259,9 @@ class Facts:
     topology: Topology | None = None
     p2p_read: dict[tuple[int, int], str] | None = None
     """(i, j) → `OK`, `CNS`, `GNS`, `TNS`, `NS`, `NS`…"""
+    process_table: list[tuple[int, GpuProcess]] | None = None
+    """(nvidia-smi's GPU number, process) per row of plain nvidia-smi's Processes block (it may come without the GPU
+    table); None where no such block was read."""
     kernel_log: list[KernelEvent] | None = None
     kernel_log_readable: bool | None = None
     pci_devices: list[PciDevice] | None = None
