@@ -98,3 +98,18 @@ def diagnose_text(text: str):
         path = Path(folder) / "dmesg.txt"
         path.write_text(text + "\n")
         return diagnose([path])
+
+
+def test_one_gpu_by_bus_id_whatever_the_tool_spells_it(tmp_path):
+    """The Xid's `PCI:0000:3B:00`, old drivers' `3b:00`, nvidia-smi's `00000000:3B:00.0` are one GPU: the finding
+    names the GPU the nvidia-smi table lists, by its index and bus id."""
+    table = (Path(__file__).parent / "fixtures" / "public" / "dgx-h100-nvswitch" / "nvidia-smi.txt").read_text()
+    listed = [line.split("|")[2].split()[0] for line in table.splitlines() if line.startswith("|") and ":" in line
+              and "000000" in line.split("|")[2]]
+    assert listed[3] == "00000000:5D:00.0"
+    (tmp_path / "nvidia-smi.txt").write_text(table)
+    for spelling in ("PCI:0000:5D:00", "PCI:0000:5d:00", "0000:5d:00"):
+        (tmp_path / "dmesg.txt").write_text(f"[ 10.0] NVRM: Xid ({spelling}): 79, GPU has fallen off the bus.\n")
+        for report in (diagnose([tmp_path]), check_files(read_bundle(tmp_path), CheckOptions())[0]):
+            xid = next(f for f in report.findings if f.check_id == "health.xid" and f.status == Status.FAIL)
+            assert (xid.subject.gpu.index, xid.subject.gpu.bus_id) == (3, "0000:5d:00.0"), spelling

@@ -28,27 +28,15 @@ from gpuready.facts.nvml import ForeignNvmlJson, NvmlDocument
 from gpuready.facts.topology import parse_nvlink_status, parse_topo_matrix, parse_topo_p2p
 from gpuready.facts.types import Facts, GpuFacts
 from gpuready.knowledge import thresholds
-from gpuready.model import SKIPPED_CHECK_ID, TRUNCATED_CHECK_ID
 
 
 # Tool outputs that may come as several files (fragments of one tool, logs of several boots): each is read.
 _REPEATABLE = frozenset({"nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-L.txt", "dmesg.txt"})
 
-# `facts.sources` states that check_report turns into findings (besides `facts.input_errors`): an entry not read
-# (a link, a folder, a special file: `bundle.skipped`), and a file read in part (`bundle.truncated`, after its state).
+# `facts.sources` states that say a file was not read (a link, a folder, a special file) or was read in part (after its
+# state); verbs/check.py turns them into findings.
 SKIPPED = "skipped: "
 READ_IN_PART = "read in part: "
-
-
-def bundle_notes(facts: Facts) -> list[tuple[str, str, str]]:
-    """(check id, entry, one sentence) for each bundle entry skipped or read in part (warnings, not input errors)."""
-    notes = []
-    for name, state in facts.sources.items():
-        if state.startswith(SKIPPED):
-            notes.append((SKIPPED_CHECK_ID, name, f"{name} was not read: {state[len(SKIPPED):]}."))
-        if READ_IN_PART in state:
-            notes.append((TRUNCATED_CHECK_ID, name, f"{name} was read in part: {state.split(READ_IN_PART, 1)[1]}."))
-    return notes
 
 
 def classify_files(files: dict[str, str]) -> tuple[dict[str, list[tuple[str, str]]], dict[str, str]]:

@@ -10,7 +10,7 @@ from gpuready.bundle.collect import collect
 from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.reader import read_bundle
 from gpuready.checks.registry import CheckOptions, run_checks
-from gpuready.facts.build import build_facts, bundle_notes
+from gpuready.facts.build import READ_IN_PART, SKIPPED, build_facts
 from gpuready.facts.machines import split_bundle
 from gpuready.facts.types import Facts
 from gpuready.knowledge import gpu_spec, thresholds
@@ -119,6 +119,17 @@ def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False
     return Report(tool_version=__version__, host=host, findings=findings, facts=summarize_facts(facts),
                   input_error=bool(facts.input_errors), fail_on_warn=fail_on_warn, multi_node=multi_node,
                   not_enough_evidence=not_enough_evidence(facts))
+
+
+def bundle_notes(facts: Facts) -> list[tuple[str, str, str]]:
+    """(check id, entry, one sentence) for each bundle entry skipped or read in part (warnings, not input errors)."""
+    notes = []
+    for name, state in facts.sources.items():
+        if state.startswith(SKIPPED):
+            notes.append((SKIPPED_CHECK_ID, name, f"{name} was not read: {state[len(SKIPPED):]}."))
+        if READ_IN_PART in state:
+            notes.append((TRUNCATED_CHECK_ID, name, f"{name} was read in part: {state.split(READ_IN_PART, 1)[1]}."))
+    return notes
 
 
 _BUNDLE_NOTE_FIXES = {
