@@ -2,6 +2,7 @@
 
 import pytest
 
+from gpuready.model import Status
 from gpuready.facts.gpu_users import GpuUsers
 from gpuready.verbs.bench.judge import BenchJudge, judge_bench, topology_of
 from gpuready.verbs.plan.machine import Machine
@@ -382,3 +383,15 @@ def test_an_8x4090_two_socket_box_is_judged_against_the_host_memory_path(make_bu
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # one socket's pair: P2P over PCIe
     node = node_view("cuda", 2)
     assert node.gpus == [0, 1] and node.host_path is None
+
+
+def test_xids_during_a_run_are_judged_as_in_a_kernel_log_and_said_once():
+    """An Xid 79 NVML reported while DDP ran fails (as health.xid would fail its line); an Xid 13 warns; a failed run's
+    summary repeats every Xid so far, and each is still said once."""
+    events = [[12.0, 0, 79], [3.0, 1, 13]]
+    failed = {"strategy": "ddp", "world_size": 8, "results": {}, "failures": [{"rank": 0, "kind": "exit",
+                                                                             "detail": "exit code 1"}],
+              "telemetry": {"samples": 0, "xids": events}}
+    judge = judged([run("single", 1, 10_000, telemetry={"samples": 3, "xids": [[3.0, 1, 13]]}), failed])
+    xids = [(f.observed, f.status) for f in judge.findings if f.check_id == "bench.xid"]
+    assert xids == [(13, Status.WARN), (79, Status.FAIL)]

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from gpuready.knowledge import load_table, xid_entry
-from gpuready.model import Status
+from gpuready.model import Finding, Status
 
 XID_CATALOG_REF = "NVIDIA Xid catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 SXID_REF = "NVIDIA Fabric Manager User Guide, SXid errors: https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"
@@ -212,3 +212,18 @@ def _within(earlier: tuple[str, float] | None, later: tuple[str, float] | None, 
     if earlier is None or later is None or earlier[0] != later[0]:
         return True  # no comparable clock: log order decides
     return 0 <= later[1] - earlier[1] <= window_s
+
+
+def nvml_xid_findings(check_id: str, events: list[tuple[float, int | None, int]], subject_of, during: str,
+                      application_note: str = "") -> list[Finding]:
+    """One finding per Xid NVML's event API reported while a verb ran (burn, bench): judged as the same number in a
+    kernel log is. `subject_of(NVML index)` names the GPU; `during` says when (`the burn`, `the DDP run`)."""
+    findings = []
+    for t_s, index, code in events:
+        judged = judge_xid(code)
+        note = application_note if judged.blame == "application" else ""
+        findings.append(Finding(check_id=check_id, status=judged.status, subject=subject_of(index),
+                                message=f"{judged.name} at {t_s:.0f} s into {during}: {judged.meaning.rstrip('.')} "
+                                        f"({'; '.join(judged.reasons)}).{note}",
+                                observed=code, expected="no Xid", fix=judged.action, refs=[judged.ref]))
+    return findings

@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuready.checks.kernel_judge import nvml_xid_findings
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Measurement, Status, Subject
 
@@ -157,6 +158,8 @@ class BenchJudge:
         self.telemetry = telemetry or {}
         """(strategy, world_size) → telemetry summary; a run's own `telemetry` key wins."""
         self.findings: list[Finding] = []
+        self.xids_seen: set[tuple] = set()
+        """(seconds, NVML index, Xid) already reported by an earlier run."""
         self.measurements: list[Measurement] = []
         self.figures: list[RunFigures] = []
         self.scaling: dict[tuple[str, int], dict[str, Any]] = {}
@@ -291,6 +294,7 @@ class BenchJudge:
         return figures
 
     def _run(self, run: RunFigures) -> None:
+        self._xids(run)
         if run.skipped is not None:
             self.add("bench.run_failed", Status.SKIP, f"{run.label} was not run: {run.skipped}.")
             return
@@ -408,6 +412,12 @@ class BenchJudge:
         states do not grow, so the true limit is higher)."""
         micro = int(run.first.get("micro_batch") or 1)
         return max(micro, int(micro * MEMORY_TARGET * self.gpu_memory_bytes / run.reserved_bytes))
+
+    def _xids(self, run: RunFigures) -> None:
+        """Xids NVML reported during the run's measured window, judged as everywhere (checks/kernel_judge.py)."""
+        events = [tuple(event) for event in (run.telemetry or {}).get("xids") or [] if tuple(event) not in self.xids_seen]
+        self.xids_seen.update(events)  # a failed run's summary holds every Xid so far: each is said once
+        self.findings += nvml_xid_findings("bench.xid", events, lambda index: self.subject(None), run.label)
 
     def _throttle(self, run: RunFigures) -> None:
         summary = run.telemetry

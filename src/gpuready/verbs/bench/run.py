@@ -271,14 +271,17 @@ def telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict[
     windows = list(results.values())
     starts = [w["window_start"] for w in windows if w.get("window_start")]
     ends = [w["window_end"] for w in windows if w.get("window_end")]
-    if not starts or not ends:
-        return None
-    begin, end = min(starts), max(ends)
     telemetry = sampler.telemetry
+    if not starts or not ends:  # a run that measured nothing (a rank died): every Xid so far may be its cause
+        return {"samples": 0, "xids": [[round(t, 1), index, code] for t, index, code in telemetry.xid_events],
+                "xid_source": telemetry.xid_source}
+    begin, end = min(starts), max(ends)
+    xids = [[round(t, 1), index, code] for t, index, code in telemetry.xid_events
+            if begin <= telemetry.started_at + t <= end]
     samples = [sample for series in telemetry.samples.values() for t, sample in series
                if begin <= telemetry.started_at + t <= end]
     if not samples:
-        return {"samples": 0}
+        return {"samples": 0, "xids": xids, "xid_source": telemetry.xid_source}
     slowing = clock_reasons("thermal") | clock_reasons("hardware")
     slow = [sample for sample in samples if reasons_from_mask(int(sample.get("clock_event_reasons") or 0)) & slowing]
     powers = sorted(s["power_w"] for s in samples if s.get("power_w") is not None)
@@ -287,7 +290,8 @@ def telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict[
     reasons = sorted({reason for s in slow for reason in reasons_from_mask(int(s.get("clock_event_reasons") or 0))})
     return {"samples": len(samples), "throttle_share": len(slow) / len(samples), "reasons": reasons,
             "power_w_median": powers[len(powers) // 2] if powers else None, "temp_c_max": max(temps) if temps else None,
-            "sm_clock_mhz_median": clocks[len(clocks) // 2] if clocks else None}
+            "sm_clock_mhz_median": clocks[len(clocks) // 2] if clocks else None, "xids": xids,
+            "xid_source": telemetry.xid_source}
 
 
 def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: list[dict[str, Any]], *,

@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from gpuready.checks.kernel_judge import judge_xid
+from gpuready.checks.kernel_judge import nvml_xid_findings
 from gpuready.facts.clock_reasons import REASON_BITS
 from gpuready.knowledge import clock_reasons, thresholds
 from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
@@ -278,15 +278,13 @@ class BurnJudge:
         if not events:
             self.add("burn.xid", Status.PASS, None, f"No Xid during the burn ({self.telemetry.xid_source}).")
             return
-        for t, index, xid in events:
-            judged = judge_xid(xid)  # the one kernel judge: the status check and diagnose give the same Xid
+        def subject_of(index: int | None) -> Subject:
             gpu = next((gpu for gpu in self.gpus if gpu.nvml_index == index), None)
-            note = (" The application here is gpuready's own GEMM loop: if it repeats on this GPU only, treat it as "
-                    "the GPU's." if judged.blame == "application" else "")
-            self.add("burn.xid", judged.status, gpu,
-                     f"{judged.name} at {t:.0f} s into the burn: {judged.meaning.rstrip('.')} "
-                     f"({'; '.join(judged.reasons)}).{note}", observed=xid, expected="no Xid",
-                     fix=judged.action, refs=[judged.ref])
+            return self.subject(gpu) if gpu else Subject(host=self.host)
+        # the one kernel judge: check and diagnose give the same Xid number the same status
+        self.findings += nvml_xid_findings("burn.xid", events, subject_of, "the burn", application_note=(
+            " The application here is gpuready's own GEMM loop: if it repeats on this GPU only, treat it as the "
+            "GPU's."))
 
     def _telemetry(self, gpu: BurnGpu) -> None:
         telemetry, index = self.telemetry, gpu.nvml_index
