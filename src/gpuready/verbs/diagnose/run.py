@@ -21,9 +21,9 @@ from typing import BinaryIO, Callable, Iterable
 from gpuready import __version__
 from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
-from gpuready.model import Finding, Report, Status, Subject
 from gpuready.facts.kernel_log import MARKERS as KERNEL_MARKERS
 from gpuready.facts.kernel_log import NumberedLine
+from gpuready.model import Finding, Report, Status, Subject
 from gpuready.verbs.diagnose.evidence import MAX_LINE_CHARS, DiagnoseContext, Line, Reader, clean
 
 CHUNK_BYTES = 4 * 1024 * 1024
@@ -309,11 +309,7 @@ def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = Non
     scanner = Scanner(readers())
     for path in paths:
         scanner.add_path(Path(path))
-    checked = _check(scanner)
-    facts = checked_facts = None
-    if checked is not None:
-        checked, facts = checked
-        checked_facts = checked.facts
+    checked, facts = _check(scanner)
     host = checked.host if checked is not None else "inputs"
     context = DiagnoseContext(host=host, facts=facts, readers={reader.name: reader for reader in scanner.readers},
                               options={"expect_busbw_gb_per_s": expect_busbw_gb_per_s})
@@ -331,20 +327,20 @@ def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = Non
                                 "readers": [reader.name for reader in scanner.readers]}
     if scanner.kernel is not None and scanner.kernel.not_kept:
         report.facts["diagnose"]["kernel_lines_not_kept"] = scanner.kernel.not_kept
-    if checked_facts:
-        report.facts.update(checked_facts)
+    if checked is not None:
+        report.facts.update(checked.facts)
     return report
 
 
-def _check(scanner: Scanner):
-    """(the check report, the facts) over what the inputs hold: tool outputs, and each file's kernel-log lines as a
-    kernel log of its own; None where the inputs hold neither."""
+def _check(scanner: Scanner) -> tuple[Report | None, object | None]:
+    """(the check report, the first machine's facts) over what the inputs hold: tool outputs, and each file's
+    kernel-log lines as a kernel log of its own; (None, None) where the inputs hold neither."""
     from gpuready.bundle.reader import Bundle
     from gpuready.checks.registry import CheckOptions
     from gpuready.verbs.check import check_files
     kernel = scanner.kernel.lines if scanner.kernel is not None else {}
     if not scanner.check_inputs and not kernel:
-        return None
+        return None, None
     files = Bundle(origin="diagnose")
     files.update(scanner.check_inputs)
     files.kinds.update(scanner.check_kinds)
