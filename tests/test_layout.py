@@ -1,0 +1,140 @@
+"""The pipeline's layout rules (DESIGN.md §1, §4), read from the source: which folder may import what.
+
+facts/ reads and never judges, checks/ judges facts alone, workloads/ run inside ranks and know no verb. Every import
+counts, a function-local one too: it is the same dependency, only later.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+CHECKS_MAY_IMPORT = ("gpuready.checks", "gpuready.facts.types", "gpuready.facts.units", "gpuready.knowledge",
+                     "gpuready.model")
+"""Besides the standard library: a check is a pure function of the facts, the knowledge tables and the model."""
+FACTS_MUST_NOT_IMPORT = ("gpuready.checks", "gpuready.verbs", "gpuready.workloads", "gpuready.runner",
+                         "gpuready.model")
+"""The model is the judges' vocabulary (Finding, Report, Status): facts/ builds none of it."""
+WORKLOADS_MUST_NOT_IMPORT = ("gpuready.verbs", "gpuready.checks")
+
+
+@dataclass(frozen=True)
+class Import:
+    where: str
+    """`src/gpuready/checks/pcie.py:10`."""
+    module: str
+    """The module imported, or imported from; relative imports resolved."""
+    names: tuple[str, ...] = ()
+    """What a `from … import` takes; () for a plain `import`."""
+
+    def targets(self) -> list[str]:
+        """What is imported, dotted: `from gpuready import knowledge` → gpuready.knowledge, `from gpuready.model
+        import Finding` → gpuready.model.Finding (a submodule or a name in the module: either is within it)."""
+        return [f"{self.module}.{name}" for name in self.names] if self.names else [self.module]
+
+
+def module_name(path: Path, src: Path) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(source: str, module: str, where: str, is_package: bool = False) -> list[Import]:
+    """Every import in the module's source, at any depth (functions, classes, `if` blocks)."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        at = f"{where}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Import):
+            found += [Import(at, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[:len(package) - node.level + 1] if node.level else [])
+            target = ".".join(part for part in (base, node.module or "") if part)
+            found.append(Import(at, target, tuple(alias.name for alias in node.names)))
+    return found
+
+
+def all_imports(src: Path = SRC) -> dict[str, list[Import]]:
+    """Folder under gpuready (`checks`, `facts` …, `` for top-level modules) → the imports of its modules."""
+    by_folder: dict[str, list[Import]] = {}
+    for path in sorted((src / "gpuready").rglob("*.py")):
+        relative = path.relative_to(src / "gpuready")
+        folder = relative.parts[0] if len(relative.parts) > 1 else ""
+        where = str(path.relative_to(src.parent))
+        by_folder.setdefault(folder, []).extend(
+            imports_of(path.read_text(encoding="utf-8"), module_name(path, src), where, path.name == "__init__.py"))
+    return by_folder
+
+
+def within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes)
+
+
+def is_stdlib(module: str) -> bool:
+    return module.split(".")[0] in sys.stdlib_module_names
+
+
+def offences(imports: list[Import], breaks: Callable[[str], bool], rule: str) -> list[str]:
+    """`file:line imports …: rule` per import statement that takes something the rule forbids."""
+    found = []
+    for statement in imports:
+        if bad := [target for target in statement.targets() if breaks(target)]:
+            found.append(f"{statement.where} imports {', '.join(bad)}: {rule}")
+    return found
+
+
+def checks_offences(imports: list[Import]) -> list[str]:
+    return offences(imports, lambda target: not is_stdlib(target) and not within(target, CHECKS_MAY_IMPORT),
+                    f"checks/ may import only the standard library and {', '.join(CHECKS_MAY_IMPORT)}")
+
+
+def facts_offences(imports: list[Import]) -> list[str]:
+    return offences(imports, lambda target: within(target, FACTS_MUST_NOT_IMPORT),
+                    f"facts/ reads and parses, it never imports {', '.join(FACTS_MUST_NOT_IMPORT)}")
+
+
+def workloads_offences(imports: list[Import]) -> list[str]:
+    return offences(imports, lambda target: within(target, WORKLOADS_MUST_NOT_IMPORT),
+                    f"workloads/ run inside ranks and never import {', '.join(WORKLOADS_MUST_NOT_IMPORT)}")
+
+
+def test_checks_import_only_facts_types_units_knowledge_model():
+    offences = checks_offences(all_imports()["checks"])
+    assert not offences, "\n".join(offences)
+
+
+def test_facts_never_import_judges_verbs_workloads_or_runner():
+    offences = facts_offences(all_imports()["facts"])
+    assert not offences, "\n".join(offences)
+
+
+def test_workloads_never_import_verbs_or_checks():
+    offences = workloads_offences(all_imports()["workloads"])
+    assert not offences, "\n".join(offences)
+
+
+def test_the_reader_sees_local_relative_and_package_imports():
+    source = ("import re\n"
+              "from gpuready import knowledge, model\n"
+              "def judge():\n"
+              "    from ..facts import lspci, types\n"
+              "    from .registry import check\n")
+    found = imports_of(source, "gpuready.checks.pcie", "pcie.py")
+    assert [(i.where, target) for i in found for target in i.targets()] == [
+        ("pcie.py:1", "re"), ("pcie.py:2", "gpuready.knowledge"), ("pcie.py:2", "gpuready.model"),
+        ("pcie.py:4", "gpuready.facts.lspci"), ("pcie.py:4", "gpuready.facts.types"),
+        ("pcie.py:5", "gpuready.checks.registry.check")]
+    assert checks_offences(found) == ["pcie.py:4 imports gpuready.facts.lspci: checks/ may import only the standard "
+                                      f"library and {', '.join(CHECKS_MAY_IMPORT)}"]
+    in_package = imports_of("from .types import Facts\n", "gpuready.facts", "facts/__init__.py", is_package=True)
+    assert in_package[0].module == "gpuready.facts.types"
+
+
+def test_facts_build_no_finding_however_the_model_is_imported():
+    for source in ("def refuse():\n    from gpuready.model import Report\n", "import gpuready.model\n",
+                   "from gpuready import model\n", "from ..model import Finding\n"):
+        assert facts_offences(imports_of(source, "gpuready.facts.gpu_users", "gpu_users.py")), source
