@@ -39,7 +39,7 @@ def test_saved_report_renders_as_the_live_one(tmp_path, capsys, document):
         assert render(json.loads(json.dumps(document, allow_nan=False)), verbose=verbose) == live
     live = render(document)
     assert live.startswith("vm: READY WITH WARNINGS   (single node: READY WITH WARNINGS; multi node: READY WITH WARNINGS; "
-                           "verdict judged for: single\nnode)\n0 fail, 1 warn, 44 pass, 3 skip\n")
+                           "verdict judged for: single\nnode)\n0 fail, 1 warn, 45 pass, 3 skip\n")
     assert "0    0000:00:06.0  NVIDIA H200  140 GiB  9.0  Gen5/5 x16/16   700 W        43 °C" in live
     assert "│ warn │ host.memory_ratio " in live and "fix: Add system memory" in live
     assert live.index("host.memory_ratio") < live.index("host.cpu_per_gpu") < live.index("gpu.present")  # failures first
@@ -52,7 +52,7 @@ def test_chinese_labels(document):
     text = render(document, lang="zh", width=300)
     assert text.startswith("vm: 就绪但有警告 READY WITH WARNINGS   (单机 single node: 就绪但有警告 READY WITH WARNINGS; "
                            "多机 multi node: 就绪但有警告 READY WITH WARNINGS; 结论依据 verdict judged for: 单机 single node)\n")
-    assert "失败 0，警告 1，通过 44，跳过 3" in text
+    assert "失败 0，警告 1，通过 45，跳过 3" in text
     assert "│ 警告 warn │ host.memory_ratio" in text and "修复 fix: Add system memory" in text
     assert "未就绪" not in text
 
