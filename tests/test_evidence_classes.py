@@ -94,9 +94,11 @@ def test_files_of_several_machines_are_judged_one_by_one():
     for report in (checked, diagnosed):
         mixed = [f for f in report.findings if f.check_id == "bundle.mixed_machines"]
         assert len(mixed) == 1 and "3 machines" in mixed[0].message
-        hosts = {f.subject.host for f in report.findings if f.check_id == "gpu.persistence" and f.status == Status.WARN}
-        assert hosts == {"machine 2 (driver 525.125.06)"}  # the 525 box's own finding, not merged into the 535 one
         assert ("gpu.lost", "fail") in problems(report) and report.verdict().value == "not_ready"
+    # each machine counts its own GPUs: the 8 of the 535 box, the 1 of the 525 box, the lost one named alone
+    counts = {f.subject.host: f.observed for f in checked.findings if f.check_id == "gpu.present"}
+    assert counts == {"machine 1 (driver 535.154.05)": 8, "machine 2 (driver 525.125.06)": 1,
+                      "machine 3 (files that name no host or driver)": 1}
 
 
 def test_one_machines_files_are_not_split():

@@ -12,6 +12,7 @@ BUNDLE_FILES: dict[str, str] = {
     "nvidia-smi-topo-p2p.txt": "nvidia-smi topo -p2p r",
     "nvidia-smi-nvlink-s.txt": "nvidia-smi nvlink -s",
     "nvidia-smi-L.txt": "nvidia-smi -L (read when given; collect does not write it, nvml.json holds the same)",
+    "cuda-p2p.txt": "CUDA samples p2pBandwidthLatencyTest or simpleP2P (read when given; collect does not write it)",
     "dmesg.txt": "dmesg (or journalctl -k -b)",
     "lspci-vv.txt": "lspci -vv",
     "meminfo.txt": "/proc/meminfo",

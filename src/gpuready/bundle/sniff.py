@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from gpuready.facts.cuda_samples import SHAPE as CUDA_P2P_SHAPE
+
 # Only the start of a file is looked at: every recognised shape shows itself early.
 SNIFF_CHARS = 65536
 
@@ -22,6 +24,8 @@ _SHAPES: list[tuple[str, re.Pattern[str]]] = [
     ("nvidia-smi-topo.txt", re.compile(r"^\s*GPU0\b.*\n(?:.*\n)*?GPU0\s+X\s+(?:NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)",
                                        re.MULTILINE)),
     ("nvidia-smi-topo.txt", re.compile(r"^\s*GPU0\s+(?:NIC0\s+)?CPU Affinity", re.MULTILINE)),
+    # rows pasted without their header row
+    ("nvidia-smi-topo.txt", re.compile(r"^\s*GPU0\s+X\s+(?:NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)\s", re.MULTILINE)),
     ("nvidia-smi-topo-p2p.txt", re.compile(r"^\s*GPU0\b.*\n(?:.*\n)*?GPU0\s+X\s+(?:OK|CNS|GNS|TNS|NS|DNS|U)\b",
                                            re.MULTILINE)),
     ("nvidia-smi-nvlink-s.txt", re.compile(r"^GPU \d+: .*\n\s+Link \d+:", re.MULTILINE)),
@@ -31,6 +35,7 @@ _SHAPES: list[tuple[str, re.Pattern[str]]] = [
                                   r"Unable to determine the device handle for GPU|Failed to initialize NVML|"
                                   r"NVIDIA-SMI couldn't find libnvidia-ml|^\|\s{0,4}Processes:\s{2,}",
                                   re.IGNORECASE | re.MULTILINE)),
+    ("cuda-p2p.txt", CUDA_P2P_SHAPE),
     ("nvidia-smi-L.txt", re.compile(r"^GPU \d+: .+\(UUID: (?:GPU|MIG)-", re.MULTILINE)),
     ("lspci-vv.txt", re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [^:\n]+: .+", re.MULTILINE)),
     ("dmesg.txt", re.compile(r"NVRM: |nvidia-nvswitch\d*: |\bkernel: |^\[\s*\d+\.\d+\] |nv-fabricmanager\[|"

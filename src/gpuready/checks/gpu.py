@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from gpuready.checks.registry import CheckContext, check, per_gpu, queried
+from gpuready.checks.registry import CheckContext, check, kernel_evidence, per_gpu, queried
 from gpuready.facts.types import GpuFacts
-from gpuready.knowledge import gpu_spec
+from gpuready.knowledge import gpu_spec, thresholds
 from gpuready.model import Finding
 
 _NVIDIA_SMI_REF = "nvidia-smi(1) manual, https://docs.nvidia.com/deploy/nvidia-smi/index.html"
@@ -51,6 +51,13 @@ def _probe_explanation(error: str) -> tuple[str, str]:
 @check("gpu.present", "Driver loaded, GPUs visible", needs_gpus=False)
 def gpu_present(context: CheckContext) -> list[Finding]:
     facts, expected = context.facts, context.options.expect_gpus
+    refused = [event for event in facts.kernel_log or [] if event.kind == "api_mismatch" and event.superseded_by is None]
+    if refused and facts.gpu_probe_error is None and not any(_answers_the_driver(gpu) for gpu in facts.gpus or []):
+        cause, fix = _probe_explanation("mismatch")
+        return [context.fail(f"The kernel module refused the NVIDIA libraries ({refused[-1].detail}): no GPU is usable "
+                             f"until both are one version. {cause}", observed=refused[-1].detail,
+                             expected="one driver version", fix=fix, refs=[_NVIDIA_SMI_REF],
+                             evidence=kernel_evidence(refused))]
     if facts.gpus is None and facts.gpu_probe_error is None:
         return [context.skip("No GPU source in this bundle (nvml.json, nvidia-smi-q.xml/.txt or nvidia-smi.txt).")]
     if not facts.gpus:
@@ -93,12 +100,13 @@ def _named_by(gpus: list[GpuFacts]) -> str:
     return ""
 
 
-@check("gpu.lost", "Every GPU answers")
+@check("gpu.lost", "Every GPU answers", needs_gpus=False)
 def gpu_lost(context: CheckContext) -> list[Finding]:
+    logged = _lost_in_logs(context)
     if not any(_answers_the_driver(gpu) for gpu in context.gpus):
-        return [context.skip("Not judged: no file in this run asks the driver about the GPUs (nvml.json, "
-                             "nvidia-smi or nvidia-smi -q does).")]
-    findings = []
+        return logged or [context.skip("Not judged: no file in this run asks the driver about the GPUs (nvml.json, "
+                                       "nvidia-smi or nvidia-smi -q does).")]
+    findings = logged
     for gpu in context.gpus:
         if gpu.lost:
             findings.append(context.fail(
@@ -153,6 +161,22 @@ def _answers_the_driver(gpu: GpuFacts) -> bool:
 
 def _error_summary(gpu: GpuFacts) -> str:
     return "fields unreadable: " + ", ".join(gpu.error_fields) if gpu.error_fields else "reported as lost"
+
+
+def _lost_in_logs(context: CheckContext) -> list[Finding]:
+    """NVML's "GPU is lost" (or a device handle it cannot get) in a program's output, for GPUs no listing already
+    shows lost; before a later driver load it is history."""
+    known = {gpu.bus_id for gpu in context.gpus if gpu.lost and gpu.bus_id}
+    events = [event for event in context.facts.kernel_log or [] if event.kind == "gpu_lost"
+              and event.superseded_by is None and (event.bus_id is None or event.bus_id not in known)]
+    if not events:
+        return []
+    gpu = next((gpu for gpu in context.gpus if events[-1].bus_id and gpu.bus_id == events[-1].bus_id), None)
+    where = f"the GPU at {events[-1].bus_id}" if events[-1].bus_id else "a GPU (the line does not name it)"
+    return [context.fail(f"NVML reports {where} lost ({len(events)} line(s)): the driver can no longer reach it, and "
+                         "jobs on it fail.", gpu=gpu, observed=events[-1].line[:200], expected="every GPU answers",
+                         fix="Drain the node and reboot it; look for Xid 79 in `dmesg`; if the GPU stays lost, reseat "
+                             "it or RMA it.", refs=[_NVIDIA_SMI_REF], evidence=kernel_evidence(events))]
 
 
 def _gpus_missing_from_lspci(context: CheckContext) -> list[str]:
@@ -260,15 +284,29 @@ def gpu_visible_devices(context: CheckContext) -> list[Finding]:
                            + (f" Note: {notes[0]}." if notes else ""))]
 
 
+_PERSISTENCE_REF = "https://docs.nvidia.com/deploy/driver-persistence/index.html"
+
+
 @check("gpu.persistence", "Persistence mode on")
 def gpu_persistence(context: CheckContext) -> list[Finding]:
     def judge(gpu: GpuFacts) -> Finding | None:
-        if gpu.persistence_mode is False:
-            return context.warn(f"Persistence mode is off on GPU{gpu.index}: the driver unloads between jobs, adding "
-                                "seconds to each start and losing settings.", gpu=gpu, observed="Disabled",
-                                expected="Enabled", fix="sudo systemctl enable --now nvidia-persistenced",
-                                refs=["https://docs.nvidia.com/deploy/driver-persistence/index.html"])
-        return None
+        if gpu.persistence_mode is not False:
+            return None
+        spec = gpu_spec(gpu.name)
+        brands = thresholds("persistence")["desktop_brands"]
+        desktop = not spec.get("datacenter") if spec is not None else \
+            any(brand.lower() in (gpu.name or "").lower() for brand in brands)
+        if desktop:
+            # a GeForce or workstation card: a desktop keeps the driver loaded (the display uses it), and
+            # persistence mode is a server setting; off is how these machines ship, not a fault
+            return context.passed(f"Persistence mode is off on GPU{gpu.index} ({gpu.name}, not a datacenter GPU): "
+                                  "usual on desktops and workstations.", gpu=gpu, observed="Disabled",
+                                  fix="On a headless training box: sudo systemctl enable --now nvidia-persistenced",
+                                  refs=[_PERSISTENCE_REF, thresholds("persistence")["source"]])
+        return context.warn(f"Persistence mode is off on GPU{gpu.index}: the driver unloads between jobs, adding "
+                            "seconds to each start and losing settings.", gpu=gpu, observed="Disabled",
+                            expected="Enabled", fix="sudo systemctl enable --now nvidia-persistenced",
+                            refs=[_PERSISTENCE_REF])
     return per_gpu(context, judge, "Persistence mode is on on all {count} GPU(s).",
                    reported=lambda gpu: gpu.persistence_mode is not None,
                    unreported="Persistence mode not reported (nvml.json, nvidia-smi or nvidia-smi -q holds it).")

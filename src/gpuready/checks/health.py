@@ -39,13 +39,13 @@ def health_xid(context: CheckContext) -> list[Finding]:
     grouped: dict[tuple[str | None, int, bool], list[KernelEvent]] = {}
     for event in events:
         code = 79 if event.kind == "fallen_off_bus" else event.code
-        grouped.setdefault((event.bus_id, code, event.superseded_by is not None), []).append(event)
+        grouped.setdefault((event.bus_id or event.uuid, code, event.superseded_by is not None), []).append(event)
     causes = _cascade(facts.kernel_log)
     for (bus_id, code, history), group in sorted(grouped.items(), key=lambda item: (
             str(item[0][0]), item[0][1] or 0, item[0][2])):
         gpu = gpu_by_bus.get(bus_id) if bus_id else None
-        where = f"GPU{gpu.index} ({bus_id})" if gpu else (bus_id or "an unnamed GPU")
-        outside = allocated.outside(bus_id)
+        where = f"GPU{gpu.index} ({bus_id})" if gpu else (bus_id or "an unnamed GPU")  # bus id, else the UUID
+        outside = allocated.outside(bus_id) if bus_id and not bus_id.startswith("GPU-") else False
         judged = [judge_xid(code, detail, history=history, outside=outside)
                   for detail in dict.fromkeys(event.detail for event in group)]
         judgement = judged[-1]
@@ -237,8 +237,19 @@ _KERNEL_LOG_REF = "NVIDIA Xid catalog (48 DBE, 94/95 contained/uncontained ECC, 
                   "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 
 
-@check("health.ecc_uncorrected", "No uncorrectable ECC errors")
+@check("health.ecc_uncorrected", "No uncorrectable ECC errors", needs_gpus=False)
 def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
+    cuda = [event for event in context.facts.kernel_log or [] if event.kind == "cuda_ecc"]
+    if cuda:  # CUDA failed a job on it: the strongest evidence there is, whatever the counters said when read
+        return [context.fail(
+            f"CUDA stopped a job with 'uncorrectable ECC error encountered' ({len(cuda)} line(s)): a GPU's memory "
+            "returned data ECC could not correct; results were lost and the GPU needs a reset (row remap) or "
+            "replacement.", observed=cuda[-1].line[:200], expected="no uncorrectable ECC error",
+            fix="Find the GPU: `nvidia-smi -q -d ECC,ROW_REMAPPER` (volatile uncorrectable counts, remap pending) and "
+                "`dmesg | grep -i xid` (48/63/94/95); drain it, reset it or reboot, run `dcgmi diag -r 3`; RMA if "
+                "errors return.", refs=[_KERNEL_LOG_REF], evidence=kernel_evidence(cuda))]
+    if not context.gpus:
+        return [context.skip("No NVIDIA GPU is visible, so there is nothing to judge (see gpu.present).")]
     logged = _xid_evidence(context, _ECC_XIDS)
     uptime = context.facts.host.uptime_s
 

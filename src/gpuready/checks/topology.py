@@ -139,14 +139,17 @@ def gpu_fabric(context: CheckContext) -> list[Finding]:
     def judge(gpu: GpuFacts) -> Finding | None:
         state = gpu.fabric_state
         if state and state not in ("Completed", "Not Supported"):
+            who = f"GPU{gpu.index}'s" if gpu.index >= 0 else "A GPU's (its section's header line was cut from the paste)"
             return context.fail(
-                f"GPU{gpu.index}'s NVSwitch fabric state is '{state}'"
+                f"{who} NVSwitch fabric state is '{state}'"
                 + (f" ({gpu.fabric_status})" if gpu.fabric_status else "")
-                + ": CUDA refuses to start until the fabric manager has registered it.", gpu=gpu, observed=state,
+                + ": CUDA refuses to start until the fabric manager has registered it.",
+                gpu=gpu if gpu.index >= 0 else None, observed=state,
                 expected="Completed", fix="sudo systemctl restart nvidia-fabricmanager; check "
                 "`journalctl -u nvidia-fabricmanager` (its version must equal the driver's).", refs=[_FM_REF])
         return None
-    logged = _fabric_log_findings(context)
+    logged = _fabric_log_findings(context) + [finding for gpu in context.facts.unnamed_gpus
+                                              if (finding := judge(gpu)) is not None]
     if not context.gpus:
         return logged or [context.skip("Fabric state not in this run (nvml.json or nvidia-smi -q holds it).")]
     if all(gpu.fabric_state is None for gpu in context.gpus):

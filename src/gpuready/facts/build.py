@@ -19,6 +19,7 @@ from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.reader import Bundle
 from gpuready.bundle.sniff import kind_of, why_not_text
 from gpuready.facts import host_files, network_files, software_files
+from gpuready.facts.cuda_samples import parse_cuda_p2p
 from gpuready.facts.gpu_lists import parse_gpu_list
 from gpuready.facts.kernel_log import mark_history, parse_kernel_log
 from gpuready.facts.lspci import parse_lspci
@@ -112,8 +113,11 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
                 gpu.source = name
             if query.attached_gpus is not None:
                 facts.gpus_announced = max(facts.gpus_announced or 0, query.attached_gpus)
-            if query.gpus or not query.attached_gpus:  # a head that announces GPUs but holds none is a fragment,
-                gpu_sources.append((name, query.gpus))  # not "the driver sees no GPU"
+            if query.gpus or not query.attached_gpus and not query.headless:  # a head that announces GPUs but
+                gpu_sources.append((name, query.gpus))  # holds none is a fragment, not "the driver sees no GPU"
+            for gpu in query.headless:
+                gpu.source = name
+            facts.unnamed_gpus += query.headless
         return apply
 
     def from_plain(text: str) -> None:
@@ -148,6 +152,19 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
             gpu.nvlinks = links.get(gpu.index, [])
         indexed_sources.append(("nvidia-smi-nvlink-s.txt", gpus))
 
+    def from_cuda_samples(text: str) -> None:
+        samples = parse_cuda_p2p(text)
+        named = [gpu for gpu in samples.gpus if gpu.bus_id]
+        if named:
+            gpu_sources.append(("cuda-p2p.txt", named))
+        elif samples.gpus:
+            indexed_sources.append(("cuda-p2p.txt", samples.gpus))
+        if samples.p2p:
+            # CUDA numbers the devices its own way: with bus ids, the pairs follow PCI bus order as NVML's do
+            order = {gpu.index: position for position, gpu in enumerate(sorted(named, key=lambda gpu: gpu.bus_id))}
+            facts.p2p_read = facts.p2p_read or {(order.get(i, i), order.get(j, j)): state
+                                                for (i, j), state in samples.p2p.items()}
+
     use("nvml.json", from_nvml)
     use("nvidia-smi-q.xml", from_smi_query(parse_nvidia_smi_q_xml, "nvidia-smi-q.xml"))
     use("nvidia-smi-q.txt", from_smi_query(parse_nvidia_smi_q_text, "nvidia-smi-q.txt"))
@@ -157,6 +174,7 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
     use("nvidia-smi-L.txt", lambda text: indexed_sources.append(
         ("nvidia-smi-L.txt", parse_gpu_list(text, "nvidia-smi-L.txt"))))
     use("nvidia-smi-topo-p2p.txt", lambda text: setattr(facts, "p2p_read", parse_topo_p2p(text)))
+    use("cuda-p2p.txt", from_cuda_samples)
     use("dmesg.txt", lambda text: _apply_kernel_log(facts, text, reading[0],
                                                     files.line_numbers.get(reading[0])
                                                     if isinstance(files, Bundle) else None))

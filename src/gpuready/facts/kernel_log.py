@@ -46,6 +46,18 @@ _FM_MISMATCH = re.compile(r"fabric manager NVIDIA GPU driver interface version (
                           r"driver version (\d[\d.]{0,20}\d)")
 _FM_NOTHING = re.compile(r"NV_WARN_NOTHING_TO_DO")
 _FM_FAILED = re.compile(r"nvidia-fabricmanager\.service: (?:Main|Control) process exited, code=exited, status=(\d{1,3})")
+# Other system-log lines about the driver's view of the GPUs:
+# `NVRM: API mismatch: the client has the version 367.44, but` / `NVRM: this kernel module has the version 367.35.`
+_API_MISMATCH = re.compile(r"NVRM: API mismatch: the client has the version (\d[\d.]{0,20}\d)")
+_MODULE_VERSION = re.compile(r"NVRM: this kernel module has the version (\d[\d.]{0,20}\d)")
+# NVML's GPU_IS_LOST as any program words it (`slurmstepd: error: NVML: Failed to get usage(15): GPU is lost`)
+_GPU_LOST = re.compile(r"GPU is lost|Unable to determine the device handle for GPU ?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{2}:"
+                       r"[0-9A-Fa-f]{2}\.[0-7])?", re.IGNORECASE)
+# CUDA's own report of an uncorrectable ECC error (cudaErrorECCUncorrectable) in a job's output
+_CUDA_ECC = re.compile(r"uncorrectable ECC error encountered", re.IGNORECASE)
+# the Kubernetes device plugin's health check: `XidCriticalError: Xid=69 on Device=GPU-7540a9b3-…, the device will go
+# unhealthy.`
+_PLUGIN_XID = re.compile(r"XidCriticalError: Xid=(\d{1,4}) on Device=(GPU-[0-9a-fA-F-]{36})")
 _CUDA_NOT_READY = re.compile(r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY",
                              re.IGNORECASE)
 
@@ -56,7 +68,8 @@ def _links(detail: str) -> tuple[int, ...]:
 
 
 MARKERS = ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:", "GPU reset executed", "fabric manager",
-           "fabricmanager", "NV_WARN_NOTHING_TO_DO", "not yet initialized", "SystemNotReady", "SYSTEM_NOT_READY")
+           "fabricmanager", "NV_WARN_NOTHING_TO_DO", "not yet initialized", "SystemNotReady", "SYSTEM_NOT_READY",
+           "GPU is lost", "device handle", "uncorrectable ECC error encountered", "XidCriticalError")
 
 
 def _times(line: str) -> tuple[float | None, str | None]:
@@ -171,6 +184,18 @@ def parse_kernel_log(log: str | Iterable[str] | Iterable[NumberedLine], source: 
             event("fabric_manager", detail="failed")
         elif _CUDA_NOT_READY.search(line):
             event("cuda_not_ready")
+        elif match := _API_MISMATCH.search(line):
+            event("api_mismatch", detail=f"client {match.group(1)}")
+        elif (match := _MODULE_VERSION.search(line)) and events and events[-1].kind == "api_mismatch":
+            events[-1].detail += f", kernel module {match.group(1)}"
+        elif match := _PLUGIN_XID.search(line):
+            uuid = match.group(2).lower()
+            event("xid", bus_id=bus_by_uuid.get(uuid), uuid=uuid, code=int(match.group(1)),
+                  detail="reported by the Kubernetes device plugin")
+        elif match := _GPU_LOST.search(line):
+            event("gpu_lost", bus_id=normalize_bus_id(match.group(1)) if match.group(1) else None)
+        elif _CUDA_ECC.search(line):
+            event("cuda_ecc")
     mark_history(events)
     return events
 
@@ -246,7 +271,7 @@ def mark_history(events: list[KernelEvent], bus_by_uuid: dict[str, str] | None =
     """Set each event's `superseded_by`; a reset the log names only by UUID gets its GPU's bus id from `bus_by_uuid`
     (the GPUs' own UUIDs, lower case) first."""
     for event in events:
-        if event.kind == "gpu_reset" and not event.bus_id and event.uuid and bus_by_uuid:
+        if event.kind in ("gpu_reset", "xid") and not event.bus_id and event.uuid and bus_by_uuid:
             event.bus_id = bus_by_uuid.get(event.uuid.lower())
     for event, mark in zip(events, superseded_by(events, same_load_window_s)):
         event.superseded_by = mark

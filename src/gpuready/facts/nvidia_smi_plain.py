@@ -20,7 +20,7 @@ DRIVER_ERRORS = {
 }
 # `Unable to determine the device handle for GPU0000:91:00.0: Unknown Error` (one line per GPU that does not answer;
 # the others are listed as usual): that GPU is lost, the driver itself works.
-_HANDLE = re.compile(r"Unable to determine the device handle for GPU ?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
+_HANDLE = re.compile(r"Unable to determine the device handle for GPU ?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
                      r"\.[0-7]):? ?([^\n]{0,200})")
 
 _ROW = re.compile(r"^\|\s*(\d+)\s+(.+?)\s+(On|Off|ERR!)\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")

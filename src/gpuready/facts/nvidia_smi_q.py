@@ -6,7 +6,7 @@ alike (both normalised by `smi_tree.normalize_key`); the first path that holds a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from gpuready.facts.clock_reasons import reason_from_label
@@ -23,6 +23,8 @@ class SmiQuery:
     gpus: list[GpuFacts]
     attached_gpus: int | None = None
     """The count nvidia-smi announces; more than `len(gpus)` means sections are missing."""
+    headless: list[GpuFacts] = field(default_factory=list)
+    """A GPU section whose header line (and bus id) the paste cut: its fields, not tied to any GPU."""
 
 
 def _text(value: str | None) -> str | None:
@@ -128,14 +130,16 @@ def parse_nvidia_smi_q_text(text: str) -> SmiQuery:
 def _from_tree(root: Node) -> SmiQuery:
     gpu_nodes = root.find_all("gpu")
     bounded(len(gpu_nodes), "gpus", "the number of GPU sections")
-    gpus = [_gpu_from_node(index, node) for index, node in enumerate(gpu_nodes)]
+    headless = [node for node in gpu_nodes if node.value is None]  # the paste began inside this GPU's section
+    gpus = [_gpu_from_node(index, node) for index, node in enumerate(gpu_nodes) if node.value is not None]
     attached = _bounded_int("gpus", "the attached GPU count")(root.get("attached_gpus"))
     # NVML numbers GPUs in PCI bus order; nvidia-smi prints them in the same order.
     gpus.sort(key=lambda gpu: gpu.bus_id)
     for index, gpu in enumerate(gpus):
         gpu.index = index
     return SmiQuery(driver_version=clean(root.get("driver_version")),
-                    cuda_version=clean(root.get("cuda_version")), gpus=gpus, attached_gpus=attached)
+                    cuda_version=clean(root.get("cuda_version")), gpus=gpus, attached_gpus=attached,
+                    headless=[_gpu_from_node(-1, node, headless=True) for node in headless])
 
 
 def _first_path_value(node: Node, paths: list[tuple[str, ...]]) -> str | None:
@@ -150,10 +154,10 @@ def _first_path_value(node: Node, paths: list[tuple[str, ...]]) -> str | None:
     return None
 
 
-def _gpu_from_node(index: int, node: Node) -> GpuFacts:
+def _gpu_from_node(index: int, node: Node, headless: bool = False) -> GpuFacts:
     bus_id = normalize_bus_id(node.value) or normalize_bus_id(node.get("pci", "pci_bus_id")) \
         or normalize_bus_id(node.get("pci", "bus_id"))
-    if bus_id is None:
+    if bus_id is None and not headless:
         raise SmiParseError(f"GPU section {index} has no readable PCI bus id ({node.value!r})")
     gpu = GpuFacts(index=index, bus_id=bus_id)
     read_errors: list[str] = []

@@ -76,6 +76,11 @@ def parse_text(text: str) -> Node:
             saw_header = saw_header or "NVSMI LOG" in raw_line
             continue
         indent = len(raw_line) - len(raw_line.lstrip())
+        if indent and len(stack) == 1 and not saw_header and not root.children:
+            # a paste that starts inside a GPU's section: its fields belong to a GPU whose header line was cut
+            headless = Node("gpu", None)
+            root.children.append(headless)
+            stack.append((0, headless))  # where a GPU header line sits
         gpu_header = _GPU_HEADER.fullmatch(raw_line.strip())
         if gpu_header:
             node = Node("gpu", gpu_header.group(1))

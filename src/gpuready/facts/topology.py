@@ -23,47 +23,74 @@ def _check_link_count(token: str, row_label: str) -> None:
 
 
 def parse_topo_matrix(text: str) -> Topology:
-    """The connection matrix; tabs or spaces, with or without the legend and colour codes."""
+    """The connection matrix; tabs or spaces, with or without the legend and colour codes.
+
+    Pasted matrices lose things: a header row (then the GPU rows name the columns, the NICs are numbered), a tab
+    between two NIC cells (`NODENODE`). The GPU-to-GPU cells must be whole; a row whose NIC cells are garbled keeps
+    its GPU links and loses only its NIC links."""
     lines = [line for line in strip_ansi(text).splitlines() if line.strip()]
-    header_index = next((i for i, line in enumerate(lines) if re.match(r"^\s*GPU0\b", line)), None)
-    if header_index is None:
-        raise SmiParseError("no matrix header starting with GPU0 found")
-    columns = [token for token in lines[header_index].split()
-               if _DEVICE_LABEL.match(token)]
+    header_index = next((i for i, line in enumerate(lines)
+                         if re.match(r"^\s*GPU0\s+(?:GPU1|NIC0|mlx|CPU Affinity)", line)), None)
+    if header_index is not None:
+        columns = [token for token in lines[header_index].split() if _DEVICE_LABEL.match(token)]
+        rows = lines[header_index + 1:]
+    else:
+        columns, rows = _columns_from_rows(lines), lines
     gpu_labels = [label for label in columns if label.startswith("GPU")]
+    nic_labels = [label for label in columns if not label.startswith("GPU")]
     links: dict[tuple[int, int], str] = {}
     cpu_affinity: dict[int, str] = {}
     numa_affinity: dict[int, str] = {}
     nics: dict[str, dict[int, str]] = {}
-    for line in lines[header_index + 1:]:
+    for line in rows:
         tokens = line.split()
         if not tokens or tokens[0] == "Legend:" or not _DEVICE_LABEL.match(tokens[0]):
             if tokens and tokens[0] == "Legend:":
                 break
             continue
         row_label, values = tokens[0], tokens[1:]
-        link_values = values[:len(columns)]
-        if len(link_values) < len(columns) or not all(_LINK_TOKEN.match(v) for v in link_values):
-            raise SmiParseError(f"row {row_label} does not hold {len(columns)} link types: {line.strip()!r}")
-        rest = values[len(columns):]
-        if row_label.startswith("GPU"):
-            row = _gpu_number(row_label)
-            for column_label, value in zip(columns, link_values):
-                _check_link_count(value, row_label)
-                if column_label.startswith("GPU"):
-                    links[(row, _gpu_number(column_label))] = "SYS" if value == "SOC" else value
-                else:
-                    nics.setdefault(column_label, {})[row] = value
-            if rest:
-                if re.fullmatch(r"[\d,\-]+", rest[0]):  # a CPU list (not N/A): bounded, or the file is wrong
-                    cpu_ranges(rest[0])
-                cpu_affinity[row] = rest[0]
-            if len(rest) > 1:
-                numa_affinity[row] = rest[1]
+        gpu_values = values[:len(gpu_labels)]
+        if len(gpu_values) < len(gpu_labels) or not all(_LINK_TOKEN.match(v) for v in gpu_values):
+            raise SmiParseError(f"row {row_label} does not hold {len(gpu_labels)} GPU link types: {line.strip()!r}")
+        links_end = len(gpu_values)
+        while links_end < len(values) and _LINK_TOKEN.match(values[links_end]):
+            links_end += 1
+        nic_values = values[len(gpu_labels):links_end]
+        rest = values[links_end:]
+        if rest and not re.fullmatch(r"[\d,\-]+|N/A", rest[0]):  # a garbled NIC cell: the row's NIC links are lost
+            nic_values, rest = [], [token for token in rest if re.fullmatch(r"[\d,\-]+|N/A", token)]
+        if not row_label.startswith("GPU"):
+            continue
+        row = _gpu_number(row_label)
+        for column_label, value in zip(gpu_labels, gpu_values):
+            _check_link_count(value, row_label)
+            links[(row, _gpu_number(column_label))] = "SYS" if value == "SOC" else value
+        if len(nic_values) == len(nic_labels):
+            for column_label, value in zip(nic_labels, nic_values):
+                nics.setdefault(column_label, {})[row] = value
+        if rest:
+            if re.fullmatch(r"[\d,\-]+", rest[0]):  # a CPU list (not N/A): bounded, or the file is wrong
+                cpu_ranges(rest[0])
+            cpu_affinity[row] = rest[0]
+        if len(rest) > 1:
+            numa_affinity[row] = rest[1]
     if not links:
         raise SmiParseError("the matrix has no GPU rows")
     return Topology(gpu_labels=gpu_labels, links=links, cpu_affinity=cpu_affinity,
                     numa_affinity=numa_affinity, nics=nics)
+
+
+def _columns_from_rows(lines: list[str]) -> list[str]:
+    """The columns of a matrix pasted without its header row: the GPU rows' own labels, then as many NICs as the first
+    row has link cells beyond them."""
+    rows = [line.split() for line in lines if re.match(r"^\s*GPU\d{1,3}\s+(?:X|NV\d{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)\b", line)]
+    if not rows:
+        raise SmiParseError("no matrix header starting with GPU0 found")
+    gpus = [row[0] for row in rows]
+    cells = 0
+    while cells + 1 < len(rows[0]) and _LINK_TOKEN.match(rows[0][cells + 1]):
+        cells += 1
+    return gpus + [f"NIC{number}" for number in range(max(cells - len(gpus), 0))]
 
 
 def parse_topo_p2p(text: str) -> dict[tuple[int, int], str]:

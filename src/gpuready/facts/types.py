@@ -108,7 +108,9 @@ class KernelEvent:
     `driver_load` (the NVIDIA kernel module loaded: `detail` is its version; applies to every GPU),
     `gpu_reset` (one GPU was reset: `bus_id` or `uuid` names it), `fabric_manager` (`detail`: `version_mismatch FM
     DRIVER`, `nothing_to_do` (no NVSwitch for it to manage), `failed` (the service exited)), `cuda_not_ready` (CUDA
-    error 802, "system not yet initialized": the NVSwitch fabric is not up)."""
+    error 802, "system not yet initialized": the NVSwitch fabric is not up), `api_mismatch` (the kernel module refused
+    a client of another driver version), `gpu_lost` (NVML's "GPU is lost" or a device handle it cannot get, in any
+    program's output), `cuda_ecc` (CUDA's "uncorrectable ECC error encountered" in a job's output)."""
     line: str
     bus_id: str | None = None
     code: int | None = None
@@ -259,6 +261,8 @@ class Facts:
     topology: Topology | None = None
     p2p_read: dict[tuple[int, int], str] | None = None
     """(i, j) → `OK`, `CNS`, `GNS`, `TNS`, `NS`, `NS`…"""
+    unnamed_gpus: list[GpuFacts] = field(default_factory=list)
+    """GPU sections whose header line (so their bus id) a pasted `-q` cut: their state, tied to no GPU."""
     process_table: list[tuple[int, GpuProcess]] | None = None
     """(nvidia-smi's GPU number, process) per row of plain nvidia-smi's Processes block (it may come without the GPU
     table); None where no such block was read."""

@@ -37,15 +37,17 @@ def gather_facts(bundle: Path | None, fast: bool) -> Facts:
     return facts
 
 
-# The sources where the driver itself reports each GPU's state (not a list, a matrix or the host's view).
-DRIVER_STATE_SOURCES = ("nvml.json", "nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi.txt")
+# The sources where the driver (NVML, nvidia-smi) or CUDA answered for each GPU: a GPU it lists is one it can reach.
+# lspci and the kernel log are the host's view: they name GPUs the driver may not reach.
+DRIVER_STATE_SOURCES = ("nvml.json", "nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-topo.txt",
+                        "nvidia-smi-nvlink-s.txt", "nvidia-smi-L.txt", "cuda-p2p.txt")
 
 
 def not_enough_evidence(facts: Facts) -> str | None:
     """Why the inputs do not show the GPUs' state, or None where the driver reports them (or says there are none).
 
-    A `ready` needs evidence that names GPUs and shows them healthy: a GPU list (`-L`), a `topo -m` matrix, lspci or a
-    kernel log name GPUs without showing their state, and a `-q` head without GPU sections names none."""
+    A `ready` needs evidence that names GPUs and shows the driver reaching them: lspci or a kernel log name GPUs the
+    driver may not reach, and a `-q` head without GPU sections names none."""
     if facts.gpu_probe_error is not None:
         return None
     if facts.gpus == [] and any(facts.sources.get(name, "").startswith("parsed") for name in ("nvml.json",)):
