@@ -255,8 +255,20 @@ def gpu_model_mismatch(context: CheckContext) -> list[Finding]:
     return findings or [context.passed(f"All {len(gpus)} GPUs are alike: {gpus[0].name}.")]
 
 
-@check("gpu.visible_devices", "CUDA_VISIBLE_DEVICES does not hide or reorder GPUs", needs=("env",))
+@check("gpu.visible_devices", "CUDA_VISIBLE_DEVICES does not hide or reorder GPUs", needs_gpus=False)
 def gpu_visible_devices(context: CheckContext) -> list[Finding]:
+    asked = [event for event in context.facts.kernel_log or [] if event.kind == "cuda_bad_ordinal"]
+    if asked:
+        return [context.warn(
+            "A process asked CUDA for a GPU it does not see ('invalid device ordinal'): the job starts more ranks per "
+            "node than the GPUs visible to it (`--nproc-per-node`, `CUDA_VISIBLE_DEVICES`, the container's or "
+            "scheduler's GPU count), or indexes GPUs by global rank instead of local rank.",
+            observed=asked[-1].line[:200], expected="one visible GPU per local rank",
+            fix="Match `--nproc-per-node` to `nvidia-smi -L | wc -l` inside the job (or the GPUs requested from "
+                "Slurm/Kubernetes); use `torch.cuda.set_device(int(os.environ['LOCAL_RANK']))`.",
+            refs=["CUDA runtime: cudaErrorInvalidDevice"], evidence=kernel_evidence(asked))]
+    if context.facts.env is None or not context.gpus:
+        return [context.skip("Not judged: needs env (env.txt) and the GPUs, which this run does not have.")]
     env = context.facts.env or {}
     visible = env.get("CUDA_VISIBLE_DEVICES")
     order = env.get("CUDA_DEVICE_ORDER")

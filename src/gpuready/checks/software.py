@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gpuready.checks.registry import CheckContext, check
+from gpuready.checks.registry import CheckContext, check, kernel_evidence
 from gpuready.knowledge import driver_requirement, env_var_rules, version_tuple
 from gpuready.model import Finding
 
@@ -172,6 +172,16 @@ def software_nccl(context: CheckContext) -> list[Finding]:
 def software_container(context: CheckContext) -> list[Finding]:
     host, env = context.facts.host, context.facts.env or {}
     runtime = host.container
+    refused = [event for event in context.facts.kernel_log or [] if event.kind == "docker_no_gpu_runtime"]
+    if refused:
+        return [context.fail(
+            "Docker has no NVIDIA runtime: `docker run --gpus …` fails (could not select device driver), so no "
+            "container on this host gets a GPU, however healthy the GPUs are.", observed=refused[-1].line[:200],
+            expected="the NVIDIA Container Toolkit configured for Docker",
+            fix="Install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker && sudo "
+                "systemctl restart docker`; check with `docker run --rm --gpus all ubuntu nvidia-smi`.",
+            refs=["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"],
+            evidence=kernel_evidence(refused))]
     if runtime is None and context.facts.env is None:
         return [context.skip("No container facts in this run (cgroup.txt or env.txt holds them).")]
     schedulers = [name for name, prefix in (("Slurm", "SLURM_JOB_ID"), ("Kubernetes", "KUBERNETES_SERVICE_HOST"))

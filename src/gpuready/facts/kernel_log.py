@@ -58,6 +58,10 @@ _CUDA_ECC = re.compile(r"uncorrectable ECC error encountered", re.IGNORECASE)
 # the Kubernetes device plugin's health check: `XidCriticalError: Xid=69 on Device=GPU-7540a9b3-…, the device will go
 # unhealthy.`
 _PLUGIN_XID = re.compile(r"XidCriticalError: Xid=(\d{1,4}) on Device=(GPU-[0-9a-fA-F-]{36})")
+# Docker without the NVIDIA runtime: `could not select device driver "" with capabilities: [[gpu]]`
+_DOCKER_NO_GPU = re.compile(r'could not select device driver "[^"\n]{0,40}" with capabilities: \[\[gpu\]\]')
+# A process asked CUDA for a device number beyond those it sees (more ranks per node than visible GPUs)
+_BAD_ORDINAL = re.compile(r"invalid device ordinal", re.IGNORECASE)
 _CUDA_NOT_READY = re.compile(r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY",
                              re.IGNORECASE)
 
@@ -69,7 +73,8 @@ def _links(detail: str) -> tuple[int, ...]:
 
 MARKERS = ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:", "GPU reset executed", "fabric manager",
            "fabricmanager", "NV_WARN_NOTHING_TO_DO", "not yet initialized", "SystemNotReady", "SYSTEM_NOT_READY",
-           "GPU is lost", "device handle", "uncorrectable ECC error encountered", "XidCriticalError")
+           "GPU is lost", "device handle", "uncorrectable ECC error encountered", "XidCriticalError",
+           "with capabilities: [[gpu]]", "invalid device ordinal")
 
 
 def _times(line: str) -> tuple[float | None, str | None]:
@@ -196,6 +201,10 @@ def parse_kernel_log(log: str | Iterable[str] | Iterable[NumberedLine], source: 
             event("gpu_lost", bus_id=normalize_bus_id(match.group(1)) if match.group(1) else None)
         elif _CUDA_ECC.search(line):
             event("cuda_ecc")
+        elif _DOCKER_NO_GPU.search(line):
+            event("docker_no_gpu_runtime")
+        elif _BAD_ORDINAL.search(line):
+            event("cuda_bad_ordinal")
     mark_history(events)
     return events
 

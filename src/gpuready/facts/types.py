@@ -110,7 +110,9 @@ class KernelEvent:
     DRIVER`, `nothing_to_do` (no NVSwitch for it to manage), `failed` (the service exited)), `cuda_not_ready` (CUDA
     error 802, "system not yet initialized": the NVSwitch fabric is not up), `api_mismatch` (the kernel module refused
     a client of another driver version), `gpu_lost` (NVML's "GPU is lost" or a device handle it cannot get, in any
-    program's output), `cuda_ecc` (CUDA's "uncorrectable ECC error encountered" in a job's output)."""
+    program's output), `cuda_ecc` (CUDA's "uncorrectable ECC error encountered" in a job's output),
+    `docker_no_gpu_runtime` (Docker has no NVIDIA runtime for `--gpus`), `cuda_bad_ordinal` (a process asked CUDA for
+    a device it does not see)."""
     line: str
     bus_id: str | None = None
     code: int | None = None
