@@ -163,6 +163,8 @@ MULTI_NODE_CATEGORIES = frozenset({"network"})
 # (`not_enough_evidence`), a failure among these leaves the machine's verdict `unknown` (an NCCL timeout in a log
 # says the job failed, not why); a failure about the machine (an Xid 79 in a kernel log) makes it `not_ready`.
 JOB_CATEGORIES = frozenset({"nccl", "torch", "gloo", "nccl_tests", "diagnose", "bundle", "network"})
+JOB_CHECK_IDS = frozenset({"host.oom"})
+"""Job findings in a machine category: the OOM killer ending a job says the job outgrew the memory it had."""
 
 
 def verdict_of(findings: list[Finding]) -> Verdict:
@@ -177,7 +179,8 @@ def verdict_of(findings: list[Finding]) -> Verdict:
 def partial_verdict_of(findings: list[Finding]) -> Verdict:
     """The verdict where the evidence does not show the GPUs: `not_ready` on a failure about the machine, else
     `unknown` (a `ready` needs evidence that names GPUs and shows them healthy)."""
-    if any(f.status == Status.FAIL and f.category not in JOB_CATEGORIES for f in findings):
+    if any(f.status == Status.FAIL and f.category not in JOB_CATEGORIES and f.check_id not in JOB_CHECK_IDS
+           for f in findings):
         return Verdict.NOT_READY
     return Verdict.UNKNOWN
 
