@@ -126,7 +126,7 @@ def test_oom_on_one_rank():
 
 
 def test_driver_too_old():
-    mismatch = only(run("driver_too_old_fooocus_1313.log"), "software.version_mismatch")
+    mismatch = only(run("driver_too_old_fooocus_1313.log"), "software.driver_cuda")
     assert mismatch.status is Status.FAIL
     assert mismatch.observed["driver_supports_cuda"] == "11.4"
     assert "driver" in mismatch.fix
@@ -134,7 +134,7 @@ def test_driver_too_old():
 
 def test_driver_too_old_with_torch_build_names_required_driver():
     findings = run("driver_too_old_fooocus_1313.log", text={"pip.txt": "torch==2.1.0+cu121\n"})
-    mismatch = only(findings, "software.version_mismatch")
+    mismatch = only(findings, "software.driver_cuda")
     assert mismatch.observed["torch_cuda"] == "12.1"
     assert mismatch.observed["required_driver"] == "525.60.13"
     assert ">= 525.60.13" in mismatch.fix and "530.30.02" in mismatch.fix
@@ -142,7 +142,7 @@ def test_driver_too_old_with_torch_build_names_required_driver():
 
 
 def test_undefined_nccl_symbol():
-    mismatch = only(run("undefined_symbol_paddle_74792.log"), "software.version_mismatch")
+    mismatch = only(run("undefined_symbol_paddle_74792.log"), "software.nccl")
     assert mismatch.observed["symbol"] == "ncclCommInitRankScalable"
     assert "pip list" in mismatch.fix
 

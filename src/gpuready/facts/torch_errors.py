@@ -209,39 +209,89 @@ def parse_cuda_oom(text: str) -> CudaOom | None:
 
 # ------------------------------------------------------------------ version mismatches
 
-_DRIVER_TOO_OLD = re.compile(r"The NVIDIA driver on your system is too old \(found version (\d+)\)")
-_DRIVER_INSUFFICIENT = re.compile(r"CUDA driver version is insufficient for CUDA runtime version")
-_UNDEFINED_NCCL = re.compile(r"(?P<lib>\S*lib\w+\.so[\d.]*): undefined symbol: (?P<symbol>nccl\w+)")
-_ARCH = re.compile(r"with CUDA capability (?P<sm>sm_\d+) is not compatible with the current PyTorch installation")
+# The one parser of software-stack mismatches as logs show them (diagnose judges them as software.driver_cuda,
+# software.torch_arch and software.nccl, the ids `check` uses for the same facts).
+_DRIVER_TOO_OLD = re.compile(r"The NVIDIA driver on your system is too old \(found version (\d{1,9})\)")
+_DRIVER_INSUFFICIENT = re.compile(r"CUDA driver version is insufficient for CUDA runtime version|"
+                                  r"cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER")
+_FORWARD_COMPAT = re.compile(r"forward compatibility was attempted on non supported HW|"
+                             r"cudaErrorCompatNotSupportedOnDevice|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE")
+# Literal-led, then the text before the literal is read from a bounded slice: a search that starts with a character
+# class would try it at every position of a long line.
+_UNDEFINED_NCCL = re.compile(r": undefined symbol: (?P<symbol>nccl\w{1,80})")
+_LIBRARY_BEFORE = re.compile(r"(?P<lib>[^\s:]{0,200}lib\w{1,40}\.so[\d.]{0,20})$")
+_ARCH = re.compile(r" with CUDA capability (?P<sm>sm_\d{2,3}) is not compatible with the current PyTorch installation")
+_NAME_BEFORE = re.compile(r"(?P<name>[^\n\"':]{1,80})$")
+_ARCH_SUPPORTED = re.compile(r"The current PyTorch install supports CUDA capabilities (?P<list>[a-z_0-9 ]{1,400})")
+_NO_KERNEL_IMAGE = re.compile(r"no kernel image is available for execution on the device|"
+                              r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU")
+_INVALID_DEVICE_FUNCTION = re.compile(r"invalid device function|cudaErrorInvalidDeviceFunction")
+_NCCL_CUDA_FAILURE = re.compile(r"NCCL WARN|Cuda failure|NCCL error|nccl\w{0,20}Error")
+_ARCH_TOKEN = re.compile(r"(?:sm|compute)_\d{2,3}[af]?")
 _TORCH_BUILD = re.compile(r"\btorch[ =:]=?\s*(?P<version>\d+\.\d+(?:\.\d+)?\w*)\+cu(?P<cuda>\d{3})\b")
 
 
 @dataclass(frozen=True)
 class VersionMismatch:
     kind: str
-    """`driver_too_old`, `nccl_symbol` or `arch`."""
+    """`driver_too_old` (the driver is older than the CUDA runtime: `found version 11040`, `CUDA driver version is
+    insufficient`, error 35), `forward_compat` (error 804: CUDA's forward-compatibility libraries on a GPU or driver
+    that cannot use them), `arch` (torch has no kernels for the GPU: the capability warning, `no kernel image is
+    available`), `arch_supported` (the warning's next line: the architectures torch has), `nccl_symbol` (the libnccl
+    loaded lacks a symbol torch needs), `nccl_arch` (NCCL's own kernels missing for the GPU: `Cuda failure 'invalid
+    device function'` in an NCCL error)."""
     driver_cuda: str | None = None
     """The CUDA version the installed driver supports (`found version 11040` → `11.4`)."""
+    driver_api: int | None = None
+    """The integer torch printed (`11040`): cudaDriverGetVersion's value."""
+    cuda_error: int | None = None
+    """The CUDA error code where the line names it (35 insufficient driver, 804 forward compatibility)."""
     symbol: str | None = None
     library: str | None = None
     arch: str | None = None
+    """`sm_120`."""
+    gpu_name: str | None = None
+    """`NVIDIA GeForce RTX 5090`, from the capability warning."""
+    supported: tuple[str, ...] = ()
+    """The architectures the torch build has (`sm_50`, …, `compute_37`)."""
 
 
 def cuda_from_driver_api(value: int) -> str:
-    """cudaDriverGetVersion's integer as `major.minor`: 11040 → `11.4`, 12020 → `12.2`."""
+    """cudaDriverGetVersion's integer as `major.minor`: 11040 → `11.4`, 12020 → `12.2`, 11000 → `11.0`."""
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
 def parse_version_mismatch(text: str) -> VersionMismatch | None:
+    """One line: a driver / CUDA / torch-arch / NCCL mismatch of any of the kinds above, or None."""
     if match := _DRIVER_TOO_OLD.search(text):
-        return VersionMismatch(kind="driver_too_old", driver_cuda=cuda_from_driver_api(int(match.group(1)[:9])))
+        value = int(match.group(1))
+        return VersionMismatch(kind="driver_too_old", driver_cuda=cuda_from_driver_api(value), driver_api=value)
     if _DRIVER_INSUFFICIENT.search(text):
-        return VersionMismatch(kind="driver_too_old")
+        return VersionMismatch(kind="driver_too_old", cuda_error=35)
+    if _FORWARD_COMPAT.search(text):
+        return VersionMismatch(kind="forward_compat", cuda_error=804)
     if match := _UNDEFINED_NCCL.search(text):
-        return VersionMismatch(kind="nccl_symbol", symbol=match.group("symbol"), library=match.group("lib"))
+        library = _LIBRARY_BEFORE.search(text[max(0, match.start() - 260):match.start()])
+        return VersionMismatch(kind="nccl_symbol", symbol=match.group("symbol"),
+                               library=library.group("lib") if library else None)
     if match := _ARCH.search(text):
-        return VersionMismatch(kind="arch", arch=match.group("sm"))
+        before = _NAME_BEFORE.search(text[max(0, match.start() - 80):match.start()])
+        name = (before.group("name").strip().strip("`").strip() or None) if before else None
+        supported = _ARCH_SUPPORTED.search(text, match.end())
+        return VersionMismatch(kind="arch", arch=match.group("sm"), gpu_name=name,
+                               supported=_arch_list(supported.group("list")) if supported else ())
+    if match := _ARCH_SUPPORTED.search(text):
+        return VersionMismatch(kind="arch_supported", supported=_arch_list(match.group("list")))
+    nccl = _NCCL_CUDA_FAILURE.search(text)
+    if nccl and (_INVALID_DEVICE_FUNCTION.search(text) or _NO_KERNEL_IMAGE.search(text)):
+        return VersionMismatch(kind="nccl_arch")
+    if _NO_KERNEL_IMAGE.search(text):
+        return VersionMismatch(kind="arch")
     return None
+
+
+def _arch_list(text: str) -> tuple[str, ...]:
+    return tuple(match.group(0) for match in _ARCH_TOKEN.finditer(text))[:64]
 
 
 def parse_torch_build_cuda(text: str) -> str | None:

@@ -602,13 +602,16 @@ class NcclLogReader(Reader):
                 consequence_of=root if linked else None, refs=[DOCS_TROUBLESHOOTING]))
         for key, bucket in self.warns.items():
             linked = root is not None and bucket.first_seq >= root_seq
+            cause = root
+            if not linked and "torch" in context.readers and _nccl_arch(bucket.lines[0]):
+                linked, cause = True, "software.nccl"  # the torch reader judges NCCL kernels missing for the GPU
             found.append(Finding(
                 check_id="nccl.warn", status=Status.WARN, subject=self._subject(context, _host_of(bucket.lines),
                                                                                 bucket.lines),
                 message=f"NCCL WARN {_message_of(bucket.lines[0])} ({bucket.count}×)"
-                        + (f": follows from {root}." if linked else "."),
+                        + (f": follows from {cause}." if linked else "."),
                 observed={"lines": bucket.count, "pattern": key}, evidence=quote(bucket.lines),
-                consequence_of=root if linked else None, refs=[DOCS_TROUBLESHOOTING]))
+                consequence_of=cause if linked else None, refs=[DOCS_TROUBLESHOOTING]))
         if self.warns_dropped:
             found.append(Finding(
                 check_id="nccl.warn", status=Status.WARN, subject=Subject(host=context.host),
@@ -618,6 +621,13 @@ class NcclLogReader(Reader):
 
 
 _RAISED_BY_TORCH = ("ResultError", "RemoteExited", "Timeout")
+
+
+def _nccl_arch(line: Line) -> bool:
+    """NCCL's `Cuda failure 'invalid device function'`: its kernels lack the GPU (software.nccl, judged once)."""
+    from gpuready.facts.torch_errors import parse_version_mismatch
+    mismatch = parse_version_mismatch(line.text)
+    return mismatch is not None and mismatch.kind == "nccl_arch"
 
 
 def _nccl_level(line: Line) -> str | None:

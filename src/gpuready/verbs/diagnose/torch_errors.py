@@ -7,12 +7,14 @@ and NCCL flight-recorder dumps (JSON only: a pickle dump is reported, never unpi
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuready.facts import nccl_log as nccl_parse
 from gpuready.facts import torch_errors as parse
-from gpuready.knowledge import driver_requirement
+from gpuready.knowledge import driver_requirement, load_table
 from gpuready.model import Finding, Status, Subject
 from gpuready.verbs.diagnose.evidence import DiagnoseContext, Line, Reader, quote
 
@@ -73,6 +75,10 @@ class TorchErrorReader(Reader):
     markers = (r"Watchdog caught collective|detected by watchdog at work|NCCL error|nccl[A-Z]\w+Error|Last error|"
                r"peer access is not supported|cudaErrorPeerAccessUnsupported|CUDA out of memory|"
                r"driver on your system is too old|CUDA driver version is insufficient|undefined symbol: nccl|"
+               r"cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER|forward compatibility was attempted|"
+               r"cudaErrorCompatNotSupported|CUDA_ERROR_COMPAT_NOT_SUPPORTED|no kernel image is available|"
+               r"cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|supports CUDA capabilities|"
+               r"invalid device function|NCCL version \d|"
                r"is not compatible with the current PyTorch|\+cu\d{3}\b|client socket|TCP client failed|"
                r"DistNetworkError|DistStoreError|RendezvousConnectionError|Socket Timeout|failed to bind|"
                r"NCCL INFO (?:Bootstrap|NET/Socket|NET/IB)\s*: Using|failed \(exitcode|closing signal|Root Cause|"
@@ -101,6 +107,8 @@ class TorchErrorReader(Reader):
         # versions
         self.versions: list[tuple[parse.VersionMismatch, Line]] = []
         self.torch_cuda: tuple[str, Line] | None = None
+        self.nccl_versions: dict[str, Line] = {}
+        """NCCL_DEBUG banners (`NCCL version 2.4.8+cuda10.2`): the NCCL a software.nccl finding names."""
         # network
         self.network: list[tuple[parse.NetworkError, Line]] = []
         self.answering: dict[str, Line] = {}
@@ -150,6 +158,10 @@ class TorchErrorReader(Reader):
         order = next(self._order)
         text = line.text
         rank = parse.line_rank(text)
+        if (mismatch := parse.parse_version_mismatch(text)) is not None:
+            self._note_mismatch(mismatch, line)
+            if mismatch.kind != "nccl_arch":  # `Cuda failure 'invalid device function'` is an NCCL error's text too
+                return
         if self._last_error_text(line, rank):
             return
         if (timeout := parse.parse_watchdog_timeout(text)) is not None:
@@ -175,10 +187,6 @@ class TorchErrorReader(Reader):
             self._note_rank(rank)
             if len(self.ooms) < MAX_ITEMS:
                 self.ooms.append((rank, oom, line, order))
-            return
-        if (mismatch := parse.parse_version_mismatch(text)) is not None:
-            if len(self.versions) < MAX_ITEMS:
-                self.versions.append((mismatch, line))
             return
         if parse.is_p2p_unsupported(text):
             self._note_rank(rank)
@@ -211,7 +219,25 @@ class TorchErrorReader(Reader):
             if len(self.closing) < MAX_ITEMS:
                 self.closing.append(line)
             return
+        if "NCCL version" in text:
+            event = nccl_parse.parse_line(text.strip("*` "))  # a banner pasted in Markdown bold still counts
+            if isinstance(event, nccl_parse.Version) and len(self.nccl_versions) < 8:
+                self.nccl_versions.setdefault(event.version + (f"+cuda{event.cuda}" if event.cuda else ""), line)
+                return
         self._elastic_block(line)
+
+    def _note_mismatch(self, mismatch: parse.VersionMismatch, line: Line) -> None:
+        """The capability warning's next line (`The current PyTorch install supports …`) completes it."""
+        if mismatch.kind == "arch_supported":
+            for index in range(len(self.versions) - 1, -1, -1):
+                known, known_line = self.versions[index]
+                if known.kind == "arch" and known_line.source == line.source and \
+                        0 < line.number - known_line.number <= 3 and not known.supported:
+                    self.versions[index] = (dataclasses.replace(known, supported=mismatch.supported), known_line)
+                    break
+            return
+        if len(self.versions) < MAX_ITEMS:
+            self.versions.append((mismatch, line))
 
     def _note_rank(self, rank: int | None) -> None:
         if rank is not None and len(self.ranks_seen) < MAX_RANKS:
@@ -314,6 +340,13 @@ class TorchErrorReader(Reader):
             if gloo is not None and finding.check_id == "torch.rank_failed" and finding.subject.rank in waited \
                     and finding.observed.get("exitcode") == 1 and finding.consequence_of is None:
                 finding.consequence_of = "gloo.timeout"
+        # a rank killed by SIGKILL where the kernel's OOM killer shows in the inputs follows from host.oom
+        host_reader = context.readers.get("host")
+        if getattr(host_reader, "oom_killed", False):
+            for finding in found:
+                if finding.check_id == "torch.rank_failed" and finding.observed.get("exitcode") == -9 and \
+                        finding.consequence_of is None:
+                    finding.consequence_of = "host.oom"
         # a rank killed by the watchdog's abort (-6) after its own timeout follows from the timeout
         for finding in found:
             if finding.check_id == "torch.rank_failed" and finding.observed.get("exitcode") == -6 and \
@@ -365,58 +398,95 @@ class TorchErrorReader(Reader):
             evidence=quote([entry[2] for entry in self.ooms]))
 
     def _version_findings(self, host: str) -> list[Finding]:
+        """One finding per kind of software-stack mismatch, under the ids `check` gives the same facts."""
         found: list[Finding] = []
         done: set[str] = set()
+        build = self.torch_cuda[0] if self.torch_cuda else None
         for mismatch, line in self.versions:
             if mismatch.kind in done:
                 continue
             done.add(mismatch.kind)
-            lines = [l for m, l in self.versions if m.kind == mismatch.kind]
-            refs: list[str] = []
-            observed: dict = {"kind": mismatch.kind}
-            if mismatch.kind == "driver_too_old":
-                build = self.torch_cuda[0] if self.torch_cuda else None
-                observed.update(driver_supports_cuda=mismatch.driver_cuda, torch_cuda=build)
-                requirement = driver_requirement(build) if build else None
-                if requirement:
-                    need = (f"install NVIDIA driver >= {requirement.minimum} (>= {requirement.full_feature} for full "
-                            f"CUDA {build} support)" if requirement.full_feature else
-                            f"install NVIDIA driver >= {requirement.minimum}")
-                    refs = [requirement.minimum_source] + ([requirement.full_feature_source]
-                                                           if requirement.full_feature_source else [])
-                    observed["required_driver"] = requirement.minimum
-                else:
-                    need = ("install a driver new enough for the torch build's CUDA "
-                            "(`python -c 'import torch; print(torch.version.cuda)'`; CUDA 12.x needs >= 525.60.13, "
-                            "13.x >= 580)")
-                    refs = ["src/gpuready/knowledge/cuda_driver.toml"]
-                if self.torch_cuda:
-                    lines = lines + [self.torch_cuda[1]]
-                alt = (f", or install a torch wheel built for CUDA <= {mismatch.driver_cuda} "
-                       f"(`pip install torch --index-url https://download.pytorch.org/whl/cu{mismatch.driver_cuda.replace('.', '')}`"
-                       " where that build exists)") if mismatch.driver_cuda else ""
-                supports = f" (it supports CUDA {mismatch.driver_cuda})" if mismatch.driver_cuda else ""
-                message = (f"The NVIDIA driver is older than the CUDA runtime torch was built with{supports}"
-                           + (f"; torch is built for CUDA {build}." if build else "."))
-                fix = need + alt + "; check with `nvidia-smi` (Driver Version) afterwards."
+            same = [item for item in self.versions if item[0].kind == mismatch.kind]
+            lines = [item[1] for item in same]
+            rank = parse.line_rank(line.text)
+            if mismatch.kind in ("driver_too_old", "forward_compat"):
+                found.append(self._driver_finding(host, rank, mismatch, same, build))
+            elif mismatch.kind == "arch":
+                found.append(_arch_finding(host, rank, same, build, self.torch_cuda))
             elif mismatch.kind == "nccl_symbol":
-                observed.update(symbol=mismatch.symbol, library=mismatch.library)
-                message = (f"torch's CUDA library needs {mismatch.symbol}, which the libnccl it loaded lacks: an "
-                           f"older NCCL is found first.")
-                fix = ("Find which libnccl is loaded: `pip list | grep -i nccl` (two nvidia-nccl-cuXX wheels, or one "
-                       "older than torch's pin), `echo $LD_LIBRARY_PATH` (a system NCCL first) and `ldconfig -p | grep "
-                       "nccl`; uninstall the extra wheel / drop the path, or `pip install --force-reinstall torch` so "
-                       "its pinned nvidia-nccl wheel comes back.")
-            else:
-                observed.update(arch=mismatch.arch)
-                message = f"This torch build has no kernels for the GPU's architecture {mismatch.arch}."
-                fix = (f"Install a torch build whose `torch.cuda.get_arch_list()` includes {mismatch.arch} (Blackwell "
-                       "sm_100/sm_120 needs a cu128 or newer wheel: `pip install torch --index-url "
-                       "https://download.pytorch.org/whl/cu128`).")
-            found.append(Finding(check_id="software.version_mismatch", status=Status.FAIL,
-                                 subject=Subject(host=host, rank=parse.line_rank(line.text)), message=message,
-                                 observed=observed, fix=fix, refs=refs, evidence=quote(lines)))
+                found.append(Finding(
+                    check_id="software.nccl", status=Status.FAIL, subject=Subject(host=host, rank=rank),
+                    message=(f"torch's CUDA library needs {mismatch.symbol}, which the libnccl it loaded lacks: an "
+                             f"older NCCL is found first."),
+                    observed={"kind": mismatch.kind, "symbol": mismatch.symbol, "library": mismatch.library},
+                    fix=("Find which libnccl is loaded: `pip list | grep -i nccl` (two nvidia-nccl-cuXX wheels, or one "
+                         "older than torch's pin), `echo $LD_LIBRARY_PATH` (a system NCCL first) and `ldconfig -p | "
+                         "grep nccl`; uninstall the extra wheel / drop the path, or `pip install --force-reinstall "
+                         "torch` so its pinned nvidia-nccl wheel comes back."),
+                    refs=[NCCL_TROUBLESHOOTING], evidence=quote(lines)))
+            elif mismatch.kind == "nccl_arch":
+                banners = list(self.nccl_versions.items())
+                versions = [version for version, _line in banners]
+                found.append(Finding(
+                    check_id="software.nccl", status=Status.FAIL, subject=Subject(host=host, rank=rank),
+                    message=("NCCL's kernels do not run on this GPU (`invalid device function` / `no kernel image` "
+                             "inside NCCL" + (f", NCCL {', '.join(versions)}" if versions else "")
+                             + "): the NCCL build lacks the GPU's architecture, an NCCL older than the GPU "
+                               "generation or one built for other GPUs."),
+                    observed={"kind": mismatch.kind, "nccl_versions": versions, "torch_cuda": build},
+                    expected="an NCCL built for this GPU's architecture",
+                    fix=("Use the NCCL that ships with a torch wheel built for this GPU (`python -c 'import torch; "
+                         "print(torch.cuda.nccl.version(), torch.cuda.get_arch_list())'`), and no older libnccl in "
+                         "front of it: check `LD_LIBRARY_PATH`, `LD_PRELOAD`, `ldconfig -p | grep nccl` and "
+                         "`pip list | grep -i nccl`; for nccl-tests or a framework linked to a system NCCL, install "
+                         "the NCCL release that supports this GPU."),
+                    refs=[NCCL_TROUBLESHOOTING,
+                          "https://docs.nvidia.com/deeplearning/nccl/release-notes/rel_2-7-3.html (2.7.3: 'Added "
+                          "support for A100 GPU': an NCCL release adds each GPU generation)"],
+                    evidence=quote(lines + [line for _version, line in banners[:2]])))
         return found
+
+    def _driver_finding(self, host: str, rank: int | None, mismatch: parse.VersionMismatch,
+                        same: list[tuple[parse.VersionMismatch, Line]], build: str | None) -> Finding:
+        lines = [item[1] for item in same] + ([self.torch_cuda[1]] if self.torch_cuda else [])
+        driver_cuda = next((m.driver_cuda for m, _ in same if m.driver_cuda), None)
+        driver_api = next((m.driver_api for m, _ in same if m.driver_api is not None), None)
+        observed: dict = {"kind": mismatch.kind, "driver_supports_cuda": driver_cuda, "driver_api": driver_api,
+                          "cuda_error": mismatch.cuda_error, "torch_cuda": build}
+        requirement = driver_requirement(build) if build else None
+        if requirement:
+            need = (f"install NVIDIA driver >= {requirement.minimum} (>= {requirement.full_feature} for full "
+                    f"CUDA {build} support)" if requirement.full_feature else
+                    f"install NVIDIA driver >= {requirement.minimum}")
+            refs = [requirement.minimum_source] + ([requirement.full_feature_source]
+                                                   if requirement.full_feature_source else [])
+            observed["required_driver"] = requirement.minimum
+        else:
+            need = ("install a driver new enough for the CUDA the program was built with (torch: `python -c 'import "
+                    "torch; print(torch.version.cuda)'`; a container: its CUDA_VERSION): " + _driver_floors())
+            refs = ["src/gpuready/knowledge/cuda_driver.toml"]
+        if mismatch.kind == "forward_compat":
+            message = ("CUDA error 804, `forward compatibility was attempted on non supported HW`: a CUDA newer than "
+                       "the host driver was started through CUDA's forward-compatibility library (a container's "
+                       "cuda-compat libcuda), which only data-centre GPUs can use"
+                       + (f"; torch is built for CUDA {build}." if build else "."))
+            fix = (need[0].upper() + need[1:] + ", or run an image / torch wheel built for the CUDA the host driver "
+                   "supports (`nvidia-smi` prints it as 'CUDA Version'); on GeForce / RTX workstation GPUs take "
+                   "/usr/local/cuda/compat out of LD_LIBRARY_PATH.")
+            refs = refs + ["https://docs.nvidia.com/deploy/cuda-compatibility/ (forward compatibility: data-centre "
+                           "GPUs only)"]
+        else:
+            supports = f" (it supports CUDA {driver_cuda}, `found version {driver_api}`)" if driver_cuda else ""
+            message = (f"The NVIDIA driver is older than the CUDA runtime the program was built with{supports}"
+                       + (f"; torch is built for CUDA {build}." if build else "."))
+            alt = (f", or install a torch wheel built for CUDA <= {driver_cuda} "
+                   f"(`pip install torch --index-url https://download.pytorch.org/whl/cu{driver_cuda.replace('.', '')}`"
+                   " where that build exists)") if driver_cuda else ""
+            fix = need + alt + "; check with `nvidia-smi` (Driver Version) afterwards."
+        return Finding(check_id="software.driver_cuda", status=Status.FAIL, subject=Subject(host=host, rank=rank),
+                       message=message, observed=observed,
+                       expected=f">= {requirement.minimum}" if requirement else None, fix=fix, refs=refs,
+                       evidence=quote(lines))
 
     def _p2p_finding(self, host: str) -> Finding | None:
         if not self.p2p:
@@ -553,6 +623,9 @@ class TorchErrorReader(Reader):
                 elif any(p["rank"] != record["rank"] for p in primary):
                     consequence = "nccl.error"
             last = record["last_error"]
+            if consequence is None and last and any(f.check_id == "software.nccl" for f in versions):
+                cause = parse.parse_version_mismatch(last)
+                consequence = "software.nccl" if cause is not None and cause.kind == "nccl_arch" else None
             same = [r["line"] for r in self.nccl_errors if (r["kind"], r["last_error"]) == key]
             ranks = sorted({r["rank"] for r in self.nccl_errors if (r["kind"], r["last_error"]) == key
                             and r["rank"] is not None})
@@ -703,3 +776,85 @@ def _nccl_fix(kind: str, last: str | None) -> str:
                 "NCCL_DEBUG=INFO log from every node.")
     return ("Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and give the log to `gpuready diagnose`; check "
             "/dev/shm size in containers (--shm-size, --ipc=host) and `ulimit -l` (memlock) for system errors.")
+
+
+NCCL_TROUBLESHOOTING = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+TORCH_INDEX = "https://download.pytorch.org/whl/"
+
+
+def _driver_floors() -> str:
+    """`CUDA 11.x needs >= 450.80.02, 12.x >= 525.60.13, …` from knowledge/cuda_driver.toml."""
+    rows = sorted(load_table("cuda_driver").get("minor_compat", []), key=lambda row: int(row["cuda_major"]))
+    return "CUDA " + ", ".join(f"{row['cuda_major']}.x needs >= {row['min_driver_linux']}" for row in rows)
+
+
+def _sm(arch: str | None) -> tuple[int, int] | None:
+    """`sm_120` → (12, 0), `sm_86` → (8, 6)."""
+    digits = arch.split("_", 1)[1].rstrip("af") if arch and "_" in arch else ""
+    return (int(digits[:-1]), int(digits[-1])) if len(digits) >= 2 and digits.isdigit() else None
+
+
+def wheel_for(arch: str | None) -> dict | None:
+    """The oldest PyTorch CUDA wheel index (knowledge/torch_wheels.toml) with kernels for `arch`, by PyTorch's rule
+    (SASS of the same major at or below the minor, or PTX at or below the capability)."""
+    device = _sm(arch)
+    if device is None:
+        return None
+    for row in load_table("torch_wheels")["wheel"]:
+        for built in row["archs"]:
+            have = _sm(built)
+            if have is None:
+                continue
+            if built.startswith("sm_") and have[0] == device[0] and have[1] <= device[1]:
+                return row
+            if built.startswith("compute_") and have <= device:
+                return row
+    return None
+
+
+def _arch_finding(host: str, rank: int | None, same: list, build: str | None, torch_cuda) -> Finding:
+    warning = next((m for m, _ in same if m.arch), same[0][0])
+    lines = [line for _, line in same]
+    arch, name, supported = warning.arch, warning.gpu_name, list(warning.supported)
+    wheel = wheel_for(arch)
+    observed = {"kind": "arch", "arch": arch, "gpu_name": name, "supported": supported, "torch_cuda": build,
+                "wheel_index": wheel["index"] if wheel else None}
+    refs = ["torch/cuda/__init__.py (_check_capability: the capability warning)"]
+    if arch:
+        message = (f"This torch build has no kernels for {name + ' ' if name else 'the GPU '}({arch})"
+                   + (f"; it supports {' '.join(supported)}" if supported else "") + ": CUDA kernels fail with "
+                   "'no kernel image is available for execution on the device'.")
+    else:
+        message = ("A CUDA kernel could not start: 'no kernel image is available for execution on the device': the "
+                   "program (torch, a CUDA extension or another CUDA binary) was built without this GPU's "
+                   "architecture.")
+    if wheel:
+        requirement = driver_requirement(wheel["cuda"])
+        driver = (f"; that CUDA needs NVIDIA driver >= {requirement.minimum}"
+                  + (f", >= {requirement.full_feature} for all of CUDA {wheel['cuda']}" if requirement.full_feature
+                     else "") if requirement else "")
+        fix = (f"Install a torch wheel built for {arch}: `pip install --force-reinstall torch --index-url "
+               f"{TORCH_INDEX}{wheel['index']}` (CUDA {wheel['cuda']} or newer{driver}); check with `python -c "
+               f"'import torch; print(torch.cuda.get_arch_list())'`. Rebuild CUDA extensions (flash-attn, apex, …) "
+               f"for it too (TORCH_CUDA_ARCH_LIST).")
+        refs.append(wheel["source"])
+        if requirement:
+            refs.append(requirement.minimum_source)
+    elif arch:
+        fix = (f"No current PyTorch CUDA wheel in gpuready's table has kernels for {arch}: install an older torch "
+               f"release whose `torch.cuda.get_arch_list()` includes it, or build torch from source with "
+               f"TORCH_CUDA_ARCH_LIST set to it.")
+        refs.append("src/gpuready/knowledge/torch_wheels.toml")
+    else:
+        indexes = "; ".join(f"{row['index']}: {' '.join(row['archs'])}" for row in load_table("torch_wheels")["wheel"])
+        fix = ("Compare the GPU's architecture (`nvidia-smi --query-gpu=compute_cap --format=csv`) with "
+               "`python -c 'import torch; print(torch.cuda.get_arch_list())'` and install the torch wheel that "
+               f"covers it ({indexes}); a CUDA extension built for other GPUs is rebuilt with TORCH_CUDA_ARCH_LIST, "
+               "another CUDA program with `-gencode arch=compute_XY,code=sm_XY` for the GPU's capability.")
+        refs.append("src/gpuready/knowledge/torch_wheels.toml")
+    if torch_cuda:
+        lines = lines + [torch_cuda[1]]
+    return Finding(check_id="software.torch_arch", status=Status.FAIL, subject=Subject(host=host, rank=rank),
+                   message=message, observed=observed,
+                   expected=f"{arch} in torch.cuda.get_arch_list()" if arch else None,
+                   fix=fix, refs=refs, evidence=quote(lines))
