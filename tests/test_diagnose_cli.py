@@ -68,8 +68,10 @@ def test_recorded_rank_killed_by_sigkill(capsys):
     code, report = _diagnose(capsys, RECORDED / "torchrun-sigkill.log")
     assert code == 1
     assert [(f["check_id"], f["subject"]["rank"], f["consequence_of"]) for f in report["findings"]] == [
-        ("torch.rank_failed", 1, None), ("torch.ranks_terminated", None, "torch.rank_failed")]
+        ("torch.rank_failed", 1, None), ("torch.ranks_terminated", None, "torch.rank_failed"),
+        ("host.oom", None, None)]  # SIGKILL with no OOM-killer line: a warning to look at dmesg
     assert "SIGKILL" in report["findings"][0]["message"] and "OOM killer" in report["findings"][0]["message"]
+    assert report["findings"][2]["status"] == "warn" and report["findings"][2]["observed"]["pids"] == [4949]
 
 
 def test_recorded_hang_names_the_rank_that_did_not_join_not_the_one_that_waited(capsys):

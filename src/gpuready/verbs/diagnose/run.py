@@ -86,7 +86,11 @@ def default_readers() -> list[Reader]:
     from gpuready.verbs.diagnose.nccl_log import NcclLogReader
     from gpuready.verbs.diagnose.nccl_tests import NcclTestsReader
     from gpuready.verbs.diagnose.torch_errors import TorchErrorReader
-    return [KernelLines(), NcclLogReader(), TorchErrorReader(), NcclTestsReader()]
+    from gpuready.verbs.diagnose.dcgm import DcgmDiagReader
+    from gpuready.verbs.diagnose.host import HostLogReader
+    from gpuready.verbs.diagnose.k8s import K8sNodeReader
+    return [KernelLines(), NcclLogReader(), TorchErrorReader(), NcclTestsReader(), HostLogReader(), DcgmDiagReader(),
+            K8sNodeReader()]
 
 
 class Scanner:
