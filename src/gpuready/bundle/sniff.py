@@ -32,7 +32,8 @@ _SHAPES: list[tuple[str, re.Pattern[str]]] = [
     ("nvidia-smi-q.txt", re.compile(r"=+\s*NVSMI LOG\s*=+|^GPU " + _BUS_ID + r"\s*$", re.MULTILINE)),
     ("nvidia-smi.txt", re.compile(r"NVIDIA-SMI \d|NVIDIA-SMI has failed|No devices were found|"
                                   r"Driver/library version mismatch|nvidia-smi: (?:command )?not found|"
-                                  r"Unable to determine the device handle for GPU|Failed to initialize NVML|"
+                                  # at a line's start, as nvidia-smi prints them (a daemon's log puts its time first)
+                                  r"^Unable to determine the device handle for GPU|^Failed to initialize NVML|"
                                   r"NVIDIA-SMI couldn't find libnvidia-ml|^\|\s{0,4}Processes:\s{2,}",
                                   re.IGNORECASE | re.MULTILINE)),
     ("cuda-p2p.txt", CUDA_P2P_SHAPE),
