@@ -10,6 +10,22 @@ def report_for(bundle: Path, **options):
     return check_report(build_facts(read_bundle(bundle)), CheckOptions(**options))
 
 
+def findings(*paths: Path):
+    """What `gpuready diagnose PATHS…` finds."""
+    from gpuready.verbs.diagnose.run import diagnose
+    return diagnose(list(paths)).findings
+
+
+def of(found, check_id):
+    return [f for f in found if f.check_id == check_id]
+
+
+def only(found, check_id):
+    matches = of(found, check_id)
+    assert len(matches) == 1, [(f.check_id, f.status.value) for f in found]
+    return matches[0]
+
+
 def statuses(report, check_id):
     return [finding.status.value for finding in report.findings if finding.check_id == check_id]
 

@@ -10,23 +10,10 @@ from pathlib import Path
 from gpuready.facts import dcgm_diag, k8s_node
 from gpuready.model import Status
 from gpuready.verbs.diagnose.run import diagnose
+from helpers import findings, of, only
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 DCGM, K8S = FIXTURES / "dcgm", FIXTURES / "k8s"
-
-
-def findings(*paths: Path):
-    return diagnose(list(paths)).findings
-
-
-def of(found, check_id):
-    return [f for f in found if f.check_id == check_id]
-
-
-def only(found, check_id):
-    matches = of(found, check_id)
-    assert len(matches) == 1, [(f.check_id, f.status.value) for f in found]
-    return matches[0]
 
 
 def line_numbers(finding):

@@ -13,24 +13,11 @@ from gpuready.model import Status
 from gpuready.verbs.diagnose.evidence import DiagnoseContext, feed_text
 from gpuready.verbs.diagnose.host import HostLogReader
 from gpuready.verbs.diagnose.run import diagnose
+from helpers import findings, of, only
 from gpuready.verbs.diagnose.torch_errors import TorchErrorReader
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 HOST, SOFTWARE = FIXTURES / "host", FIXTURES / "software"
-
-
-def findings(*paths: Path):
-    return diagnose(list(paths)).findings
-
-
-def of(found, check_id):
-    return [f for f in found if f.check_id == check_id]
-
-
-def only(found, check_id):
-    matches = of(found, check_id)
-    assert len(matches) == 1, [(f.check_id, f.status.value) for f in found]
-    return matches[0]
 
 
 def lines_of(finding):
