@@ -55,15 +55,6 @@ def xid_entry(code: int) -> dict[str, Any] | None:
     return next((row for row in load_table("xid")["xid"] if row["xid"] == code), None)
 
 
-def xid_level(entry: dict[str, Any] | None) -> str:
-    """`fail` or `warn` for an Xid: critical and error fail, info warns, and an application fault that is not critical
-    only warns; a code missing from the catalog (None) is judged an error."""
-    severity = entry["severity"] if entry else "error"
-    if entry and entry.get("app_fault") and severity != "critical":
-        return "warn"
-    return "fail" if severity in ("critical", "error") else "warn"
-
-
 @dataclass(frozen=True)
 class DriverRequirement:
     minimum: str
