@@ -15,7 +15,9 @@ from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
 from gpuready.verbs.check import check_files
 from gpuready.verbs.diagnose.run import diagnose
 from gpuready.verbs.monitor import describe, xid_status
+from gpuready.runner.local import RunOutcome
 from gpuready.telemetry import Telemetry
+from gpuready.verbs.validate.run import build_report
 
 RELOAD = "[ 9000.000001] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
 # (kernel line, the check that reports it, expected status, the Xid number when NVML alone can carry the verdict)
@@ -69,6 +71,12 @@ def _burn_status(code: int) -> str:
     return next(f.status.value for f in judge.findings if f.check_id == "burn.xid")
 
 
+def _validate_status(code: int) -> str:
+    outcome = RunOutcome(xid_events=[(3.0, 0, code)])
+    report = build_report(outcome, None, "h")
+    return next(f.status.value for f in report.findings if f.check_id == "validate.xid")
+
+
 @pytest.mark.parametrize(("line", "check_id", "expected", "code"), ROWS)
 def test_one_line_one_status_in_every_verb(tmp_path, line, check_id, expected, code):
     path = tmp_path / "dmesg.txt"
@@ -79,6 +87,7 @@ def test_one_line_one_status_in_every_verb(tmp_path, line, check_id, expected, c
     assert _statuses(diagnosed, check_id) == [expected]
     if code is not None:
         assert _burn_status(code) == expected
+        assert _validate_status(code) == expected
         assert xid_status(code) == expected
         assert describe({"gpu": 0, "event": "xid", "xid": code}).split(": ", 1)[1].startswith(expected.upper())
 

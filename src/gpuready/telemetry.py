@@ -111,3 +111,16 @@ class Sampler:
         while not self._stop.is_set():
             for index, xid in self.source.wait_xid(500):
                 self.telemetry.xid_events.append((self.now_s(), index, xid))
+
+
+def start_telemetry(device: str, gpus: list[int]) -> tuple[Any, Any]:
+    """(NVML session, a started Sampler at 1 s, Xids watched) over these NVML indices (none: Xids only); (None, None)
+    on CPUs or without NVML. The caller stops the sampler."""
+    if device != "cuda":
+        return None, None
+    from gpuready.facts.nvml import NvmlSession
+    try:
+        session = NvmlSession()
+        return session, Sampler(session, [index for index in gpus if index < len(session.handles)], 1.0).__enter__()
+    except Exception:  # no NVML: no telemetry, the run goes on
+        return None, None

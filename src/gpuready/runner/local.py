@@ -125,6 +125,8 @@ class RunOutcome:
     failures: list[RankFailure] = field(default_factory=list)
     unkillable: list[int] = field(default_factory=list)
     """PIDs still alive after SIGKILL."""
+    xid_events: list[tuple[float, int | None, int]] = field(default_factory=list)
+    """(seconds into the run, NVML index, Xid) NVML reported while the ranks ran."""
     interrupted: bool = False
     interrupted_by: str | None = None
     """`SIGINT` (Ctrl-C), `SIGTERM` or `SIGHUP`: what stopped the run (the exit code is 128 + its number)."""

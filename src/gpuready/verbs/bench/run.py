@@ -18,6 +18,7 @@ from typing import Any
 from gpuready import __version__
 from gpuready.model import Report
 from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
+from gpuready.telemetry import start_telemetry
 
 BENCH_PRESETS: dict[str, ModelShape] = {
     "tiny": ModelShape(name="tiny", layers=2, hidden=64, heads=4, vocab=256, max_positions=256),
@@ -216,19 +217,6 @@ def failure_entry(failure: Any) -> dict[str, Any]:
 def run_deadline_s(options: BenchOptions, runs: int) -> float:
     """The whole of `runs` runs: start-up, then every step at its longest, plus building and the checksum."""
     return options.startup_timeout_s + runs * options.timeout_s * (options.steps + options.warmup_steps + 2)
-
-
-def start_telemetry(device: str, gpus: list[int]) -> tuple[Any, Any]:
-    """(NVML session, sampler at 1 s) over these NVML indices; (None, None) on CPUs or without NVML."""
-    if device != "cuda" or not gpus:
-        return None, None
-    from gpuready.facts.nvml import NvmlSession
-    from gpuready.telemetry import Sampler
-    try:
-        session = NvmlSession()
-        return session, Sampler(session, [index for index in gpus if index < len(session.handles)], 1.0).__enter__()
-    except Exception:  # no NVML: no telemetry, the run goes on
-        return None, None
 
 
 def consumed_rates(runs: list[dict[str, Any]], host: str) -> tuple[float, float] | None:

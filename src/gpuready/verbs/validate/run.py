@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpuready import __version__
-from gpuready.model import Report
+from gpuready.checks.kernel_judge import nvml_xid_findings
+from gpuready.model import GpuRef, Report, Subject
 from gpuready.runner.local import RunOutcome, check_cpu_ranks
+from gpuready.telemetry import start_telemetry
 from gpuready.verbs.stopped import stopped_finding
 from gpuready.workloads.worker import GPU_ONLY
 
@@ -135,6 +137,12 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
     from gpuready.verbs.validate.judge import Judge
     judge = Judge(outcome, facts, host)
     judge.judge_all()
+    by_index = {gpu.index: gpu for gpu in (facts.gpus or [])} if facts is not None else {}
+    judge.findings += nvml_xid_findings(
+        "validate.xid", outcome.xid_events,
+        lambda index: Subject(host=host, gpu=GpuRef(index=index, bus_id=by_index[index].bus_id,
+                                                    uuid=by_index[index].uuid) if index in by_index else None),
+        "validate")
     for user_host, seen in sorted((users or {}).items()):
         judge.findings[:0] = sharing_findings("validate", user_host, seen, exclusive)
         blame_sharing(judge.findings, seen)
@@ -201,6 +209,7 @@ def run_local_validate(options: ValidateOptions, progress_callback=None) -> tupl
         if refused is not None:
             return refused, None
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-validate-"))
+    _session, xid_watch = start_telemetry(device, [])  # Xids NVML reports while the workloads run
     try:
         if watch:
             watch.__enter__()
@@ -211,6 +220,9 @@ def run_local_validate(options: ValidateOptions, progress_callback=None) -> tupl
     finally:
         if watch:
             watch.__exit__(None, None, None)
+        if xid_watch is not None:
+            xid_watch.stop()
+    outcome.xid_events = list(xid_watch.telemetry.xid_events) if xid_watch is not None else []
     host = socket.gethostname()
     users = {host: watch.seen} if watch is not None else None
     return build_report(outcome, facts, host, users=users, exclusive=options.exclusive), outcome
