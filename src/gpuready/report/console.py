@@ -1,5 +1,8 @@
 """The report document as rich tables: verdict first, then findings grouped by category, failures first.
 
+Every string of the document may come from outside (log lines, file names, host and GPU names): each reaches rich
+as a `Text` (never parsed as markup) after `printable` (safe_text.py) has escaped its control characters.
+
 It reads the JSON document (`Report.to_dict()`, described by `schema/report.schema.json`), so a saved report
 (`--out report.json`) renders again as it did. A document from another version, or edited by hand, still renders: a
 missing key or a value this version does not know is shown as such, never a traceback.
@@ -15,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuready.model import GpuRef, Status, Subject, Verdict
+from gpuready.report.safe_text import printable
 
 _STATUS_STYLE = {Status.FAIL.value: "bold red", Status.ERROR.value: "bold magenta", Status.WARN.value: "yellow",
                  Status.PASS.value: "green", Status.SKIP.value: "dim"}
@@ -71,13 +75,13 @@ def render_console(document: dict, console: Console | None = None, verbose: bool
     verdicts = _mapping(document.get("verdicts"))
     host = document.get("host")
     console.print(Text.assemble(
-        (f"{'?' if host is None else host}: ", "bold"),
+        (f"{'?' if host is None else printable(host)}: ", "bold"),
         (_verdict_label(verdict, labels), verdict_style or _VERDICT_STYLE[Verdict.UNKNOWN.value]),
         f"   ({labels['single_node']}: {_verdict_label(verdicts.get('single_node'), labels)}; "
         f"{labels['multi_node']}: {_verdict_label(verdicts.get('multi_node'), labels)}; "
         f"{labels['judged_for']}: {_scope_label(document.get('judged_for'), labels)})"))
     if document.get("not_enough_evidence"):
-        console.print(Text(str(document["not_enough_evidence"]), style="magenta"))
+        console.print(Text(printable(document["not_enough_evidence"]), style="magenta"))
     console.print(labels["summary"].format(fail=counts[Status.FAIL.value] + counts[Status.ERROR.value],
                                            warn=counts[Status.WARN.value], pass_=counts[Status.PASS.value],
                                            skip=counts[Status.SKIP.value]))
@@ -161,7 +165,7 @@ def _render_measurements(document: dict, console: Console, verbose: bool) -> Non
         label = _subject_label(subject) if subject.get("gpu") else _text(subject.get("host"))
         method = _mapping(measurement.get("method"))
         if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
-            label += f" {method['strategy']}×{method['world_size']}"
+            label += printable(f" {method['strategy']}×{method['world_size']}")
         table.add_row(*(Text(cell) for cell in (_text(measurement.get("name")), label,
                                                 format_value(value, unit),
                                                 expected, share)))
@@ -203,7 +207,7 @@ def _render_strategies(document: dict, console: Console, verbose: bool) -> None:
         total = _number(_mapping(row.get("memory_bytes")).get("total"))
         step = _number(row.get("step_time_s"))
         fits = row.get("fits")
-        reasons = [str(reason) for reason in _sequence(row.get("reasons"))]
+        reasons = [printable(reason) for reason in _sequence(row.get("reasons"))]
         table.add_row(Text(_text(row.get("name"))), Text("?" if fits is None else ("yes" if fits else "no"),
                                                          style="green" if fits else ("red" if fits is False else "")),
                       f"{total / 2**30:,.1f}" if total is not None else "?",
@@ -238,27 +242,29 @@ def _subject_label(data: dict) -> str:
         ref = ref if isinstance(ref, dict) else {}
         return GpuRef(index=ref.get("index", "?"), cuda_index=ref.get("cuda_index")) if ref else None
     nic = data.get("nic")
-    return str(Subject(host=_text(data.get("host")), gpu=gpu(data.get("gpu")), peer=gpu(data.get("peer")),
-                       nic=str(nic) if nic else None, rank=data.get("rank")).label())
+    return printable(Subject(host=_text(data.get("host")), gpu=gpu(data.get("gpu")), peer=gpu(data.get("peer")),
+                             nic=str(nic) if nic else None, rank=data.get("rank")).label())
 
 
 def _verdict_label(value: Any, labels: dict[str, str]) -> str:
     if value is None:
         return labels["verdict_missing"]
     known = isinstance(value, str) and value in _VERDICT_STYLE
-    return labels[value] if known else labels["verdict_unrecognised"].format(value=value)
+    return labels[value] if known else printable(labels["verdict_unrecognised"].format(value=value))
 
 
 def _scope_label(value: Any, labels: dict[str, str]) -> str:
     if value is None:
         return labels["missing"]
-    return labels[value] if isinstance(value, str) and value in _SCOPES else labels["unrecognised"].format(value=value)
+    if isinstance(value, str) and value in _SCOPES:
+        return labels[value]
+    return printable(labels["unrecognised"].format(value=value))
 
 
 def _status_label(status: str | None, labels: dict[str, str]) -> str:
     if status is None:
         return labels["status_missing"]
-    return labels[status] if status in _STATUS_STYLE else f"{status}?"
+    return labels[status] if status in _STATUS_STYLE else f"{printable(status)}?"
 
 
 def _rank(status: str | None) -> float:
@@ -275,7 +281,8 @@ def _number(value: Any) -> float | int | None:
 
 
 def _text(value: Any, missing: str = "?") -> str:
-    return missing if value is None or value == "" else str(value)
+    """A value of the document as it is shown: control characters escaped (`printable`), `missing` for none."""
+    return missing if value is None or value == "" else printable(value)
 
 
 def _mapping(value: Any) -> dict:
