@@ -54,7 +54,9 @@ ROUTE_PROBE_ADDRESS = "192.0.2.1"
 
 NCCL_ENV_DOC = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 K8S_PRODUCT = {"job": "Indexed Job + headless Service", "jobset": "JobSet", "trainjob": "Kubeflow TrainJob"}
-_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # with re.fullmatch: `$` would let a trailing newline in
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""Control characters (newline and tab included): no value the user gives may carry one into a script or manifest."""
 _CONTAINER = "trainer"
 _JOBSET_REPLICATED_JOB = "node"  # Kubeflow's torch-distributed runtime names its replicatedJob `node` too
 _INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -161,13 +163,33 @@ def nccl_env_notes(facts: Any, *, peers: list[str] | tuple[str, ...] = (), entri
     else:
         states = ", ".join(f"{port.device}:{port.port} {port.state or 'unknown'}" for port in ports)
         notes.append(f"NCCL_IB_HCA not set: no RDMA port is ACTIVE ({states}); NCCL falls back to sockets")
+    for name, value, _why in [item for item in found if _CONTROL.search(item[1])]:
+        found.remove((name, value, _why))
+        notes.append(f"{name} not set: the facts' value {value!r} holds a control character")
     return found, notes
 
 
 # --- text helpers -------------------------------------------------------------------------------------------------
 
+def _one_line(text: str) -> str:
+    """Text from facts (interface names, states) for a `#` comment: one line, other controls shown as `\\xNN`."""
+    from gpuready.report.safe_text import printable
+    return printable(" ".join(str(text).split()))
+
+
+def _refuse_controls(values: list[tuple[str, str | None]]) -> None:
+    """ValueError (one sentence) for the first value holding a newline or other control character: every value is
+    quoted (shlex.quote, YAML double quotes), but a newline in a `#` comment or a name would still end the line."""
+    for option, value in values:
+        if value is not None and _CONTROL.search(value):
+            raise ValueError(f"{option} {value!r} holds a newline or another control character; a launch script or "
+                             "manifest cannot carry it safely: remove it")
+
+
 def _check(kind: str, nnodes: int, gpus_per_node: int, command: list[str], image: str | None, k8s_kind: str,
-           port: int, name: str) -> None:
+           port: int, name: str, reports: str = DEFAULT_REPORTS, rdzv_id: str | None = None) -> None:
+    _refuse_controls([("--name", name), ("--image", image), ("--reports", reports), ("--rdzv-id", rdzv_id),
+                      *(("an argument after `--`", word) for word in command)])
     if kind not in KINDS:
         raise ValueError(f"unknown launch kind {kind!r}: choose from {', '.join(KINDS)}")
     if nnodes < 1 or gpus_per_node < 1:
@@ -184,7 +206,7 @@ def _check(kind: str, nnodes: int, gpus_per_node: int, command: list[str], image
         longest = {"job": f"{name}-{nnodes - 1}",
                    "jobset": f"{name}-{_JOBSET_REPLICATED_JOB}-0-{nnodes - 1}",
                    "trainjob": f"{name}-{_JOBSET_REPLICATED_JOB}-0-{nnodes - 1}"}[k8s_kind]
-        if not _DNS_LABEL.match(name) or len(longest) > 63:
+        if not _DNS_LABEL.fullmatch(name) or len(longest) > 63:
             raise ValueError(f"--name {name!r} cannot name Kubernetes pods: lower-case letters, digits and '-', "
                              f"starting with a letter, and the pod hostname {longest!r} at most 63 characters")
     elif not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
@@ -230,9 +252,9 @@ def _torchrun_flags(nnodes: int, gpus_per_node: int, endpoint: str, rdzv_id: str
 
 def _shell_env(pairs: list[tuple[str, str, str]], notes: list[str]) -> list[str]:
     lines = ["# NCCL settings, from this node's facts (gpuready launch; " + NCCL_ENV_DOC + ")"]
-    lines += [f"# {note}" for note in notes]
+    lines += [f"# {_one_line(note)}" for note in notes]
     for name, value, why in pairs:
-        lines += [f"# {name}: {why}", f"export {name}={shlex.quote(value)}"]
+        lines += [f"# {name}: {_one_line(why)}", f"export {name}={shlex.quote(value)}"]
     return lines
 
 
@@ -323,10 +345,10 @@ def _slurm_text(nnodes: int, gpus_per_node: int, command: list[str], port: int, 
 
 class _Comment:
     def __init__(self, text: str):
-        self.text = " ".join(text.split())
+        self.text = _one_line(text)
 
 
-_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./:-]*$")
+_PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./:-]*")  # with re.fullmatch (`$` would pass a trailing newline)
 _YAML11_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
 
 
@@ -338,7 +360,7 @@ def _scalar(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     text = str(value)
-    if _PLAIN.match(text) and not text.endswith(":") and ": " not in text and text.lower() not in _YAML11_WORDS:
+    if _PLAIN.fullmatch(text) and not text.endswith(":") and ": " not in text and text.lower() not in _YAML11_WORDS:
         return text
     quoted = json.dumps(text, ensure_ascii=False)
     # YAML allows only printable characters inside quotes: escape DEL, C1 controls and other unprintables.
@@ -373,7 +395,7 @@ def _yaml_lines(value: Any, indent: int) -> list[str]:
 
 
 def _yaml_doc(comments: list[str], document: dict) -> str:
-    return "\n".join([f"# {' '.join(line.split())}" for line in comments] + _yaml_lines(document, 0)) + "\n"
+    return "\n".join([f"# {_one_line(line)}" for line in comments] + _yaml_lines(document, 0)) + "\n"
 
 
 def _k8s_env(facts: Any, nnodes: int, gpus_per_node: int, master: str | None, port: int) -> list:
@@ -524,7 +546,7 @@ def launch_text(kind: str, *, nnodes: int, gpus_per_node: int, command: list[str
     `facts`: this node's Facts, for the NCCL variables (see `nccl_env`) and Slurm's --cpus-per-task.
     """
     command = list(command)
-    _check(kind, nnodes, gpus_per_node, command, image, k8s_kind, port, name)
+    _check(kind, nnodes, gpus_per_node, command, image, k8s_kind, port, name, reports, rdzv_id)
     if command[0] == "bench":
         command = _bench_program(command, reports)
     if port == 0:
