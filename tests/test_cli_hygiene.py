@@ -223,8 +223,8 @@ def test_bad_ports_and_jsonl_are_usage_errors(tmp_path, capsys):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         busy = taken.getsockname()[1]
-        cases = [(["--prometheus-port", "0"], "--prometheus-port 0 is not a TCP port (1 to 65535)"),
-                 (["--prometheus-port", "70000"], "--prometheus-port 70000 is not a TCP port (1 to 65535)"),
+        cases = [(["--prometheus-port", "0"], "--prometheus-port: '0' is not a TCP port from 1 to 65,535"),
+                 (["--prometheus-port", "70000"], "--prometheus-port: '70000' is not a TCP port from 1 to 65,535"),
                  (["--prometheus-port", str(busy)], f"cannot serve metrics on 127.0.0.1:{busy}: Address already in use"),
                  (["--prometheus-port", "9400", "--prometheus-address", "no-such-host.invalid"], "cannot be resolved"),
                  (["--jsonl", str(tmp_path / "missing" / "m.jsonl")], "cannot append to --jsonl"),

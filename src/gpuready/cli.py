@@ -6,7 +6,9 @@ import argparse
 import errno
 import json
 import os
+import re
 import signal
+import stat
 import socket
 import sys
 import tempfile
@@ -15,11 +17,53 @@ from pathlib import Path
 
 from gpuready import __version__
 from gpuready.model import ExitCode, worst_exit_code
+from gpuready.options import (MAX_GPUS, MAX_GPUS_PER_NODE, MAX_INTERVAL_S, MAX_NODES, MAX_RANKS, MAX_RUN_S,
+                              MAX_TIMEOUT_S, MAX_WATTS, number, whole)
+from gpuready.shapes import SHAPE_LIMITS
 from gpuready.runner.signals import Stopped, exit_code_for, stop_signals_raise
 
 VERBS = ("check", "collect", "validate", "burn", "monitor", "diagnose", "plan", "launch", "bench")
 BROKEN_PIPE_EXIT = 141
 """128 + SIGPIPE: what a shell reports for git or coreutils ended by SIGPIPE when their reader went away."""
+
+
+NODES = whole("nodes", 1, MAX_NODES)
+GPUS_PER_NODE = whole("GPUs per node", 1, MAX_GPUS_PER_NODE)
+RANKS = whole("ranks", 1, MAX_RANKS)
+TIMEOUT_S = number("seconds", 0, MAX_TIMEOUT_S, above_minimum=True)
+INTERVAL_S = number("seconds", 0, MAX_INTERVAL_S, above_minimum=True)
+WATTS = number("watts", 0, MAX_WATTS, above_minimum=True)
+PORT = whole("TCP port", 1, 65_535, noun="a TCP port")
+ANY_PORT = whole("TCP port", 0, 65_535, noun="a TCP port")
+RUN_S = number("seconds", 0, MAX_RUN_S, above_minimum=True)
+SAMPLES = whole("samples", 1, 1_000_000_000)
+GB_PER_S = number("GB/s", 0, 1_000_000, above_minimum=True)
+TOKENS = whole("tokens", 1, SHAPE_LIMITS["max_positions"])
+MICRO_BATCH = whole("sequences", 1, 1_048_576)
+GLOBAL_BATCH = whole("sequences", 1, 1 << 30)
+ALL_GPUS = whole("GPUs", 1, MAX_GPUS)
+LEARNING_RATE = number("learning rate", 0, 100, above_minimum=True)
+ROOM_C = number("degrees Celsius", -50, 60)
+PRICE_KWH = number("USD per kWh", 0, 100)
+MONTHS = whole("months", 1, 600)
+UTILISATION = number("the time (a share)", 0, 1, above_minimum=True)
+STEPS = whole("steps", 1, 1_000_000)
+WARMUP = whole("steps", 0, 1_000_000)
+
+
+def _shape_kind(option: str):
+    """The argparse type of a model dimension option (--layers, --ffn-hidden, ...): 1 to the shape's limit."""
+    field = {"kv-heads": "kv_heads", "ffn-hidden": "ffn_hidden", "ffn": "ffn_hidden"}.get(option, option)
+    unit = {"layers": "layers", "hidden": "units (the model width)", "heads": "attention heads",
+            "kv_heads": "key/value heads", "ffn_hidden": "units (the MLP width)", "vocab": "tokens (the vocabulary)"}
+    return whole(unit[field], 1, SHAPE_LIMITS[field])
+MAX_BYTES = 1 << 40
+"""The largest collective size --max-bytes accepts (1 TiB)."""
+
+
+def _help(text: str, kind) -> str:
+    """An option's help with its type, range and unit, from the argparse type itself."""
+    return f"{text}; {kind.describe}" if text else kind.describe
 
 
 class UsageError(Exception):
@@ -39,12 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
     check = verbs.add_parser("check", help="inventory and static checks (default verb)")
     check.add_argument("--bundle", type=Path, help="read a support bundle (folder or .tar.gz) instead of this machine")
     check.add_argument("--fast", action="store_true", help="do not import torch (versions from package metadata)")
-    check.add_argument("--expect-gpus", type=int, metavar="N", help="fail unless exactly N GPUs are visible")
-    check.add_argument("--psu-watts", type=float, metavar="W", help="PSU capacity, to judge the power budget")
-    check.add_argument("--circuit-watts", type=float, metavar="W", help="circuit rating, to judge the power budget")
+    check.add_argument("--expect-gpus", type=GPUS_PER_NODE, metavar="N",
+                       help=_help("fail unless exactly N GPUs are visible", GPUS_PER_NODE))
+    check.add_argument("--psu-watts", type=WATTS, metavar="W", help=_help("PSU capacity, to judge the power budget", WATTS))
+    check.add_argument("--circuit-watts", type=WATTS, metavar="W",
+                       help=_help("circuit rating, to judge the power budget", WATTS))
     check.add_argument("--multi-node", action="store_true",
                        help="the machine is for multi-node jobs: network findings decide the verdict and exit code")
-    check.add_argument("--nnodes", type=int, metavar="N", help="nodes the job will span; N > 1 implies --multi-node")
+    check.add_argument("--nnodes", type=NODES, metavar="N",
+                       help=_help("nodes the job will span; N > 1 implies --multi-node", NODES))
     _add_output_options(check)
 
     validate = verbs.add_parser("validate", help="measure compute, transfers, P2P, collectives and a DDP run")
@@ -52,9 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="cuda: one rank per GPU with NCCL; cpu: gloo ranks (collectives, ddp)")
     validate.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                           help="auto: nccl on GPUs, gloo on CPUs; gloo on GPUs lets ranks share a GPU")
-    validate.add_argument("--ranks", type=int, metavar="N",
-                          help="ranks to start (default: every GPU; 2 on cpu); at most one per GPU, "
-                               "or one per usable CPU on cpu")
+    validate.add_argument("--ranks", type=RANKS, metavar="N",
+                          help=_help("ranks to start (default: every GPU; 2 on cpu); at most one per GPU, "
+                                     "or one per usable CPU on cpu", RANKS))
     validate.add_argument("--oversubscribe", action="store_true",
                           help="allow more CPU ranks than usable CPUs (up to 4 per CPU)")
     validate.add_argument("--gpus", metavar="LIST", help="GPUs to use: NVML indices, bus ids or UUIDs, comma-separated")
@@ -62,22 +109,27 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--quick", action="store_true", help="a smoke pass: fewer sizes and iterations")
     validate.add_argument("--exclusive", action="store_true",
                           help="fail before anything runs when another process computes on a selected GPU")
-    validate.add_argument("--timeout", type=float, default=120.0, metavar="S",
-                          help="seconds one operation may take before its rank counts as hung (default 120)")
-    validate.add_argument("--startup-timeout", type=float, default=300.0, metavar="S",
-                          help="seconds for the ranks to start and connect (default 300)")
-    validate.add_argument("--deadline", type=float, metavar="S",
-                          help="seconds the whole run may take, the end included (default: start-up timeout + "
-                               "4x the printed plan, at least 120 s, + one --timeout)")
-    validate.add_argument("--max-bytes", type=_size, metavar="SIZE", help="largest collective size (e.g. 64M, 1G)")
+    validate.add_argument("--timeout", type=TIMEOUT_S, default=120.0, metavar="S",
+                          help=_help("seconds one operation may take before its rank counts as hung (default 120)",
+                                     TIMEOUT_S))
+    validate.add_argument("--startup-timeout", type=TIMEOUT_S, default=300.0, metavar="S",
+                          help=_help("seconds for the ranks to start and connect (default 300)", TIMEOUT_S))
+    validate.add_argument("--deadline", type=RUN_S, metavar="S",
+                          help=_help("seconds the whole run may take, the end included (default: start-up timeout + "
+                                     "4x the printed plan, at least 120 s, + one --timeout)", RUN_S))
+    validate.add_argument("--max-bytes", type=_size, metavar="SIZE",
+                          help=_help("largest collective size", _size))
     validate.add_argument("--log-dir", type=Path, metavar="DIR", help="rank logs and NCCL flight-recorder dumps")
-    validate.add_argument("--nnodes", type=int, metavar="N", help="run on N nodes: builds and runs the torchrun command")
-    validate.add_argument("--nproc-per-node", type=int, metavar="G", help="ranks per node with --nnodes (default: GPUs)")
+    validate.add_argument("--nnodes", type=NODES, metavar="N",
+                          help=_help("run on N nodes: builds and runs the torchrun command", NODES))
+    validate.add_argument("--nproc-per-node", type=RANKS, metavar="G",
+                          help=_help("ranks per node with --nnodes (default: GPUs)", RANKS))
     validate.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun rendezvous endpoint with --nnodes")
     _add_output_options(validate)
 
     burn = verbs.add_parser("burn", help="full load on every GPU with silent-error detection and telemetry")
-    burn.add_argument("--duration", default="30m", help="how long the GEMM window lasts: 30m, 90s, 1h (default 30m)")
+    burn.add_argument("--duration", default="30m",
+                      help="how long the GEMM window lasts: 30m, 90s, 1h (default 30m); above 0 s, at most 168h")
     burn.add_argument("--gpus", metavar="LIST", help="GPUs to burn: NVML indices, bus ids or UUIDs")
     burn.add_argument("--dtype", choices=("bf16", "fp16", "tf32", "fp32", "fp64"),
                       help="default bf16 where every GPU has it, else fp32")
@@ -85,24 +137,28 @@ def build_parser() -> argparse.ArgumentParser:
     burn.add_argument("--exclusive", action="store_true",
                       help="fail before anything runs when another process computes on a selected GPU")
     burn.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    burn.add_argument("--ranks", type=int, metavar="N",
-                      help="CPU workers with --device cpu (default 1, at most one per usable CPU); on GPUs burn "
-                           "only the first N selected GPUs")
+    burn.add_argument("--ranks", type=RANKS, metavar="N",
+                      help=_help("CPU workers with --device cpu (default 1, at most one per usable CPU); on GPUs burn "
+                                 "only the first N selected GPUs", RANKS))
     burn.add_argument("--oversubscribe", action="store_true",
                       help="allow more CPU workers than usable CPUs (up to 4 per CPU)")
-    burn.add_argument("--interval", type=float, default=1.0, metavar="S", help="telemetry interval (default 1 s)")
-    burn.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                      help="a worker silent this long counts as lost (default 60 s)")
+    burn.add_argument("--interval", type=INTERVAL_S, default=1.0, metavar="S",
+                      help=_help("telemetry interval (default 1 s)", INTERVAL_S))
+    burn.add_argument("--timeout", type=TIMEOUT_S, default=60.0, metavar="S",
+                      help=_help("a worker silent this long counts as lost (default 60 s)", TIMEOUT_S))
     burn.add_argument("--log-dir", type=Path, metavar="DIR", help="worker logs")
     _add_output_options(burn)
 
     monitor = verbs.add_parser("monitor", help="watch GPU health beside a training job")
-    monitor.add_argument("--interval", type=float, default=1.0, metavar="S", help="sampling interval (default 1 s)")
+    monitor.add_argument("--interval", type=INTERVAL_S, default=1.0, metavar="S",
+                         help=_help("sampling interval (default 1 s)", INTERVAL_S))
     monitor.add_argument("--jsonl", type=Path, metavar="FILE", help="append events and samples to FILE")
-    monitor.add_argument("--prometheus-port", type=int, metavar="N", help="serve metrics for Prometheus on port N")
+    monitor.add_argument("--prometheus-port", type=PORT, metavar="N",
+                         help=_help("serve metrics for Prometheus on port N", PORT))
     monitor.add_argument("--prometheus-address", default="127.0.0.1", metavar="ADDR",
                          help="address the metrics server listens on (default 127.0.0.1; 0.0.0.0: every interface)")
-    monitor.add_argument("--count", type=int, metavar="N", help="stop after N samples (default: until Ctrl-C)")
+    monitor.add_argument("--count", type=SAMPLES, metavar="N",
+                         help=_help("stop after N samples (default: until Ctrl-C)", SAMPLES))
     monitor.add_argument("--quiet", action="store_true", help="no live table; events only")
 
     collect = verbs.add_parser("collect", help="write a support bundle of this machine")
@@ -124,10 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
                                             "recognised by content). gpuready diagnose net --peers HOST[,HOST]: "
                                             "live network triage towards the other nodes.")
     diagnose.add_argument("paths", nargs="+", metavar="PATH", help="files, folders, bundles; or `net`")
-    diagnose.add_argument("--expect", type=float, metavar="GB/S",
-                          help="the busbw nccl-tests should reach here (where the inputs hold no topology)")
+    diagnose.add_argument("--expect", type=GB_PER_S, metavar="GB/S",
+                          help=_help("the busbw nccl-tests should reach here (where the inputs hold no topology)",
+                                     GB_PER_S))
     diagnose.add_argument("--peers", metavar="HOST[,HOST]", help="with `net`: the other nodes")
-    diagnose.add_argument("--port", type=int, default=29500, metavar="N", help="with `net`: the rendezvous port")
+    diagnose.add_argument("--port", type=PORT, default=29500, metavar="N",
+                          help=_help("with `net`: the rendezvous port", PORT))
     diagnose.add_argument("--shared-path", type=Path, metavar="DIR",
                           help="with `net`: a folder every node should see with the same content")
     _add_output_options(diagnose)
@@ -136,71 +194,83 @@ def build_parser() -> argparse.ArgumentParser:
     model = plan.add_argument_group("model (a preset, a Hugging Face config.json, or its shape)")
     model.add_argument("--preset", metavar="NAME", help="gpt2-small|gpt2-medium|gpt2-large|gpt2-xl|llama2-7b|llama2-13b|"
                                                         "llama3-8b|llama3-70b")
-    model.add_argument("--hf-config", type=Path, metavar="FILE", help="a Hugging Face config.json")
+    model.add_argument("--hf-config", type=Path, metavar="FILE",
+                       help="a Hugging Face config.json (a regular file, at most 1 MiB)")
     model.add_argument("--family", choices=("gpt2", "llama"), default="gpt2")
     for name in ("layers", "hidden", "heads", "kv-heads", "ffn-hidden", "vocab"):
-        model.add_argument(f"--{name}", type=int, metavar="N")
+        kind = _shape_kind(name)
+        model.add_argument(f"--{name}", type=kind, metavar="N", help=kind.describe)
     run = plan.add_argument_group("training run")
-    run.add_argument("--seq", type=int, default=1024, metavar="S")
-    run.add_argument("--micro-batch", type=int, default=1, metavar="B")
-    run.add_argument("--global-batch", type=int, metavar="B")
+    run.add_argument("--seq", type=TOKENS, default=1024, metavar="S", help=_help("default 1024", TOKENS))
+    run.add_argument("--micro-batch", type=MICRO_BATCH, default=1, metavar="B", help=_help("default 1", MICRO_BATCH))
+    run.add_argument("--global-batch", type=GLOBAL_BATCH, metavar="B", help=GLOBAL_BATCH.describe)
     run.add_argument("--precision", choices=("amp-bf16", "bf16"), default="amp-bf16")
     run.add_argument("--optimizer", choices=("adamw", "sgd", "adafactor"), default="adamw")
     run.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
     run.add_argument("--attention", choices=("flash", "eager"), default="flash")
     run.add_argument("--strategy", metavar="NAME", help="only this strategy (ddp, zero1, zero2, fsdp, tp=2, ...)")
     run.add_argument("--task", choices=("train", "infer"), default="train")
-    run.add_argument("--batch", type=int, default=1, metavar="B", help="with --task infer: concurrent sequences")
-    run.add_argument("--context", type=int, metavar="S", help="with --task infer: context length (default --seq)")
+    run.add_argument("--batch", type=MICRO_BATCH, default=1, metavar="B",
+                     help=_help("with --task infer: concurrent sequences", MICRO_BATCH))
+    run.add_argument("--context", type=TOKENS, metavar="S",
+                     help=_help("with --task infer: context length (default --seq)", TOKENS))
     where = plan.add_argument_group("machine (default: this one)")
     where.add_argument("--machine", metavar="COUNTxMODEL", help="a machine described: 8xH100-SXM, 2xRTX4090")
     where.add_argument("--bundle", type=Path, metavar="PATH", help="the machine of a support bundle")
-    where.add_argument("--gpus", type=int, metavar="N", help="plan for N of this machine's GPUs")
-    where.add_argument("--nodes", type=int, default=1, metavar="N")
+    where.add_argument("--gpus", type=ALL_GPUS, metavar="N", help=_help("plan for N of this machine's GPUs", ALL_GPUS))
+    where.add_argument("--nodes", type=NODES, default=1, metavar="N", help=_help("default 1", NODES))
     where.add_argument("--measured", type=Path, metavar="REPORT",
                        help="a validate report (--out): its TFLOP/s, busbw and host copy figures replace assumptions")
     scale = plan.add_argument_group("batch and learning rate from a known-good run")
-    scale.add_argument("--known-batch", type=int, metavar="B")
-    scale.add_argument("--known-lr", type=float, metavar="LR")
-    scale.add_argument("--known-gpus", type=int, metavar="N")
+    scale.add_argument("--known-batch", type=GLOBAL_BATCH, metavar="B", help=GLOBAL_BATCH.describe)
+    scale.add_argument("--known-lr", type=LEARNING_RATE, metavar="LR", help=LEARNING_RATE.describe)
+    scale.add_argument("--known-gpus", type=ALL_GPUS, metavar="N", help=ALL_GPUS.describe)
     money = plan.add_argument_group("power and cost")
-    money.add_argument("--psu-watts", type=float, metavar="W")
+    money.add_argument("--psu-watts", type=WATTS, metavar="W", help=WATTS.describe)
     money.add_argument("--circuit", metavar="230V16A|120V20A|household")
-    money.add_argument("--room-c", type=float, metavar="C")
-    money.add_argument("--price-kwh", type=float, metavar="PRICE")
-    money.add_argument("--horizon-months", type=int, default=36, metavar="M")
-    money.add_argument("--utilisation", type=float, default=0.6, metavar="0..1")
-    money.add_argument("--prices", type=Path, metavar="FILE", help="a TOML file of prices overriding the defaults")
+    money.add_argument("--room-c", type=ROOM_C, metavar="C", help=ROOM_C.describe)
+    money.add_argument("--price-kwh", type=PRICE_KWH, metavar="PRICE", help=PRICE_KWH.describe)
+    money.add_argument("--horizon-months", type=MONTHS, default=36, metavar="M", help=_help("default 36", MONTHS))
+    money.add_argument("--utilisation", type=UTILISATION, default=0.6, metavar="0..1",
+                       help=_help("share of the time the GPUs work (default 0.6)", UTILISATION))
+    money.add_argument("--prices", type=Path, metavar="FILE",
+                       help="a TOML file of prices overriding the defaults (a regular file, at most 1 MiB)")
     _add_output_options(plan)
 
     bench = verbs.add_parser("bench", help="does adding GPUs make a real training step faster here?")
     bench.add_argument("--preset", default=None, metavar="NAME",
                        help="tiny|125M|350M|760M|1.3B|2.7B|7B|8B-llama (default 125M; tiny with --device cpu)")
-    bench.add_argument("--model-config", type=Path, metavar="FILE", help="a Hugging Face config.json (no weights)")
+    bench.add_argument("--model-config", type=Path, metavar="FILE",
+                       help="a Hugging Face config.json (no weights; a regular file, at most 1 MiB)")
     bench.add_argument("--family", choices=("gpt2", "llama"), default="gpt2")
     for name in ("layers", "hidden", "heads", "kv-heads", "ffn", "vocab"):
-        bench.add_argument(f"--{name}", type=int, metavar="N")
-    bench.add_argument("--seq", type=int, metavar="S", help="default 2048 (32 for tiny)")
-    bench.add_argument("--micro-batch", type=int, default=4, metavar="B", help="per GPU, the same in every run")
-    bench.add_argument("--global-batch", type=int, metavar="B", help="strong scaling by gradient accumulation")
+        kind = _shape_kind(name)
+        bench.add_argument(f"--{name}", type=kind, metavar="N", help=kind.describe)
+    bench.add_argument("--seq", type=TOKENS, metavar="S", help=_help("default 2048 (32 for tiny)", TOKENS))
+    bench.add_argument("--micro-batch", type=MICRO_BATCH, default=4, metavar="B",
+                       help=_help("per GPU, the same in every run", MICRO_BATCH))
+    bench.add_argument("--global-batch", type=GLOBAL_BATCH, metavar="B",
+                       help=_help("strong scaling by gradient accumulation", GLOBAL_BATCH))
     bench.add_argument("--precision", choices=("amp-bf16", "bf16"), default="amp-bf16")
     bench.add_argument("--recompute", choices=("none", "full"), default="none")
     bench.add_argument("--compile", action="store_true", help="torch.compile the model")
-    bench.add_argument("--steps", type=int, default=20, metavar="N", help="measured steps (after --warmup)")
-    bench.add_argument("--warmup", type=int, default=5, metavar="N")
+    bench.add_argument("--steps", type=STEPS, default=20, metavar="N", help=_help("measured steps (after --warmup)", STEPS))
+    bench.add_argument("--warmup", type=WARMUP, default=5, metavar="N", help=_help("default 5", WARMUP))
     bench.add_argument("--strategies", default="ddp,fsdp2", metavar="LIST", help="multi-GPU runs: ddp, fsdp2, "
                                                                                   "fsdp2-noreshard")
     bench.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    bench.add_argument("--ranks", type=int, metavar="N", help="GPUs (default all) or CPU ranks (default 2)")
+    bench.add_argument("--ranks", type=RANKS, metavar="N", help=_help("GPUs (default all) or CPU ranks (default 2)", RANKS))
     bench.add_argument("--oversubscribe", action="store_true")
     bench.add_argument("--exclusive", action="store_true",
                        help="fail before anything runs when another process computes on a selected GPU")
-    bench.add_argument("--timeout", type=float, default=300.0, metavar="S", help="longest one step may take")
-    bench.add_argument("--startup-timeout", type=float, default=300.0, metavar="S",
-                       help="longest the ranks may take to start and form their group")
-    bench.add_argument("--nnodes", type=int, metavar="N", help="run on N nodes through torchrun (the same command "
-                                                               "on every node)")
-    bench.add_argument("--nproc-per-node", type=int, metavar="G", help="ranks per node with --nnodes (default: GPUs)")
+    bench.add_argument("--timeout", type=TIMEOUT_S, default=300.0, metavar="S",
+                       help=_help("longest one step may take (default 300)", TIMEOUT_S))
+    bench.add_argument("--startup-timeout", type=TIMEOUT_S, default=300.0, metavar="S",
+                       help=_help("longest the ranks may take to start and form their group (default 300)", TIMEOUT_S))
+    bench.add_argument("--nnodes", type=NODES, metavar="N",
+                       help=_help("run on N nodes through torchrun (the same command on every node)", NODES))
+    bench.add_argument("--nproc-per-node", type=RANKS, metavar="G",
+                       help=_help("ranks per node with --nnodes (default: GPUs)", RANKS))
     bench.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun rendezvous endpoint with --nnodes")
     bench.add_argument("--validate-report", type=Path, metavar="FILE",
                        help="MFU against the matmul rate this validate report measured (default: the rate the "
@@ -216,11 +286,13 @@ def build_parser() -> argparse.ArgumentParser:
                               description="gpuready launch torchrun|slurm|k8s [options] -- train.py ARGS "
                                           "(or `-- validate` to run gpuready validate on every node)")
     launch.add_argument("kind", choices=("torchrun", "slurm", "k8s"))
-    launch.add_argument("--nnodes", type=int, default=1, metavar="N")
-    launch.add_argument("--gpus-per-node", type=int, metavar="G", help="default: the GPUs of this machine")
+    launch.add_argument("--nnodes", type=NODES, default=1, metavar="N", help=_help("default 1", NODES))
+    launch.add_argument("--gpus-per-node", type=GPUS_PER_NODE, metavar="G",
+                        help=_help("default: the GPUs of this machine", GPUS_PER_NODE))
     launch.add_argument("--image", metavar="IMG", help="container image (k8s; slurm with pyxis)")
     launch.add_argument("--k8s-kind", choices=("job", "jobset", "trainjob"), default="job")
-    launch.add_argument("--port", type=int, default=29500, metavar="P", help="rendezvous port (0: a free one here)")
+    launch.add_argument("--port", type=ANY_PORT, default=29500, metavar="P",
+                        help=_help("rendezvous port (0: a free one here)", ANY_PORT))
     launch.add_argument("--name", default="train", metavar="NAME")
     launch.add_argument("--reports", default="/shared/reports", metavar="DIR",
                         help="with `-- validate`: the shared folder each node writes its report to")
@@ -231,20 +303,29 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print only the JSON report")
     parser.add_argument("--out", type=Path, metavar="FILE",
-                        help="also write the JSON report to FILE (its folder must exist; checked before any work)")
+                        help="also write the JSON report to FILE, a regular file whose folder exists (checked "
+                             "before any work), or - for the JSON alone on stdout")
     parser.add_argument("--fail-on", choices=("fail", "warn"), default="fail", help="warn: warnings exit 1 too")
     parser.add_argument("--verbose", "-v", action="store_true", help="list skipped checks too")
     parser.add_argument("--lang", choices=("en", "zh"), default="en", help="labels in English or Chinese (zh)")
 
 
 def _size(text: str) -> int:
-    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+    """--max-bytes: 64M, 1G, 4096 ...; from 1 byte to 1 TiB."""
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
     value = text.strip().upper().removesuffix("B").removesuffix("I")
-    unit = value[-1] if value and value[-1] in "KMG" else ""
-    try:
-        return int(float(value[:-1] if unit else value) * units[unit])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 64M or 1G") from None
+    unit = value[-1] if value and value[-1] in "KMGT" else ""
+    digits = value[:-1] if unit else value
+    if len(digits) > 20 or not re.fullmatch(r"\d+(\.\d+)?", digits.strip()):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a size like 64M or 1G (1 byte to 1T)")
+    size = int(float(digits) * units[unit])
+    if not 1 <= size <= MAX_BYTES:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a size from 1 byte to 1T")
+    return size
+
+
+_size.describe, _size.minimum, _size.maximum, _size.above_minimum = (  # type: ignore[attr-defined]
+    "a size in bytes from 1 to 1T (e.g. 64M, 1G)", 1, MAX_BYTES, False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -348,10 +429,16 @@ def _check_out(args: argparse.Namespace) -> None:
     out: Path | None = getattr(args, "out", None)
     if out is None:
         return
+    if str(out) == "-":  # the JSON report on stdout, alone
+        args.out, args.json = None, True
+        return
     folder = out.parent
     try:
         if out.is_dir():
             raise UsageError(f"--out {out} is a folder; give the report's file name")
+        if out.exists() and not stat.S_ISREG(out.stat().st_mode):
+            raise UsageError(f"--out {out} is not a regular file ({_file_kind(out.stat().st_mode)}); give a file "
+                             "name or - for stdout")
         if not folder.is_dir():
             raise UsageError(f"--out {out}: the folder {folder} does not exist (gpuready does not create it)")
         if out.exists() and not os.access(out, os.W_OK):
@@ -360,6 +447,16 @@ def _check_out(args: argparse.Namespace) -> None:
             pass
     except OSError as error:
         raise UsageError(f"--out {out}: cannot write in {folder} ({error.strerror or error})") from None
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a plain file"
 
 
 def _check_log_dir(args: argparse.Namespace) -> None:
@@ -378,7 +475,9 @@ def _check_log_dir(args: argparse.Namespace) -> None:
 def _write_report(document: str, args: argparse.Namespace) -> str | None:
     """Write --out; the reason it failed (one sentence), or None."""
     if args.out:
-        try:
+        try:  # a FIFO or a device put there since _check_out would block or never end: refused, never opened
+            if args.out.exists() and not stat.S_ISREG(args.out.stat().st_mode):
+                return f"{args.out} is no longer a regular file ({_file_kind(args.out.stat().st_mode)})"
             args.out.write_text(document)
         except OSError as error:
             return f"cannot write the report to {args.out} ({error.strerror or error})"
@@ -467,8 +566,8 @@ def _burn(args: argparse.Namespace) -> int:
         duration_s = parse_duration(args.duration)
     except ValueError as error:
         raise UsageError(f"--duration: {error}") from None
-    if duration_s <= 0 or args.interval <= 0 or args.timeout <= 0 or (args.ranks is not None and args.ranks < 1):
-        raise UsageError("--duration, --interval, --timeout and --ranks must be positive")
+    if not 0 < duration_s <= MAX_RUN_S:
+        raise UsageError(f"--duration {args.duration[:40]!r} is not above 0 s and at most {MAX_RUN_S / 3600:.0f}h")
     _check_out(args)
     _check_log_dir(args)
     try:
@@ -715,7 +814,7 @@ def _bench(args: argparse.Namespace, argv: list[str]) -> int:
             raise UsageError(f"--data-path {args.data_path}: not a readable folder")
         if args.validate_report is not None:  # read before the runs: a bad file must not cost them
             from gpuready.verbs.plan.run import measured_figures
-            measured_figures(args.validate_report)
+            measured_figures(args.validate_report, "--validate-report")
         if args.nnodes:
             bench_shape(options)  # a model that cannot be built is said here, not by every rank
             return _run_torchrun(args, argv, "bench", bench_torchrun.store_node_report(options))

@@ -14,6 +14,10 @@ from pathlib import Path
 
 FAMILIES = ("gpt2", "llama")
 
+SHAPE_LIMITS: dict[str, int] = {"layers": 10_000, "hidden": 1_048_576, "heads": 65_536, "kv_heads": 65_536,
+                                "ffn_hidden": 4_194_304, "vocab": 16_777_216, "max_positions": 16_777_216}
+"""The largest value of each dimension gpuready accepts (far beyond any published model; from 1)."""
+
 
 class ShapeError(ValueError):
     """A shape that cannot exist (heads that do not divide the width, a config.json of another family)."""
@@ -39,9 +43,15 @@ class ModelShape:
         if self.family not in FAMILIES:
             raise ShapeError(f"model family {self.family!r}: gpuready knows {', '.join(FAMILIES)}")
         for label, value in (("layers", self.layers), ("hidden", self.hidden), ("heads", self.heads),
-                             ("vocab", self.vocab)):
-            if not isinstance(value, int) or value < 1:
-                raise ShapeError(f"--{label} must be a positive whole number, not {value!r}")
+                             ("vocab", self.vocab), ("kv_heads", self.kv_heads), ("ffn_hidden", self.ffn_hidden),
+                             ("max_positions", self.max_positions)):
+            if value is None and label in ("kv_heads", "ffn_hidden"):
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= SHAPE_LIMITS[label]:
+                raise ShapeError(f"--{label.replace('_', '-')} must be a whole number from 1 to "
+                                 f"{SHAPE_LIMITS[label]:,}, not {str(value)[:40]}")
+        if self.tied_embeddings not in (None, True, False):
+            raise ShapeError(f"tied embeddings must be true or false, not {str(self.tied_embeddings)[:40]}")
         if self.hidden % self.heads:
             raise ShapeError(f"--hidden {self.hidden} is not a multiple of --heads {self.heads}")
         if self.heads % self.key_value_heads:
@@ -116,33 +126,48 @@ PRESETS: dict[str, ModelShape] = {
 }
 
 
-def shape_from_hf_config(path: str | Path) -> ModelShape:
+def shape_from_hf_config(path: str | Path, option: str = "--hf-config") -> ModelShape:
     """A Hugging Face `config.json` of a GPT-2 (`n_layer`, `n_embd`, `n_head`) or LLaMA-style model
-    (`num_hidden_layers`, `hidden_size`, `num_attention_heads`, `intermediate_size`). ShapeError otherwise."""
+    (`num_hidden_layers`, `hidden_size`, `num_attention_heads`, `intermediate_size`). ShapeError otherwise: a file
+    that is not a regular file of at most 1 MiB of strict JSON, or a field of the wrong type or out of range."""
+    from gpuready.options import InputFileError, check_range, read_json_input
     try:
-        config = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ShapeError(f"{path}: not a readable config.json ({error})") from None
+        config = read_json_input(path, option)
+    except InputFileError as error:
+        raise ShapeError(str(error)) from None
     if not isinstance(config, dict):
-        raise ShapeError(f"{path}: a config.json holds one JSON object")
+        raise ShapeError(f"{option} {path}: a config.json holds one JSON object")
     name = Path(path).parent.name or Path(path).name
+    if "n_layer" in config:
+        family, fields = "gpt2", {"layers": "n_layer", "hidden": "n_embd", "heads": "n_head", "vocab": "vocab_size",
+                                  "ffn_hidden": "n_inner", "max_positions": "n_positions"}
+        defaults = {"max_positions": 1024, "tied": True}
+    elif "num_hidden_layers" in config:
+        family, fields = "llama", {"layers": "num_hidden_layers", "hidden": "hidden_size",
+                                   "heads": "num_attention_heads", "kv_heads": "num_key_value_heads",
+                                   "vocab": "vocab_size", "ffn_hidden": "intermediate_size",
+                                   "max_positions": "max_position_embeddings"}
+        defaults = {"max_positions": 4096, "tied": False}
+    else:
+        raise ShapeError(f"{option} {path}: neither a GPT-2 (n_layer, n_embd, n_head) nor a LLaMA-style "
+                         "(num_hidden_layers, hidden_size, num_attention_heads) config.json")
+    values: dict[str, object] = {}
     try:
-        if "n_layer" in config:
-            return ModelShape(name=name, family="gpt2", layers=config["n_layer"], hidden=config["n_embd"],
-                              heads=config["n_head"], vocab=config["vocab_size"],
-                              ffn_hidden=config.get("n_inner"), max_positions=config.get("n_positions", 1024),
-                              tied_embeddings=config.get("tie_word_embeddings", True))
-        if "num_hidden_layers" in config:
-            return ModelShape(name=name, family="llama", layers=config["num_hidden_layers"],
-                              hidden=config["hidden_size"], heads=config["num_attention_heads"],
-                              kv_heads=config.get("num_key_value_heads"), vocab=config["vocab_size"],
-                              ffn_hidden=config.get("intermediate_size"),
-                              max_positions=config.get("max_position_embeddings", 4096),
-                              tied_embeddings=config.get("tie_word_embeddings", False))
-    except KeyError as error:
-        raise ShapeError(f"{path}: config.json lacks {error.args[0]!r}") from None
-    raise ShapeError(f"{path}: neither a GPT-2 (n_layer, n_embd, n_head) nor a LLaMA-style (num_hidden_layers, "
-                     "hidden_size, num_attention_heads) config.json")
+        for field, key in fields.items():
+            optional = field in ("kv_heads", "ffn_hidden", "max_positions")
+            if key not in config and not optional:
+                raise ShapeError(f"{option} {path}: config.json lacks {key!r}")
+            value = check_range(f"{option} {path}: {key}", config.get(key), 1, SHAPE_LIMITS[field],
+                                optional=optional)
+            if value is not None:
+                values[field] = value
+    except InputFileError as error:
+        raise ShapeError(str(error)) from None
+    tied = config.get("tie_word_embeddings", defaults["tied"])
+    if not isinstance(tied, bool):
+        raise ShapeError(f"{option} {path}: tie_word_embeddings must be true or false")
+    values.setdefault("max_positions", defaults["max_positions"])
+    return ModelShape(name=name, family=family, tied_embeddings=tied, **values)
 
 
 def with_sequence(shape: ModelShape, seq: int) -> ModelShape:

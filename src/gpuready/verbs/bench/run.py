@@ -73,7 +73,7 @@ class BenchOptions:
 def bench_shape(options: BenchOptions) -> ModelShape:
     try:
         if options.model_config is not None:
-            shape = shape_from_hf_config(options.model_config)
+            shape = shape_from_hf_config(options.model_config, "--model-config")
         elif options.shape:
             shape = ModelShape(name="given shape", **options.shape)
         elif options.preset in BENCH_PRESETS:
@@ -293,7 +293,7 @@ def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: li
     validate_tflops = None
     if options.validate_report is not None:
         from gpuready.verbs.plan.run import measured_figures
-        validate_tflops = measured_figures(options.validate_report).get("matmul_tflops_bf16")
+        validate_tflops = measured_figures(options.validate_report, "--validate-report").get("matmul_tflops_bf16")
     data_measurements, data_findings = _data_path(options, runs, host)
     dataloader = [f for f in data_findings if f.check_id == "bench.dataloader_bottleneck"]
     dataloader_ok = None if not dataloader or dataloader[0].status.value == "skip" else \

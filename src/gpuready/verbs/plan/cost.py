@@ -33,13 +33,21 @@ GPU_KEYS = ("purchase_usd_per_gpu", "server_usd_per_gpu", "rent_usd_per_gpu_hour
 SITE_KEYS = ("electricity_usd_per_kwh", "colocation_usd_per_kw_month", "pue", "operations_usd_per_node_month")
 
 
+PRICE_MAX = {"purchase_usd_per_gpu": 10_000_000.0, "server_usd_per_gpu": 10_000_000.0,
+             "rent_usd_per_gpu_hour": 10_000.0, "electricity_usd_per_kwh": 100.0,
+             "colocation_usd_per_kw_month": 100_000.0, "pue": 10.0, "operations_usd_per_node_month": 10_000_000.0}
+"""The largest price accepted per key (far beyond any real one; it keeps every cost figure finite)."""
+
+
 class PricesError(ValueError):
     """An unreadable prices file, an unknown price name or a value that is not a non-negative number."""
 
 
 def _price(value: Any, origin: str, where: str, template: dict[str, Any] | None = None) -> dict[str, Any]:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0 or math.isinf(value):
-        raise PricesError(f"{where}: {value!r} is not a non-negative number")
+    key = where.rpartition(": ")[2]
+    maximum = PRICE_MAX.get(key, 10_000_000.0)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= maximum:
+        raise PricesError(f"{where}: {str(value)[:40]!r} is not a number from 0 to {maximum:,.0f}")
     template = template or {}
     return {"value": float(value), "unit": template.get("unit", ""), "as_of": None, "source": origin,
             "origin": origin}
@@ -81,10 +89,15 @@ def load_prices(override_path: Path | None = None, **overrides: float) -> dict[s
                                   "gpu.\"MODEL\".KEY)")
 
     if override_path is not None:
+        from gpuready.options import InputFileError, read_input_text
         try:
-            values = tomllib.loads(Path(override_path).read_text())
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-            raise PricesError(f"prices file {override_path}: cannot read it ({error})") from None
+            values = tomllib.loads(read_input_text(override_path, "--prices"))
+        except InputFileError as error:
+            raise PricesError(str(error)) from None
+        except tomllib.TOMLDecodeError as error:
+            raise PricesError(f"--prices {override_path}: not valid TOML ({error})") from None
+        except RecursionError:
+            raise PricesError(f"--prices {override_path}: nested too deeply to be a prices file") from None
         apply(values, f"file {override_path}")
     apply({key: value for key, value in overrides.items() if value is not None}, "option")
     return prices

@@ -56,10 +56,13 @@ def machine_from_description(text: str, nodes: int = 1) -> Machine:
     match = _DESCRIPTION.match(text or "")
     if not match:
         raise MachineError(f"--machine {text!r}: give COUNTxMODEL, e.g. 8xH100-SXM or 2xRTX4090")
-    count = int(match.group("count") or 1)
-    nodes = int(match.group("nodes") or nodes)
-    if count < 1 or nodes < 1:
-        raise MachineError(f"--machine {text!r}: the GPU count and the node count must be at least 1")
+    from gpuready.options import MAX_GPUS_PER_NODE, MAX_NODES
+    count_text, nodes_text = match.group("count") or "1", match.group("nodes") or str(nodes)
+    count = int(count_text) if len(count_text) <= 12 else MAX_GPUS_PER_NODE + 1
+    nodes = int(nodes_text) if len(nodes_text) <= 12 else MAX_NODES + 1
+    if not (1 <= count <= MAX_GPUS_PER_NODE and 1 <= nodes <= MAX_NODES):
+        raise MachineError(f"--machine {text[:80]!r}: the GPU count must be from 1 to {MAX_GPUS_PER_NODE:,} per node "
+                           f"and the node count from 1 to {MAX_NODES:,}")
     row = _row_for(match.group("model"))
     if row is None:
         known = ", ".join(sorted({r["model"] for r in load_table("gpus")["gpu"]}))

@@ -348,7 +348,8 @@ def memory_per_gpu(setup: TrainSetup, strategy: Strategy) -> MemoryBreakdown:
 # --- strategies ----------------------------------------------------------------------------------------------
 
 def _divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return sorted(set(small + [n // k for k in small]))
 
 
 def strategies_for(gpus: int, nvlink_domain: int, nodes: int = 1) -> list[Strategy]:

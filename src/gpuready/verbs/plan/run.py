@@ -111,32 +111,43 @@ def plan_machine(options: PlanOptions) -> Machine | None:
 MEASURED_NAMES = {"matmul_tflops_bf16": "matmul_tflops_bf16", "all_reduce_busbw_gb_per_s": "all_reduce_busbw_gb_per_s",
                   "h2d_pinned_gb_per_s": "h2d_gb_per_s"}
 """validate's measurement names → the figures plan's step-time model reads (Machine.measured)."""
+MEASURED_MAX = 1e6
+"""No TFLOP/s or GB/s figure of one GPU comes near a million: a larger one is not a measurement."""
 
 
-def measured_figures(path: Path) -> dict[str, Any]:
+def measured_figures(path: Path, option: str = "--measured") -> dict[str, Any]:
     """The slowest GPU's figure of each measurement plan uses (a step waits for the slowest rank); PlanError where the
-    file is not a gpuready report."""
-    import json
+    file is not a gpuready report (a regular file of strict JSON, at most 64 MiB)."""
+    from gpuready.options import MAX_REPORT_BYTES, InputFileError, read_json_input
     try:
-        document = json.loads(Path(path).read_text())
-        measurements = document["measurements"]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
-        raise PlanError(f"--measured {path}: not a readable gpuready report ({error})") from None
+        document = read_json_input(path, option, max_bytes=MAX_REPORT_BYTES)
+    except InputFileError as error:
+        raise PlanError(str(error)) from None
+    measurements = document.get("measurements") if isinstance(document, dict) else None
+    if not isinstance(measurements, list):
+        raise PlanError(f"{option} {path}: not a gpuready report (no list of measurements)")
     figures: dict[str, Any] = {}
-    for item in measurements if isinstance(measurements, list) else []:
-        name = MEASURED_NAMES.get(item.get("name")) if isinstance(item, dict) else None
+    for item in measurements:
+        name = MEASURED_NAMES.get(item.get("name")) if isinstance(item, dict) and isinstance(item.get("name"), str) \
+            else None
         value = item.get("value") if name else None
-        if name and isinstance(value, (int, float)) and value > 0:
+        if name and isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MEASURED_MAX:
             figures[name] = min(figures.get(name, value), float(value))
     if not figures:
-        raise PlanError(f"--measured {path}: the report holds none of {', '.join(MEASURED_NAMES)}")
+        raise PlanError(f"{option} {path}: the report holds none of {', '.join(MEASURED_NAMES)} (positive, at most "
+                        f"{MEASURED_MAX:,.0f})")
     figures["source"] = str(path)
     return figures
 
 
 def run_plan(options: PlanOptions) -> Report:
     from gpuready.verbs.plan import memory, strategy
+    from gpuready.verbs.plan.cost import PricesError, load_prices
     shape = model_shape(options)
+    try:
+        prices = load_prices(options.prices)
+    except PricesError as error:
+        raise PlanError(str(error)) from None
     machine = plan_machine(options)
     host = socket.gethostname()
     report = Report(tool_version=__version__, host=host)
@@ -179,12 +190,11 @@ def run_plan(options: PlanOptions) -> Report:
                                                known_gpus=options.known_gpus, new_gpus=gpus,
                                                optimizer=options.optimizer, micro_batch=options.micro_batch)
     if machine is not None:
-        from gpuready.verbs.plan.cost import cost_plan, load_prices
+        from gpuready.verbs.plan.cost import cost_plan
         from gpuready.verbs.plan.power import power_plan
         power = power_plan(machine, **options.power)
         report.sections["power"] = power
         report.findings.extend(_findings_from(host, power.get("findings", [])))
-        prices = load_prices(options.prices)
         report.sections["cost"] = cost_plan(machine, prices=prices, **options.cost)
     report.facts["plan"] = facts
     return report

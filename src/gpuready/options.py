@@ -1,0 +1,181 @@
+"""Hostile-input guards shared by every verb: numeric option types with a range and a unit, and input files (model
+configs, prices, reports) read from regular files only, with a size cap, strict JSON constants and bounded nesting.
+
+A value out of range, NaN, an infinity or a file that is a FIFO or a device is a usage error (exit 2): one sentence
+naming the option or file, never a traceback and never a hang.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any, Callable
+
+MAX_NODES = 100_000
+"""Nodes of one job (torchrun's --nnodes; plan's --nodes)."""
+MAX_GPUS_PER_NODE = 1_024
+MAX_GPUS = 1_048_576
+"""GPUs of one job in all (plan --gpus, --known-gpus)."""
+MAX_RANKS = 1_000_000
+"""Ranks or workers on one machine; the CPUs or GPUs there bound them further (4 per CPU with --oversubscribe)."""
+MAX_TIMEOUT_S = 86_400.0
+"""One day: the longest wait for one operation or the start-up."""
+MAX_RUN_S = 604_800.0
+"""One week: the longest whole run (validate --deadline, burn --duration)."""
+MAX_INTERVAL_S = 3_600.0
+MAX_WATTS = 10_000_000.0
+MAX_INPUT_BYTES = 1 << 20
+"""A model config.json or a prices file: 1 MiB."""
+MAX_REPORT_BYTES = 64 << 20
+"""A gpuready report (plan --measured, bench --validate-report): 64 MiB."""
+MAX_NESTING = 64
+_MAX_DIGITS = 40
+
+
+class InputFileError(ValueError):
+    """An input file that is not a regular file, too large, not UTF-8, not strict JSON or nested too deeply."""
+
+
+def _thousands(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+def whole(unit: str, minimum: int, maximum: int, *, noun: str | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number of `unit` from `minimum` to `maximum` (both included); `noun` replaces
+    "a whole number of UNIT" where the unit names the thing itself ("a TCP port")."""
+    describe = f"{noun or f'a whole number of {unit}'} from {_thousands(minimum)} to {_thousands(maximum)}"
+
+    def parse(text: str) -> int:
+        cleaned = str(text).strip()
+        if len(cleaned) > _MAX_DIGITS or not re.fullmatch(r"[+-]?\d+", cleaned):
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not {describe}")
+        value = int(cleaned)
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not {describe}")
+        return value
+
+    parse.describe, parse.minimum, parse.maximum = describe, minimum, maximum  # type: ignore[attr-defined]
+    parse.above_minimum = False  # type: ignore[attr-defined]
+    parse.__name__ = "whole number"
+    return parse
+
+
+def number(unit: str, minimum: float, maximum: float, *, above_minimum: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number of `unit` from `minimum` (excluded where `above_minimum`) to `maximum`."""
+    lower = f"above {_thousands(minimum)}" if above_minimum else f"from {_thousands(minimum)}"
+    describe = f"a number of {unit} {lower} to {_thousands(maximum)}"
+
+    def parse(text: str) -> float:
+        cleaned = str(text).strip()
+        try:
+            value = float(cleaned) if len(cleaned) <= _MAX_DIGITS else math.nan
+        except ValueError:
+            value = math.nan
+        low_ok = value > minimum if above_minimum else value >= minimum
+        if not (math.isfinite(value) and low_ok and value <= maximum):
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not {describe}")
+        return value
+
+    parse.describe, parse.minimum, parse.maximum = describe, minimum, maximum  # type: ignore[attr-defined]
+    parse.above_minimum = above_minimum  # type: ignore[attr-defined]
+    parse.__name__ = "number"
+    return parse
+
+
+def _shown(text: Any) -> str:
+    text = str(text)
+    return repr(text if len(text) <= _MAX_DIGITS else text[:_MAX_DIGITS] + "…")
+
+
+def check_range(label: str, value: Any, minimum: float, maximum: float, *, whole_number: bool = True,
+                optional: bool = False) -> Any:
+    """A value read from a file: an int (or a finite number) inside the range, else InputFileError naming `label`."""
+    if value is None and optional:
+        return None
+    kind = "a whole number" if whole_number else "a number"
+    ok_type = isinstance(value, int) if whole_number else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok_type or not (math.isfinite(value) and minimum <= value <= maximum):
+        raise InputFileError(f"{label} must be {kind} from {_thousands(minimum)} to {_thousands(maximum)}, "
+                             f"not {_shown(value) if isinstance(value, str) else repr(value)[:_MAX_DIGITS]}")
+    return value
+
+
+def read_input_text(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYTES) -> str:
+    """The text of a regular file of at most `max_bytes`: never opens a FIFO or a device (no hang, no endless
+    read), and checks again on the open file. InputFileError otherwise."""
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise InputFileError(f"{what} {path}: cannot read it ({error.strerror or error})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InputFileError(f"{what} {path} is not a regular file ({_kind(info.st_mode)})")
+    if info.st_size > max_bytes:
+        raise InputFileError(f"{what} {path} is larger than {max_bytes // 1024:,} KiB")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise InputFileError(f"{what} {path} is not a regular file")
+            data = handle.read(max_bytes + 1)
+    except OSError as error:
+        raise InputFileError(f"{what} {path}: cannot read it ({error.strerror or error})") from None
+    if len(data) > max_bytes:
+        raise InputFileError(f"{what} {path} is larger than {max_bytes // 1024:,} KiB")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InputFileError(f"{what} {path} is not UTF-8 text (byte {error.start})") from None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a plain file"
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:_MAX_DIGITS]} is beyond a double's range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_DIGITS:
+        raise ValueError(f"a whole number of {len(text)} digits")
+    return int(text)
+
+
+def read_json_input(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYTES,
+                    max_nesting: int = MAX_NESTING) -> Any:
+    """Strict JSON from a regular file: no NaN/Infinity, no number beyond a double, at most `max_nesting` levels of
+    arrays and objects. InputFileError (one sentence naming `what` and the path) otherwise."""
+    text = read_input_text(path, what, max_bytes)
+    depth = deepest = 0
+    for bracket in re.findall(r"[\[\]{}]", _JSON_STRING.sub('""', text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+        if deepest > max_nesting:
+            raise InputFileError(f"{what} {path}: nested deeper than {max_nesting} levels")
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int)
+    except (ValueError, RecursionError) as error:
+        raise InputFileError(f"{what} {path}: not valid JSON ({str(error)[:200]})") from None
