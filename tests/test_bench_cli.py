@@ -112,10 +112,11 @@ def test_bench_nnodes_needs_an_endpoint():
 
 
 def test_a_model_whose_states_cannot_fit_is_said_without_building_it(tmp_path):
-    # a hostile or mistaken config.json: a billion layers would take hours to build before failing
+    # a mistaken config.json inside gpuready's limits (a billion layers is exit 2: tests/test_hostile_options.py):
+    # 10,000 layers of width 65,536 would take hours to build before failing
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 1_000_000_000, "hidden_size": 4096,
-                                  "num_attention_heads": 32, "vocab_size": 32000, "intermediate_size": 11008}))
+    config.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 10_000, "hidden_size": 65_536,
+                                  "num_attention_heads": 512, "vocab_size": 32000, "intermediate_size": 262_144}))
     result = subprocess.run([sys.executable, "-m", "gpuready", "bench", "--device", "cpu", "--ranks", "2",
                              "--model-config", str(config), "--json"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
