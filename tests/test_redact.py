@@ -228,3 +228,155 @@ def test_json_keys_and_xml_tags_never_change():
     redacted = json.loads(redact._redact_file(redactor, "x.json", json.dumps(document)))
     assert list(redacted) == ["host", "serial", "uuid"] and "10.0.0.5" not in redacted["uuid"]
     assert re.fullmatch(HOST, redacted["host"]) and redacted["serial"].startswith("redacted-")
+
+
+# Issue 20: every kind of secret and identity planted in a fake machine's files; none may survive redaction.
+SECRETS_ENV = {  # name → value: every secret-named style (case-insensitive, export, quotes) and token shapes
+    "HF_TOKEN": "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "NVIDIA_API_KEY": "nvapi-PlAnTeD0123456789abcdefghijklmnop",
+    "WANDB_API_KEY": "0123456789abcdef0123456789abcdef01234567",
+    "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7PLANTED",
+    "AWS_SECRET_ACCESS_KEY": "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",
+    "GITHUB_PAT": "planted-pat-value",
+    "DB_PASSWORD": "hunter2-planted",
+    "SMTP_PASSWD": "planted-passwd-1",
+    "GOOGLE_APPLICATION_CREDENTIALS": "/opt/planted-creds.json",
+    "HTTP_AUTH": "planted-auth-value",
+    "MY_SECRET": "planted-secret-value",
+    "hf_hub_token": "planted-lower-value",
+}
+TOKEN_SHAPES = [
+    "ghp_ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210",
+    "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+    "ASIAPLANTED0TOKEN123",
+    "sk-proj-PlantedOpenAIKey0123456789abcdef",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "xoxb-1234567890-planted-slack",
+    "glpat-PlantedGitLabToken0123",
+    "AIzaSyPlantedGoogleKey0123456789abcdefgh",
+    "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9",
+]
+IDENTITIES = {
+    "users": ["alice", "carol.smith", "bob"],
+    "hosts": ["ip-10-1-2-3.ec2.internal", "ip-10-1-2-3", "trainer-9", "gpu-box-planted", "login-planted"],
+    "addresses": ["10.1.2.3", "172.31.5.6", "10.0.7.7", "2600:1f18:abcd::42", "fe80::a8b:2cff:fe3d:4e5f",
+                  "ip-10-11-12-13"],
+    "macs": ["0a:1b:2c:3d:4e:5f", "0A-1B-2C-3D-4E-60"],
+    "ids": ["i-0123456789abcdef0", "i-0fedcba9876543210", "i-1a2b3c4d", "4567890123456789012",
+            "11112222-3333-4444-5555-666677778888", "0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0",
+            "7c9d1e2f-3a4b-4c5d-8e6f-708192a3b4c5",
+            "9a8b7c6d-5e4f-4a3b-9c2d-1e0f2a3b4c5d", "ab" * 32],
+    "serials": ["1650987654321", "CHS-PLANTED-1", "BSN-PLANTED-4242", "PSN-PLANTED-99", "USB-PLANTED-77"],
+    "secrets": ["planted-url-pass", "planted-bearer-token-123", "planted-flag-secret"],
+}
+
+
+def _planted_bundle():
+    files = _recorded("h200-collect")
+    manifest = json.loads(files["manifest.json"])
+    manifest["host"] = "ip-10-1-2-3.ec2.internal"
+    manifest["platform"] = "Linux-6.18 (built by alice in /home/alice/src)"
+    manifest["files"]["ip-addr.txt"] = {"command": "ip -o addr", "collected": True, "exit_code": 0,
+                                        "duration_s": 0.0, "error": None}
+    manifest["files"]["ldconfig.txt"]["error"] = (
+        f"HF_TOKEN={SECRETS_ENV['HF_TOKEN']} at /Users/carol.smith/x, i-0123456789abcdef0, {TOKEN_SHAPES[0]}")
+    files["manifest.json"] = json.dumps(manifest, indent=1)
+    env = "".join(f"{name}={value}\n" for name, value in SECRETS_ENV.items())
+    files["env.txt"] += (env + f"export OPENAI_API_KEY=\"{TOKEN_SHAPES[3]}\"\nCUSTOM_JWT_HOLDER={TOKEN_SHAPES[4]}\n"
+                         "USER=alice\nHF_HOME=/home/alice/.cache/huggingface\nMASTER_ADDR=trainer-9\n"
+                         "SLURMD_NODENAME=gpu-box-planted\n"
+                         "PIP_INDEX_URL=https://bob:planted-url-pass@pypi.example.org/simple\n"
+                         "LD_LIBRARY_PATH=/home/bob/venv/lib:/usr/local/nvidia/lib64\n")
+    files["cgroup.txt"] += (
+        "==> /proc/self/cgroup <==\n0::/kubepods.slice/kubepods-burstable.slice/"
+        "kubepods-burstable-pod0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0.slice/cri-containerd-" + "ab" * 32 + ".scope\n"
+        "1:memory:/kubepods/besteffort/pod7c9d1e2f-3a4b-4c5d-8e6f-708192a3b4c5/" + "ab" * 32 + "\n")
+    nvml = json.loads(files["nvml.json"])
+    nvml["gpus"][0]["serial"] = "1650987654321"
+    files["nvml.json"] = json.dumps(nvml, indent=1)
+    files["nvidia-smi-q.xml"] = re.sub(r"<serial>[^<]*</serial>", "<serial>1650987654321</serial>",
+                                       files["nvidia-smi-q.xml"], count=1)
+    files["nvidia-smi-q.xml"] = files["nvidia-smi-q.xml"].replace(
+        "<chassis_serial_number>N/A</chassis_serial_number>", "<chassis_serial_number>CHS-PLANTED-1"
+        "</chassis_serial_number>", 1)
+    files["dmesg.txt"] += (
+        "[   13.000001] ip-10-1-2-3 kernel: cloud-init: instance i-0fedcba9876543210 (short i-1a2b3c4d) up\n"
+        "[   13.000002] systemd[1]: Set hostname to <gpu-box-planted>.\n"
+        "[   13.000003] audit: user alice opened /home/alice/.netrc; carol.smith logged in from login-planted\n"
+        "[   13.000004] hv_vmbus: vmId: 11112222-3333-4444-5555-666677778888 gce instance_id=4567890123456789012\n"
+        "[   13.000005] kubelet: node uid 9a8b7c6d-5e4f-4a3b-9c2d-1e0f2a3b4c5d peer ip-10-11-12-13 at 10.0.7.7\n"
+        "[   13.000006] usb 1-1: SerialNumber: USB-PLANTED-77\n"
+        "[   13.000007] mlx5_core: port mac 0A-1B-2C-3D-4E-60 addr fe80::a8b:2cff:fe3d:4e5f\n"
+        "[   13.000008] app: " + " ".join(TOKEN_SHAPES) + "\n"
+        "[   13.000009] app: curl -H 'Authorization: Bearer planted-bearer-token-123' --password planted-flag-secret\n")
+    files["ip-addr.txt"] = ("1: lo    inet 127.0.0.1/8 scope host lo\n"
+                            "2: eth0    inet 10.1.2.3/20 brd 10.1.15.255 scope global eth0\n"
+                            "2: eth0    inet 172.31.5.6/20 scope global secondary eth0\n"
+                            "2: eth0    inet6 2600:1f18:abcd::42/128 scope global\n"
+                            "2: eth0    inet6 fe80::a8b:2cff:fe3d:4e5f/64 scope link\n")
+    files["sysfs.txt"] += ("\n==> /sys/class/net/eth0/address <==\n0a:1b:2c:3d:4e:5f\n"
+                           "==> /sys/class/dmi/id/board_serial <==\nBSN-PLANTED-4242\n"
+                           "==> /sys/class/dmi/id/product_serial <==\nPSN-PLANTED-99\n"
+                           "==> /sys/class/dmi/id/board_asset_tag <==\ni-0123456789abcdef0\n")
+    return files
+
+
+def test_every_planted_secret_and_identity_is_redacted(make_bundle):
+    files = _planted_bundle()
+    redacted = redact_bundle(files, key=KEY, local=False)
+    planted = list(SECRETS_ENV.values()) + TOKEN_SHAPES + [value for values in IDENTITIES.values() for value in values]
+    for value in planted:
+        pattern = re.escape(value) if len(value) > 3 else rf"(?<![A-Za-z0-9_-]){re.escape(value)}(?![A-Za-z0-9_-])"
+        assert any(re.search(pattern, text, re.IGNORECASE) for text in files.values()), value  # it was there
+        for name, text in redacted.items():
+            assert not re.search(pattern, text, re.IGNORECASE), f"{value!r} left in {name}"
+    assert not re.search(r"/home/(?!user-[0-9a-f]{8}\b)", "".join(redacted.values()))
+
+    env = dict(line.split("=", 1) for line in redacted["env.txt"].splitlines() if "=" in line)
+    for name in SECRETS_ENV:
+        assert env[name] == redact.SECRET_PLACEHOLDER, name
+    assert env["CUDA_HOME"] == "/usr/local/cuda" and env["NCCL_NVLS_ENABLE"] == "0"  # not secrets: kept
+    alice = re.search(r"/home/(user-[0-9a-f]{8})/\.cache", env["HF_HOME"]).group(1)
+    assert env["USER"] == alice and f"user {alice} opened /home/{alice}/.netrc" in redacted["dmesg.txt"]  # stable
+    assert re.fullmatch(r"/home/user-[0-9a-f]{8}/venv/lib:/usr/local/nvidia/lib64", env["LD_LIBRARY_PATH"])
+    host = json.loads(redacted["manifest.json"])["host"]
+    short = Redactor(KEY).host_placeholder("ip-10-1-2-3")  # the manifest's FQDN, its short name in the log column
+    assert host == Redactor(KEY).host_placeholder("ip-10-1-2-3.ec2.internal")
+    assert f"] {short} kernel: cloud-init" in redacted["dmesg.txt"]
+    assert re.search(r"peer ip-240-\d+-\d+-\d+ at 240\.", redacted["dmesg.txt"])
+    assert "kubepods-burstable-pod" in redacted["cgroup.txt"] and re.search(
+        r"pod[0-9a-f]{8}(_[0-9a-f]{4}){3}_[0-9a-f]{12}\.slice", redacted["cgroup.txt"])
+    assert re.search(r"instance i-[0-9a-f]{17} \(short i-[0-9a-f]{8}\)", redacted["dmesg.txt"])
+
+    # Still parseable, GPUs still matched up, the same verdict.
+    for name in ("manifest.json", "nvml.json", "torch.json"):
+        json.loads(redacted[name])
+    ET.fromstring(redacted["nvidia-smi-q.xml"])
+    assert parse_nvidia_smi_q_xml(redacted["nvidia-smi-q.xml"]).gpus[0].uuid == NvmlDocument(
+        redacted["nvml.json"]).gpus[0].uuid
+    facts = build_facts(redacted)
+    assert facts.input_errors == [] and build_facts(files).sources == facts.sources
+    assert facts.host.container == build_facts(files).host.container
+    before, after = report_for(make_bundle(files)), report_for(make_bundle(redacted))
+    assert after.to_dict()["verdict"] == before.to_dict()["verdict"]
+    assert [(f.check_id, f.status) for f in after.findings] == [(f.check_id, f.status) for f in before.findings]
+
+
+def test_secret_names_by_rule():
+    for name in ("HF_TOKEN", "nvidia_api_key", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "GITHUB_PAT", "PGPASSWORD",
+                 "SMTP_PASSWD", "GOOGLE_APPLICATION_CREDENTIALS", "NPM_AUTH", "--api-key", "client_secret"):
+        assert redact.is_secret_name(name), name
+    for name in ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "NCCL_SOCKET_IFNAME", "PASSTHROUGH", "MASTER_ADDR"):
+        assert not redact.is_secret_name(name), name
+
+
+@pytest.mark.parametrize("hostile", [
+    "hf_" + "a" * 200_000, "eyJ" + "a" * 100_000 + ".eyJ" + "a" * 100_000, "eyJaaaaaaaaa." * 20_000,
+    "pod" + "0" * 200_000, "0-" * 100_000, "==> " * 50_000 + "\n", "A=" * 100_000, "--key " * 40_000,
+    "/home/" * 40_000, "i-" + "0" * 200_000, "ip-1-" * 50_000, "serial: " * 30_000, "://a:" * 40_000,
+    "Authorization: " * 20_000, "0f1e2d3c_" * 30_000])
+def test_secret_patterns_are_linear_on_hostile_input(hostile):
+    import time
+    started = time.monotonic()
+    Redactor(KEY, users=["alice"]).text(hostile)
+    assert time.monotonic() - started < 5

@@ -79,6 +79,9 @@ _LOG_HOSTS = [
     re.compile(rf"^(?P<name>{_NAME}):\d+:\d+ \[\d+\] NCCL", re.MULTILINE),
     re.compile(rf"^(?P<name>{_NAME}):/(?!/)", re.MULTILINE),
     re.compile(rf"^//(?P<name>{_NAME})/", re.MULTILINE),
+    # sshd/login/audit: `logged in from <host>`, `Accepted publickey for <user> from <host>`.
+    re.compile(rf"(?i)\b(?:logged in|session opened|connection|login|accepted [a-z-]{{1,32}} for [^\s]{{1,64}}) "
+               rf"from (?P<name>{_NAME}){_NAME_END}"),
 ]
 # Environment variables whose value names hosts (NCCL_SOCKET_IFNAME names an interface: not matched).
 _HOST_VARIABLE = re.compile(r"(?:^|_)(?:HOSTNAME|HOSTS?|HOST_NAME|ADDR|ADDRESS|IPADDR|NODELIST|NODE_LIST|NODENAME|"
@@ -89,6 +92,48 @@ _MAX_LABELS = 8
 _IPV6_PLACEHOLDERS = ipaddress.ip_network("100::/64")
 _ENV_LINE = re.compile(r"^(?P<lead>[ \t]*(?:export[ \t]+)?)(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$",
                        re.MULTILINE)
+# Secrets. A variable (or JSON key, or `--flag`) whose name says it holds one has its value replaced whole; `PAT`
+# and `PASS` only as a whole `_` word (PATH, PASSTHROUGH are no secrets).
+_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|(?:^|_)(?:PAT|PASS|PWD)(?:_|$)",
+                          re.IGNORECASE)
+SECRET_PLACEHOLDER = "redacted-secret"
+_SECRET_ASSIGNMENT = re.compile(
+    r"(?<![A-Za-z0-9_])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,127})=(?P<value>\"[^\"\n]{0,4096}\"|'[^'\n]{0,4096}'"
+    r"|[^\s\"',;&|]{1,4096})")
+_SECRET_FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_-]{0,63})(?P<sep>=|[ \t]{1,8})"
+                          r"(?P<value>[^\s\"'-][^\s\"']{0,4095})")
+_SECRET_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:hf_[A-Za-z0-9]{30,4096}"          # Hugging Face
+    r"|gh[pousr]_[A-Za-z0-9]{30,4096}|github_pat_[A-Za-z0-9_]{30,4096}"  # GitHub
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])"             # AWS access key id
+    r"|sk-[A-Za-z0-9_-]{20,4096}"                            # OpenAI and alike
+    r"|nvapi-[A-Za-z0-9_-]{20,4096}|glpat-[A-Za-z0-9_-]{20,4096}|xox[abposr]-[A-Za-z0-9-]{10,4096}"
+    r"|AIza[0-9A-Za-z_-]{35}"                                # Google API key
+    r"|eyJ[A-Za-z0-9_-]{8,8192}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{0,8192})")  # JWT
+_BEARER = re.compile(r"(?i)(\bauthorization[\"']?[ \t]{0,8}[:=][ \t]{0,8}[\"']?(?:(?:bearer|basic|token)[ \t]{1,8})?"
+                     r"|\bbearer[ \t]{1,8})([A-Za-z0-9._~+/=-]{8,4096})")
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^\s/@:]{1,256}:[^\s/@]{1,256}@")
+# User names: home folders (/root stays), then the names themselves as whole tokens.
+_HOME = re.compile(r"(?<![\w.-])(?P<lead>/(?:home|Users|export/home|var/home))/(?P<user>[A-Za-z0-9._-]{1,64})"
+                   r"(?![A-Za-z0-9._-])")
+_USER_VARIABLE = re.compile(r"(?:^|_)(?:USER|USERNAME|LOGNAME|LOGIN)$")
+GENERIC_USERS = frozenset({"root", "ubuntu", "ec2-user", "admin", "user", "users", "nobody", "centos", "debian",
+                           "azureuser", "opc", "cloud-user", "fedora", "home", "shared", "linuxbrew"})
+# Cloud instance ids (AWS i-…), ids given by name (instance_id=…, vmId: …), UUIDs (Azure vmId, Kubernetes pod and
+# node UIDs, also as `pod<uid>` with `_` in systemd slice names), container ids (64 hex).
+_INSTANCE_ID = re.compile(r"(?<![\w-])i-(?:[0-9a-f]{17}|[0-9a-f]{8})(?![\w-])")
+_NAMED_ID = re.compile(r"(?i)(\b(?:instance|vm)[_ -]?id[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?)"
+                       r"([A-Za-z0-9][A-Za-z0-9_.:/-]{2,255})")
+_ID_KEY = re.compile(r"(?i)(?:instance|vm|machine|boot|node|pod)[_-]?(?:id|uid)$")
+_UUID = re.compile(r"(?:(?<=pod)|(?<![0-9A-Za-z]))(?<!GPU-)(?<!MIG-)(?<!gpu-)(?<!mig-)"
+                   r"([0-9a-fA-F]{8})([-_])([0-9a-fA-F]{4})\2([0-9a-fA-F]{4})\2([0-9a-fA-F]{4})\2([0-9a-fA-F]{12})"
+                   r"(?![0-9A-Za-z])")
+_CONTAINER_ID = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{64}(?![0-9A-Za-z])")
+_AWS_HOST_IP = re.compile(r"(?<![\w-])ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})(?![\w-])")
+# Serials in `head`-style captures (`==> /sys/class/dmi/id/board_serial <==`) and `Serial: X` lines.
+_SECTION = re.compile(r"^==> (?P<path>[^\n<]{1,512}) <==\n(?P<value>[^\n]{1,512})$", re.MULTILINE)
+_SERIAL_PATH = re.compile(r"serial|asset_tag|product_uuid|machine-id|boot_id")
+_SERIAL_WORD = re.compile(r"(?i)(\bserial[ _]?(?:number|no)?[ \t]{0,4}[:=][ \t]{0,4})([^\s,;<]{1,128})")
 _PRODUCT_NAMES = [re.compile(r"<product_(?:name|brand|architecture)>([^<]+)</product_"),
                   re.compile(r"^[ \t]*Product (?:Name|Brand|Architecture)[ \t]*:[ \t]*(.+)$", re.MULTILINE)]
 
@@ -159,9 +204,12 @@ class Redactor:
     """Replaces names and addresses by keyed, stable placeholders; one instance per bundle."""
 
     def __init__(self, key: bytes, names: Iterable[str] = (), addresses: Iterable[str] = (),
-                 macs: Iterable[str] = (), protected: Iterable[str] = ()):
+                 macs: Iterable[str] = (), protected: Iterable[str] = (), users: Iterable[str] = (),
+                 gpu_uuids: Iterable[str] = ()):
         self.key = key
         self.names: set[str] = set()
+        self.users: set[str] = set()
+        self.gpu_uuids = {uuid.lower() for uuid in gpu_uuids}
         self.hostlists: dict[str, str] = {}
         self.local_addresses = {normal for normal in map(_normal_address, addresses)
                                 if normal and not _kept_address(ipaddress.ip_address(normal))}
@@ -172,6 +220,8 @@ class Redactor:
         self._all_names: frozenset[str] | None = None
         for name in names:
             self.add_name(name)
+        for user in users:
+            self.add_user(user)
 
     # -- what to replace -------------------------------------------------------------------------------
     def add_name(self, name: str) -> None:
@@ -183,6 +233,11 @@ class Redactor:
         if "." in name:  # node17.example.com: node17 is this host's name too
             self.add_name(name.split(".", 1)[0])
         self._free_names = self._all_names = None
+
+    def add_user(self, name: str) -> None:
+        name = name.strip().strip("'\"").lower()
+        if re.fullmatch(r"[a-z0-9._-]{1,64}", name) and not re.fullmatch(r"user-[0-9a-f]{8}", name):
+            self.users.add(name)
 
     def add_host_value(self, value: str) -> None:
         """A variable's value that names hosts: `trainer-7`, `node[01-04]`, `10.0.0.5:29500`, `tcp://h:1`."""
@@ -207,6 +262,22 @@ class Redactor:
         if value.strip() in ("N/A", "") or re.fullmatch(r"redacted-[0-9a-f]{10}", value.strip()):
             return value
         return "redacted-" + self._hash("serial", value.strip(), 10)
+
+    def user_placeholder(self, name: str) -> str:
+        return "user-" + self._hash("user", name.lower(), 8)
+
+    def _uuid(self, match: re.Match[str]) -> str:
+        bare = "".join(match.group(index) for index in (1, 3, 4, 5, 6)).lower()
+        # A GPU's UUID printed bare keeps the GPU- form's (unkeyed) placeholder: the GPUs still match up.
+        digest = _digest(bare, 32) if bare in self.gpu_uuids else self._hash("uuid", bare, 32)
+        separator = match.group(2)
+        return separator.join((digest[:8], digest[8:12], digest[12:16], digest[16:20], digest[20:]))
+
+    def identifier(self, value: str) -> str:
+        """An instance, VM or container id: a keyed hash of the same length, the `i-` of AWS ids kept."""
+        if value.startswith("i-"):
+            return "i-" + self._hash("instance", value, len(value) - 2)
+        return self._hash("id", value, max(8, min(len(value), 64)))
 
     def _ip_placeholder(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
         digest = bytes.fromhex(self._hash("ip", address.compressed, 16))
@@ -236,10 +307,13 @@ class Redactor:
             text = text.replace(expression, replacement)
         free, every = self._name_sets()
         known = every if everywhere else free
-        if not known:
+        users = {user for user in self.users if len(user) >= 3 and user not in GENERIC_USERS | self.protected}
+        if not known and not users:
             return text
 
         def token(match: re.Match[str]) -> str:
+            if match.group(0).lower() in users:
+                return self.user_placeholder(match.group(0))
             labels = match.group(0).split(".")
             if len(labels) == 1:
                 return self.host_placeholder(labels[0]) if labels[0].lower() in known else labels[0]
@@ -258,6 +332,7 @@ class Redactor:
         return _NAME_TOKEN.sub(token, text)
 
     def addresses_in(self, text: str) -> str:
+        text = _AWS_HOST_IP.sub(self._aws_host_ip, text)  # ip-10-1-2-3: an EC2 host named by its address
         text = _ADDRESS.sub(self._address, text)
         if self.local_macs:  # this machine's MACs in any other spelling: 0242ac110002, 0242.ac11.0002
             if self._local_mac_pattern is None:
@@ -310,8 +385,18 @@ class Redactor:
         return candidate
 
     def text(self, text: str) -> str:
-        """A text file: serials, UUIDs, names in host positions, then names anywhere, then addresses."""
+        """A text file: secrets, serials, UUIDs and ids, names in host positions, names anywhere, addresses."""
+        text = self.secrets(text)
         text = _GPU_UUID.sub(_stable_uuid, text)
+        text = _UUID.sub(self._uuid, text)
+        text = _CONTAINER_ID.sub(lambda m: self._hash("container", m.group(0), 64), text)
+        text = _INSTANCE_ID.sub(lambda m: self.identifier(m.group(0)), text)
+        text = _NAMED_ID.sub(lambda m: m.group(1) + self.identifier(m.group(2)), text)
+        text = _HOME.sub(lambda m: f"{m.group('lead')}/{self.user_placeholder(m.group('user'))}"
+                         if not re.fullmatch(r"user-[0-9a-f]{8}", m.group("user")) else m.group(0), text)
+        text = _SECTION.sub(lambda m: m.group(0) if not _SERIAL_PATH.search(m.group("path")) else
+                            f"==> {m.group('path')} <==\n{self.serial(m.group('value'))}", text)
+        text = _SERIAL_WORD.sub(lambda m: m.group(1) + self.serial(m.group(2)), text)
         text = _SERIAL_XML.sub(lambda m: m.group(1) + self.serial(m.group(3)) + m.group(4), text)
         text = _SERIAL_TEXT.sub(lambda m: m.group(1) + self.serial(m.group(2)), text)
         text = _PCI_DSN.sub(lambda m: m.group(1) + "-".join(re.findall("..", self._hash("dsn", m.group(2).lower(),
@@ -319,6 +404,26 @@ class Redactor:
         for pattern in _LOG_HOSTS:
             text = pattern.sub(lambda m: self._replace_group(m, "name", self._host_position(m.group("name"))), text)
         return self.addresses_in(self.names_in(text))
+
+    def secrets(self, text: str) -> str:
+        """Token-shaped values anywhere; values of secret-named `NAME=value` and `--secret-flag value`."""
+        text = _SECRET_SHAPES.sub(SECRET_PLACEHOLDER, text)
+        text = _URL_CREDENTIALS.sub(f"redacted:{SECRET_PLACEHOLDER}@", text)
+        text = _BEARER.sub(lambda m: m.group(1) + SECRET_PLACEHOLDER, text)
+
+        def assignment(match: re.Match[str]) -> str:
+            if not is_secret_name(match.group("name")):
+                return match.group(0)
+            return self._replace_group(match, "value", SECRET_PLACEHOLDER)
+        text = _SECRET_ASSIGNMENT.sub(assignment, text)
+        return _SECRET_FLAG.sub(assignment, text)
+
+    def _aws_host_ip(self, match: re.Match[str]) -> str:
+        try:
+            address = ipaddress.IPv4Address(".".join(match.groups()))
+        except ValueError:
+            return match.group(0)
+        return "ip-" + self._ip_placeholder(address).replace(".", "-")
 
     def _host_position(self, name: str) -> str:
         if name.lower().rstrip(".") in LOOPBACK_NAMES or name.startswith("host-") or _normal_address(name):
@@ -334,7 +439,9 @@ class Redactor:
         """env.txt: a host variable's value is replaced whole (short and generic-looking names too)."""
         def line(match: re.Match[str]) -> str:
             value = match.group("value")
-            if _is_host_variable(match.group("name")):
+            if is_secret_name(match.group("name")):
+                value = SECRET_PLACEHOLDER if value.strip() else value
+            elif _is_host_variable(match.group("name")):
                 value = self.names_in(value, everywhere=True)  # addresses: in the whole-text pass below
             return f"{match.group('lead')}{match.group('name')}={value}"
         return self.text(_ENV_LINE.sub(line, text))
@@ -351,12 +458,21 @@ class Redactor:
         if isinstance(value, list):
             return [self.json_value(item, key) for item in value]
         if isinstance(value, str):
+            if is_secret_name(key) and value.strip():
+                return SECRET_PLACEHOLDER
+            if _ID_KEY.search(key) and value.strip() and not value.startswith(("GPU-", "MIG-")):
+                return self.identifier(value.strip())
             if "serial" in key.lower():
                 return self.serial(value)
             if key == "host":
                 return self.addresses_in(self._host_position(value.strip())) if value.strip() else value
             return self.text(value)
         return value
+
+
+def is_secret_name(name: str) -> bool:
+    """A variable, key or flag whose name says it holds a secret (HF_TOKEN, NVIDIA_API_KEY, GITHUB_PAT, --password)."""
+    return bool(_SECRET_NAME.search(name.strip("-").replace("-", "_")))
 
 
 def _is_host_variable(name: str) -> bool:
@@ -435,6 +551,18 @@ def local_identity() -> tuple[set[str], set[str], set[str]]:
     return {name for name in names if name}, addresses, macs
 
 
+def local_users() -> set[str]:
+    """This process's user name and the owner of its home folder (root and generic names identify nobody)."""
+    users = {os.environ.get(name, "") for name in ("USER", "LOGNAME", "SUDO_USER")}
+    try:
+        import pwd
+        users.add(pwd.getpwuid(os.getuid()).pw_name)
+    except (ImportError, KeyError, OSError):
+        pass
+    users.add(Path.home().name if str(Path.home()).startswith(("/home/", "/Users/")) else "")
+    return {user for user in users if user and user not in GENERIC_USERS}
+
+
 def product_words(files: dict[str, str]) -> set[str]:
     """Words of the GPUs' product names (NVIDIA, H200, SXM5): a host named like them keeps them in free text."""
     products: list[str] = []
@@ -450,9 +578,11 @@ def product_words(files: dict[str, str]) -> set[str]:
 
 
 def redactor_for(files: dict[str, str], key: bytes | None = None, names: Iterable[str] = (),
-                 addresses: Iterable[str] = (), macs: Iterable[str] = ()) -> Redactor:
+                 addresses: Iterable[str] = (), macs: Iterable[str] = (), users: Iterable[str] = ()) -> Redactor:
     """Every name and address the bundle itself reveals, plus the ones given (this machine's)."""
-    redactor = Redactor(redaction_key() if key is None else key, names, addresses, macs, product_words(files))
+    gpu_uuids = {"".join(match.group(2).split("-")) for text in files.values() for match in _GPU_UUID.finditer(text)}
+    redactor = Redactor(redaction_key() if key is None else key, names, addresses, macs, product_words(files),
+                        users, gpu_uuids)
     try:
         manifest = json.loads(files.get("manifest.json", "{}"))
         if isinstance(manifest, dict) and isinstance(manifest.get("host"), str):
@@ -462,6 +592,11 @@ def redactor_for(files: dict[str, str], key: bytes | None = None, names: Iterabl
     for match in _ENV_LINE.finditer(files.get("env.txt", "")):
         if _is_host_variable(match.group("name")):
             redactor.add_host_value(match.group("value"))
+        elif _USER_VARIABLE.search(match.group("name").upper()):
+            redactor.add_user(match.group("value"))
+    for text in files.values():
+        for match in _HOME.finditer(text):
+            redactor.add_user(match.group("user"))
     for text in files.values():
         for pattern in _LOG_HOSTS:
             for match in pattern.finditer(text):
@@ -477,7 +612,7 @@ def redact_text(text: str, hostnames: Iterable[str] = (), key: bytes | None = No
 def redact_bundle(files: dict[str, str], key: bytes | None = None, local: bool = True) -> dict[str, str]:
     """The bundle with names, addresses, serials and UUIDs replaced (module docstring); file names unchanged."""
     names, addresses, macs = local_identity() if local else (set(), set(), set())
-    redactor = redactor_for(files, key, names, addresses, macs)
+    redactor = redactor_for(files, key, names, addresses, macs, local_users() if local else ())
     # Names first met in host positions of manifest/env are in place before any file is rewritten.
     redacted = {}
     for name, text in files.items():
