@@ -260,7 +260,7 @@ IDENTITIES = {
     "users": ["alice", "carol.smith", "bob"],
     "hosts": ["ip-10-1-2-3.ec2.internal", "ip-10-1-2-3", "trainer-9", "gpu-box-planted", "login-planted"],
     "addresses": ["10.1.2.3", "172.31.5.6", "10.0.7.7", "2600:1f18:abcd::42", "fe80::a8b:2cff:fe3d:4e5f",
-                  "ip-10-11-12-13"],
+                  "ip-10-11-12-13", "10.0.9.1", "10.0.9.2"],
     "macs": ["0a:1b:2c:3d:4e:5f", "0A-1B-2C-3D-4E-60"],
     "ids": ["i-0123456789abcdef0", "i-0fedcba9876543210", "i-1a2b3c4d", "4567890123456789012",
             "11112222-3333-4444-5555-666677778888", "0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0",
@@ -306,6 +306,7 @@ def _planted_bundle():
         "[   13.000004] hv_vmbus: vmId: 11112222-3333-4444-5555-666677778888 gce instance_id=4567890123456789012\n"
         "[   13.000005] kubelet: node uid 9a8b7c6d-5e4f-4a3b-9c2d-1e0f2a3b4c5d peer ip-10-11-12-13 at 10.0.7.7\n"
         "[   13.000006] usb 1-1: SerialNumber: USB-PLANTED-77\n"
+        "[   13.000010] allow 10.0.9.1-10.0.9.2 via 10.0.9.3-1\n"
         "[   13.000007] mlx5_core: port mac 0A-1B-2C-3D-4E-60 addr fe80::a8b:2cff:fe3d:4e5f\n"
         "[   13.000008] app: " + " ".join(TOKEN_SHAPES) + "\n"
         "[   13.000009] app: curl -H 'Authorization: Bearer planted-bearer-token-123' --password planted-flag-secret\n")

@@ -1,4 +1,4 @@
-"""`collect --redact`: replace serials, UUIDs, host names and addresses before a bundle leaves the site.
+"""`collect --redact`: replace secrets, serials, ids, user and host names, addresses before a bundle leaves the site.
 
 What is replaced, in every file, by a stable placeholder (same input → same placeholder in every file):
 
@@ -15,6 +15,16 @@ What is replaced, in every file, by a stable placeholder (same input → same pl
   `02:…`, InfiniBand GUIDs → a hash of the same shape; this machine's own addresses (psutil) also in any
   other spelling. Placeholders keep the shape, so `ip -o addr` still parses. Loopback, unspecified,
   multicast and 255.x masks stay; IPv4-shaped versions (`9.13.0.50-1`, `VERSION=...`, `==...`) stay.
+
+- Secrets → `redacted-secret`: the value of every variable (env.txt, `NAME=value` in any file), JSON key or
+  `--flag` whose name holds TOKEN, KEY, SECRET, PASSWORD, PASSWD, CREDENTIAL or AUTH (any case), or the `_` words
+  PAT, PASS, PWD (PATH is no secret); token-shaped values anywhere (`hf_…`, `ghp_…`, `github_pat_…`, `AKIA…`,
+  `sk-…`, `nvapi-…`, `glpat-…`, `xox?-…`, `AIza…`, JWTs), `Authorization:`/`Bearer` values, `user:pass@` in URLs.
+- User names → `user-<hash8>`: `/home/<user>` and `/Users/<user>` (`/root` stays), USER/LOGNAME values, this
+  process's user; then those names as whole words (not root, ubuntu and other generic names).
+- Ids → keyed hashes of the same shape: AWS `i-…`, `instance_id=`/`vmId:` values, UUIDs (Azure vmId, Kubernetes
+  pod and node UIDs, `pod<uid>` with `_` in systemd slices; a GPU's UUID printed bare keeps its GPU- placeholder),
+  64-hex container ids, `ip-10-1-2-3` EC2 names; DMI serial/asset-tag/product_uuid sections and `SerialNumber:`.
 
 Files stay parseable: JSON files are parsed and only string values change (keys never), XML only between
 tags. Hashes are keyed (HMAC-SHA256): a dictionary of host names or the 2^32 IPv4 addresses cannot be hashed
@@ -363,8 +373,8 @@ class Redactor:
             return found
         if address.compressed in self.local_addresses:
             return self._ip_placeholder(address)
-        before, after = match.string[max(0, match.start() - 8):match.start()], match.string[match.end():match.end() + 2]
-        version_like = before.endswith(("VERSION=", "==")) or re.match(r"-\d|[+~]", after)
+        before, after = match.string[max(0, match.start() - 8):match.start()], match.string[match.end():match.end() + 9]
+        version_like = before.endswith(("VERSION=", "==")) or re.match(r"-\d{1,6}(?![\d.])|[+~]", after)
         if version_like or _kept_address(address):
             return found
         return self._ip_placeholder(address)
@@ -559,7 +569,11 @@ def local_users() -> set[str]:
         users.add(pwd.getpwuid(os.getuid()).pw_name)
     except (ImportError, KeyError, OSError):
         pass
-    users.add(Path.home().name if str(Path.home()).startswith(("/home/", "/Users/")) else "")
+    try:
+        home = Path.home()
+        users.add(home.name if str(home).startswith(("/home/", "/Users/")) else "")
+    except (RuntimeError, KeyError, OSError):
+        pass
     return {user for user in users if user and user not in GENERIC_USERS}
 
 
