@@ -381,3 +381,13 @@ def test_secret_patterns_are_linear_on_hostile_input(hostile):
     started = time.monotonic()
     Redactor(KEY, users=["alice"]).text(hostile)
     assert time.monotonic() - started < 5
+
+
+def test_what_the_new_rules_keep():
+    kept = ("[    0.2] Serial: 8250/16550 driver, 1 ports\n    GPU instance ID : 3\nCompute instance ID: 1\n"
+            "LD_LIBRARY_PATH=/usr/local/nvidia/lib64 PASSTHROUGH=1 /root/.cache 9.13.0.50-1 per token throughput\n")
+    assert Redactor(KEY).text(kept) == kept
+    document = {"gpu_instance_id": "3", "compute_instance_id": "1", "tokens_per_s": 12.5, "instance_id": "4567890"}
+    out = json.loads(redact._redact_file(Redactor(KEY), "x.json", json.dumps(document)))
+    assert out["gpu_instance_id"] == "3" and out["compute_instance_id"] == "1" and out["tokens_per_s"] == 12.5
+    assert out["instance_id"] != "4567890"

@@ -132,9 +132,10 @@ GENERIC_USERS = frozenset({"root", "ubuntu", "ec2-user", "admin", "user", "users
 # Cloud instance ids (AWS i-…), ids given by name (instance_id=…, vmId: …), UUIDs (Azure vmId, Kubernetes pod and
 # node UIDs, also as `pod<uid>` with `_` in systemd slice names), container ids (64 hex).
 _INSTANCE_ID = re.compile(r"(?<![\w-])i-(?:[0-9a-f]{17}|[0-9a-f]{8})(?![\w-])")
-_NAMED_ID = re.compile(r"(?i)(\b(?:instance|vm)[_ -]?id[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?)"
+_NAMED_ID = re.compile(r"(?i)(?<!gpu[ _-])(?<!compute[ _-])(?<!mig[ _-])(\b(?:instance|vm)[_ -]?id[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?)"
                        r"([A-Za-z0-9][A-Za-z0-9_.:/-]{2,255})")
-_ID_KEY = re.compile(r"(?i)(?:instance|vm|machine|boot|node|pod)[_-]?(?:id|uid)$")
+_ID_KEY = re.compile(r"(?i)^(?:(?:ec2|aws|gce|gcp|azure|cloud|k8s|kube)[_-]?)?"
+                     r"(?:instance[_-]?id|vm[_-]?id|machine[_-]?id|boot[_-]?id|node[_-]?uid|pod[_-]?uid)$")
 _UUID = re.compile(r"(?:(?<=pod)|(?<![0-9A-Za-z]))(?<!GPU-)(?<!MIG-)(?<!gpu-)(?<!mig-)"
                    r"([0-9a-fA-F]{8})([-_])([0-9a-fA-F]{4})\2([0-9a-fA-F]{4})\2([0-9a-fA-F]{4})\2([0-9a-fA-F]{12})"
                    r"(?![0-9A-Za-z])")
@@ -143,7 +144,9 @@ _AWS_HOST_IP = re.compile(r"(?<![\w-])ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})
 # Serials in `head`-style captures (`==> /sys/class/dmi/id/board_serial <==`) and `Serial: X` lines.
 _SECTION = re.compile(r"^==> (?P<path>[^\n<]{1,512}) <==\n(?P<value>[^\n]{1,512})$", re.MULTILINE)
 _SERIAL_PATH = re.compile(r"serial|asset_tag|product_uuid|machine-id|boot_id")
-_SERIAL_WORD = re.compile(r"(?i)(\bserial[ _]?(?:number|no)?[ \t]{0,4}[:=][ \t]{0,4})([^\s,;<]{1,128})")
+# `SerialNumber: X`, `serial_no=X`, `serial=X`; not dmesg's `Serial: 8250/16550 driver`.
+_SERIAL_WORD = re.compile(r"(?i)(\bserial(?:[ _]?(?:number|no\b)[ \t]{0,4}[:=]|[ \t]{0,4}=)[ \t]{0,4})"
+                          r"([^\s,;<]{1,128})")
 _PRODUCT_NAMES = [re.compile(r"<product_(?:name|brand|architecture)>([^<]+)</product_"),
                   re.compile(r"^[ \t]*Product (?:Name|Brand|Architecture)[ \t]*:[ \t]*(.+)$", re.MULTILINE)]
 
