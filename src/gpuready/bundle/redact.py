@@ -133,7 +133,8 @@ GENERIC_USERS = frozenset({"root", "ubuntu", "ec2-user", "admin", "user", "users
 # node UIDs, also as `pod<uid>` with `_` in systemd slice names), container ids (64 hex).
 _INSTANCE_ID = re.compile(r"(?<![\w-])i-(?:[0-9a-f]{17}|[0-9a-f]{8})(?![\w-])")
 _NAMED_ID = re.compile(r"(?i)(?<!gpu[ _-])(?<!compute[ _-])(?<!mig[ _-])"  # MIG instance ids are no cloud ids
-                       r"(\b(?:instance|vm)[_ -]?id[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?)([A-Za-z0-9][A-Za-z0-9_.:/-]{2,255})")
+                       r"(\b(?:instance|vm)[_ -]?id[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?)"
+                       r"([A-Za-z0-9][A-Za-z0-9_.:/-]{2,255})")
 _ID_KEY = re.compile(r"(?i)^(?:(?:ec2|aws|gce|gcp|azure|cloud|k8s|kube)[_-]?)?"
                      r"(?:instance[_-]?id|vm[_-]?id|machine[_-]?id|boot[_-]?id|node[_-]?uid|pod[_-]?uid)$")
 _UUID = re.compile(r"(?:(?<=pod)|(?<![0-9A-Za-z]))(?<!GPU-)(?<!MIG-)(?<!gpu-)(?<!mig-)"
