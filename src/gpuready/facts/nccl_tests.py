@@ -28,14 +28,17 @@ TYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float",
          "f8e4m3", "f8e5m2", "fp8_e4m3", "fp8_e5m2", "int", "char")
 """Data types nccl-tests prints in the `type` column (`-d`)."""
 
-PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:)?\s*")
+PREFIX = re.compile(r"^[ \t]{0,40}(?:\[\d{1,6},\d{1,6}\]<std(?:out|err)>:)?[ \t]{0,40}")
 """`mpirun --tag-output` puts `[1,0]<stdout>:` before every line."""
 
-MARKERS = (r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:)?\s*(?:"
-           r"#?\s*nThread\s+\d|#?\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s|"
-           r"#\s*Collective test (?:starting|concluded)|#\s*Out of bounds values|#\s*Avg bus bandwidth|"
-           r"#?\s*size\s+count\s+type|"
-           r"\d+\s+\d+\s+(?:" + "|".join(TYPES) + r")\s)")
+# Searched over raw chunks of many lines: no `\s` (it would cross line breaks) and every run bounded, so a chunk of
+# blank lines or spaces costs its length (an unbounded `^\s*…\s*` took minutes on 1,000 blank lines).
+MARKERS = (r"^[ \t]{0,40}(?:\[\d{1,6},\d{1,6}\]<std(?:out|err)>:)?[ \t]{0,40}(?:"
+           r"#?[ \t]{0,8}nThread[ \t]{1,8}\d|#?[ \t]{0,8}Rank[ \t]{1,8}\d{1,6}[ \t]{1,8}(?:Group[ \t]{1,8}\d{1,6}[ \t]{1,8})?Pid"
+           r"[ \t]|"
+           r"#[ \t]{0,8}Collective test (?:starting|concluded)|#[ \t]{0,8}Out of bounds values|#[ \t]{0,8}Avg bus bandwidth|"
+           r"#?[ \t]{0,8}size[ \t]{1,20}count[ \t]{1,20}type|"
+           r"\d{1,20}[ \t]{1,20}\d{1,20}[ \t]{1,20}(?:" + "|".join(TYPES) + r")[ \t])")
 """Lines a reader of nccl-tests output wants (a regex source, searched per line)."""
 
 MODERN_COLUMNS = ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",

@@ -267,9 +267,12 @@ class Scanner:
         """Offer the block's marked lines (the block ends with a newline); returns the line count so far."""
         wanted: dict[int, list[Reader]] = {}  # line start → the readers whose markers are on that line
         for reader, pattern in self.patterns:
-            last = -1
+            last, searched_to = -1, 0
             for match in pattern.finditer(block):
-                start = block.rfind(b"\n", 0, match.start()) + 1
+                # the line start: look back only to the previous match (a line with many matches is scanned once)
+                newline = block.rfind(b"\n", searched_to, match.start())
+                start = newline + 1 if newline >= 0 else (last if last >= 0 else 0)
+                searched_to = match.start()
                 if start != last:
                     last = start
                     wanted.setdefault(start, []).append(reader)
