@@ -141,14 +141,19 @@ def parse_kernel_log(log: str | Iterable[str] | Iterable[NumberedLine], source: 
     events: list[KernelEvent] = []
     last_named_gpu: str | None = None
     bus_by_uuid: dict[str, str] = {}
-    previous_times: tuple[float | None, str | None] = (None, None)
+    anchor = ""  # the last line that is not a continuation: its time is a continuation line's
     for file, number, line in _numbered(log, source):
+        marked = any(marker in line for marker in MARKERS)
+        if not marked:
+            # a line's time is only read where a marked line needs it (most lines are neither): linear, and cheap
+            if not line[:1].isspace() or (line.strip() and _times(line) != (None, None)):
+                anchor = line
+            continue
         times = _times(line)
         if times == (None, None) and line[:1].isspace():
-            times = previous_times  # a continuation line of the message above
-        previous_times = times
-        if not any(marker in line for marker in MARKERS):
-            continue
+            times = _times(anchor)  # a continuation line of the message above
+        else:
+            anchor = line
         timestamp_s, wall_time = times
 
         def event(kind: str, **fields) -> None:
