@@ -18,7 +18,7 @@ from pathlib import Path
 from gpuready import __version__
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.options import (MAX_GPUS, MAX_GPUS_PER_NODE, MAX_INTERVAL_S, MAX_NODES, MAX_RANKS, MAX_RUN_S,
-                              MAX_TIMEOUT_S, MAX_WATTS, number, whole)
+                              MAX_TIMEOUT_S, MAX_WATTS, file_kind, number, whole)
 from gpuready.shapes import SHAPE_LIMITS
 from gpuready.runner.signals import Stopped, exit_code_for, stop_signals_raise
 
@@ -437,7 +437,7 @@ def _check_out(args: argparse.Namespace) -> None:
         if out.is_dir():
             raise UsageError(f"--out {out} is a folder; give the report's file name")
         if out.exists() and not stat.S_ISREG(out.stat().st_mode):
-            raise UsageError(f"--out {out} is not a regular file ({_file_kind(out.stat().st_mode)}); give a file "
+            raise UsageError(f"--out {out} is not a regular file ({file_kind(out.stat().st_mode)}); give a file "
                              "name or - for stdout")
         if not folder.is_dir():
             raise UsageError(f"--out {out}: the folder {folder} does not exist (gpuready does not create it)")
@@ -447,16 +447,6 @@ def _check_out(args: argparse.Namespace) -> None:
             pass
     except OSError as error:
         raise UsageError(f"--out {out}: cannot write in {folder} ({error.strerror or error})") from None
-
-
-def _file_kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a plain file"
 
 
 def _check_log_dir(args: argparse.Namespace) -> None:
@@ -477,7 +467,7 @@ def _write_report(document: str, args: argparse.Namespace) -> str | None:
     if args.out:
         try:  # a FIFO or a device put there since _check_out would block or never end: refused, never opened
             if args.out.exists() and not stat.S_ISREG(args.out.stat().st_mode):
-                return f"{args.out} is no longer a regular file ({_file_kind(args.out.stat().st_mode)})"
+                return f"{args.out} is no longer a regular file ({file_kind(args.out.stat().st_mode)})"
             args.out.write_text(document)
         except OSError as error:
             return f"cannot write the report to {args.out} ({error.strerror or error})"

@@ -113,7 +113,7 @@ def read_input_text(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYTE
     except OSError as error:
         raise InputFileError(f"{what} {path}: cannot read it ({error.strerror or error})") from None
     if not stat.S_ISREG(info.st_mode):
-        raise InputFileError(f"{what} {path} is not a regular file ({_kind(info.st_mode)})")
+        raise InputFileError(f"{what} {path} is not a regular file ({file_kind(info.st_mode)})")
     if info.st_size > max_bytes:
         raise InputFileError(f"{what} {path} is larger than {max_bytes // 1024:,} KiB")
     try:
@@ -132,7 +132,8 @@ def read_input_text(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYTE
         raise InputFileError(f"{what} {path} is not UTF-8 text (byte {error.start})") from None
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a path that is not a regular file is, in words."""
     if stat.S_ISDIR(mode):
         return "a folder"
     if stat.S_ISFIFO(mode):
