@@ -182,9 +182,11 @@ def root_causes(groups: list[XidGroup], first_sxid: tuple[int, tuple[str, float]
                 ) -> dict[XidGroup, tuple[str, str]]:
     """Group → (its root cause: `Xid 48` or `an NVSwitch SXid`, why) for the groups that follow from another."""
     direct: dict[XidGroup, tuple[XidGroup | str, str]] = {}
+    by_gpu_epoch: dict[tuple[str | None, int], list[XidGroup]] = {}  # a log of many driver loads: each period apart
     for group in groups:
-        peers = [other for other in groups if other.bus_id == group.bus_id and other.epoch == group.epoch
-                 and other.code != group.code]
+        by_gpu_epoch.setdefault((group.bus_id, group.epoch), []).append(group)
+    for group in groups:
+        peers = [other for other in by_gpu_epoch[(group.bus_id, group.epoch)] if other.code != group.code]
         for rule in CASCADES:
             if (rule.effects and group.code not in rule.effects) or group.code in rule.causes:
                 continue
