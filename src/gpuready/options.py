@@ -59,10 +59,7 @@ def whole(unit: str, minimum: int, maximum: int, *, noun: str | None = None) -> 
             raise argparse.ArgumentTypeError(f"{_shown(text)} is not {describe}")
         return value
 
-    parse.describe, parse.minimum, parse.maximum = describe, minimum, maximum  # type: ignore[attr-defined]
-    parse.above_minimum = False  # type: ignore[attr-defined]
-    parse.__name__ = "whole number"
-    return parse
+    return _labelled(parse, "whole number", describe, minimum, maximum, above_minimum=False)
 
 
 def number(unit: str, minimum: float, maximum: float, *, above_minimum: bool = False) -> Callable[[str], float]:
@@ -81,9 +78,15 @@ def number(unit: str, minimum: float, maximum: float, *, above_minimum: bool = F
             raise argparse.ArgumentTypeError(f"{_shown(text)} is not {describe}")
         return value
 
+    return _labelled(parse, "number", describe, minimum, maximum, above_minimum=above_minimum)
+
+
+def _labelled(parse: Callable, name: str, describe: str, minimum: float, maximum: float, *,
+              above_minimum: bool) -> Callable:
+    """The range an option type accepts, on the type itself: --help and the tests read it from there."""
     parse.describe, parse.minimum, parse.maximum = describe, minimum, maximum  # type: ignore[attr-defined]
     parse.above_minimum = above_minimum  # type: ignore[attr-defined]
-    parse.__name__ = "number"
+    parse.__name__ = name
     return parse
 
 
