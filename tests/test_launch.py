@@ -311,7 +311,34 @@ def test_yaml_scalars_round_trip():
               "line\nbreak", "\x7f\x85", "ünï", "[x]", "{x}", "*a", "&a", "!t", "%p", "@a", "`b", "a #b", "0x1F",
               "ends:", "-", "?", "|", ">"]
     for value in values:
-        assert yaml.safe_load(f"key: {launch._scalar(value)}")["key"] == value, value
+        assert yaml.safe_load(launch._yaml_dump({"key": value}))["key"] == value, value
+
+
+MISREAD = ["yes", "on", "y", "0755", "1e3", "null", "- x", "key: value", "a # b", "#x", "1:20", "0x1F", ".inf"]
+
+
+@pytest.mark.parametrize("k8s_kind", launch.K8S_KINDS)
+def test_values_yaml_would_misread_stay_strings(k8s_kind):
+    """Booleans, octal and exponent numbers, null, a list item, a mapping or a comment to YAML 1.1 or to go-yaml
+    (kubectl): each reaches the manifest's command as the same string, and a trailing newline is refused."""
+    yaml = pytest.importorskip("yaml")
+    text = launch_text("k8s", nnodes=2, gpus_per_node=8, command=["train.py", *MISREAD], image=IMAGE,
+                       k8s_kind=k8s_kind)
+    documents = [doc for doc in yaml.safe_load_all(text) if doc["kind"] != "Service"]
+    [command] = [doc["spec"]["trainer"]["command"] if doc["kind"] == "TrainJob" else
+                 _containers_of(doc)[0]["command"] for doc in documents]
+    assert command == ["torchrun", "train.py", *MISREAD]
+    for value in ("1e3", "y", "0755"):  # quoted for go-yaml too, which reads a plain 1e3 as a float and y as true
+        assert f'- "{value}"' in text, value
+    with pytest.raises(ValueError, match="control character"):
+        launch_text("k8s", nnodes=2, gpus_per_node=8, command=["train.py", "yes\n"], image=IMAGE, k8s_kind=k8s_kind)
+
+
+def _containers_of(document: dict) -> list[dict]:
+    spec = document["spec"]
+    if document["kind"] == "JobSet":
+        spec = spec["replicatedJobs"][0]["template"]["spec"]
+    return spec["template"]["spec"]["containers"]
 
 
 # --- bad input --------------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Issue 20: nothing hostile reaches a shell. Every value the user gives `gpuready launch` (--reports, the words
-after `--`, --name, --image, --rdzv-id) is quoted in the scripts (shlex.quote) and the manifests (YAML double
-quotes); a newline or other control character in any of them is refused with one sentence and exit 2. The scripts
-are run by bash with stub torchrun / srun / scontrol / python on PATH that record their argv: no injected command
-runs, and each value reaches the stub intact, as one argument."""
+after `--`, --name, --image, --rdzv-id) is quoted in the scripts (shlex.quote) and the manifests (PyYAML); a
+newline or other control character in any of them is refused with one sentence and exit 2. The scripts are run by
+bash with stub torchrun / srun / scontrol / python on PATH that record their argv: no injected command runs, and
+each value reaches the stub intact, as one argument."""
 
 from __future__ import annotations
 

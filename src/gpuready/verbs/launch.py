@@ -18,7 +18,6 @@ Conventions followed (see shared/reference/anchors-style-ecosystem.md):
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -26,6 +25,8 @@ import shlex
 import socket
 import subprocess
 from typing import Any
+
+import yaml
 
 KINDS = ("torchrun", "slurm", "k8s")
 K8S_KINDS = ("job", "jobset", "trainjob")
@@ -179,7 +180,7 @@ def _one_line(text: str) -> str:
 
 def _refuse_controls(values: list[tuple[str, str | None]]) -> None:
     """ValueError (one sentence) for the first value holding a newline or other control character: every value is
-    quoted (shlex.quote, YAML double quotes), but a newline in a `#` comment or a name would still end the line."""
+    quoted (shlex.quote, PyYAML), but a newline in a `#` comment or a name would still end the line."""
     for option, value in values:
         if value is not None and _CONTROL.search(value):
             raise ValueError(f"{option} {value!r} holds a newline or another control character; a launch script or "
@@ -341,105 +342,94 @@ def _slurm_text(nnodes: int, gpus_per_node: int, command: list[str], port: int, 
     return "\n".join(lines) + "\n"
 
 
-# --- YAML (emitted by hand: PyYAML is not a dependency; every string that is not plainly safe is double-quoted) ---
-
-class _Comment:
-    def __init__(self, text: str):
-        self.text = _one_line(text)
-
+# --- YAML (PyYAML: a well-kept library quotes and escapes every value; comments go in a header block) -------------
 
 _PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./:-]*")  # with re.fullmatch (`$` would pass a trailing newline)
-_YAML11_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
+_GO_YAML_BOOLS = {"y", "n"}
+"""Booleans to go-yaml v2 (Kubernetes' parser) that PyYAML's YAML 1.1 resolver reads as strings, so leaves plain."""
 
 
-def _scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    text = str(value)
-    if _PLAIN.fullmatch(text) and not text.endswith(":") and ": " not in text and text.lower() not in _YAML11_WORDS:
-        return text
-    quoted = json.dumps(text, ensure_ascii=False)
-    # YAML allows only printable characters inside quotes: escape DEL, C1 controls and other unprintables.
-    return "".join(ch if ch.isprintable() or ch == " " else f"\\u{ord(ch):04x}" for ch in quoted)
+class _ManifestDumper(yaml.SafeDumper):
+    """SafeDumper that double-quotes every string that is not plainly a word. PyYAML quotes what *it* would misread,
+    but leaves `1e3` or `y` plain, which go-yaml (kubectl, the API server) reads as a number or a boolean, and a
+    `command` with a number in it is then refused. The style is all this decides: PyYAML still does the escaping."""
 
 
-def _yaml_lines(value: Any, indent: int) -> list[str]:
-    pad = " " * indent
-    lines: list[str] = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, _Comment):
-                lines.append(f"{pad}# {key.text}")
-            elif isinstance(item, (dict, list)) and item:
-                lines.append(f"{pad}{key}:")
-                lines += _yaml_lines(item, indent + 2)
-            else:
-                lines.append(f"{pad}{key}: {_scalar(item) if not isinstance(item, (dict, list)) else str(item)}")
-    else:
-        for item in value:
-            if isinstance(item, _Comment):
-                lines.append(f"{pad}# {item.text}")
-            elif isinstance(item, (dict, list)) and item:
-                inner = _yaml_lines(item, indent + 2)
-                first = next(i for i, line in enumerate(inner) if not line.lstrip().startswith("#"))
-                lines += [f"{pad}{line.lstrip()}" for line in inner[:first]]
-                lines.append(f"{pad}- {inner[first].lstrip()}")
-                lines += inner[first + 1:]
-            else:
-                lines.append(f"{pad}- {_scalar(item)}")
-    return lines
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    plain = _PLAIN.fullmatch(text) and text.lower() not in _GO_YAML_BOOLS
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=None if plain else '"')
+
+
+_ManifestDumper.add_representer(str, _represent_str)
+
+
+def _yaml_dump(document: dict) -> str:
+    """One YAML document, stable and readable: keys in the order built, block style, UTF-8 as is, no folded lines."""
+    return yaml.dump(document, Dumper=_ManifestDumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                     width=float("inf"))
 
 
 def _yaml_doc(comments: list[str], document: dict) -> str:
-    return "\n".join([f"# {_one_line(line)}" for line in comments] + _yaml_lines(document, 0)) + "\n"
+    """`comments` as `#` lines, then the document (PyYAML cannot place a comment inside one)."""
+    return "".join(f"# {_one_line(line)}\n" for line in comments) + _yaml_dump(document)
 
 
-def _k8s_env(facts: Any, nnodes: int, gpus_per_node: int, master: str | None, port: int) -> list:
-    """PET_* for torchrun (static rendezvous), MASTER_ADDR/PORT for code that reads them, and the NCCL notes."""
-    env: list = []
+def _k8s_env(facts: Any, nnodes: int, gpus_per_node: int, master: str | None,
+             port: int) -> tuple[list[dict], list[str]]:
+    """PET_* for torchrun (static rendezvous) and MASTER_ADDR/PORT for code that reads them, and the header notes
+    that explain them and the NCCL variables a pod is not given."""
+    env: list[dict] = []
+    notes: list[str] = []
     if master is not None:
-        env += [_Comment("torchrun reads each flag from PET_<FLAG> (torch/distributed/argparse_util.py); "
-                         "node rank = the Indexed Job's completion index"),
-                {"name": "PET_NNODES", "value": str(nnodes)},
+        notes.append("env: torchrun reads each flag from PET_<FLAG> (torch/distributed/argparse_util.py); "
+                     "node rank = the Indexed Job's completion index")
+        env += [{"name": "PET_NNODES", "value": str(nnodes)},
                 {"name": "PET_NPROC_PER_NODE", "value": str(gpus_per_node)},
                 {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": _INDEX_ANNOTATION}}},
                 {"name": "PET_MASTER_ADDR", "value": master},
                 {"name": "PET_MASTER_PORT", "value": str(port)},
                 {"name": "MASTER_ADDR", "value": master},
                 {"name": "MASTER_PORT", "value": str(port)}]
+    return env, notes + [f"env: {note}" for note in _k8s_nccl_notes(facts)]
+
+
+def _k8s_nccl_notes(facts: Any) -> list[str]:
+    """Why each NCCL variable the facts suggest is left out of the pod: host facts do not describe a pod's network."""
     pairs, notes = nccl_env_notes(facts)
     if facts is None:
-        env += [_Comment(note) for note in notes]
-        return env
+        return notes
+    lines = []
     for name, value, why in pairs:
         if name == "NCCL_SOCKET_IFNAME":
-            env.append(_Comment(f"{name}={value} not set: {why.split(';')[0]} on the host, but a pod has its own "
-                                "network namespace (the CNI's eth0) unless hostNetwork is on"))
+            lines.append(f"{name}={value} not set: {why.split(';')[0]} on the host, but a pod has its own network "
+                         "namespace (the CNI's eth0) unless hostNetwork is on")
         else:
-            env.append(_Comment(f"{name}={value} would use {why.split(';')[0]}; set it (env name {name}) only if "
-                                "the pod is given those RDMA devices (an RDMA device plugin resource)"))
-    env += [_Comment(note) for note in notes if not note.startswith("NCCL_SOCKET_IFNAME")]
-    return env
+            lines.append(f"{name}={value} would use {why.split(';')[0]}; set it (env name {name}) only if the pod is "
+                         "given those RDMA devices (an RDMA device plugin resource)")
+    return lines + [note for note in notes if not note.startswith("NCCL_SOCKET_IFNAME")]
 
 
-def _container(image: str, argv: list[str], env: list, gpus_per_node: int, shm: bool) -> dict:
+def _gpu_resources(gpus_per_node: int) -> dict:
     gpus = {"nvidia.com/gpu": str(gpus_per_node)}  # a quantity: a string in the API (an int also parses)
+    return {"requests": dict(gpus), "limits": dict(gpus)}
+
+
+def _container(image: str, argv: list[str], env: list[dict], gpus_per_node: int, shm: bool) -> dict:
     container: dict = {"name": _CONTAINER, "image": image, "command": argv}
     if env:
         container["env"] = env
-    container["resources"] = {"requests": dict(gpus), "limits": dict(gpus)}
+    container["resources"] = _gpu_resources(gpus_per_node)
     if shm:
         container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     return container
 
 
 def _shm_volume(gpus_per_node: int) -> dict:
-    return {_Comment(f"/dev/shm: {SHM_GIB_PER_GPU} GiB per GPU, a cap counted against pod memory ({SHM_REF})"): None,
-            "name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{SHM_GIB_PER_GPU * gpus_per_node}Gi"}}
+    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{SHM_GIB_PER_GPU * gpus_per_node}Gi"}}
+
+
+def _shm_note() -> str:
+    return f"volume dshm, /dev/shm: {SHM_GIB_PER_GPU} GiB per GPU, a cap counted against pod memory ({SHM_REF})"
 
 
 def _argv(command: list[str], reports: str) -> list[str]:
@@ -450,7 +440,7 @@ def _argv(command: list[str], reports: str) -> list[str]:
     return ["torchrun", *command]
 
 
-def _pod_template(image: str, argv: list[str], env: list, gpus_per_node: int, subdomain: str | None) -> dict:
+def _pod_template(image: str, argv: list[str], env: list[dict], gpus_per_node: int, subdomain: str | None) -> dict:
     spec: dict = {}
     if subdomain:
         spec["subdomain"] = subdomain
@@ -473,63 +463,74 @@ def _header(nnodes: int, gpus_per_node: int, command: list[str], k8s_kind: str, 
     return lines
 
 
+def _k8s_job_text(header: list[str], nnodes: int, gpus_per_node: int, argv: list[str], image: str, name: str,
+                  env: tuple[list[dict], list[str]]) -> str:
+    env_items, env_notes = env
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+               "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"job-name": name}}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+           "spec": {"completionMode": "Indexed", "completions": nnodes, "parallelism": nnodes, "backoffLimit": 0,
+                    "template": _pod_template(image, argv, env_items, gpus_per_node, subdomain=name)}}
+    service_notes = [f"Headless Service: pod i of the Job is reachable as {name}-i.{name} (kubernetes.io, Job with "
+                     "Pod-to-Pod Communication).",
+                     "publishNotReadyAddresses: DNS names for pods before they are Ready: ranks look each other up "
+                     "at start"]
+    job_notes = ["backoffLimit 0: one failed pod ends the run: a replacement cannot rejoin a started rendezvous",
+                 *env_notes, _shm_note()]
+    return _yaml_doc(header + service_notes, service) + "---\n" + _yaml_doc(job_notes, job)
+
+
+def _k8s_jobset_text(header: list[str], nnodes: int, gpus_per_node: int, argv: list[str], image: str, name: str,
+                     env: tuple[list[dict], list[str]]) -> str:
+    env_items, env_notes = env
+    job_template = {"spec": {"completionMode": "Indexed", "completions": nnodes, "parallelism": nnodes,
+                             "backoffLimit": 0,
+                             "template": _pod_template(image, argv, env_items, gpus_per_node, subdomain=None)}}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
+              "spec": {"network": {"enableDNSHostnames": True},
+                       "failurePolicy": {"maxRestarts": 0},
+                       "replicatedJobs": [{"name": _JOBSET_REPLICATED_JOB, "replicas": 1, "template": job_template}]}}
+    notes = ["Needs the JobSet controller (kubernetes-sigs/jobset).",
+             f"network: a headless Service named {name}: pods are {name}-{_JOBSET_REPLICATED_JOB}-0-<i>.{name}",
+             *env_notes, _shm_note()]
+    return _yaml_doc(header + notes, jobset)
+
+
+def _k8s_trainjob_text(header: list[str], nnodes: int, gpus_per_node: int, argv: list[str], image: str, name: str,
+                       env: tuple[list[dict], list[str]], validate: bool) -> str:
+    env_items, env_notes = env
+    trainer: dict = {"image": image, "command": argv, "numNodes": nnodes}
+    if not validate:
+        trainer["numProcPerNode"] = gpus_per_node
+    trainer["resourcesPerNode"] = _gpu_resources(gpus_per_node)
+    if env_items:
+        trainer["env"] = env_items
+    trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": name},
+                "spec": {"runtimeRef": {"name": "torch-distributed", "apiGroup": "trainer.kubeflow.org",
+                                        "kind": "ClusterTrainingRuntime"},
+                         "trainer": trainer}}
+    notes = ["Needs Kubeflow Trainer v2 and its torch-distributed ClusterTrainingRuntime, which injects "
+             f"PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK and PET_MASTER_ADDR={name}-node-0-0.{name}.",
+             "/dev/shm and other pod settings come from that runtime: give it a Memory emptyDir at /dev/shm "
+             f"of {SHM_GIB_PER_GPU * gpus_per_node}Gi ({SHM_GIB_PER_GPU} GiB per GPU).",
+             *env_notes]
+    return _yaml_doc(header + notes, trainjob)
+
+
 def _k8s_text(nnodes: int, gpus_per_node: int, command: list[str], image: str, k8s_kind: str, port: int, name: str,
               facts: Any, reports: str) -> str:
     validate = _is_validate(command)
     argv = _argv(command, reports)
     header = _header(nnodes, gpus_per_node, command, k8s_kind, reports)
     if k8s_kind == "job":
-        master = None if validate else f"{name}-0.{name}"
-        env = _k8s_env(facts, nnodes, gpus_per_node, master, port)
-        service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
-                   "spec": {"clusterIP": "None",
-                            _Comment("DNS names for pods before they are Ready: ranks look each other up at start"):
-                                None,
-                            "publishNotReadyAddresses": True, "selector": {"job-name": name}}}
-        job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-               "spec": {"completionMode": "Indexed", "completions": nnodes, "parallelism": nnodes,
-                        _Comment("one failed pod ends the run: a replacement cannot rejoin a started rendezvous"): None,
-                        "backoffLimit": 0,
-                        "template": _pod_template(image, argv, env, gpus_per_node, subdomain=name)}}
-        return (_yaml_doc(header + [f"Headless Service: pod i of the Job is reachable as {name}-i.{name} "
-                                    "(kubernetes.io, Job with Pod-to-Pod Communication)."],
-                          service)
-                + "---\n" + _yaml_doc([], job))
+        env = _k8s_env(facts, nnodes, gpus_per_node, None if validate else f"{name}-0.{name}", port)
+        return _k8s_job_text(header, nnodes, gpus_per_node, argv, image, name, env)
     if k8s_kind == "jobset":
         master = None if validate else f"{name}-{_JOBSET_REPLICATED_JOB}-0-0.{name}"
         env = _k8s_env(facts, nnodes, gpus_per_node, master, port)
-        jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
-                  "spec": {_Comment(f"a headless Service named {name}: pods are "
-                                    f"{name}-{_JOBSET_REPLICATED_JOB}-0-<i>.{name}"): None,
-                           "network": {"enableDNSHostnames": True},
-                           "failurePolicy": {"maxRestarts": 0},
-                           "replicatedJobs": [{
-                               "name": _JOBSET_REPLICATED_JOB, "replicas": 1,
-                               "template": {"spec": {
-                                   "completionMode": "Indexed", "completions": nnodes, "parallelism": nnodes,
-                                   "backoffLimit": 0,
-                                   "template": _pod_template(image, argv, env, gpus_per_node, subdomain=None)}}}]}}
-        return _yaml_doc(header + ["Needs the JobSet controller (kubernetes-sigs/jobset)."],
-                         jobset)
-    env = _k8s_env(facts, nnodes, gpus_per_node, None, port)
-    trainer: dict = {"image": image, "command": argv, "numNodes": nnodes}
-    if not validate:
-        trainer["numProcPerNode"] = gpus_per_node
-    trainer["resourcesPerNode"] = {"requests": {"nvidia.com/gpu": str(gpus_per_node)},
-                                   "limits": {"nvidia.com/gpu": str(gpus_per_node)}}
-    if any(isinstance(item, dict) for item in env):
-        trainer["env"] = env
-    else:
-        trainer[_Comment("env: " + "; ".join(item.text for item in env))] = None
-    trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": name},
-                "spec": {"runtimeRef": {"name": "torch-distributed", "apiGroup": "trainer.kubeflow.org",
-                                        "kind": "ClusterTrainingRuntime"},
-                         "trainer": trainer}}
-    notes = header + ["Needs Kubeflow Trainer v2 and its torch-distributed ClusterTrainingRuntime, which injects "
-                      f"PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK and PET_MASTER_ADDR={name}-node-0-0.{name}.",
-                      "/dev/shm and other pod settings come from that runtime: give it a Memory emptyDir at /dev/shm "
-                      f"of {SHM_GIB_PER_GPU * gpus_per_node}Gi ({SHM_GIB_PER_GPU} GiB per GPU)."]
-    return _yaml_doc(notes, trainjob)
+        return _k8s_jobset_text(header, nnodes, gpus_per_node, argv, image, name, env)
+    env = _k8s_env(facts, nnodes, gpus_per_node, None, port)  # the runtime sets PET_*
+    return _k8s_trainjob_text(header, nnodes, gpus_per_node, argv, image, name, env, validate)
 
 
 # --- the entry points ---------------------------------------------------------------------------------------------
