@@ -39,7 +39,8 @@ _WALL_CLOCKS = (
     re.compile(r"^\[((?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})\]"),
     re.compile(r"^([A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}) \S+ "),
 )
-_LINK = re.compile(r"\blink\s*(\d{1,4})", re.IGNORECASE)
+# `\blink` in any case; starting with a class rather than a case-blind word lets the regex engine skip to each L
+_LINK = re.compile(r"[Ll](?<!\w[Ll])(?i:ink)\s*(\d{1,4})")
 # NVIDIA Fabric Manager (`journalctl -u nvidia-fabricmanager`, fabricmanager.log) and CUDA's error 802: the NVSwitch
 # fabric was not brought up. The lines sit in the same system logs as the kernel's.
 _FM_MISMATCH = re.compile(r"fabric manager NVIDIA GPU driver interface version (\d[\d.]{0,20}) doe?s?n'?t match with "
@@ -77,10 +78,24 @@ MARKERS = ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:", "GPU reset exe
            "with capabilities: [[gpu]]", "invalid device ordinal")
 
 
+_MARKER = re.compile("|".join(re.escape(marker) for marker in MARKERS))
+# What str.splitlines ends a line at besides "\n" (strip_ansi has taken every "\r"): made "\n" so that a line's
+# number is a count of "\n" before it.
+_OTHER_LINE_BREAKS = re.compile("[\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+# The last line of a stretch that is not a continuation (an empty line, a line that starts with a character other
+# than a space, an indented line with the kernel's time): greedy, so one C-speed pass back from the stretch's end.
+_LAST_ANCHOR = re.compile(r"(?s:.*)^(?=\n|\S|[^\n]{0,80}?\bkernel:[^\S\n]*\[[^\S\n]*\d+\.\d+\])", re.MULTILINE)
+
+
 def _times(line: str) -> tuple[float | None, str | None]:
     stamp = _MONOTONIC.search(line)
     wall = next((match.group(1) for pattern in _WALL_CLOCKS if (match := pattern.search(line))), None)
     return (float(stamp.group(1)) if stamp else None), wall
+
+
+def _is_continuation(line: str) -> bool:
+    """An indented line without a time of its own: the rest of the message above, whose time it takes."""
+    return line[:1].isspace() and not _MONOTONIC.search(line)  # the wall clocks start a line: never after a space
 
 
 def _lines(log: str | Iterable[str]) -> Iterator[str]:
@@ -94,12 +109,8 @@ NumberedLine = tuple[str | None, int, str]
 """(file, 1-based line number, text): a line of a log read in part (diagnose, a streamed bundle log)."""
 
 
-def _numbered(log: str | Iterable[str] | Iterable[NumberedLine], source: str | None) -> Iterator[NumberedLine]:
-    """Every line with its file and number: counted here for a whole log, or as given by a reader that kept only some
-    lines."""
-    if isinstance(log, str):
-        yield from ((source, number, line) for number, line in enumerate(_lines(log), 1))
-        return
+def _numbered(log: Iterable[str] | Iterable[NumberedLine], source: str | None) -> Iterator[NumberedLine]:
+    """Every line with its file and number: counted here, or as given by a reader that kept only some lines."""
     number = 0
     for item in log:
         if isinstance(item, tuple):
@@ -110,24 +121,175 @@ def _numbered(log: str | Iterable[str] | Iterable[NumberedLine], source: str | N
             yield source, number, line
 
 
+Anchor = tuple[int, str]
+"""(line number, text) of the line a continuation line takes its time from."""
+
+
+def _marked_in_text(log: str, source: str | None) -> Iterator[tuple[str | None, int, str, Anchor | None, bool]]:
+    """(file, number, line, anchor, continuation) of each line of a whole log with a marker; `anchor`: the last line before it
+    that is not a continuation, or None. The markers are searched over the whole text and only their lines are
+    touched: a log of any shape (blank lines, tabs) costs a few C-speed passes."""
+    text = _OTHER_LINE_BREAKS.sub("\n", strip_ansi(log))
+    number, counted_to = 1, 0  # the number of the line that starts at counted_to
+    anchor: Anchor | None = None  # the last line before `position` that is not a continuation
+    position = 0  # the start of the first line not looked at yet
+    while match := _MARKER.search(text, position):
+        start = text.rfind("\n", position, match.start()) + 1 or position
+        end = text.find("\n", match.end())
+        end = len(text) if end < 0 else end
+        number += text.count("\n", counted_to, start)
+        counted_to, line = start, text[start:end]
+        continuation = _is_continuation(line)
+        if continuation and (found := _LAST_ANCHOR.match(text, position, start)):
+            anchor = (number - text.count("\n", found.end(), start), text[found.end():text.index("\n", found.end())])
+        yield source, number, line, anchor, continuation
+        if not continuation:
+            anchor = (number, line)
+        position = end + 1
+
+
+def _marked_in_lines(log: Iterable[str] | Iterable[NumberedLine], source: str | None
+                     ) -> Iterator[tuple[str | None, int, str, Anchor | None, bool]]:
+    """(file, number, line, anchor, continuation) of each marked line of a log given line by line."""
+    anchor: Anchor | None = None
+    for file, number, line in _numbered(log, source):
+        continuation = _is_continuation(line)
+        if _MARKER.search(line):
+            yield file, number, line, anchor, continuation
+        if not continuation:
+            anchor = (number, line)
+
+
+def _marked(log: str | Iterable[str] | Iterable[NumberedLine], source: str | None
+            ) -> Iterator[tuple[str | None, int, str, Anchor | None, bool]]:
+    return _marked_in_text(log, source) if isinstance(log, str) else _marked_in_lines(log, source)
+
+
 def relevant_lines(log: str | Iterable[str], numbered: bool = False) -> Iterator[str] | Iterator[NumberedLine]:
     """The lines parse_kernel_log uses, each with its newline: those with a marker, and before an indented continuation
     line that has one, the line whose time it takes. parse_kernel_log gives the same events from these as from the
     whole log, so a log of any size is read line by line keeping only these (bundle/reader.py). `numbered`: each as
     (None, its line number in the whole log, text), so the events keep where they were."""
-    anchor: tuple[int, str] | None = None
-    anchor_kept = True
-    for number, line in enumerate(_lines(log), 1):
-        continuation = line[:1].isspace() and _times(line) == (None, None)
+    kept_anchor = 0  # the number of the last line kept that a continuation may take its time from
+    for _file, number, line, anchor, continuation in _marked(log, None):
         if not continuation:
-            anchor, anchor_kept = (number, line), False
-        if any(marker in line for marker in MARKERS):
-            if not continuation:
-                anchor_kept = True
-            elif not anchor_kept and anchor is not None:
-                anchor_kept = True
-                yield (None, anchor[0], anchor[1]) if numbered else anchor[1] + "\n"
-            yield (None, number, line) if numbered else line + "\n"
+            kept_anchor = number
+        elif anchor is not None and anchor[0] != kept_anchor:
+            kept_anchor = anchor[0]
+            yield (None, anchor[0], anchor[1]) if numbered else anchor[1] + "\n"
+        yield (None, number, line) if numbered else line + "\n"
+
+
+# What a marked line may say, tried in this order: the first pattern found anywhere in the line decides.
+_READINGS = (("xid", _XID), ("sxid", _SXID), ("fallen", _FALLEN), ("fallen_generic", _FALLEN_GENERIC),
+             ("driver_load", _DRIVER_LOAD), ("gpu_uuid", _GPU_UUID), ("gpu_reset", _GPU_RESET),
+             ("gpu_named", _GPU_NAMED), ("aer", _AER), ("iommu", _IOMMU_DOMAIN), ("inforom", _INFOROM),
+             ("fm_mismatch", _FM_MISMATCH), ("fm_nothing", _FM_NOTHING), ("fm_failed", _FM_FAILED),
+             ("cuda_not_ready", _CUDA_NOT_READY), ("api_mismatch", _API_MISMATCH),
+             ("module_version", _MODULE_VERSION), ("plugin_xid", _PLUGIN_XID), ("gpu_lost", _GPU_LOST),
+             ("cuda_ecc", _CUDA_ECC), ("docker", _DOCKER_NO_GPU), ("bad_ordinal", _BAD_ORDINAL))
+Reading = tuple[str, tuple]
+"""(what, groups): groups[0] the whole match, groups[i] its group i."""
+
+
+def _readings(line: str, start: int = 0) -> tuple[Reading, ...]:
+    """The first reading of a line; after a module version also the next (it only adds to an API mismatch just before,
+    else the line reads on)."""
+    for index in range(start, len(_READINGS)):
+        what, pattern = _READINGS[index]
+        if match := pattern.search(line):
+            reading = (what, (match.group(0), *match.groups()))
+            return (reading, *_readings(line, index + 1)) if what == "module_version" else (reading,)
+    return ()
+
+
+Times = tuple[float | None, str | None]
+"""(kernel seconds since boot, wall clock as printed) of a line; either may be None."""
+Said = tuple[Times, tuple[Reading, ...], str, "tuple[str, dict] | None"]
+"""What a marked line says by itself: its times, readings, stripped text, and its event's kind and fields where they
+depend on the line alone (None: they depend on the lines before)."""
+
+
+class _Log:
+    """What parse_kernel_log knows as it reads: the events so far, the last GPU a message named, each UUID's bus id.
+    A line read once is not read again (a log that repeats one line thousands of times)."""
+
+    def __init__(self) -> None:
+        self.events: list[KernelEvent] = []
+        self.last_named_gpu: str | None = None
+        self.bus_by_uuid: dict[str, str] = {}
+        self._said: dict[str, Said] = {}
+
+    def said(self, line: str) -> Said:
+        said = self._said.get(line)
+        if said is None:
+            readings = _readings(line)
+            plain = _PLAIN_EVENTS[readings[0][0]](readings[0][1]) if len(readings) == 1 and readings[0][0] in \
+                _PLAIN_EVENTS else None
+            said = self._said[line] = (_times(line), readings, line.strip(), plain)
+        return said
+
+    def add(self, file: str | None, number: int, line: str, anchor: Anchor | None, continuation: bool) -> None:
+        times, readings, stripped, plain = self.said(line)
+        if continuation:
+            times = self.said(anchor[1])[0] if anchor is not None else (None, None)
+        kind, fields = plain or self._event_fields(readings)
+        if kind:
+            self.events.append(KernelEvent(kind=kind, line=stripped, timestamp_s=times[0], wall_time=times[1],
+                                           source=file, line_number=number, **fields))
+
+    def _event_fields(self, readings: tuple[Reading, ...]) -> tuple[str | None, dict]:
+        """The event of a line whose readings depend on the lines before (kind None: no event, or only the log
+        learns something)."""
+        what, groups = readings[0] if readings else ("", ())
+        if what == "module_version":
+            if self.events and self.events[-1].kind == "api_mismatch":
+                self.events[-1].detail += f", kernel module {groups[1]}"
+                return None, {}
+            return self._event_fields(readings[1:])
+        if what == "fallen_generic":
+            return "fallen_off_bus", {"bus_id": self.last_named_gpu}
+        if what == "gpu_uuid":
+            if bus_id := normalize_bus_id(groups[1]):
+                self.bus_by_uuid[groups[2].lower()] = bus_id
+        elif what == "gpu_reset" and (groups[2] or "true").lower() == "true":
+            uuid = groups[1].lower()
+            return "gpu_reset", {"bus_id": self.bus_by_uuid.get(uuid), "uuid": uuid, "detail": "GPU reset executed"}
+        elif what == "gpu_named":
+            self.last_named_gpu = normalize_bus_id(groups[1])
+        elif what == "plugin_xid":
+            uuid = groups[2].lower()
+            return "xid", {"bus_id": self.bus_by_uuid.get(uuid), "uuid": uuid, "code": int(groups[1]),
+                           "detail": "reported by the Kubernetes device plugin"}
+        elif what in _PLAIN_EVENTS:
+            return _PLAIN_EVENTS[what](groups)
+        return None, {}
+
+
+def _code_event(kind: str, bus: str, code: str, detail: str) -> tuple[str, dict]:
+    """An Xid or SXid: the GPU or switch, the number, the message after it and the NVLinks it names."""
+    return kind, {"bus_id": normalize_bus_id(bus), "code": int(code), "detail": detail.strip(), "links": _links(detail)}
+
+
+# The readings whose event depends on the line alone.
+_PLAIN_EVENTS = {
+    "xid": lambda groups: _code_event("xid", *groups[1:4]),
+    "sxid": lambda groups: _code_event("sxid", *groups[2:5]),
+    "fallen": lambda groups: ("fallen_off_bus", {"bus_id": normalize_bus_id(groups[1])}),
+    "driver_load": lambda groups: ("driver_load", {"detail": groups[1]}),
+    "aer": lambda groups: ("aer", {"bus_id": normalize_bus_id(groups[1]), "detail": groups[2].strip()}),
+    "iommu": lambda groups: ("iommu", {"detail": groups[0]}),
+    "inforom": lambda groups: ("inforom", {}),
+    "fm_mismatch": lambda groups: ("fabric_manager", {"detail": f"version_mismatch {groups[1]} {groups[2]}"}),
+    "fm_nothing": lambda groups: ("fabric_manager", {"detail": "nothing_to_do"}),
+    "fm_failed": lambda groups: ("fabric_manager", {"detail": "failed"}),
+    "cuda_not_ready": lambda groups: ("cuda_not_ready", {}),
+    "api_mismatch": lambda groups: ("api_mismatch", {"detail": f"client {groups[1]}"}),
+    "gpu_lost": lambda groups: ("gpu_lost", {"bus_id": normalize_bus_id(groups[1]) if groups[1] else None}),
+    "cuda_ecc": lambda groups: ("cuda_ecc", {}),
+    "docker": lambda groups: ("docker_no_gpu_runtime", {}),
+    "bad_ordinal": lambda groups: ("cuda_bad_ordinal", {}),
+}
 
 
 def parse_kernel_log(log: str | Iterable[str] | Iterable[NumberedLine], source: str | None = None
@@ -137,81 +299,13 @@ def parse_kernel_log(log: str | Iterable[str] | Iterable[NumberedLine], source: 
     the GPUs' UUIDs; facts/build.py marks again once the GPUs are known).
 
     `log`: the whole text, or its lines read one at a time (an open file, `relevant_lines(...)`), or numbered lines
-    (file, number, text) a reader kept."""
-    events: list[KernelEvent] = []
-    last_named_gpu: str | None = None
-    bus_by_uuid: dict[str, str] = {}
-    anchor = ""  # the last line that is not a continuation: its time is a continuation line's
-    for file, number, line in _numbered(log, source):
-        marked = any(marker in line for marker in MARKERS)
-        if not marked:
-            # a line's time is only read where a marked line needs it (most lines are neither): linear, and cheap
-            if not line[:1].isspace() or (line.strip() and _times(line) != (None, None)):
-                anchor = line
-            continue
-        times = _times(line)
-        if times == (None, None) and line[:1].isspace():
-            times = _times(anchor)  # a continuation line of the message above
-        else:
-            anchor = line
-        timestamp_s, wall_time = times
-
-        def event(kind: str, **fields) -> None:
-            events.append(KernelEvent(kind=kind, line=line.strip(), timestamp_s=timestamp_s, wall_time=wall_time,
-                                      source=file, line_number=number, **fields))
-        if match := _XID.search(line):
-            event("xid", bus_id=normalize_bus_id(match.group(1)), code=int(match.group(2)),
-                  detail=match.group(3).strip(), links=_links(match.group(3)))
-        elif match := _SXID.search(line):
-            event("sxid", bus_id=normalize_bus_id(match.group(2)), code=int(match.group(3)),
-                  detail=match.group(4).strip(), links=_links(match.group(4)))
-        elif match := _FALLEN.search(line):
-            event("fallen_off_bus", bus_id=normalize_bus_id(match.group(1)))
-        elif _FALLEN_GENERIC.search(line):
-            event("fallen_off_bus", bus_id=last_named_gpu)
-        elif match := _DRIVER_LOAD.search(line):
-            event("driver_load", detail=match.group(1))
-        elif match := _GPU_UUID.search(line):
-            if bus_id := normalize_bus_id(match.group(1)):
-                bus_by_uuid[match.group(2).lower()] = bus_id
-        elif match := _GPU_RESET.search(line):
-            if (match.group(2) or "true").lower() == "true":
-                uuid = match.group(1).lower()
-                event("gpu_reset", bus_id=bus_by_uuid.get(uuid), uuid=uuid, detail="GPU reset executed")
-        elif match := _GPU_NAMED.search(line):
-            last_named_gpu = normalize_bus_id(match.group(1))
-        elif match := _AER.search(line):
-            event("aer", bus_id=normalize_bus_id(match.group(1)), detail=match.group(2).strip())
-        elif match := _IOMMU_DOMAIN.search(line):
-            event("iommu", detail=match.group(0))
-        elif _INFOROM.search(line):
-            event("inforom")
-        elif match := _FM_MISMATCH.search(line):
-            event("fabric_manager", detail=f"version_mismatch {match.group(1)} {match.group(2)}")
-        elif _FM_NOTHING.search(line):
-            event("fabric_manager", detail="nothing_to_do")
-        elif match := _FM_FAILED.search(line):
-            event("fabric_manager", detail="failed")
-        elif _CUDA_NOT_READY.search(line):
-            event("cuda_not_ready")
-        elif match := _API_MISMATCH.search(line):
-            event("api_mismatch", detail=f"client {match.group(1)}")
-        elif (match := _MODULE_VERSION.search(line)) and events and events[-1].kind == "api_mismatch":
-            events[-1].detail += f", kernel module {match.group(1)}"
-        elif match := _PLUGIN_XID.search(line):
-            uuid = match.group(2).lower()
-            event("xid", bus_id=bus_by_uuid.get(uuid), uuid=uuid, code=int(match.group(1)),
-                  detail="reported by the Kubernetes device plugin")
-        elif match := _GPU_LOST.search(line):
-            event("gpu_lost", bus_id=normalize_bus_id(match.group(1)) if match.group(1) else None)
-        elif _CUDA_ECC.search(line):
-            event("cuda_ecc")
-        elif _DOCKER_NO_GPU.search(line):
-            event("docker_no_gpu_runtime")
-        elif _BAD_ORDINAL.search(line):
-            event("cuda_bad_ordinal")
-    mark_history(events)
-    return events
+    (file, number, text) a reader kept. Only the lines with a marker are read; an indented one without a time of its
+    own takes the time of the line above that is not (its anchor)."""
+    state = _Log()
+    for file, number, line, anchor, continuation in _marked(log, source):
+        state.add(file, number, line, anchor, continuation)
+    mark_history(state.events)
+    return state.events
 
 
 # A driver load prints its banner after probing the GPUs: what the probe logged (a GPU fallen off the bus) lands
@@ -243,39 +337,44 @@ def event_clock(event: KernelEvent) -> tuple[str, float] | None:
     return None
 
 
-def superseded_by(events: list[KernelEvent],
-                  same_load_window_s: float = SAME_LOAD_WINDOW_S) -> list[KernelEvent | None]:
+def superseded_by(events: list[KernelEvent], same_load_window_s: float = SAME_LOAD_WINDOW_S,
+                  clocks: list[tuple[str, float] | None] | None = None) -> list[KernelEvent | None]:
     """For each event, the first later driver load (any GPU) or GPU reset (that GPU) after which it is history;
     None for events still current (and for the markers themselves).
 
     Events logged within `same_load_window_s` before a driver load belong to that load (its probe), not to the past.
     A reset that names only a UUID the log never tied to a bus id applies to no event. One pass from the end: linear
-    in the events (a log of many Xids and many driver loads).
+    in the events (a log of many Xids and many driver loads). `clocks`: each event's event_clock, where known.
     """
+    if clocks is None:
+        clocks = [event_clock(event) for event in events]
     result: list[KernelEvent | None] = [None] * len(events)
-    later_loads: list[tuple[int, KernelEvent]] = []  # driver loads after the current position, nearest last
+    later_loads: list[tuple[int, KernelEvent, tuple[str, float] | None]] = []  # after the position, nearest last
     next_reset: dict[str, tuple[int, KernelEvent]] = {}  # bus id → the nearest later reset of that GPU
     for index in range(len(events) - 1, -1, -1):
         event = events[index]
         if event.kind == "driver_load":
-            later_loads.append((index, event))
+            later_loads.append((index, event, clocks[index]))
             continue
         if event.kind == "gpu_reset":
             if event.bus_id:
                 next_reset[event.bus_id] = (index, event)
             continue
-        found = [mark for mark in (_first_other_load(event, later_loads, same_load_window_s),
-                                   next_reset.get(event.bus_id) if event.bus_id else None) if mark is not None]
-        result[index] = min(found, key=lambda mark: mark[0])[1] if found else None
+        load = _first_other_load(clocks[index], later_loads, same_load_window_s)
+        reset = next_reset.get(event.bus_id) if event.bus_id else None
+        if load is not None and (reset is None or load[0] < reset[0]):
+            result[index] = load[1]
+        elif reset is not None:
+            result[index] = reset[1]
     return result
 
 
-def _first_other_load(event: KernelEvent, later_loads: list[tuple[int, KernelEvent]],
-                      window_s: float) -> tuple[int, KernelEvent] | None:
+def _first_other_load(clock: tuple[str, float] | None, later_loads: list[tuple[int, KernelEvent, object]],
+                      window_s: float) -> tuple[int, KernelEvent, object] | None:
     """The nearest later load that is not the event's own (a probe logs just before its load's banner); a load's own
     window holds few loads, so only the nearest few are looked at."""
     for mark in reversed(later_loads[-8:]):
-        if not _same_load(event, mark[1], window_s):
+        if not _same_load(clock, mark[2], window_s):
             return mark
     return later_loads[-9] if len(later_loads) > 8 else None
 
@@ -287,13 +386,25 @@ def mark_history(events: list[KernelEvent], bus_by_uuid: dict[str, str] | None =
     for event in events:
         if event.kind in ("gpu_reset", "xid") and not event.bus_id and event.uuid and bus_by_uuid:
             event.bus_id = bus_by_uuid.get(event.uuid.lower())
-    for event, mark in zip(events, superseded_by(events, same_load_window_s)):
+    clocks = _clocks(events)
+    for event, mark, clock in zip(events, superseded_by(events, same_load_window_s, clocks), clocks):
         event.superseded_by = mark
-        event.clock = event_clock(event)
+        event.clock = clock
 
 
-def _same_load(event: KernelEvent, load: KernelEvent, window_s: float) -> bool:
-    mine, theirs = event_clock(event), event_clock(load)
+def _clocks(events: list[KernelEvent]) -> list[tuple[str, float] | None]:
+    """Each event's event_clock, a time the log repeats (lines of one second, one repeated line) parsed once."""
+    by_time: dict[tuple[float | None, str | None], tuple[str, float] | None] = {}
+    clocks = []
+    for event in events:
+        key = (event.timestamp_s, event.wall_time)
+        if key not in by_time:
+            by_time[key] = event_clock(event)
+        clocks.append(by_time[key])
+    return clocks
+
+
+def _same_load(mine: tuple[str, float] | None, theirs: tuple[str, float] | None, window_s: float) -> bool:
     if mine is None or theirs is None or mine[0] != theirs[0]:
         return False
     return 0 <= theirs[1] - mine[1] <= window_s
