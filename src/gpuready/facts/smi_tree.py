@@ -39,9 +39,17 @@ class Node:
         return node.value if node else None
 
 
+_NOT_KEY_CHARS = re.compile(r"[^0-9a-z]+")
+# ASCII that a key does not keep, as a space: str.translate and str.split do at C speed what the regex does char by char
+_ASCII_TO_SPACE = {code: " " for code in range(128) if not ("0" <= chr(code) <= "9" or "a" <= chr(code) <= "z")}
+
+
 def normalize_key(label: str) -> str:
     """`GPU Slowdown T.Limit Temp` → `gpu_slowdown_t_limit_temp`; XML tags map to themselves."""
-    return re.sub(r"[^0-9a-z]+", "_", label.strip().lower()).strip("_")
+    lowered = label.lower()
+    if lowered.isascii():
+        return "_".join(lowered.translate(_ASCII_TO_SPACE).split())
+    return _NOT_KEY_CHARS.sub("_", lowered).strip("_")
 
 
 def parse_xml(text: str) -> Node:
@@ -63,37 +71,109 @@ def _from_element(element: ElementTree.Element) -> Node:
 
 
 _GPU_HEADER = re.compile(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
-_LINE = re.compile(r"^(?P<indent>\s*)(?P<label>[^:]+?)\s*(?::\s?(?P<value>.*))?$")
+# What str.splitlines ends a line at besides "\n" and "\r" (strip_ansi has taken every "\r"): made "\n".
+_OTHER_LINE_BREAKS = "\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+# A character that may start a node's line (a `====` rule's line starts with `=`): searched for, never a line at a time
+_VISIBLE = re.compile(r"[^\s=]")
+# A top-level line whose node can matter: a GPU header, or a label that may read `gpu`, `driver_version`,
+# `cuda_version` or `attached_gpus` (only such keys are looked up at the top). Any other top-level line starts a
+# section nothing reads: it and the lines under it are skipped in one search, whatever their number.
+_NOT_IN_KEY = r"[^0-9A-Za-z\u0130\u212a:\n]"  # what normalize_key drops from a label (before its first colon)
+_ROOT_WORD = re.compile(r"[GgDdCcAa](?:[Pp][Uu]|[Rr][Ii][Vv][Ee][Rr]|[Uu][Dd][Aa]|[Tt][Tt][Aa][Cc][Hh][Ee][Dd])"
+                        r"(?![0-9A-Za-z\u0130\u212a])")
+_ROOT_LINE_READ = re.compile(r"(?=[^\s=:])" + _NOT_IN_KEY + r"*" + _ROOT_WORD.pattern)
 
 
 def parse_text(text: str) -> Node:
-    """Indentation gives the nesting; `GPU 00000000:3B:00.0` lines open a GPU."""
+    """Indentation gives the nesting; `GPU 00000000:3B:00.0` lines open a GPU. Only the lines that make a node are
+    looked at, and of the top-level sections only those whose node can matter: blank lines, rules and foreign
+    output are skipped in bulk."""
+    text = _one_line_break(strip_ansi(text))
     root = Node("nvidia_smi_log")
     stack: list[tuple[int, Node]] = [(-1, root)]
-    saw_header = False
-    for raw_line in strip_ansi(text).expandtabs(4).splitlines():
-        if not raw_line.strip() or raw_line.strip().startswith("="):
-            saw_header = saw_header or "NVSMI LOG" in raw_line
-            continue
-        indent = len(raw_line) - len(raw_line.lstrip())
-        if indent and len(stack) == 1 and not saw_header and not root.children:
-            # a paste that starts inside a GPU's section: its fields belong to a GPU whose header line was cut
-            headless = Node("gpu", None)
-            root.children.append(headless)
-            stack.append((0, headless))  # where a GPU header line sits
-        gpu_header = _GPU_HEADER.fullmatch(raw_line.strip())
-        if gpu_header:
-            node = Node("gpu", gpu_header.group(1))
+    start = _next_node_line(text, 0)
+    if start >= 0 and text[start].isspace() and not _has_header_rule(text, start):
+        # a paste that starts inside a GPU's section: its fields belong to a GPU whose header line was cut
+        headless = Node("gpu", None)
+        root.children.append(headless)
+        stack.append((0, headless))  # where a GPU header line sits
+    while start >= 0:
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        if text[start].isspace() or _ROOT_LINE_READ.match(text, start):
+            _add_node(text[start:end].expandtabs(4), stack)
+            start = _next_node_line(text, end + 1)
         else:
-            match = _LINE.match(raw_line)
-            if not match:
-                continue
-            label, value = match.group("label"), match.group("value")
-            node = Node(normalize_key(label), value.strip() if value is not None else None)
-        while stack[-1][0] >= indent:
-            stack.pop()
-        stack[-1][1].children.append(node)
-        stack.append((indent, node))
-    if not root.find_all("gpu") and not root.find("driver_version") and not saw_header:
+            del stack[1:]  # a section nothing reads: it closes the one before
+            start = _next_root_line_read(text, end + 1)
+    if not root.find_all("gpu") and not root.find("driver_version") and not _has_header_rule(text, len(text)):
         raise SmiParseError("no `nvidia-smi -q` header, driver version or GPU section found")
     return root
+
+
+def _one_line_break(text: str) -> str:
+    """The text with "\n" for every line break. Tabs expand from the start of a "\n" line (not of a line that another
+    break began): where there is another, they are expanded here, over the whole text; else line by line, only on
+    the lines read."""
+    if not any(other in text for other in _OTHER_LINE_BREAKS):  # nine C-speed scans, no regex over every character
+        return text
+    text = text.expandtabs(4)
+    for other in _OTHER_LINE_BREAKS:
+        text = text.replace(other, "\n")
+    return text
+
+
+def _next_node_line(text: str, position: int) -> int:
+    """Where the next line that makes a node starts (-1: none): not blank, not a `====` rule, not an unindented line
+    that starts with `:` (it has no label)."""
+    while found := _VISIBLE.search(text, position):
+        at = found.start()
+        start = text.rfind("\n", position, at) + 1 or position
+        if (at == start and text[at] != ":") or (at > start and text[start:at].isspace()):
+            return start
+        position = text.find("\n", at) + 1  # a rule: skipped
+        if position == 0:
+            return -1
+    return -1
+
+
+def _next_root_line_read(text: str, position: int) -> int:
+    """Where the next top-level line whose node can matter starts (-1: none)."""
+    while found := _ROOT_WORD.search(text, position):
+        start = text.rfind("\n", position, found.start()) + 1 or position
+        if _ROOT_LINE_READ.match(text, start):
+            return start
+        position = text.find("\n", found.end()) + 1  # the word is not the line's label: the next line
+        if position == 0:
+            return -1
+    return -1
+
+
+def _has_header_rule(text: str, end: int) -> bool:
+    """A `==== NVSMI LOG ====` rule (a line whose first character other than a space is `=`) before `end`."""
+    position = 0
+    while (found := text.find("NVSMI LOG", position, end)) >= 0:
+        start = text.rfind("\n", position, found) + 1 or position
+        if text[start:found].lstrip().startswith("="):
+            return True
+        position = text.find("\n", found) + 1
+        if position == 0:
+            return False
+    return False
+
+
+def _add_node(line: str, stack: list[tuple[int, Node]]) -> None:
+    """The node of a line that makes one (`Label : value`, `Label`, a GPU header), under the last open node less
+    indented than it."""
+    body = line.lstrip()
+    indent = len(line) - len(body)
+    if gpu_header := _GPU_HEADER.fullmatch(body.rstrip()):
+        node = Node("gpu", gpu_header.group(1))
+    else:
+        label, colon, value = body.partition(":")
+        # a colon right after the indent: the label is the indent's last character (what a lazy regex would take)
+        node = Node(normalize_key(label.rstrip() or line[indent - 1]), value.strip() if colon else None)
+    while stack[-1][0] >= indent:
+        stack.pop()
+    stack[-1][1].children.append(node)
+    stack.append((indent, node))
