@@ -23,14 +23,24 @@ DRIVER_ERRORS = {
 _HANDLE = re.compile(r"Unable to determine the device handle for GPU ?([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
                      r"\.[0-7]):? ?([^\n]{0,200})")
 
-_ROW = re.compile(r"^\|\s*(\d+)\s+(.+?)\s+(On|Off|ERR!)\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
+# `[^\S\n]`: a space that does not end the line, as these are searched over the whole text.
+_ROW = re.compile(r"\n\|[^\S\n]*(\d+)[^\S\n]+([^\n]+?)[^\S\n]+(On|Off|ERR!)[^\S\n]*\|[^\S\n]*"
+                  r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
 # A row of the Processes block: `|    5   N/A  N/A     26598      C   ...envs/bin/python3     2885MiB |` (GI/CI columns
 # since 450; older drivers print `|    0     12345      C   python    1234MiB |`).
-_PROCESS = re.compile(r"^\|\s{1,8}(\d{1,3})\s{1,8}(?:(?:N/A|\d{1,3})\s{1,8}(?:N/A|\d{1,3})\s{1,12})?(\d{1,10})\s{1,8}"
-                      r"(C\+G|M\+C|C|G|M)\s{1,8}([^|\s][^|]{0,120}?)\s{1,60}(\d{1,9})MiB\s{0,8}\|")
+_S = r"[^\S\n]"
+_PROCESS = re.compile(rf"\|{_S}{{1,8}}(\d{{1,3}}){_S}{{1,8}}(?:(?:N/A|\d{{1,3}}){_S}{{1,8}}(?:N/A|\d{{1,3}}){_S}{{1,12}})?"
+                      rf"(\d{{1,10}}){_S}{{1,8}}(C\+G|M\+C|C|G|M){_S}{{1,8}}([^|\s][^|\n]{{0,120}}?){_S}{{1,60}}"
+                      rf"(\d{{1,9}})MiB{_S}{{0,8}}\|")
 _DRIVER = re.compile(r"Driver Version:\s*([\d.]+)")
 _CUDA = re.compile(r"CUDA Version:\s*([\d.]+)")
-_INFOROM = re.compile(r"infoROM is corrupted at gpu ([0-9A-Fa-f:.]+)", re.IGNORECASE)
+# Case-blind; its first letter a class of what a case-blind `i` matches: a regex that starts with a class is searched
+# for at C speed, one case-blind from its start is tried at every character.
+_INFOROM = re.compile("[Ii\u0130\u0131](?i:nforom is corrupted at gpu ([0-9A-Fa-f:.]+))")
+# The driver sentences, searched for in the lower-cased text
+_DRIVER_ERROR = re.compile("|".join(re.escape(sentence) for sentence in DRIVER_ERRORS))
+# What str.splitlines ends a line at besides "\n" and "\r" (strip_ansi has taken every "\r")
+_OTHER_LINE_BREAKS = "\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 
 
 def _volatile_uncorrected_ecc(row: str) -> int | None:
@@ -60,50 +70,23 @@ class PlainSmi:
 
 
 def parse_nvidia_smi_plain(text: str) -> PlainSmi:
-    text = strip_ansi(text)
+    """The markers are searched over the whole text; only the lines they are on are read (blank lines, foreign
+    output: a few C-speed passes)."""
+    text = _one_line_break(strip_ansi(text))
     result = PlainSmi()
-    for line in text.splitlines():
-        lowered = line.lower()
-        for sentence, kind in DRIVER_ERRORS.items():
-            if sentence in lowered and result.error_kind is None:
-                result.error_kind, result.error_line = kind, line.strip()
-        if match := _HANDLE.search(line):
-            if bus_id := normalize_bus_id(match.group(1)):
-                result.unanswered[bus_id] = match.group(2).strip() or "no answer"
-            continue
-        if match := _INFOROM.search(line):
-            result.corrupted_inforom_bus_ids.append(normalize_bus_id(match.group(1)) or match.group(1))
+    result.error_kind, result.error_line = _driver_error(text)
+    handle_lines = _unanswered(text, result.unanswered)
+    result.corrupted_inforom_bus_ids = _corrupted_inforoms(text, handle_lines)
     if match := _DRIVER.search(text):
         result.driver_version = match.group(1)
     if match := _CUDA.search(text):
         result.cuda_version = match.group(1)
-    lines = text.splitlines()
-    for position, line in enumerate(lines):
-        match = _ROW.match(line)
-        if not match:
-            continue
-        bus_id = normalize_bus_id(match.group(4))
-        if bus_id is None:
-            continue
-        second = lines[position + 1] if position + 1 < len(lines) else ""
-        index = bounded(match.group(1), "gpus", f"the GPU number {match.group(1)[:20]!r}")
-        gpu = GpuFacts(index=index, bus_id=bus_id, name=match.group(2).strip(),
-                       persistence_mode={"On": True, "Off": False}.get(match.group(3)), source="nvidia-smi.txt")
-        gpu.ecc_uncorrected_volatile = _volatile_uncorrected_ecc(line)
-        cells = [cell.strip() for cell in second.strip().strip("|").split("|")]
-        if len(cells) >= 2:
-            temperature = re.search(r"(\d+)C\b", cells[0])
-            gpu.temperature_c = first_number(temperature.group(1)) if temperature else None
-            power = re.search(r"(\d+)W\s*/\s*(\d+)W", cells[0])
-            if power:
-                gpu.power_draw_w, gpu.power_limit_w = first_number(power.group(1)), first_number(power.group(2))
-            memory = re.search(r"(\d+)MiB\s*/\s*(\d+)MiB", cells[1])
-            if memory:
-                gpu.memory_used_bytes, gpu.memory_total_bytes = to_bytes(memory.group(1)), to_bytes(memory.group(2))
-        gpu.error_fields = ["ERR!"] * sum(cell.count("ERR!") for cell in (line, second))
-        gpu.lost = len(gpu.error_fields) >= 3 or "GPU is lost" in line + second
-        result.gpus.append(gpu)
-    result.processes = _processes(lines)
+    lined = "\n" + text  # every line after a "\n": a row is searched for as "\n|", fast
+    for match in _ROW.finditer(lined):
+        next_line, line = _line_at(lined, match.start() + 1)
+        if gpu := _gpu_of_row(match, line, _line_at(lined, next_line)[1]):
+            result.gpus.append(gpu)
+    result.processes = _processes(lined)
     listed = {gpu.bus_id for gpu in result.gpus}
     for bus_id, reason in result.unanswered.items():
         if bus_id not in listed:
@@ -113,14 +96,101 @@ def parse_nvidia_smi_plain(text: str) -> PlainSmi:
     return result
 
 
-def _processes(lines: list[str]) -> list[tuple[int, GpuProcess]] | None:
-    start = next((position for position, line in enumerate(lines) if "Processes:" in line), None)
-    if start is None:
+def _one_line_break(text: str) -> str:
+    """The text with "\n" for every line break str.splitlines knows."""
+    for other in _OTHER_LINE_BREAKS:
+        if other in text:
+            text = text.replace(other, "\n")
+    return text
+
+
+def _line_at(text: str, position: int) -> tuple[int, str]:
+    """(end, text) of the line that holds `position` ("" past the end); the end is where the next line starts."""
+    if position >= len(text):
+        return len(text), ""
+    start = text.rfind("\n", 0, position) + 1
+    end = text.find("\n", position)
+    end = len(text) if end < 0 else end
+    return end + 1, text[start:end]
+
+
+def _driver_error(text: str) -> tuple[str | None, str | None]:
+    """(kind, line) of the first line that holds one of nvidia-smi's sentences (the first in DRIVER_ERRORS' order),
+    in any case."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a character that lowers to two (`İ`): the lines no longer line up
+        lines = (line for line in text.splitlines() if any(sentence in line.lower() for sentence in DRIVER_ERRORS))
+        return _first_sentence(next(lines, None))
+    found = _DRIVER_ERROR.search(lowered)
+    return _first_sentence(_line_at(text, found.start())[1] if found else None)
+
+
+def _first_sentence(line: str | None) -> tuple[str | None, str | None]:
+    lowered = (line or "").lower()
+    return next(((kind, line.strip()) for sentence, kind in DRIVER_ERRORS.items() if sentence in lowered), (None, None))
+
+
+def _unanswered(text: str, unanswered: dict[str, str]) -> set[int]:
+    """Each GPU a line says nvidia-smi could not get a handle for (the first on a line); the lines' ends."""
+    lines: set[int] = set()
+    for match in _HANDLE.finditer(text):
+        end = _line_at(text, match.start())[0]
+        if end in lines:
+            continue
+        lines.add(end)
+        if bus_id := normalize_bus_id(match.group(1)):
+            unanswered[bus_id] = match.group(2).strip() or "no answer"
+    return lines
+
+
+def _corrupted_inforoms(text: str, skipped_lines: set[int]) -> list[str]:
+    """The GPUs a line says have a corrupted infoROM (the first on a line; not on a line about a GPU handle)."""
+    found: list[str] = []
+    for match in _INFOROM.finditer(text):
+        end = _line_at(text, match.start())[0]
+        if end not in skipped_lines:
+            skipped_lines.add(end)
+            found.append(normalize_bus_id(match.group(1)) or match.group(1))
+    return found
+
+
+def _gpu_of_row(match: re.Match, line: str, second: str) -> GpuFacts | None:
+    """The GPU of a table row: its first line and the line under it."""
+    bus_id = normalize_bus_id(match.group(4))
+    if bus_id is None:
+        return None
+    index = bounded(match.group(1), "gpus", f"the GPU number {match.group(1)[:20]!r}")
+    gpu = GpuFacts(index=index, bus_id=bus_id, name=match.group(2).strip(),
+                   persistence_mode={"On": True, "Off": False}.get(match.group(3)), source="nvidia-smi.txt")
+    gpu.ecc_uncorrected_volatile = _volatile_uncorrected_ecc(line)
+    cells = [cell.strip() for cell in second.strip().strip("|").split("|")]
+    if len(cells) >= 2:
+        temperature = re.search(r"(\d+)C\b", cells[0])
+        gpu.temperature_c = first_number(temperature.group(1)) if temperature else None
+        power = re.search(r"(\d+)W\s*/\s*(\d+)W", cells[0])
+        if power:
+            gpu.power_draw_w, gpu.power_limit_w = first_number(power.group(1)), first_number(power.group(2))
+        memory = re.search(r"(\d+)MiB\s*/\s*(\d+)MiB", cells[1])
+        if memory:
+            gpu.memory_used_bytes, gpu.memory_total_bytes = to_bytes(memory.group(1)), to_bytes(memory.group(2))
+    gpu.error_fields = ["ERR!"] * sum(cell.count("ERR!") for cell in (line, second))
+    gpu.lost = len(gpu.error_fields) >= 3 or "GPU is lost" in line + second
+    return gpu
+
+
+def _processes(text: str) -> list[tuple[int, GpuProcess]] | None:
+    """The rows of the Processes block: lines after the first that says `Processes:` whose first character other than
+    a space starts a row (searched for as `|`, only their lines read)."""
+    start = text.find("Processes:")
+    if start < 0:
         return None
     found = []
-    for line in lines[start + 1:]:
-        if match := _PROCESS.match(line.strip()):
+    position = _line_at(text, start)[0]
+    while match := _PROCESS.search(text, position):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if line_start == match.start() or text[line_start:match.start()].isspace():
             found.append((int(match.group(1)), GpuProcess(pid=int(match.group(2)), name=match.group(4).strip(),
                                                           kind=match.group(3),
                                                           used_memory_bytes=to_bytes(match.group(5)))))
+        position = _line_at(text, match.start())[0]  # one row a line
     return found
