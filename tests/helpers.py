@@ -1,13 +1,16 @@
+import io
+import tarfile
 from pathlib import Path
 
+from gpuready.bundle.archive import DEFAULT_LIMITS
 from gpuready.checks.registry import CheckOptions
 from gpuready.facts.build import build_facts
 from gpuready.bundle.reader import read_bundle
 from gpuready.verbs.check import check_report
 
 
-def report_for(bundle: Path, **options):
-    return check_report(build_facts(read_bundle(bundle)), CheckOptions(**options))
+def report_for(bundle: Path, limits=DEFAULT_LIMITS, **options):
+    return check_report(build_facts(read_bundle(bundle, limits)), CheckOptions(**options))
 
 
 def findings(*paths: Path):
@@ -48,3 +51,21 @@ class FakeStore:
 
     def check(self, keys):
         return all(key in self.values for key in keys)
+
+
+def tar_bytes(members: list[tuple[str, object]]) -> bytes:
+    """A plain tar; members: (name, bytes) for a file, (name, None) for a folder, (name, (type, target)) for a link."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                archive.addfile(info)
+            elif isinstance(data, tuple):
+                info.type, info.linkname = data
+                archive.addfile(info)
+            else:
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

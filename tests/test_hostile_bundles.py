@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from helpers import messages, report_for, statuses
+from helpers import messages, report_for, statuses, tar_bytes
 from gpuready.bundle import reader
+from gpuready.bundle.archive import InputLimits
 from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.reader import Bundle, BundleError, read_bundle
 from gpuready.bundle.sniff import kind_of
@@ -71,19 +72,8 @@ def _folder(tmp_path: Path, name: str = "bundle", **files: bytes | str) -> Path:
 
 
 def _tar(path: Path, members: list[tuple[str, object]]) -> Path:
-    """members: (name, bytes) for a file, (name, None) for a folder, (name, (type, link target)) for a link."""
-    with tarfile.open(path, "w:gz") as archive:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                archive.addfile(info)
-            elif isinstance(data, tuple):
-                info.type, info.linkname = data
-                archive.addfile(info)
-            else:
-                info.size = len(data)
-                archive.addfile(info, io.BytesIO(data))
+    """A .tar.gz of `members` (see helpers.tar_bytes)."""
+    path.write_bytes(gzip.compress(tar_bytes(members)))
     return path
 
 
@@ -174,7 +164,7 @@ def test_the_kernel_log_keeps_only_its_parser_lines_and_gives_the_same_events():
 
 
 def test_a_file_parsed_whole_over_the_cap_is_read_up_to_it_and_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader, "MAX_FILE_BYTES", 1 << 20)
+    limits = InputLimits(max_file_bytes=1 << 20)
     packages = "".join(f"package{index}==1.0.{index}\n" for index in range(150_000)).encode()  # about 3 MiB
     folder = tmp_path / "bundle"
     shutil.copytree(COLLECT, folder)
@@ -182,7 +172,7 @@ def test_a_file_parsed_whole_over_the_cap_is_read_up_to_it_and_says_so(tmp_path,
     archive = _tar(tmp_path / "bundle.tar.gz", [(f"bundle/{path.name}", path.read_bytes())
                                                for path in sorted(folder.iterdir())])
     for bundle in (folder, archive):
-        report = report_for(bundle)
+        report = report_for(bundle, limits=limits)
         state = report.facts["sources"]["pip-freeze.txt"]
         assert state == (f"parsed; read in part: only its first 1 MiB of {len(packages) / 2**20:.1f} MiB were read "
                          "(the most gpuready reads of a file it parses whole is 1 MiB); the rest was not parsed")
@@ -362,20 +352,19 @@ def test_a_decompression_bomb_member_is_not_inflated_whole(tmp_path):
 
 
 def test_a_kernel_log_member_is_streamed_within_the_archive_budget(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader, "MAX_ARCHIVE_BYTES", 4 << 20)
+    limits = InputLimits(max_archive_bytes=4 << 20)
     log = FILLER * 20_000 + XID79  # 1.8 MB, under the budget: read to its last line
-    report = report_for(_tar(tmp_path / "a.tar.gz", [("b/nvml.json", NVML), ("b/dmesg.txt", log)]))
+    report = report_for(_tar(tmp_path / "a.tar.gz", [("b/nvml.json", NVML), ("b/dmesg.txt", log)]), limits=limits)
     assert _bundle_states(report)["dmesg.txt"] == "parsed" and statuses(report, "health.xid") == ["fail"]
     log = FILLER * 60_000 + XID79  # 5.4 MB: over it, read in part and said so
-    report = report_for(_tar(tmp_path / "b.tar.gz", [("b/nvml.json", NVML), ("b/dmesg.txt", log)]))
+    report = report_for(_tar(tmp_path / "b.tar.gz", [("b/nvml.json", NVML), ("b/dmesg.txt", log)]), limits=limits)
     assert _bundle_states(report)["dmesg.txt"].startswith("parsed; read in part: only its first 4 MiB of 5.")
     assert statuses(report, "bundle.truncated") == ["warn", "warn"]  # the member, and the archive
 
 
 def test_an_archive_with_too_many_members_is_read_in_part(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader, "MAX_ENTRIES", 10)
     members = [("b/nvml.json", NVML)] + [(f"b/note{index:02}.txt", b"hello\n") for index in range(20)]
-    report = report_for(_tar(tmp_path / "many.tar.gz", members))
+    report = report_for(_tar(tmp_path / "many.tar.gz", members), limits=InputLimits(max_members=10))
     states = _bundle_states(report)
     assert states["many.tar.gz (the archive)"] == \
         "read in part: it holds more than 10 members; those after b/note08.txt were not read"

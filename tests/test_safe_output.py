@@ -115,3 +115,12 @@ def test_diagnose_end_to_end_prints_no_raw_control(tmp_path, capsys, monkeypatch
     assert "\\x7f\\x85" + MARKUP in captured.out
     if "\x1b" in path.name:
         assert "rank0\\x1b]0;pwned\\x07.log" in captured.out
+
+
+@pytest.mark.parametrize("argv", [["check", "--bundle"], ["diagnose"]])
+def test_error_sentences_on_stderr_show_controls_escaped(tmp_path, capsys, argv):
+    missing = tmp_path / f"bundle{HOSTILE.replace(chr(0), '')}"  # a file name from an archive or a paste
+    assert cli.main([*argv, str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert not RAW.search(err.replace("\n", "")), repr(err)
+    assert printable(OSC_TITLE) in err and err.startswith("gpuready: ")

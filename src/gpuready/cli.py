@@ -14,13 +14,18 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuready import __version__
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.options import (MAX_GPUS, MAX_GPUS_PER_NODE, MAX_INTERVAL_S, MAX_NODES, MAX_RANKS, MAX_RUN_S,
                               MAX_TIMEOUT_S, MAX_WATTS, file_kind, number, whole)
+from gpuready.report.safe_text import tell
 from gpuready.shapes import SHAPE_LIMITS
 from gpuready.runner.signals import Stopped, exit_code_for, stop_signals_raise
+
+if TYPE_CHECKING:
+    from gpuready.bundle.archive import InputLimits
 
 VERBS = ("check", "collect", "validate", "burn", "monitor", "diagnose", "plan", "launch", "bench")
 BROKEN_PIPE_EXIT = 141
@@ -49,6 +54,8 @@ MONTHS = whole("months", 1, 600)
 UTILISATION = number("the time (a share)", 0, 1, above_minimum=True)
 STEPS = whole("steps", 1, 1_000_000)
 WARMUP = whole("steps", 0, 1_000_000)
+MEMBERS = whole("archive members", 1, 100_000_000)
+MIB = whole("MiB", 1, 1 << 20)
 
 
 def _shape_kind(option: str):
@@ -92,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the machine is for multi-node jobs: network findings decide the verdict and exit code")
     check.add_argument("--nnodes", type=NODES, metavar="N",
                        help=_help("nodes the job will span; N > 1 implies --multi-node", NODES))
+    _add_input_limit_options(check, whole_run=False)
     _add_output_options(check)
 
     validate = verbs.add_parser("validate", help="measure compute, transfers, P2P, collectives and a DDP run")
@@ -188,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help=_help("with `net`: the rendezvous port", PORT))
     diagnose.add_argument("--shared-path", type=Path, metavar="DIR",
                           help="with `net`: a folder every node should see with the same content")
+    _add_input_limit_options(diagnose, whole_run=True)
     _add_output_options(diagnose)
 
     plan = verbs.add_parser("plan", help="does the model fit, with which strategy, how fast; batch/LR, power, cost")
@@ -300,6 +309,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_input_limit_options(parser: argparse.ArgumentParser, *, whole_run: bool) -> None:
+    """What is read of the inputs (README, "Input limits"): the defaults keep a run under 500 MB of memory."""
+    from gpuready.bundle.archive import DEFAULT_LIMITS, MIB as BYTES_PER_MIB
+    limits = parser.add_argument_group("input limits")
+    limits.add_argument("--max-members", type=MEMBERS, metavar="N", default=DEFAULT_LIMITS.max_members,
+                        help=_help(f"archive members and folder entries looked at (default {DEFAULT_LIMITS.max_members})",
+                                   MEMBERS))
+    for name, field, what in (
+            ("--max-archive-mib", "max_archive_bytes", "inflated from one archive or compressed file"),
+            ("--max-file-mib", "max_file_bytes", "read of one tool output parsed whole"),
+            ("--max-held-mib", "max_held_bytes", "of all tool outputs parsed whole, together"),
+            *((("--max-input-mib", "max_input_bytes", "read from all inputs in one run"),) if whole_run else ())):
+        default_mib = getattr(DEFAULT_LIMITS, field) // BYTES_PER_MIB
+        limits.add_argument(name, type=MIB, metavar="MIB", dest=field, default=default_mib,
+                            help=_help(f"MiB {what} (default {default_mib})", MIB))
+
+
+def _input_limits(args: argparse.Namespace) -> InputLimits:
+    from gpuready.bundle.archive import DEFAULT_LIMITS, MIB as BYTES_PER_MIB, InputLimits
+    in_bytes = {name: getattr(args, name) * BYTES_PER_MIB for name in
+                ("max_archive_bytes", "max_file_bytes", "max_held_bytes", "max_input_bytes") if hasattr(args, name)}
+    return InputLimits(**{**DEFAULT_LIMITS.__dict__, **in_bytes, "max_members": args.max_members})
+
+
 def _add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print only the JSON report")
     parser.add_argument("--out", type=Path, metavar="FILE",
@@ -384,21 +417,21 @@ def _main(argv: list[str] | None) -> int:
                                count=args.count, quiet=args.quiet, prometheus_address=args.prometheus_address)
         return _check(args)
     except UsageError as error:
-        print(f"gpuready: {error}", file=sys.stderr)
+        tell(error)
         return ExitCode.USAGE
     except BrokenPipeError:
         raise
     except KeyboardInterrupt:
-        print("gpuready: interrupted", file=sys.stderr)
+        tell("interrupted")
         return ExitCode.INTERRUPTED
     except Stopped as stop:  # before any rank started: nothing measured
-        print(f"gpuready: stopped by {stop.name} before anything was measured", file=sys.stderr)
+        tell(f"stopped by {stop.name} before anything was measured")
         return exit_code_for(stop.name)
     except Exception as error:  # a bug of ours: one sentence, exit 3; GPUREADY_DEBUG=1 shows the traceback
         if os.environ.get("GPUREADY_DEBUG"):
             raise
-        print(f"gpuready: internal error ({type(error).__name__}: {error}); rerun with GPUREADY_DEBUG=1 and "
-              "report it", file=sys.stderr)
+        tell(f"internal error ({type(error).__name__}: {error}); rerun with GPUREADY_DEBUG=1 and "
+             "report it")
         return ExitCode.TOOL_ERROR
 
 
@@ -416,7 +449,7 @@ def _check(args: argparse.Namespace) -> int:
     judged = {"fail_on_warn": args.fail_on == "warn", "multi_node": args.multi_node or (args.nnodes or 1) > 1}
     try:
         if args.bundle is not None:  # a bundle's files may come from several machines: judged one by one
-            report, _facts = check_files(read_bundle(args.bundle), options, **judged)
+            report, _facts = check_files(read_bundle(args.bundle, _input_limits(args)), options, **judged)
         else:
             report = check_report(gather_facts(None, fast=args.fast), options, **judged)
     except BundleError as error:
@@ -485,7 +518,7 @@ def _emit(report, args: argparse.Namespace) -> int:
         render_console(report.to_dict(), verbose=args.verbose, lang=args.lang)
     code = report.exit_code()
     if problem:  # nothing measured is lost: the JSON goes to stdout instead, and the exit code says 2 at least
-        print(f"gpuready: {problem}; the JSON report is on stdout instead", file=sys.stderr)
+        tell(f"{problem}; the JSON report is on stdout instead")
         if not args.json:
             print(document)
         code = worst_exit_code(code, ExitCode.USAGE)
@@ -518,7 +551,7 @@ def _validate(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         import torch  # noqa: F401
     except ImportError:
-        print("gpuready: validate needs PyTorch (pip install 'gpuready[torch]')", file=sys.stderr)
+        tell("validate needs PyTorch (pip install 'gpuready[torch]')")
         return ExitCode.TOOL_ERROR
     if args.nnodes and not args.rdzv_endpoint:
         raise UsageError("--nnodes needs --rdzv-endpoint HOST:PORT (the same on every node)")
@@ -526,7 +559,7 @@ def _validate(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         auto_device(args.device, "validate")  # --device auto without a GPU: exit 3, never a silent CPU run
     except NoGpuError as error:
-        print(f"gpuready: {error}", file=sys.stderr)
+        tell(error)
         return ExitCode.TOOL_ERROR
     if args.nnodes:
         from gpuready.verbs.validate.run import torchrun_report
@@ -544,7 +577,7 @@ def _validate(args: argparse.Namespace, argv: list[str]) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     except SpawnError as error:  # the ranks already started were stopped; nothing was measured
-        print(f"gpuready: {error}", file=sys.stderr)
+        tell(error)
         return ExitCode.TOOL_ERROR
     return _emit(report, args)
 
@@ -563,13 +596,13 @@ def _burn(args: argparse.Namespace) -> int:
     try:
         import torch  # noqa: F401
     except ImportError:
-        print("gpuready: burn needs PyTorch (pip install 'gpuready[torch]')", file=sys.stderr)
+        tell("burn needs PyTorch (pip install 'gpuready[torch]')")
         return ExitCode.TOOL_ERROR
     from gpuready.verbs.validate.run import NoGpuError, auto_device
     try:
         auto_device(args.device, "burn")  # --device auto without a GPU: exit 3, never a silent CPU run
     except NoGpuError as error:
-        print(f"gpuready: {error}", file=sys.stderr)
+        tell(error)
         return ExitCode.TOOL_ERROR
     options = BurnOptions(duration_s=duration_s, dtype=args.dtype, device=args.device, ranks=args.ranks,
                           gpus=[item.strip() for item in args.gpus.split(",")] if args.gpus else [],
@@ -581,7 +614,7 @@ def _burn(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     except SpawnError as error:  # the workers already started were stopped; nothing was measured
-        print(f"gpuready: {error}", file=sys.stderr)
+        tell(error)
         return ExitCode.TOOL_ERROR
     return _emit(report, args)
 
@@ -633,10 +666,10 @@ def _run_torchrun(args: argparse.Namespace, argv: list[str], verb: str, store_no
         raise UsageError(str(error)) from None
     from gpuready.workloads.worker import RDZV_STORE_VARIABLE
     store, host_here, note = host_rendezvous_store(args.rdzv_endpoint, args.startup_timeout)
-    print(f"gpuready: {note}", file=sys.stderr)
+    tell(note)
     command = torchrun_command(args.nnodes, nproc, args.rdzv_endpoint, verb, passed,
                                rdzv_conf=None if host_here is None else f"is_host={str(host_here).lower()}")
-    print("gpuready: " + " ".join(command), file=sys.stderr)
+    tell(" ".join(command))
     # The ranks build their group on the rendezvous store (RDZV_STORE_VARIABLE), so torchrun's rank-0 agent need
     # not listen with a second store on every interface (TORCH_DISABLE_SHARE_RDZV_TCP_STORE).
     env = {**os.environ, RDZV_STORE_VARIABLE: args.rdzv_endpoint, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
@@ -661,8 +694,7 @@ def _run_torchrun(args: argparse.Namespace, argv: list[str], verb: str, store_no
         if observer is not None:  # if rank 0 died before writing the report, it is written here
             report = observer.report_if_rank0_died(args.log_dir, store_node_report, interrupted_by=stopped_by)
             if report is not None:
-                print("gpuready: rank 0 ended without writing the report; written from the rendezvous store",
-                      file=sys.stderr)
+                tell("rank 0 ended without writing the report; written from the rendezvous store")
                 return worst_exit_code(_emit(report, args), code if 0 <= code < 128 else 0)
             written = observer.rank0_exit_code()
             if written is not None:  # the run's verdict, not torchrun's view of this node's ranks
@@ -748,7 +780,7 @@ def _diagnose(args: argparse.Namespace) -> int:
         raise UsageError(f"--expect must be a positive GB/s figure, not {args.expect:g}")
     from gpuready.verbs.diagnose.run import InputError, diagnose
     try:
-        report = diagnose(args.paths, expect_busbw_gb_per_s=args.expect)
+        report = diagnose(args.paths, expect_busbw_gb_per_s=args.expect, limits=_input_limits(args))
     except InputError as error:
         raise UsageError(str(error)) from None
     return _emit(report, args)
@@ -772,7 +804,7 @@ def _bench(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         import torch  # noqa: F401
     except ImportError:
-        print("gpuready: bench needs PyTorch (pip install 'gpuready[torch]')", file=sys.stderr)
+        tell("bench needs PyTorch (pip install 'gpuready[torch]')")
         return ExitCode.TOOL_ERROR
     from gpuready.runner.local import SpawnError
     from gpuready.verbs.bench.run import BenchError, BenchOptions, bench_shape, run_bench
@@ -781,7 +813,7 @@ def _bench(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         device = auto_device(args.device, "bench")
     except NoGpuError as error:
-        print(f"gpuready: {error}", file=sys.stderr)
+        tell(error)
         return ExitCode.TOOL_ERROR
     shape = {key: value for key, value in (("family", args.family), ("layers", args.layers), ("hidden", args.hidden),
                                            ("heads", args.heads), ("kv_heads", args.kv_heads),
@@ -814,7 +846,7 @@ def _bench(args: argparse.Namespace, argv: list[str]) -> int:
     except (BenchError, PlanError, ValueError) as error:
         raise UsageError(str(error)) from None
     except SpawnError as error:
-        print(f"gpuready: {error}", file=sys.stderr)
+        tell(error)
         return ExitCode.TOOL_ERROR
     return _emit(report, args)
 

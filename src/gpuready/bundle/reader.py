@@ -8,12 +8,13 @@ read, so that nothing is dropped silently. The rules (README, "Support bundles")
   as is a file that cannot be opened (permissions) or read.
 - The kernel log (`dmesg.txt`, or any file whose head shows a kernel log) is read line by line to its end, whatever its
   size, keeping only the lines the kernel-log parser uses (facts/kernel_log.py `relevant_lines`).
-- Any other file is parsed whole, so it is read up to MAX_FILE_BYTES and never further: a longer one is read in part,
-  and the bundle says so (`bundle.truncated`).
+- Any other file is parsed whole, so it is read up to `InputLimits.max_file_bytes` and never further: a longer one is
+  read in part, and the bundle says so (`bundle.truncated`).
 - A file whose name is not a bundle name is recognised by its head (bundle/sniff.py); only a recognised one is read on.
 - An archive holds one bundle: the files of one folder (the one holding the bundle's files; or the top level). Members
   elsewhere (absolute paths, `..`, other folders) and second copies of a name are rejected by name, never merged; an
-  archive holding several bundles is refused. What is inflated is bounded (MAX_ARCHIVE_BYTES, MAX_ENTRIES).
+  archive holding several bundles is refused. An archive is known by its first bytes, and what is inflated is bounded
+  (bundle/archive.py, `InputLimits`); one with no member that can be read is an input error, never a verdict.
 """
 
 from __future__ import annotations
@@ -23,31 +24,25 @@ import io
 import os
 import re
 import stat
+from collections import Counter
 import tarfile
-import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from gpuready.bundle.archive import (DEFAULT_LIMITS, READ_ERRORS, InputLimits, MemberWalk, format_of, inflated_name,
+                                     member_parts, open_compressed, open_tar, size_text, unsafe_reason)
 from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
 
-# The limits, all in one place.
-MAX_FILE_BYTES = 64 * 1024 * 1024
-"""A file parsed whole (XML, JSON, `-q` text, `topo -m` …) is read up to this many bytes, never further."""
-MAX_BUNDLE_BYTES = 256 * 1024 * 1024
-"""All files parsed whole, together: what a bundle may make gpuready hold in memory."""
+# The limits of what is read: InputLimits (bundle/archive.py, each with an option); these are fixed.
 MAX_FILES = 256
 """Files read from one bundle (a bundle holds a few dozen; the bundle file names are read first)."""
-MAX_ENTRIES = 4096
-"""Folder entries or archive members looked at (beyond it they are counted, not listed)."""
+MAX_LISTED = 1000
+"""Entries not read that are listed by name (beyond, counted)."""
 MAX_LOG_KEPT_BYTES = 16 * 1024 * 1024
 """The kernel-log lines kept (those that name NVIDIA, NVSwitch, PCIe AER, IOMMU or a GPU reset)."""
 MAX_LINE_BYTES = 64 * 1024
 """A kernel-log line longer than this is cut to it (the kernel prints lines under 1 KiB)."""
-MAX_ARCHIVE_BYTES = 1024 * 1024 * 1024
-"""What is inflated from one archive, skipped members included (a decompression bomb stops here)."""
-MAX_HEADER_BYTES = 1024 * 1024
-"""A long-name or pax header of an archive member (these are read whole by tarfile)."""
 HEAD_BYTES = SNIFF_CHARS
 _CHUNK_BYTES = 1024 * 1024
 
@@ -66,9 +61,10 @@ class Bundle(dict):
     events as the whole log.
     """
 
-    def __init__(self, origin: str = "") -> None:
+    def __init__(self, origin: str = "", limits: InputLimits = DEFAULT_LIMITS) -> None:
         super().__init__()
         self.origin = origin
+        self.limits = limits
         self.line_numbers: dict[str, list[int]] = {}
         """Streamed kernel log → each kept line's number in the whole file (its events say where they were)."""
         self.kinds: dict[str, str] = {}
@@ -80,18 +76,28 @@ class Bundle(dict):
         """(entry, one sentence): input errors (`bundle.unreadable`, exit code 2)."""
         self.partial: dict[str, str] = {}
         """Entry → what was read of it, where not all of it was (`bundle.truncated`)."""
+        self.not_listed: Counter[str] = Counter()
+        """State (`skipped`, `ignored`, `rejected`) → entries met after MAX_LISTED were listed: counted only."""
         self.held_bytes = 0
         self.files_read = 0
 
+    def note(self, name: str, state: str) -> None:
+        """`name` was not read, and why (`skipped: …`, `ignored: …`, `rejected: …`); past MAX_LISTED entries,
+        counted by state instead (an archive of a million links is not a million-line report)."""
+        if len(self.not_read) < MAX_LISTED or name in self.not_read:
+            self.not_read[name] = state
+        else:
+            self.not_listed[state.split(":", 1)[0]] += 1
+
     def skip(self, name: str, reason: str) -> None:
-        self.not_read[name] = f"skipped: {reason}"
+        self.note(name, f"skipped: {reason}")
 
     def unreadable(self, name: str, sentence: str) -> None:
-        self.not_read[name] = f"unreadable: {sentence}"
+        self.not_read[name] = f"unreadable: {sentence}"  # always listed: an input error names what it is about
         self.errors.append((name, f"{name} {sentence}"))
 
 
-def read_bundle(path: str | Path) -> Bundle:
+def read_bundle(path: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> Bundle:
     """Raises BundleError where nothing of the bundle can be read; anything less is recorded in the Bundle."""
     path = Path(path)
     try:
@@ -100,22 +106,46 @@ def read_bundle(path: str | Path) -> Bundle:
         raise BundleError(f"bundle {path} does not exist") from None
     except OSError as error:
         raise BundleError(f"bundle {path} cannot be read ({error.strerror or error})") from None
-    bundle = Bundle(str(path))
+    bundle = Bundle(str(path), limits)
     if stat.S_ISDIR(info.st_mode):
         _read_folder(path, bundle)
         return bundle
     if not stat.S_ISREG(info.st_mode):
         raise BundleError(f"bundle {path} is neither a folder nor a file (a device, FIFO or socket)")
     try:
-        is_archive = tarfile.is_tarfile(path)
-    except (OSError, EOFError, zlib.error) as error:
-        raise BundleError(f"{path} cannot be read ({getattr(error, 'strerror', None) or error})") from None
-    if not is_archive and not path.name.endswith((".tar", ".tar.gz", ".tgz")):
+        file_format = format_of(path)
+    except OSError as error:
+        raise BundleError(f"{path} cannot be read ({error.strerror or error})") from None
+    if file_format is None:
+        if path.name.endswith(ARCHIVE_SUFFIXES):
+            raise BundleError(f"{path} is named like an archive but is not one: its first bytes are neither a tar "
+                              "header nor gzip, bzip2 or xz")
         # One tool output on its own (`topo.txt` pasted from a ticket): read by its content.
         _read_path(bundle, path.name, path, follow=True)
-        return bundle
-    _read_archive(path, bundle)
+    elif file_format.startswith("tar"):
+        _read_archive(path, file_format, bundle)
+    else:
+        _read_compressed(path, file_format, bundle)
     return bundle
+
+
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+
+
+def _read_compressed(path: Path, compression: str, bundle: Bundle) -> None:
+    """One compressed tool output (`dmesg.txt.gz`, `kern.log.1.gz`): inflated as it is read."""
+    name = inflated_name(path)
+    if not _room_for_another(bundle, name):
+        return
+    try:
+        with open_compressed(path, compression) as raw:  # read within the budget below, never further
+            _read_entry(bundle, name, raw, None, bundle.limits.max_archive_bytes,
+                        f"gpuready inflates at most {size_text(bundle.limits.max_archive_bytes)} of a compressed file")
+    except READ_ERRORS as error:
+        raise BundleError(f"{path} cannot be inflated ({compression}: {error})") from None
+    if name not in bundle and not bundle.errors:
+        raise BundleError(f"{path} holds no tool output gpuready recognises "
+                          f"({bundle.not_read.get(name, 'nothing was read').split(': ', 1)[-1]})")
 
 
 # --- folders --------------------------------------------------------------------------------------------------------
@@ -126,7 +156,7 @@ def _read_folder(path: Path, bundle: Bundle) -> None:
     try:
         with os.scandir(path) as listing:
             for entry in listing:
-                if entry.name in BUNDLE_FILES or len(entries) < MAX_ENTRIES:
+                if entry.name in BUNDLE_FILES or len(entries) < bundle.limits.max_members:
                     entries.append(entry)
                 else:
                     uncounted += 1
@@ -134,12 +164,13 @@ def _read_folder(path: Path, bundle: Bundle) -> None:
         raise BundleError(f"bundle {path} cannot be read ({error.strerror or error})") from None
     if uncounted:
         bundle.partial[f"{path.name} (the folder)"] = (
-            f"it holds {len(entries) + uncounted} entries; {uncounted} beyond the first {MAX_ENTRIES} were not "
+            f"it holds {len(entries) + uncounted} entries; {uncounted} beyond the first "
+            f"{bundle.limits.max_members} were not "
             "looked at")
     for entry in sorted(entries, key=lambda entry: (entry.name not in BUNDLE_FILES, entry.name)):
         name = _shown(entry.name)
         if name.startswith("."):
-            bundle.not_read[name] = "ignored: a hidden file"
+            bundle.note(name, "ignored: a hidden file")
             continue
         try:
             if entry.is_symlink():
@@ -193,15 +224,15 @@ def _read_entry(bundle: Bundle, name: str, raw: BinaryIO, size: int | None, budg
         head = _read_up_to(raw, HEAD_BYTES if budget is None else min(HEAD_BYTES, budget))
         kind = name if name in BUNDLE_FILES else kind_of(_decode(head).replace("\0", ""))
         if kind is None:
-            bundle.not_read[name] = ("ignored: not text" if why_not_text(_decode(head))
-                                     else "ignored: not a tool output gpuready recognises")
+            bundle.note(name, "ignored: not text" if why_not_text(_decode(head))
+                        else "ignored: not a tool output gpuready recognises")
             return
         bundle.kinds[name] = kind
         if kind in STREAMED_KINDS:
             _read_log(bundle, name, raw, head, size, budget, budget_reason)
         else:
             _read_whole(bundle, name, raw, head, size, budget, budget_reason)
-    except (OSError, EOFError, tarfile.TarError, zlib.error) as error:
+    except READ_ERRORS as error:
         bundle.kinds.pop(name, None)
         bundle.pop(name, None)
         bundle.unreadable(name, f"cannot be read ({getattr(error, 'strerror', None) or error})")
@@ -209,25 +240,27 @@ def _read_entry(bundle: Bundle, name: str, raw: BinaryIO, size: int | None, budg
 
 def _read_whole(bundle: Bundle, name: str, raw: BinaryIO, head: bytes, size: int | None, budget: int | None,
                 budget_reason: str) -> None:
-    room = MAX_BUNDLE_BYTES - bundle.held_bytes
+    limits = bundle.limits
+    room = limits.max_held_bytes - bundle.held_bytes
     if room <= 0:
         bundle.kinds.pop(name, None)
-        bundle.skip(name, f"the files read before it already hold {_size(MAX_BUNDLE_BYTES)}, the most "
+        bundle.skip(name, f"the files read before it already hold {size_text(limits.max_held_bytes)}, the most "
                           "gpuready reads from one bundle")
         return
     if not_text := why_not_text(_decode(head)):  # refused on its head: the rest is not read
         bundle.kinds.pop(name, None)
         bundle.unreadable(name, not_text)
         return
-    cap, why = MAX_FILE_BYTES, f"the most gpuready reads of a file it parses whole is {_size(MAX_FILE_BYTES)}"
+    cap, why = limits.max_file_bytes, \
+        f"the most gpuready reads of a file it parses whole is {size_text(limits.max_file_bytes)}"
     if room < cap:
-        cap, why = room, f"the files read before it already hold {_size(bundle.held_bytes)} of the " \
-                         f"{_size(MAX_BUNDLE_BYTES)} gpuready reads from one bundle"
+        cap, why = room, f"the files read before it already hold {size_text(bundle.held_bytes)} of the " \
+                         f"{size_text(limits.max_held_bytes)} gpuready reads from one bundle"
     if budget is not None and budget < cap:
         cap, why = budget, budget_reason
     data = head[:cap] + _read_up_to(raw, cap - len(head)) if cap > len(head) else head[:cap]
     if len(data) >= cap and (size > len(data) if size else bool(raw.read(1))):
-        bundle.partial[name] = f"only its first {_size(len(data))} of {_size(size) if size else 'more'} were " \
+        bundle.partial[name] = f"only its first {size_text(len(data))} of {size_text(size) if size else 'more'} were " \
                                f"read ({why}); the rest was not parsed"
     bundle.held_bytes += len(data)
     bundle[name] = _decode(data)
@@ -258,15 +291,15 @@ def _read_log(bundle: Bundle, name: str, raw: BinaryIO, head: bytes, size: int |
     bundle.line_numbers[name] = numbers
     notes = []
     if full:
-        notes.append(f"its lines about NVIDIA, NVSwitch, PCIe and IOMMU passed the {_size(MAX_LOG_KEPT_BYTES)} "
-                     f"gpuready keeps after {_size(lines.bytes_read)}"
-                     f"{f' of {_size(size)}' if size else ''}; the rest was not read")
+        notes.append(f"its lines about NVIDIA, NVSwitch, PCIe and IOMMU passed the {size_text(MAX_LOG_KEPT_BYTES)} "
+                     f"gpuready keeps after {size_text(lines.bytes_read)}"
+                     f"{f' of {size_text(size)}' if size else ''}; the rest was not read")
     elif lines.stopped:
-        notes.append(f"only its first {_size(lines.bytes_read)}{f' of {_size(size)}' if size else ''} were read "
+        notes.append(f"only its first {size_text(lines.bytes_read)}{f' of {size_text(size)}' if size else ''} were read "
                      f"({budget_reason})")
     if lines.long_lines:
-        notes.append(f"{lines.long_lines} line(s) longer than {_size(MAX_LINE_BYTES)} were cut to their first "
-                     f"{_size(MAX_LINE_BYTES)}")
+        notes.append(f"{lines.long_lines} line(s) longer than {size_text(MAX_LINE_BYTES)} were cut to their first "
+                     f"{size_text(MAX_LINE_BYTES)}")
     if notes:
         bundle.partial[name] = "; ".join(notes)
 
@@ -371,50 +404,36 @@ class _LogLines:
 
 # --- archives -------------------------------------------------------------------------------------------------------
 
-class BoundedTarInfo(tarfile.TarInfo):
-    """tarfile reads long-name and pax headers whole: a huge one is refused. A damaged header, which tarfile takes
-    for the end of the archive, is remembered so that the end is not silent."""
-
-    def _proc_member(self, archive):
-        if self.type in (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
-                         tarfile.SOLARIS_XHDTYPE) and self.size > MAX_HEADER_BYTES:
-            raise tarfile.ReadError(f"a member header of {_size(self.size)} (more than {_size(MAX_HEADER_BYTES)})")
-        return super()._proc_member(archive)
-
-    @classmethod
-    def fromtarfile(cls, archive):
-        try:
-            return super().fromtarfile(archive)
-        except (tarfile.InvalidHeaderError, tarfile.TruncatedHeaderError) as error:
-            if archive.offset:
-                archive.gpuready_damage = str(error)
-            raise
-
-
-def _read_archive(path: Path, bundle: Bundle) -> None:
+def _read_archive(path: Path, tar_format: str, bundle: Bundle) -> None:
+    """Two passes over the members, neither holding them: the first finds the bundle's folder from their names, the
+    second reads its files (a .tar.gz is inflated twice, within the same budget)."""
     label = f"{path.name} (the archive)"
-    try:
-        archive = tarfile.open(path, "r:*", tarinfo=BoundedTarInfo)
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-        raise BundleError(f"{path} is neither a bundle folder nor a readable .tar.gz ({error})") from None
-    with archive:
-        members, budgets = _list_members(archive, path, bundle, label)
-        root = _root_of(members, path)
-        where = "/".join(root) + "/" if root else "the archive's top level"
-        rejected: list[str] = []
+    root = _root_of_archive(path, tar_format, bundle, label)
+    where = "/".join(root) + "/" if root else "the archive's top level"
+    rejected: list[str] = []  # the first 20 named, the rest counted
+    rejected_count = 0
+
+    def reject(key: str, why: str) -> None:
+        nonlocal rejected_count
+        bundle.note(key, f"rejected: {why}")
+        rejected_count += 1
+        rejected.extend([key] if len(rejected) < 20 else [])
+
+    with _opened(path, tar_format) as archive:
+        walk = MemberWalk(archive, bundle.limits)
+        last: tarfile.TarInfo | None = None
         seen: dict[str, int] = {}
-        for member in members:
+        for member in walk:
+            last = member
             parts = member_parts(member.name)
             shown = _shown(member.name)
             if parts is None:
-                bundle.not_read[shown] = f"rejected: {_unsafe_reason(member.name)}"
-                rejected.append(shown)
+                reject(shown, unsafe_reason(member.name))
                 continue
             if not parts or (member.isdir() and (len(parts) != len(root) + 1 or parts[:len(root)] != root)):
                 continue  # the folders that lead to the bundle; other folders show through their members
             if parts[:len(root)] != root:
-                bundle.not_read[shown] = f"rejected: outside the bundle's folder ({where})"
-                rejected.append(shown)
+                reject(shown, f"outside the bundle's folder ({where})")
                 continue
             if len(parts) > len(root) + 1:
                 bundle.skip(shown, "in a subfolder of the bundle (a bundle's files sit in one folder)")
@@ -423,12 +442,11 @@ def _read_archive(path: Path, bundle: Bundle) -> None:
             if name in seen:
                 seen[name] += 1
                 key = f"{shown} (copy {seen[name]})"
-                bundle.not_read[key] = "rejected: a second member of the same name (the first was read)"
-                rejected.append(key)
+                reject(key, "a second member of the same name (the first was read)")
                 continue
             seen[name] = 1
             if name.startswith("."):
-                bundle.not_read[name] = "ignored: a hidden file"
+                bundle.note(name, "ignored: a hidden file")
             elif member.isdir():
                 if name in BUNDLE_FILES:
                     bundle.unreadable(name, f"is a folder, not the file `{_command(name)}` writes")
@@ -439,22 +457,51 @@ def _read_archive(path: Path, bundle: Bundle) -> None:
             elif not member.isreg():
                 bundle.skip(name, "not a regular file (a device or FIFO entry in the archive)")
             elif _room_for_another(bundle, name):
-                _read_member(archive, member, name, bundle, budgets.get(member.name))
+                _read_member(archive, member, name, bundle, walk.budget_of.get(member.name))
         if rejected:
-            shown = ", ".join(rejected[:20]) + (f" and {len(rejected) - 20} more" if len(rejected) > 20 else "")
+            shown = ", ".join(rejected) + (f" and {rejected_count - 20} more" if rejected_count > 20 else "")
             bundle.errors.append((label, f"{path.name} holds members that are not files of its bundle ({where}), "
                                          f"rejected unread: {shown}"))
-        damage = getattr(archive, "gpuready_damage", None)
-        if damage and members:
-            bundle.unreadable(label, f"is damaged in or after member {_shown(members[-1].name)} ({damage}); what "
-                                     "follows was not read")
+        if walk.budget_of and last is not None:
+            bundle.partial[label] = (f"reading it stopped at {_shown(last.name)} (of {size_text(last.size)}): "
+                                     f"{walk.stopped_at}; any members after it were not read")
+        elif walk.stopped_at and last is not None:
+            bundle.partial[label] = f"{walk.stopped_at}; those after {_shown(last.name)} were not read"
+        if bundle.not_listed:
+            counted = ", ".join(f"{count} {state}" for state, count in sorted(bundle.not_listed.items()))
+            bundle.partial[f"{label} (entries)"] = (f"{counted} more members were not read and are counted, not "
+                                                   f"listed (the first {MAX_LISTED} are)")
+
+
+def _opened(path: Path, tar_format: str) -> tarfile.TarFile:
+    try:
+        return open_tar(path, tar_format)
+    except READ_ERRORS as error:
+        raise BundleError(f"{path} is neither a bundle folder nor a readable .tar.gz ({error})") from None
+
+
+def _root_of_archive(path: Path, tar_format: str, bundle: Bundle, label: str) -> tuple[str, ...]:
+    """The bundle's folder in the archive (see `_BundleFolders`), from a first pass over the member names."""
+    with _opened(path, tar_format) as archive:
+        walk = MemberWalk(archive, bundle.limits)
+        folders = _BundleFolders()
+        for member in walk:
+            if not member.isdir() and (parts := member_parts(member.name)):
+                folders.add(parts)
+        if not walk.count:
+            raise BundleError(f"{path} holds no member that could be read"
+                              f"{f' ({walk.damage})' if walk.damage else ' (an empty archive)'}")
+        if walk.damage:
+            bundle.unreadable(label, f"is damaged in or after member {_shown(walk.last_name or '')} "
+                                     f"({walk.damage}); what follows was not read")
+    return folders.root(path)
 
 
 def _read_member(archive: tarfile.TarFile, member: tarfile.TarInfo, name: str, bundle: Bundle,
                  budget: int | None) -> None:
     try:
         extracted = archive.extractfile(member)
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
+    except READ_ERRORS as error:
         bundle.unreadable(name, f"cannot be read from the archive ({error})")
         return
     if extracted is None:
@@ -462,76 +509,39 @@ def _read_member(archive: tarfile.TarFile, member: tarfile.TarInfo, name: str, b
         return
     with extracted:
         _read_entry(bundle, name, extracted, member.size, budget,
-                    f"the archive's members pass the {_size(MAX_ARCHIVE_BYTES)} gpuready inflates from one archive "
-                    "here; members after it were not read")
+                    f"the archive's members pass the {size_text(bundle.limits.max_archive_bytes)} gpuready inflates "
+                    "from one archive here; members after it were not read")
 
 
-def _list_members(archive: tarfile.TarFile, path: Path, bundle: Bundle, label: str
-                  ) -> tuple[list[tarfile.TarInfo], dict[str, int]]:
-    """The members, up to MAX_ENTRIES and MAX_ARCHIVE_BYTES of content (the member at which it stops is read up to
-    what is left of that budget: its name → that budget)."""
-    members: list[tarfile.TarInfo] = []
-    budgets: dict[str, int] = {}
-    total = 0
-    try:
-        while True:
-            if len(members) >= MAX_ENTRIES:
-                bundle.partial[label] = f"it holds more than {MAX_ENTRIES} members; those after " \
-                                        f"{_shown(members[-1].name)} were not read"
-                break
-            member = archive.next()  # skips (inflates) the data of the member before
-            if member is None:
-                break
-            members.append(member)
-            if total + member.size > MAX_ARCHIVE_BYTES:
-                budgets[member.name] = MAX_ARCHIVE_BYTES - total
-                bundle.partial[label] = (
-                    f"reading it stopped at {_shown(member.name)} (of {_size(member.size)}): the members pass the "
-                    f"{_size(MAX_ARCHIVE_BYTES)} gpuready inflates from one archive; any members after it were not "
-                    "read")
-                break
-            total += member.size
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-        if not members:
-            raise BundleError(f"{path} is neither a bundle folder nor a readable .tar.gz ({error})") from None
-        bundle.unreadable(label, f"is damaged in or after member {_shown(members[-1].name)} ({error}); what "
-                                 "follows was not read")
-    return members, budgets
+class _BundleFolders:
+    """The bundle's folder in an archive, from its file paths met one at a time: the one folder that holds bundle
+    files (by name), else the deepest folder common to all files. Several folders holding bundle files are several
+    bundles: refused."""
 
+    def __init__(self) -> None:
+        self.holders: set[tuple[str, ...]] = set()
+        self.common: tuple[str, ...] | None = None
 
-def _unsafe_reason(name: str) -> str:
-    return "a path that climbs out of the archive (..)" if ".." in name.replace("\\", "/").split("/") \
-        else "an absolute path"
-
-
-def member_parts(name: str) -> tuple[str, ...] | None:
-    """The path of a member as parts; None where it is absolute or climbs out (`..`)."""
-    if name.startswith(("/", "\\")) or name[1:3] in (":\\", ":/"):
-        return None
-    parts = tuple(part for part in name.replace("\\", "/").split("/") if part not in ("", "."))
-    return None if ".." in parts else parts
-
-
-def _root_of(members: list[tarfile.TarInfo], path: Path) -> tuple[str, ...]:
-    """The bundle's folder in the archive: the one folder that holds bundle files (by name), else the deepest folder
-    common to all files. Several folders holding bundle files are several bundles: refused."""
-    files = [parts for member in members if not member.isdir() and (parts := member_parts(member.name))]
-    holders = sorted({parts[:-1] for parts in files if parts[-1] in BUNDLE_FILES})
-    if len(holders) > 1:
-        names = ", ".join(("/".join(folder) + "/") if folder else "the top level" for folder in holders[:10])
-        raise BundleError(f"{path} holds {len(holders)} bundles ({names}{' …' if len(holders) > 10 else ''}); check "
-                          "reads one machine's bundle: check each folder on its own, or compare the machines with "
-                          "`gpuready fleet` (a later release)")
-    if holders:
-        return holders[0]
-    if not files:
-        return ()
-    common = list(files[0][:-1])
-    for parts in files[1:]:
+    def add(self, parts: tuple[str, ...]) -> None:
         folder = parts[:-1]
-        while tuple(common) != folder[:len(common)]:
-            common.pop()
-    return tuple(common)
+        if parts[-1] in BUNDLE_FILES and len(self.holders) <= 10:
+            self.holders.add(folder)
+        if self.common is None:
+            self.common = folder
+        else:
+            depth = 0
+            while depth < min(len(self.common), len(folder)) and self.common[depth] == folder[depth]:
+                depth += 1
+            self.common = self.common[:depth]
+
+    def root(self, path: Path) -> tuple[str, ...]:
+        holders = sorted(self.holders)
+        if len(holders) > 1:
+            names = ", ".join(("/".join(folder) + "/") if folder else "the top level" for folder in holders[:10])
+            raise BundleError(f"{path} holds {len(holders)}{'+' if len(holders) > 10 else ''} bundles ({names}"
+                              f"{' …' if len(holders) > 10 else ''}); check reads one machine's bundle: check each "
+                              "folder on its own, or compare the machines with `gpuready fleet` (a later release)")
+        return holders[0] if holders else (self.common or ())
 
 
 # --- helpers --------------------------------------------------------------------------------------------------------
@@ -570,10 +580,3 @@ def _decode(data: bytes) -> str:
 
 def _command(name: str) -> str:
     return BUNDLE_FILES[name].split(" (")[0]
-
-
-def _size(count: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}".replace(".0 ", " ")
-    return f"{count} bytes"

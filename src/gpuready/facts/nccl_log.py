@@ -162,7 +162,18 @@ class Other(NcclEvent):
 
 # ---------------------------------------------------------------------------------------------------- patterns
 
-MARKERS = (r"NCCL WARN|NCCL INFO (?!\w+: opCount )|NCCL version|ncclSystemError|ncclInternalError"
+def _not_followed_by(literal: str) -> str:
+    """A regex for "not followed by `literal`" without a lookahead (the marker search runs on RE2, which has none):
+    the end of the line, or a character that differs from `literal` where it does."""
+    first = literal[0] if literal[0].isalnum() or literal[0] == " " else "\\" + literal[0]
+    rest = f"|{first}{_not_followed_by(literal[1:])}" if literal[1:] else ""
+    return f"(?:$|[^{first}]{rest})"
+
+
+_NOT_A_COLLECTIVE = r"(?:$|\W|\w+(?:$|[^\w:]|:" + _not_followed_by(" opCount ") + "))"
+"""What follows `NCCL INFO ` on any line but the one per collective (`AllReduce: opCount …`)."""
+
+MARKERS = (r"NCCL WARN|NCCL INFO " + _NOT_A_COLLECTIVE + r"|NCCL version|ncclSystemError|ncclInternalError"
            r"|ncclUnhandledCudaError|ncclRemoteError|remote process exited|Error while creating shared memory"
            r"|Watchdog caught collective operation timeout|:\d+:\d+ \[\d+\] (?:[\w/.]+:\d+ )?(?:INFO|WARN) ")
 """Where to look (searched per line); lines without any of these are not NCCL's. Not TRACE, nor the line per

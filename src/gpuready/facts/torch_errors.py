@@ -451,8 +451,9 @@ def parse_elastic_exitcode(value: str) -> tuple[int, int] | None:
 # ------------------------------------------------------------------ flight recorder dumps
 
 FLIGHT_RECORDER_KEYS = ("record_id", "collective_seq_id", "profiling_name", "state")
-MAX_FLIGHT_RECORDER_BYTES = 256 * 2**20
-"""A dump holds TORCH_NCCL_TRACE_BUFFER_SIZE entries (2000 recommended) with stack frames: tens of MB at most."""
+MAX_FLIGHT_RECORDER_BYTES = 32 * 2**20
+"""A dump holds TORCH_NCCL_TRACE_BUFFER_SIZE entries (2000 recommended) with stack frames: a few MB; parsed whole, JSON
+takes several times its size in memory, so a bigger file is not parsed (diagnose stays under 500 MB on any input)."""
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d{1,6})(?!.*\d)")
 
 

@@ -10,6 +10,7 @@ keep the original text (the JSON report quotes it exactly, with JSON's own escap
 from __future__ import annotations
 
 import re
+import sys
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """C0 controls but tab (\\x09) and newline (\\x0a), DEL, and the C1 controls U+0080-U+009F."""
@@ -18,3 +19,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def printable(text: object) -> str:
     """`text` (str() of it) with every C0 control but tab and newline, DEL and every C1 control as `\\xNN`."""
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", str(text))
+
+
+def tell(message: object) -> None:
+    """One sentence to the user on stderr (`gpuready: …`), sanitised: an error names files and values from outside."""
+    print(f"gpuready: {printable(message)}", file=sys.stderr)

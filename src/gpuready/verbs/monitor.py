@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
 from gpuready.facts.clock_reasons import REASON_BITS, reasons_from_mask
 from gpuready.model import ExitCode
+from gpuready.report.safe_text import tell
 
 IGNORED_REASONS = frozenset({"gpu_idle"})
 
@@ -223,19 +223,19 @@ def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int |
     from rich.live import Live
 
     if interval_s <= 0 or (count is not None and count < 1):
-        print("gpuready: --interval and --count must be positive", file=sys.stderr)
+        tell("--interval and --count must be positive")
         return ExitCode.USAGE
     problem = (check_prometheus_endpoint(prometheus_address, prometheus_port) if prometheus_port is not None
                else None) or (check_jsonl(jsonl) if jsonl else None)
     if problem:
-        print(f"gpuready: {problem}", file=sys.stderr)
+        tell(problem)
         return ExitCode.USAGE
     if source is None:
         from gpuready.facts.nvml import NvmlSession
         try:
             source = NvmlSession()
         except Exception as error:
-            print(f"gpuready: no NVIDIA GPU or driver to monitor ({type(error).__name__}: {error})", file=sys.stderr)
+            tell(f"no NVIDIA GPU or driver to monitor ({type(error).__name__}: {error})")
             return ExitCode.NOT_READY
         source.watch_xid()
     console = Console(stderr=True)
@@ -245,8 +245,8 @@ def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int |
             exporter = PrometheusExporter(prometheus_port, source.identity, socket.gethostname(),
                                           address=prometheus_address)
         except OSError as error:
-            print(f"gpuready: cannot serve metrics on {prometheus_address}:{prometheus_port}: "
-                  f"{error.strerror or error}", file=sys.stderr)
+            tell(f"cannot serve metrics on {prometheus_address}:{prometheus_port}: "
+                 f"{error.strerror or error}")
             if hasattr(source, "close"):
                 source.close()
             return ExitCode.USAGE

@@ -11,26 +11,30 @@ from __future__ import annotations
 import io
 import os
 import re
-import tarfile
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable
 
+try:
+    import re2
+except ImportError:  # a copy run from source where the dependency is not installed: Python's re, 4-10x slower
+    re2 = None
+
 from gpuready import __version__
+from gpuready.bundle.archive import (DEFAULT_LIMITS, READ_ERRORS, CappedReader, InputLimits, MemberWalk, format_of,
+                                     inflated_name, member_parts, open_compressed, open_tar, size_text)
 from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
 from gpuready.facts.kernel_log import MARKERS as KERNEL_MARKERS
 from gpuready.facts.kernel_log import NumberedLine
 from gpuready.model import Finding, Report, Status, Subject
 from gpuready.verbs.diagnose.evidence import MAX_LINE_CHARS, DiagnoseContext, Line, Reader, clean
+from gpuready.verbs.diagnose.torch_errors import may_be_flight_recorder
 
 CHUNK_BYTES = 4 * 1024 * 1024
 MAX_LINE_BYTES = 64 * 1024
 """A longer line is cut here (a minified JSON or a binary blob in a log)."""
-MAX_WHOLE_FILE_BYTES = 64 * 1024 * 1024
-"""A file the check parsers read (nvidia-smi -q, lspci -vv, ...) is read whole up to this; logs are streamed."""
 MAX_KERNEL_LINES_BYTES = 16 * 1024 * 1024
 """Kernel-log lines kept for the checks (health.xid, health.sxid, nvlink.errors, pcie.aer, ...); past this, the rest
 are counted, not kept."""
@@ -93,14 +97,32 @@ def default_readers() -> list[Reader]:
             K8sNodeReader()]
 
 
+def marker_pattern(markers: str):
+    """A reader's markers, compiled to search raw bytes with RE2: a DFA, 400-700 MB/s on these alternations against
+    36-157 MB/s for Python's backtracking engine, which is fast only on a literal prefix (measured on this 2-core box).
+    RE2 has no lookaround, so markers are written without (facts/nccl_log.py `_not_followed_by`)."""
+    if re2 is None:
+        return re.compile(markers.encode("ascii"), re.MULTILINE)
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print a parse error on stderr, through the user's terminal
+    return re2.compile(b"(?m)" + markers.encode("ascii"), options)
+
+
 class Scanner:
     """Streams files through the readers; keeps what the check parsers need."""
 
-    def __init__(self, readers: list[Reader]):
+    def __init__(self, readers: list[Reader], limits: InputLimits = DEFAULT_LIMITS):
         self.readers = readers
-        # Each reader's markers run on their own over the raw bytes: the regex engine finds a pattern's literal
-        # prefix fast, and one alternation of every reader's markers loses that (77 s per GB against 16, measured).
-        self.patterns = [(reader, re.compile(reader.markers.encode("ascii"), re.MULTILINE)) for reader in readers]
+        self.limits = limits
+        self.read_bytes = 0
+        """Bytes read from all inputs, against limits.max_input_bytes."""
+        self.held_bytes = 0
+        """Bytes of the tool outputs kept whole for the checks, against limits.max_held_bytes."""
+        self.over_budget: list[str] = []
+        """Inputs not read, or not parsed, because a budget of the whole run was spent."""
+        self.not_listed = 0
+        """Inputs met after MAX_FILES were listed: counted only."""
+        self.patterns = [(reader, marker_pattern(reader.markers)) for reader in readers]
         self.files: list[InputFile] = []
         self.check_inputs: dict[str, str] = {}
         self.check_kinds: dict[str, str] = {}
@@ -110,114 +132,148 @@ class Scanner:
     # --- inputs ------------------------------------------------------------------------------------------------------
 
     def add_path(self, path: Path) -> None:
-        """A file, a folder (walked) or a .tar / .tar.gz archive (its members)."""
+        """A file, a folder (walked) or an archive (its members); InputError where it cannot be read at all."""
         if path.is_dir():
             self._walk(path, path.name or str(path), depth=0)
         elif path.is_file():
-            if self._is_archive(path):
-                self._read_archive(path)
-            else:
-                with open(path, "rb") as raw:
-                    self.add_stream(str(path), raw, path)
+            self._add_file(path, str(path), given=True)
         elif path.exists():
-            self.files.append(InputFile(str(path), note="not a regular file or folder: not read"))
+            self._note(str(path), "not a regular file or folder: not read")
         else:
             raise InputError(f"{path}: no such file or folder")
+
+    def _note(self, name: str, note: str, kind: str | None = None) -> None:
+        """An input not read (or read in part), listed up to MAX_FILES entries; beyond, counted."""
+        if len(self.files) < MAX_FILES:
+            self.files.append(InputFile(name, kind=kind, note=note))
+        else:
+            self.not_listed += 1
 
     def _walk(self, folder: Path, label: str, depth: int) -> None:
         try:
             entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
         except OSError as error:
-            self.files.append(InputFile(label, note=f"cannot list it ({error.strerror or error})"))
+            self._note(label, f"cannot list it ({error.strerror or error})")
             return
         for entry in entries:
             name = f"{label}/{entry.name}"
             if len(self.files) >= MAX_FILES:
-                self.files.append(InputFile(name, note=f"not read: diagnose reads at most {MAX_FILES} files"))
-                return
-            if entry.is_symlink():
-                self.files.append(InputFile(name, note="a symbolic link: not followed"))
+                self._note(name, f"not read: diagnose reads at most {MAX_FILES} files")
+            elif entry.is_symlink():
+                self._note(name, "a symbolic link: not followed")
             elif entry.is_dir(follow_symlinks=False):
                 if depth + 1 >= MAX_DEPTH:
-                    self.files.append(InputFile(name, note=f"deeper than {MAX_DEPTH} folders: not read"))
+                    self._note(name, f"deeper than {MAX_DEPTH} folders: not read")
                 else:
                     self._walk(Path(entry.path), name, depth + 1)
             elif entry.is_file(follow_symlinks=False):
-                try:
-                    with open(entry.path, "rb") as raw:
-                        self.add_stream(name, raw, Path(entry.path))
-                except OSError as error:
-                    self.files.append(InputFile(name, note=f"cannot be read ({error.strerror or error})"))
+                self._add_file(Path(entry.path), name, given=False)
 
-    @staticmethod
-    def _is_archive(path: Path) -> bool:
+    def _add_file(self, path: Path, name: str, *, given: bool) -> None:
+        """One file: an archive (its members), a compressed file (inflated as it is read) or a text file."""
         try:
-            return tarfile.is_tarfile(path)
-        except (OSError, tarfile.TarError):
-            return False
+            file_format = format_of(path)
+            if file_format is not None and file_format.startswith("tar"):
+                self._read_archive(path, name, file_format, given=given)
+            elif file_format is not None:
+                with CappedReader(open_compressed(path, file_format), self.limits.max_archive_bytes) as raw:
+                    self.add_stream(name, raw, base=inflated_name(path))
+                    if raw.capped:
+                        self.files[-1].note = (f"read in part: diagnose inflates at most "
+                                               f"{size_text(self.limits.max_archive_bytes)} of a compressed file")
+            else:
+                with open(path, "rb") as raw:
+                    self.add_stream(name, raw, path)
+        except READ_ERRORS as error:
+            if given and not self.files:
+                raise InputError(f"{path} cannot be read ({getattr(error, 'strerror', None) or error})") from None
+            self._note(name, f"cannot be read ({getattr(error, 'strerror', None) or error})")
 
-    def _read_archive(self, path: Path) -> None:
+    def _read_archive(self, path: Path, name: str, tar_format: str, *, given: bool) -> None:
         """Every regular member, streamed; names that would leave the archive, links and devices are named, not
-        read; what is inflated is bounded (the bundle reader's header and size limits)."""
-        from gpuready.bundle.reader import MAX_ARCHIVE_BYTES, BoundedTarInfo, member_parts
-        try:
-            archive = tarfile.open(path, "r:*", tarinfo=BoundedTarInfo)
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-            self.files.append(InputFile(str(path), note=f"not a readable archive ({error})"))
-            return
-        inflated = 0
-        with archive:
-            try:
-                for member in archive:
-                    name = f"{path}/{member.name}"
-                    if member.isdir():
-                        continue
-                    if member_parts(member.name) is None:
-                        self.files.append(InputFile(name, note="rejected: its name leaves the archive"))
-                    elif not member.isreg():
-                        self.files.append(InputFile(name, note="not a regular file (a link or device): not read"))
-                    elif inflated + member.size > MAX_ARCHIVE_BYTES or len(self.files) >= MAX_FILES:
-                        # stop here: walking on would inflate what follows (a gzip bomb) just to skip it
-                        self.files.append(InputFile(name, note=f"not read, nor what follows: past the "
-                                                               f"{MAX_ARCHIVE_BYTES // 2**20} MiB or {MAX_FILES} "
-                                                               "files diagnose reads from one archive"))
-                        break
-                    else:
-                        inflated += member.size
-                        extracted = archive.extractfile(member)
-                        if extracted is not None:
-                            with extracted:
-                                self.add_stream(name, extracted)
-            except (tarfile.TarError, OSError, EOFError, zlib.error) as error:
-                self.files.append(InputFile(str(path), note=f"damaged: what follows was not read ({error})"))
+        read; what is inflated, and how many members are looked at, is bounded (InputLimits)."""
+        with open_tar(path, tar_format) as archive:
+            walk = MemberWalk(archive, self.limits)
+            read_any = False
+            for member in walk:
+                member_name = f"{name}/{member.name}"
+                if member.isdir():
+                    continue
+                if member_parts(member.name) is None:
+                    self._note(member_name, "rejected: its name leaves the archive")
+                elif not member.isreg():
+                    self._note(member_name, "not a regular file (a link or device): not read")
+                elif member.name in walk.budget_of or len(self.files) >= MAX_FILES:
+                    # stop here: walking on would inflate what follows (a gzip bomb) just to skip it
+                    self._note(member_name, f"not read, nor what follows: past the "
+                                            f"{size_text(self.limits.max_archive_bytes)} or {MAX_FILES} files "
+                                            "diagnose reads from one archive")
+                    break
+                else:
+                    extracted = archive.extractfile(member)
+                    if extracted is not None:
+                        with extracted:
+                            self.add_stream(member_name, extracted)
+                        read_any = True
+            if walk.stopped_at and not walk.budget_of:
+                self._note(name, f"read in part: {walk.stopped_at}; those after {walk.last_name} were not read")
+            if walk.damage:
+                if given and not walk.count:
+                    raise InputError(f"{path} is not a readable archive ({walk.damage})")
+                self._note(name, f"damaged: what follows was not read ({walk.damage})")
+            elif given and not walk.count:
+                raise InputError(f"{path} holds no member that could be read (an empty archive)")
+            if given and not read_any and not walk.damage:
+                looked_at = f"its first {walk.count} members" if walk.stopped_at else f"its {walk.count} member(s)"
+                raise InputError(f"{path} holds no file diagnose can read: {looked_at} are folders, links, devices "
+                                 "or names that leave the archive")
 
-    def add_stream(self, name: str, raw: BinaryIO, path: Path | None = None) -> None:
-        """`path`: the file on disk, where there is one (a reader may take it whole: a flight-recorder dump)."""
+    def add_stream(self, name: str, raw: BinaryIO, path: Path | None = None, *, base: str | None = None) -> None:
+        """`path`: the file on disk, where there is one (a reader may take it whole: a flight-recorder dump);
+        `base`: the file name its content had (`dmesg.txt` for `dmesg.txt.gz`), where not the end of `name`."""
+        if self.read_bytes >= self.limits.max_input_bytes:
+            self._note(name, f"not read: the inputs before it passed the {size_text(self.limits.max_input_bytes)} "
+                             "diagnose reads in one run")
+            self.over_budget.append(name)
+            return
         entry = InputFile(name)
         self.files.append(entry)
         head = raw.read(SNIFF_CHARS)
-        if path is not None and head[:1] in (b"\x80", b"{", b"[") and self._taken_whole(entry, path, head):
+        if path is not None and may_be_flight_recorder(head) and self._taken_whole(entry, path, head):
             return
         text_head = head.decode("utf-8", errors="replace")
         reason = why_not_text(text_head)
         if reason:
             entry.kind, entry.note = "binary", f"not read: it {reason}"
             entry.bytes_read = len(head)
+            self.read_bytes += len(head)
             return
-        base = name.rsplit("/", 1)[-1]
+        base = base or name.rsplit("/", 1)[-1]
         kind = base if base in BUNDLE_FILES else kind_of(text_head)  # a bundle's own names, as `check` reads them
         entry.kind = kind or "log"
         if kind and kind != "dmesg.txt":  # a tool output the check parsers read whole: kept, and streamed too
-            rest = raw.read(MAX_WHOLE_FILE_BYTES - len(head) + 1)
-            whole = head + rest
-            if len(whole) > MAX_WHOLE_FILE_BYTES:
-                entry.note = f"read in part: only its first {MAX_WHOLE_FILE_BYTES // 2**20} MiB are parsed"
-                whole = whole[:MAX_WHOLE_FILE_BYTES]
-            self.check_inputs.setdefault(name, whole.decode("utf-8", errors="replace"))
-            self.check_kinds.setdefault(name, kind)
-            self._scan(entry, io.BytesIO(whole), b"")
+            self._keep_whole(entry, kind, raw, head)
             return
         self._scan(entry, raw, head)
+
+    def _keep_whole(self, entry: InputFile, kind: str, raw: BinaryIO, head: bytes) -> None:
+        room = min(self.limits.max_file_bytes, self.limits.max_held_bytes - self.held_bytes)
+        if room <= len(head):
+            entry.note = (f"not parsed: the tool outputs before it hold {size_text(self.held_bytes)}, the most "
+                          "diagnose keeps; its lines were still read")
+            self.over_budget.append(entry.name)
+            self._scan(entry, raw, head)
+            return
+        whole = head + raw.read(room - len(head) + 1)
+        if len(whole) > room:
+            why = ("the most diagnose parses of one file" if room == self.limits.max_file_bytes
+                   else "what was left of what diagnose keeps of all files")
+            entry.note = f"read in part: only its first {size_text(room)} are parsed ({why})"
+            whole = whole[:room]
+        self.held_bytes += len(whole)
+        self.check_inputs.setdefault(entry.name, whole.decode("utf-8", errors="replace"))
+        self.check_kinds.setdefault(entry.name, kind)
+        self._scan(entry, io.BytesIO(whole), b"")
 
     def _taken_whole(self, entry: InputFile, path: Path, head: bytes) -> bool:
         """A pickle or JSON file a reader reads whole (NCCL flight-recorder dumps); True where one took it."""
@@ -241,6 +297,7 @@ class Scanner:
         first = True
         while chunk:
             entry.bytes_read += len(chunk)
+            self.read_bytes += len(chunk)
             if first:
                 first = False
                 for bom in (b"\xef\xbb\xbf",):
@@ -256,12 +313,18 @@ class Scanner:
             else:
                 pending = block[end + 1:]
                 number = self._scan_block(entry, block[:end + 1], number)
-            chunk = raw.read(CHUNK_BYTES)
+            left = self.limits.max_input_bytes - self.read_bytes
+            chunk = raw.read(min(CHUNK_BYTES, left)) if left > 0 else b""
+            if left <= 0 and raw.read(1):
+                entry.note = (f"read in part: its first {size_text(entry.bytes_read)}; the inputs passed the "
+                              f"{size_text(self.limits.max_input_bytes)} diagnose reads in one run")
+                self.over_budget.append(entry.name)
         if pending:
             number = self._scan_block(entry, pending + b"\n", number)
         entry.lines = number
         if cut_lines:
-            entry.note = f"{cut_lines} line(s) longer than {MAX_LINE_BYTES // 1024} KiB were cut"
+            cut = f"{cut_lines} line(s) longer than {MAX_LINE_BYTES // 1024} KiB were cut"
+            entry.note = f"{entry.note}; {cut}" if entry.note else cut
 
     def _scan_block(self, entry: InputFile, block: bytes, number: int) -> int:
         """Offer the block's marked lines (the block ends with a newline); returns the line count so far."""
@@ -307,13 +370,13 @@ class Scanner:
 
 
 def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = None,
-             readers: Callable[[], list[Reader]] = default_readers) -> Report:
+             readers: Callable[[], list[Reader]] = default_readers, limits: InputLimits = DEFAULT_LIMITS) -> Report:
     """The report for the given inputs; InputError where a path cannot be read at all.
 
     One judgement: the tool outputs and kernel-log lines among the inputs become facts, and the check registry judges
     them exactly as `check --bundle` would (same findings, same `not_enough_evidence`); the log readers add what only
     logs show (NCCL, PyTorch, launcher, nccl-tests)."""
-    scanner = Scanner(readers())
+    scanner = Scanner(readers(), limits)
     for path in paths:
         scanner.add_path(Path(path))
     checked, facts = _check(scanner)
@@ -325,6 +388,8 @@ def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = Non
         findings.extend(reader.findings(context))
     if checked is not None:
         findings.extend(f for f in checked.findings if f.status in (Status.FAIL, Status.ERROR, Status.WARN))
+    if scanner.over_budget:
+        findings.append(_over_budget(scanner, host))
     if not [f for f in findings if f.status != Status.SKIP]:
         findings.append(_nothing_found(scanner, host))
     report = Report(tool_version=__version__, host=host, findings=rank(findings),
@@ -332,6 +397,8 @@ def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = Non
                     input_error=checked.input_error if checked is not None else False)
     report.facts["diagnose"] = {"inputs": [_describe(entry) for entry in scanner.files],
                                 "readers": [reader.name for reader in scanner.readers]}
+    if scanner.not_listed:
+        report.facts["diagnose"]["inputs_not_listed"] = scanner.not_listed
     if scanner.kernel is not None and scanner.kernel.not_kept:
         report.facts["diagnose"]["kernel_lines_not_kept"] = scanner.kernel.not_kept
     if checked is not None:
@@ -402,6 +469,21 @@ def _nothing_found(scanner: Scanner, host: str) -> Finding:
                    observed={"files": len(scanner.files)},
                    fix="Give the failing rank's full log (NCCL_DEBUG=INFO), `dmesg -T` from its node, and "
                        "`gpuready collect` bundles of the nodes involved.")
+
+
+def _over_budget(scanner: Scanner, host: str) -> Finding:
+    names = scanner.over_budget
+    shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+    limits = scanner.limits
+    return Finding(check_id="diagnose.inputs_skipped", status=Status.WARN, subject=Subject(host=host),
+                   message=(f"{len(names)} input(s) were not read, read in part or not parsed, because this run's "
+                            f"budget was spent ({size_text(limits.max_input_bytes)} read from all inputs, "
+                            f"{size_text(limits.max_held_bytes)} of tool outputs kept whole): {shown}. What they "
+                            "hold after that point is not judged."),
+                   observed={"inputs": names[:100], "read_bytes": scanner.read_bytes, "held_bytes": scanner.held_bytes},
+                   expected={"max_input_bytes": limits.max_input_bytes, "max_held_bytes": limits.max_held_bytes},
+                   fix="Give diagnose the files of the failing node and time window only (the rank's log, `dmesg -T` "
+                       "of that node), or raise the budget with --max-input-mib / --max-held-mib.")
 
 
 def _describe(entry: InputFile) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,16 @@ class _Failure:
     pid: int | None = None
     traceback: str | None = None
     time: str | None = None
+
+
+FLIGHT_RECORDER_HEAD_BYTES = 64
+_JSON_OBJECT_HEAD = re.compile(rb"[ \t\r\n]{0,32}\{[ \t\r\n]{0,32}(?:\"|\}|$)")
+
+
+def may_be_flight_recorder(head: bytes) -> bool:
+    """A pickle, or a JSON object (`{"version": …`, what torch's JSON dump writes): only these are parsed whole. A log
+    whose lines start with `[` (dmesg's `[  12.3]`, torchrun's `[rank0]:`) is streamed like any other."""
+    return parse.is_pickle(head) or bool(_JSON_OBJECT_HEAD.match(head[:FLIGHT_RECORDER_HEAD_BYTES]))
 
 
 class TorchErrorReader(Reader):
@@ -130,15 +141,15 @@ class TorchErrorReader(Reader):
         source = source or str(path)
         try:
             with path.open("rb") as handle:
-                head = handle.read(1)
+                head = handle.read(FLIGHT_RECORDER_HEAD_BYTES)
         except OSError:
+            return False
+        if not may_be_flight_recorder(head):
             return False
         if parse.is_pickle(head):
             if len(self.pickles) < MAX_ITEMS:
                 self.pickles.append((source, None))
             return True
-        if head not in (b"{", b"[", b" ", b"\n", b"\t", b"\r"):
-            return False
         try:
             dump = parse.read_flight_recorder_json(path, source)
         except OSError:
