@@ -55,3 +55,20 @@ def test_diagnose_reports_what_check_reports(path):
     assert RANK[diagnosed.verdict().value] >= RANK[checked.verdict().value]
     if checked.verdict().value == "not_ready":
         assert diagnosed.verdict().value == "not_ready"
+
+
+def test_a_bundle_file_that_is_not_text_is_an_input_error_in_both(tmp_path):
+    """Found by the fuzz run (seed 20260501, iteration 25): a flipped byte made uptime.txt binary; check said
+    `bundle.unreadable` (not ready, exit 2), diagnose only noted it and said ready with warnings."""
+    folder = tmp_path / "bundle"
+    folder.mkdir()
+    for source in (FIXTURES / "h200-docker-collect").iterdir():
+        (folder / source.name).write_bytes(source.read_bytes())
+    (folder / "uptime.txt").write_bytes(b"2!>70 \x145x*58\n")
+    checked = check_files(read_bundle(folder), CheckOptions())[0]
+    diagnosed = diagnose([folder])
+    sentence = ("uptime.txt is not text: 1 of its first 13 characters are NUL, control characters or undecodable "
+                "bytes, not what a tool prints")
+    assert [f.message for f in checked.findings if f.status == Status.ERROR] == [sentence]
+    assert [f.message for f in diagnosed.findings if f.status == Status.ERROR] == [f"bundle/{sentence}"]
+    assert checked.verdict().value == diagnosed.verdict().value == "not_ready"

@@ -122,6 +122,8 @@ class Scanner:
         """Inputs not read, or not parsed, because a budget of the whole run was spent."""
         self.not_listed = 0
         """Inputs met after MAX_FILES were listed: counted only."""
+        self.unreadable: list[tuple[str, str]] = []
+        """(input, why): files under a bundle file's name that cannot be read (judged as `check` judges them)."""
         self.patterns = [(reader, marker_pattern(reader.markers)) for reader in readers]
         self.files: list[InputFile] = []
         self.check_inputs: dict[str, str] = {}
@@ -243,12 +245,14 @@ class Scanner:
             return
         text_head = head.decode("utf-8", errors="replace")
         reason = why_not_text(text_head)
+        base = base or name.rsplit("/", 1)[-1]
         if reason:
             entry.kind, entry.note = "binary", f"not read: it {reason}"
             entry.bytes_read = len(head)
             self.read_bytes += len(head)
+            if base in BUNDLE_FILES:  # a bundle's own file that is not text: an input error, as `check` says
+                self.unreadable.append((name, reason))
             return
-        base = base or name.rsplit("/", 1)[-1]
         kind = base if base in BUNDLE_FILES else kind_of(text_head)  # a bundle's own names, as `check` reads them
         entry.kind = kind or "log"
         if kind and kind != "dmesg.txt":  # a tool output the check parsers read whole: kept, and streamed too
@@ -413,11 +417,13 @@ def _check(scanner: Scanner) -> tuple[Report | None, object | None]:
     from gpuready.checks.registry import CheckOptions
     from gpuready.verbs.check import check_files
     kernel = scanner.kernel.lines if scanner.kernel is not None else {}
-    if not scanner.check_inputs and not kernel:
+    if not scanner.check_inputs and not kernel and not scanner.unreadable:
         return None, None
     files = Bundle(origin="diagnose")
     files.update(scanner.check_inputs)
     files.kinds.update(scanner.check_kinds)
+    for name, reason in scanner.unreadable:
+        files.unreadable(name, reason)
     for name, lines in kernel.items():  # a pasted nvidia-smi with dmesg lines below it is read as both
         key = name if name not in files else f"{name} [kernel lines]"
         files[key] = "".join(text + "\n" for _file, _number, text in lines)
