@@ -11,6 +11,7 @@ import re
 from typing import Callable
 
 from gpuready.facts.cuda_samples import SHAPE as CUDA_P2P_SHAPE
+from gpuready.facts.marked_lines import line_start
 
 # Only the start of a file is looked at: every recognised shape shows itself early.
 SNIFF_CHARS = 65536
@@ -26,37 +27,67 @@ def _json_with(*keys: str):
     return matches
 
 
-# Every pattern is linear on any head: anchored to a line's start with bounded runs (`[ \t]{0,40}`, `[^\n]{0,200}`),
-# never `\s` where a line break must not match, never `.*` twice.
+def _indented_line_start(pattern: str) -> Callable[[str], bool]:
+    """Whether `pattern` starts a line after at most 40 spaces or tabs (`^[ \t]{0,40}pattern`, re.MULTILINE).
+    `pattern` starts with a literal the engine skips to at C speed; only the lines it is found on are looked at."""
+    regex = re.compile(pattern)
+
+    def matches(head: str) -> bool:
+        position = 0  # a line's start
+        while found := regex.search(head, position):
+            line_start = head.rfind("\n", position, found.start()) + 1 or position
+            indent = found.start() - line_start
+            if indent <= 40 and not head[line_start:found.start()].strip(" \t"):
+                return True
+            # a line's first match is the only one that can start it
+            position = head.find("\n", found.start()) + 1
+            if not position:
+                return False
+        return False
+    return matches
+
+
+def _any_of(*matchers: Callable[[str], object]) -> Callable[[str], bool]:
+    return lambda head: any(matches(head) for matches in matchers)
+
+
+# Every pattern is linear on any head, bounded runs (`[ \t]{0,40}`, `[^\n]{0,200}`), never `\s` where a line break must
+# not match, never `.*` twice. None starts with `^` or a case-blind letter (the engine would try it at every
+# character): a line's start is a look back after the first words (line_start) or checked where those are found.
 _SHAPES: list[tuple[str, Callable[[str], object]]] = [
     ("nvidia-smi-q.xml", re.compile(r"<nvidia_smi_log\b").search),
     ("nvml.json", _json_with('"gpuready-nvml"', '"format"')),
     ("manifest.json", _json_with('"files"', '"collected"')),
     ("torch.json", _json_with('"arch_list"')),
     # `nvidia-smi topo -m`: the row of GPU0 (header row or not), or a one-GPU matrix's header
-    ("nvidia-smi-topo.txt", re.compile(r"^[ \t]{0,40}GPU0[ \t]{1,40}X[ \t]{1,40}" + _LINK + r"\b", re.MULTILINE).search),
-    ("nvidia-smi-topo.txt", re.compile(r"^[ \t]{0,40}GPU0[ \t]{1,40}(?:NIC0[ \t]{1,40})?CPU Affinity",
-                                       re.MULTILINE).search),
-    ("nvidia-smi-topo-p2p.txt", re.compile(r"^[ \t]{0,40}GPU0[ \t]{1,40}X[ \t]{1,40}(?:OK|CNS|GNS|TNS|NS|DNS|U)\b",
-                                           re.MULTILINE).search),
-    ("nvidia-smi-nvlink-s.txt", re.compile(r"^GPU \d{1,3}: [^\n]{0,200}\n[ \t]{1,20}Link \d{1,3}:", re.MULTILINE).search),
-    ("nvidia-smi-q.txt", re.compile(r"NVSMI LOG|^GPU " + _BUS_ID + r"[ \t]{0,20}$", re.MULTILINE).search),
-    ("nvidia-smi.txt", re.compile(r"NVIDIA-SMI \d|NVIDIA-SMI has failed|No devices were found|"
-                                  r"Driver/library version mismatch|nvidia-smi: (?:command )?not found|"
-                                  # at a line's start, as nvidia-smi prints them (a daemon's log puts its time first)
-                                  r"^Unable to determine the device handle for GPU|^Failed to initialize NVML|"
-                                  r"NVIDIA-SMI couldn't find libnvidia-ml|^\|[ \t]{0,4}Processes:[ \t]{2,120}",
-                                  re.IGNORECASE | re.MULTILINE).search),
+    ("nvidia-smi-topo.txt", _indented_line_start(r"GPU0[ \t]{1,40}(?:X[ \t]{1,40}" + _LINK + r"\b|"
+                                                 r"(?:NIC0[ \t]{1,40})?CPU Affinity)")),
+    ("nvidia-smi-topo-p2p.txt", _indented_line_start(r"GPU0[ \t]{1,40}X[ \t]{1,40}(?:OK|CNS|GNS|TNS|NS|DNS|U)\b")),
+    ("nvidia-smi-nvlink-s.txt", re.compile(line_start("GPU ") + r"\d{1,3}: [^\n]{0,200}\n[ \t]{1,20}Link \d{1,3}:")
+     .search),
+    ("nvidia-smi-q.txt", _any_of(re.compile("NVSMI LOG").search,
+                                 re.compile(line_start("GPU ") + _BUS_ID + r"[ \t]{0,20}$", re.MULTILINE).search)),
+    # case-blind: the first letter a class of what case-blind matches it (only N and n for `n`, …)
+    ("nvidia-smi.txt", _any_of(
+        re.compile(r"[Nn](?i:VIDIA-SMI \d|VIDIA-SMI has failed|o devices were found|vidia-smi: (?:command )?not found|"
+                   r"VIDIA-SMI couldn't find libnvidia-ml)|[Dd](?i:river/library version mismatch)").search,
+        # at a line's start, as nvidia-smi prints them (a daemon's log puts its time first)
+        re.compile(r"[Uu](?<![^\n][Uu])(?i:nable to determine the device handle for GPU)|"
+                   r"[Ff](?<![^\n][Ff])(?i:ailed to initialize NVML)|"
+                   + line_start("|") + r"(?i:[ \t]{0,4}Processes:[ \t]{2,120})").search)),
     ("cuda-p2p.txt", CUDA_P2P_SHAPE.search),
-    ("nvidia-smi-L.txt", re.compile(r"^GPU \d{1,3}: [^\n]{1,200}\(UUID: (?:GPU|MIG)-", re.MULTILINE).search),
-    ("lspci-vv.txt", re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] [^:\n]{1,200}: [^\n]",
-                                re.MULTILINE).search),
-    ("dmesg.txt", re.compile(r"NVRM: |nvidia-nvswitch\d{0,3}: |\bkernel: |^\[[ \t]{0,12}\d{1,12}\.\d{1,9}\] |"
-                             r"nv-fabricmanager\[|nvidia-fabricmanager", re.MULTILINE).search),
-    ("meminfo.txt", re.compile(r"^MemTotal:\s+\d+", re.MULTILINE).search),
-    ("cpuinfo.txt", re.compile(r"^processor\s*:\s*\d+", re.MULTILINE).search),
-    ("df.txt", re.compile(r"^Filesystem\s+\S*(?:blocks|Size)", re.MULTILINE).search),
-    ("ibv_devinfo.txt", re.compile(r"^hca_id:\s", re.MULTILINE).search),
+    ("nvidia-smi-L.txt", re.compile(line_start("GPU ") + r"\d{1,3}: [^\n]{1,200}\(UUID: (?:GPU|MIG)-").search),
+    # a bus id at a line's start, searched for from its last colon, looked back from there
+    ("lspci-vv.txt", re.compile(r":(?:(?<=^[0-9a-fA-F]{2}:)|(?<=^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:))"
+                                r"[0-9a-fA-F]{2}\.[0-7] [^:\n]{1,200}: [^\n]", re.MULTILINE).search),
+    ("dmesg.txt", _any_of(
+        # `\bkernel`: the look back after the k, so that the engine skips to the letters
+        re.compile(r"NVRM: |nvidia-nvswitch\d{0,3}: |k(?<!\wk)ernel: |nv-fabricmanager\[|nvidia-fabricmanager").search,
+        re.compile(line_start("[") + r"[ \t]{0,12}\d{1,12}\.\d{1,9}\] ").search)),
+    ("meminfo.txt", re.compile(line_start("MemTotal:") + r"\s+\d+").search),
+    ("cpuinfo.txt", re.compile(line_start("processor") + r"\s*:\s*\d+").search),
+    ("df.txt", re.compile(line_start("Filesystem") + r"\s+\S*(?:blocks|Size)").search),
+    ("ibv_devinfo.txt", re.compile(line_start("hca_id:") + r"\s").search),
 ]
 
 

@@ -13,17 +13,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gpuready.facts.marked_lines import line_start
 from gpuready.facts.types import GpuFacts
 
-_DEVICE = re.compile(r"^Device: (\d{1,3}), ([^,\n]{1,80}), pciBusID: ([0-9a-fA-F]{1,3}), pciDeviceID: ([0-9a-fA-F]{1,3}), "
-                     r"pciDomainID:\s?([0-9a-fA-F]{1,4})", re.MULTILINE)
-_CAN = re.compile(r"^Device=(\d{1,3}) (CAN|CANNOT) Access Peer Device=(\d{1,3})", re.MULTILINE)
-_SIMPLE_GPU = re.compile(r'^> GPU(\d{1,3}) = "\s{0,20}([^"\n]{1,80})" IS ', re.MULTILINE)
-_SIMPLE_PEER = re.compile(r"^> Peer access from [^\n]{0,100}?\(GPU(\d{1,3})\) -> [^\n]{0,100}?\(GPU(\d{1,3})\) : (Yes|No)",
-                          re.MULTILINE)
+# `^` (a line's start) as a look back after the first words: the engine skips to those at C speed (a regex that starts
+# with `^` is tried at every character).
+_DEVICE = re.compile(line_start("Device: ") + r"(\d{1,3}), ([^,\n]{1,80}), pciBusID: ([0-9a-fA-F]{1,3}), "
+                     r"pciDeviceID: ([0-9a-fA-F]{1,3}), pciDomainID:\s?([0-9a-fA-F]{1,4})")
+_CAN = re.compile(line_start("Device=") + r"(\d{1,3}) (CAN|CANNOT) Access Peer Device=(\d{1,3})")
+_SIMPLE_GPU = re.compile(line_start("> GPU") + r'(\d{1,3}) = "\s{0,20}([^"\n]{1,80})" IS ')
+_SIMPLE_PEER = re.compile(line_start("> Peer access from ") + r"[^\n]{0,100}?\(GPU(\d{1,3})\) -> [^\n]{0,100}?"
+                          r"\(GPU(\d{1,3})\) : (Yes|No)")
 # What p2pBandwidthLatencyTest and simpleP2P print first: how sniff.py tells them apart from a log.
-SHAPE = re.compile(r"P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test|^Device=\d{1,3} CAN(?:NOT)? Access Peer Device=|"
-                   r"\[\./simpleP2P\] - Starting|^> Peer access from ", re.MULTILINE)
+SHAPE = re.compile(r"P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test|" + line_start("Device=") +
+                   r"\d{1,3} CAN(?:NOT)? Access Peer Device=|\[\./simpleP2P\] - Starting|" +
+                   line_start("> Peer access from "))
 
 
 @dataclass
@@ -43,10 +47,11 @@ def parse_cuda_p2p(text: str) -> CudaP2p:
     if not result.gpus:
         result.gpus = [GpuFacts(index=int(match.group(1)), bus_id=None, name=match.group(2).strip(),
                                 source="cuda-p2p.txt") for match in _SIMPLE_GPU.finditer(text)]
-    for match in _CAN.finditer(text):
-        result.p2p[(int(match.group(1)), int(match.group(3)))] = "OK" if match.group(2) == "CAN" else "NS"
-    for match in _SIMPLE_PEER.finditer(text):
-        result.p2p[(int(match.group(1)), int(match.group(2)))] = "OK" if match.group(3) == "Yes" else "NS"
+    # findall: the groups as tuples built in C (a test of many GPU pairs prints a line for each)
+    for first, verb, second in _CAN.findall(text):
+        result.p2p[(int(first), int(second))] = "OK" if verb == "CAN" else "NS"
+    for first, second, answer in _SIMPLE_PEER.findall(text):
+        result.p2p[(int(first), int(second))] = "OK" if answer == "Yes" else "NS"
     if not result.gpus and not result.p2p:
         raise ValueError("neither a CUDA device list nor peer-access lines found")
     return result

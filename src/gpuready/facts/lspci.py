@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from gpuready.facts.marked_lines import marked_lines
 from gpuready.facts.types import PciDevice
 from gpuready.facts.units import bounded, first_number, normalize_bus_id, strip_ansi
 
@@ -14,14 +15,17 @@ _LINK = re.compile(r"Speed\s+([\d.]+)GT/s[^,]*,\s*Width\s+x(\d+)")
 _BUS = re.compile(r"Bus: primary=([0-9a-f]{2}), secondary=([0-9a-f]{2}), subordinate=([0-9a-f]{2})")
 # pciutils ls-caps.c cap_express(): "Express (v2) Root Port (Slot+), MSI 00" (newer: ", IntMsgNum 0").
 _EXPRESS = re.compile(r"^Capabilities: \[[0-9a-f]+\] Express (?:\(v\d+\) )?(.+?)(?: \(Slot[+-]\))?, (?:MSI|IntMsgNum) ")
+# The lines that can say anything: a device's (its bus id holds `:bb.f`) and the fields below it read
+_MARKER = re.compile(r":[0-9a-fA-F]{2}\.[0-7]|LnkCap:|LnkSta:|ACSCtl:|Capabilities: \[|Bus: primary=")
 # ACS controls that send peer-to-peer requests up to the root complex instead of across the switch.
 P2P_REDIRECT_FLAGS = ("ReqRedir", "CmpltRedir", "EgressCtrl")
 
 
 def parse_lspci(text: str) -> list[PciDevice]:
+    """Only the lines with a marker are read (blank lines, foreign output: one C-speed search)."""
     devices: list[PciDevice] = []
     current: PciDevice | None = None
-    for line in strip_ansi(text).splitlines():
+    for line in marked_lines(strip_ansi(text), _MARKER):
         header = _DEVICE.match(line)
         if header and not line.startswith((" ", "\t")):
             description = header.group(2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from gpuready.facts.marked_lines import marked_lines
 from gpuready.facts.smi_tree import SmiParseError
 from gpuready.facts.types import NvLink, Topology
 from gpuready.facts.units import LIMITS, bounded, cpu_ranges, first_number, strip_ansi
@@ -115,13 +116,16 @@ def parse_topo_p2p(text: str) -> dict[tuple[int, int], str]:
 
 _NVLINK_GPU = re.compile(r"^GPU (\d+):")
 _NVLINK_LINE = re.compile(r"^\s*Link (\d+):\s*(.*)$")
+# The lines that can say anything: a GPU's (`GPU 0: …`) and a link's (`Link 3: …`)
+_NVLINK_MARKER = re.compile(r"GPU |Link ")
 
 
 def parse_nvlink_status(text: str) -> dict[int, list[NvLink]]:
-    """`nvidia-smi nvlink -s`: GPU index → links. An empty file means no NVLink was reported."""
+    """`nvidia-smi nvlink -s`: GPU index → links. An empty file means no NVLink was reported. Only the lines with a
+    marker are read (blank lines: one C-speed search)."""
     links: dict[int, list[NvLink]] = {}
     current: int | None = None
-    for line in strip_ansi(text).splitlines():
+    for line in marked_lines(strip_ansi(text), _NVLINK_MARKER):
         gpu_match = _NVLINK_GPU.match(line.strip())
         if gpu_match:
             current = _gpu_number(f"GPU{gpu_match.group(1)}")
