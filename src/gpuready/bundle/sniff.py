@@ -11,7 +11,7 @@ import re
 from typing import Callable
 
 from gpuready.facts.cuda_samples import SHAPE as CUDA_P2P_SHAPE
-from gpuready.facts.marked_lines import line_start
+from gpuready.facts.marked_lines import first_at_line_start, line_start
 
 # Only the start of a file is looked at: every recognised shape shows itself early.
 SNIFF_CHARS = 65536
@@ -31,20 +31,11 @@ def _indented_line_start(pattern: str) -> Callable[[str], bool]:
     """Whether `pattern` starts a line after at most 40 spaces or tabs (`^[ \t]{0,40}pattern`, re.MULTILINE).
     `pattern` starts with a literal the engine skips to at C speed; only the lines it is found on are looked at."""
     regex = re.compile(pattern)
+    return lambda head: first_at_line_start(head, regex, _tabs_or_spaces) is not None
 
-    def matches(head: str) -> bool:
-        position = 0  # a line's start
-        while found := regex.search(head, position):
-            line_start = head.rfind("\n", position, found.start()) + 1 or position
-            indent = found.start() - line_start
-            if indent <= 40 and not head[line_start:found.start()].strip(" \t"):
-                return True
-            # a line's first match is the only one that can start it
-            position = head.find("\n", found.start()) + 1
-            if not position:
-                return False
-        return False
-    return matches
+
+def _tabs_or_spaces(indent: str) -> bool:
+    return len(indent) <= 40 and not indent.strip(" \t")
 
 
 def _any_of(*matchers: Callable[[str], object]) -> Callable[[str], bool]:

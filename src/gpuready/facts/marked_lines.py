@@ -5,7 +5,7 @@ reads only marked lines is as fast as the regex engine (issue 20: every reader a
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Callable, Iterator
 
 # What str.splitlines ends a line at besides "\n" and "\r" (strip_ansi has taken every "\r")
 _OTHER_LINE_BREAKS = "\v\f\x1c\x1d\x1e\x85\u2028\u2029"
@@ -41,3 +41,25 @@ def line_start(literal: str) -> str:
     `^` is tried at every character."""
     escaped = re.escape(literal)
     return f"{escaped}(?<![^\\n]{escaped})"
+
+
+def first_at_line_start(text: str, regex: re.Pattern[str], indent_ok: Callable[[str], bool]) -> re.Match[str] | None:
+    """The first match of `regex` that starts a line after an indent `indent_ok` accepts (what is before it on its
+    line; "\n" ends a line). `regex` should start with a literal the engine skips to at C speed, and not match a
+    line's indent: only the lines it is found on are looked at, each once."""
+    position = 0  # a line's start
+    while found := regex.search(text, position):
+        line_start = text.rfind("\n", position, found.start()) + 1 or position
+        if indent_ok(text[line_start:found.start()]):
+            return found
+        # a line's first match is the only one that can start it
+        position = text.find("\n", found.start()) + 1
+        if not position:
+            return None
+    return None
+
+
+def line_around(text: str, position: int) -> str:
+    """The line ("\n" ends a line) that holds `position`."""
+    end = text.find("\n", position)
+    return text[text.rfind("\n", 0, position) + 1:len(text) if end < 0 else end]

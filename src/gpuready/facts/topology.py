@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import re
 
-from gpuready.facts.marked_lines import marked_lines
+from gpuready.facts.marked_lines import first_at_line_start, line_around, marked_lines, one_line_break
 from gpuready.facts.smi_tree import SmiParseError
 from gpuready.facts.types import NvLink, Topology
 from gpuready.facts.units import LIMITS, bounded, cpu_ranges, first_number, strip_ansi
 
 _LINK_TOKEN = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|NV#)$")
 _DEVICE_LABEL = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|mlx5_\w+)$")
+# `[^\S\n]`: a space that does not end the line, as these are searched for over the whole text
+_HEADER = re.compile(r"GPU0[^\S\n]+(?:GPU1|NIC0|mlx|CPU Affinity)")  # where only spaces are before it on its line
+_GPU_ROW = re.compile(r"\n[^\S\n]*(GPU\d{1,3})[^\S\n]+(?:X|NV\d{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)\b")
+_ROW_MARKER = re.compile("GPU|NIC|mlx|Legend:")
+
+
+def _is_blank(indent: str) -> bool:
+    return not indent.strip()
 
 
 def _gpu_number(label: str) -> int:
@@ -29,21 +37,12 @@ def parse_topo_matrix(text: str) -> Topology:
     Pasted matrices lose things: a header row (then the GPU rows name the columns, the NICs are numbered), a tab
     between two NIC cells (`NODENODE`). The GPU-to-GPU cells must be whole; a row whose NIC cells are garbled keeps
     its GPU links and loses only its NIC links."""
-    lines = [line for line in strip_ansi(text).splitlines() if line.strip()]
-    header_index = next((i for i, line in enumerate(lines)
-                         if re.match(r"^\s*GPU0\s+(?:GPU1|NIC0|mlx|CPU Affinity)", line)), None)
-    if header_index is not None:
-        columns = [token for token in lines[header_index].split() if _DEVICE_LABEL.match(token)]
-        rows = lines[header_index + 1:]
-    else:
-        columns, rows = _columns_from_rows(lines), lines
-    gpu_labels = [label for label in columns if label.startswith("GPU")]
-    nic_labels = [label for label in columns if not label.startswith("GPU")]
+    gpu_labels, nic_labels, rows = _columns(one_line_break(strip_ansi(text)))
     links: dict[tuple[int, int], str] = {}
     cpu_affinity: dict[int, str] = {}
     numa_affinity: dict[int, str] = {}
     nics: dict[str, dict[int, str]] = {}
-    for line in rows:
+    for line in marked_lines(rows, _ROW_MARKER):  # a row's first word is a device's label, or `Legend:` ends the rows
         tokens = line.split()
         if not tokens or tokens[0] == "Legend:" or not _DEVICE_LABEL.match(tokens[0]):
             if tokens and tokens[0] == "Legend:":
@@ -81,17 +80,31 @@ def parse_topo_matrix(text: str) -> Topology:
                     numa_affinity=numa_affinity, nics=nics)
 
 
-def _columns_from_rows(lines: list[str]) -> list[str]:
+def _columns(text: str) -> tuple[list[str], list[str], str]:
+    """The GPU columns, the NIC columns and the text of the rows below them: from the header row (the first line that
+    starts with one, after spaces), else from the rows."""
+    header = first_at_line_start(text, _HEADER, _is_blank)
+    if header is None:
+        return *_columns_from_rows(text), text
+    columns = [token for token in line_around(text, header.start()).split() if _DEVICE_LABEL.match(token)]
+    gpu_labels = [label for label in columns if label.startswith("GPU")]
+    nic_labels = [label for label in columns if not label.startswith("GPU")]
+    return gpu_labels, nic_labels, text[text.find("\n", header.start()) + 1 or len(text):]
+
+
+def _columns_from_rows(text: str) -> tuple[list[str], list[str]]:
     """The columns of a matrix pasted without its header row: the GPU rows' own labels, then as many NICs as the first
     row has link cells beyond them."""
-    rows = [line.split() for line in lines if re.match(r"^\s*GPU\d{1,3}\s+(?:X|NV\d{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)\b", line)]
-    if not rows:
+    lined = "\n" + text  # a row is searched for as "\n" and spaces before its label, from the first line with a GPU
+    first_line = lined.rfind("\n", 0, text.find("GPU") + 1) if "GPU" in text else len(lined)
+    gpus = _GPU_ROW.findall(lined, first_line)
+    if not gpus:
         raise SmiParseError("no matrix header starting with GPU0 found")
-    gpus = [row[0] for row in rows]
+    first_row = line_around(lined, _GPU_ROW.search(lined, first_line).start() + 1).split()
     cells = 0
-    while cells + 1 < len(rows[0]) and _LINK_TOKEN.match(rows[0][cells + 1]):
+    while cells + 1 < len(first_row) and _LINK_TOKEN.match(first_row[cells + 1]):
         cells += 1
-    return gpus + [f"NIC{number}" for number in range(max(cells - len(gpus), 0))]
+    return gpus, [f"NIC{number}" for number in range(max(cells - len(gpus), 0))]
 
 
 def parse_topo_p2p(text: str) -> dict[tuple[int, int], str]:
