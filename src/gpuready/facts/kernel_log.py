@@ -133,13 +133,16 @@ def _marked_in_text(log: str, source: str | None) -> Iterator[tuple[str | None, 
     number, counted_to = 1, 0  # the number of the line that starts at counted_to
     anchor: Anchor | None = None  # the last line before `position` that is not a continuation
     position = 0  # the start of the first line not looked at yet
+    continuations: dict[str, bool] = {}  # a line the log repeats is looked at once
     while match := _MARKER.search(text, position):
         start = text.rfind("\n", position, match.start()) + 1 or position
         end = text.find("\n", match.end())
         end = len(text) if end < 0 else end
         number += text.count("\n", counted_to, start)
         counted_to, line = start, text[start:end]
-        continuation = _is_continuation(line)
+        continuation = continuations.get(line)
+        if continuation is None:
+            continuation = continuations[line] = _is_continuation(line)
         if continuation and (found := _LAST_ANCHOR.match(text, position, start)):
             anchor = (number - text.count("\n", found.end(), start), text[found.end():text.index("\n", found.end())])
         yield source, number, line, anchor, continuation
@@ -373,8 +376,12 @@ def _first_other_load(clock: tuple[str, float] | None, later_loads: list[tuple[i
                       window_s: float) -> tuple[int, KernelEvent, object] | None:
     """The nearest later load that is not the event's own (a probe logs just before its load's banner); a load's own
     window holds few loads, so only the nearest few are looked at."""
+    if clock is None:  # no load is its own
+        return later_loads[-1] if later_loads else None
+    kind, seconds = clock
     for mark in reversed(later_loads[-8:]):
-        if not _same_load(clock, mark[2], window_s):
+        theirs = mark[2]  # _same_load, inlined: called for each event and each of its nearest loads
+        if theirs is None or theirs[0] != kind or not 0 <= theirs[1] - seconds <= window_s:
             return mark
     return later_loads[-9] if len(later_loads) > 8 else None
 
