@@ -38,35 +38,39 @@ def test_saved_report_renders_as_the_live_one(tmp_path, capsys, document):
         assert render(json.loads(saved.read_text()), verbose=verbose) == live
         assert render(json.loads(json.dumps(document, allow_nan=False)), verbose=verbose) == live
     live = render(document)
-    assert live.startswith("vm: READY WITH WARNINGS   (single node: READY WITH WARNINGS; multi node: READY WITH WARNINGS; "
-                           "verdict judged for: single\nnode)\n0 fail, 1 warn, 45 pass, 3 skip\n")
+    assert live.startswith("vm: READY WITH WARNINGS\n(single node: READY WITH WARNINGS; multi node: READY WITH WARNINGS; "
+                           "verdict judged for: single node)\n0 fail, 1 warn, 45 pass, 3 skip\n")
     assert "0    0000:00:06.0  NVIDIA H200  140 GiB  9.0  Gen5/5 x16/16   700 W        43 °C" in live
-    assert "│ warn │ host.memory_ratio " in live and "fix: Add system memory" in live
-    assert live.index("host.memory_ratio") < live.index("host.cpu_per_gpu") < live.index("gpu.present")  # failures first
+    assert "\nWARN host.memory_ratio\n  System RAM is 0.90× the total GPU memory" in live
+    assert "\n  fix: Add system memory" in live
+    assert "host.cpu_per_gpu" not in live and "\nhost: 5 passed\n" in live  # passes: one line per category
     assert live.endswith("3 check(s) skipped for lack of facts; --verbose lists them.\n")
-    assert "│ skip │" not in live
-    assert "│ skip │" in render(document, verbose=True)
+    verbose = render(document, verbose=True)
+    assert "\nSKIP " not in live and verbose.count("\nSKIP ") == 3
+    assert verbose.index("WARN host.memory_ratio") < verbose.index("PASS host.cpu_per_gpu") < verbose.index("SKIP ")
 
 
 def test_chinese_labels(document):
     text = render(document, lang="zh", width=300)
-    assert text.startswith("vm: 就绪但有警告 READY WITH WARNINGS   (单机 single node: 就绪但有警告 READY WITH WARNINGS; "
+    assert text.startswith("vm: 就绪但有警告 READY WITH WARNINGS\n(单机 single node: 就绪但有警告 READY WITH WARNINGS; "
                            "多机 multi node: 就绪但有警告 READY WITH WARNINGS; 结论依据 verdict judged for: 单机 single node)\n")
     assert "失败 0，警告 1，通过 45，跳过 3" in text
-    assert "│ 警告 warn │ host.memory_ratio" in text and "修复 fix: Add system memory" in text
+    assert "\n警告 WARN host.memory_ratio\n" in text and "修复 fix: Add system memory" in text
+    assert "\nhost：5 项通过\n" in text and "3 项检查因缺少信息而跳过" in text
     assert "未就绪" not in text
 
 
 def test_document_of_an_older_version_renders():
     text = render(json.loads(BURN_REPORT.read_text()), width=200)
-    assert text.startswith("vm: READY   (single node: READY; multi node: READY; verdict judged for: not in this report)\n")
-    assert "burn_power_w     │ GPU0 rank 0 │   691.4 watts │    700.0 │         99% │" in text
+    assert text.startswith("vm: READY\n(single node: READY; multi node: READY; verdict judged for: not in this report)\n")
+    assert "\nburn: 8 passed\n" in text
+    assert "\nburn_power_w      GPU0 rank 0    691.4 watts     700.0          99%" in text
 
 
 def test_missing_keys_and_unknown_values_are_said_plainly():
-    assert render({}, width=200).startswith(
-        "?: UNKNOWN (not in this report)   (single node: UNKNOWN (not in this report); multi node: UNKNOWN (not in "
-        "this report); verdict judged for: not in this report)\n0 fail, 0 warn, 0 pass, 0 skip\n┏")
+    assert render({}, width=200) == (
+        "unknown host: UNKNOWN (not in this report)\n(single node: UNKNOWN (not in this report); multi node: UNKNOWN "
+        "(not in this report); verdict judged for: not in this report)\n0 fail, 0 warn, 0 pass, 0 skip\n")
     text = render({
         "host": "node7", "verdict": "maybe", "verdicts": {"single_node": "ready"}, "judged_for": "cluster",
         "findings": [{"check_id": "gpu.odd", "status": "bogus", "message": "Something new.", "fix": "Look at it."},
@@ -77,19 +81,22 @@ def test_missing_keys_and_unknown_values_are_said_plainly():
                           "expected": 50.0, "subject": {"host": "node7", "gpu": {"index": 2, "cuda_index": 0}}}],
         "facts": {"gpus": [{"index": 0, "memory_total_bytes": "lots"}, "not a gpu"]},
     }, width=200)
-    assert text.startswith("node7: UNKNOWN ('maybe' is not a verdict this version knows)   (single node: READY; multi node: "
+    assert text.startswith("node7: UNKNOWN ('maybe' is not a verdict this version knows)\n(single node: READY; multi node: "
                            "UNKNOWN (not in this report); verdict judged for: 'cluster' (not known to this version))\n"
                            "0 fail, 0 warn, 1 pass, 0 skip\n"
                            "3 finding(s) with no status or one this version does not know\n")
-    assert "│ bogus?    │ gpu.odd   │" in text and "fix: Look at it." in text and "Not shown." not in text
-    assert "│ no status │ gpu.bare  │" in text and "│ no status │ ?         │" in text
-    assert text.index("gpu.odd") < text.index("gpu.plain")  # an unknown status sorts before warn and pass
+    assert "\nBOGUS? gpu.odd\n  Something new.\n  fix: Look at it.\n" in text and "Not shown." not in text
+    assert "\nNO STATUS gpu.bare\n  ?\nNO STATUS ?\n  ?\n" in text  # "not a finding": nothing known of it
+    assert "\ngpu: 1 passed\n" in text and "gpu.plain" not in text  # a pass is counted, not listed
     assert "\n0    ?       ?      ?       ?   ?               ?            ?   \n" in text
-    assert "│ h2d_gb_per_s │             ? │   ? GB/s │        - │             │" in text
-    assert "│ d2h_gb_per_s │ GPU2 (cuda:0) │ nan GB/s │     50.0 │        nan% │" in text
+    assert "\nh2d_gb_per_s  ?                ? GB/s         -             \n" in text
+    assert "\nd2h_gb_per_s  GPU2 (cuda:0)  nan GB/s      50.0         nan%\n" in text
+    listed = render({"findings": [{"check_id": "gpu.plain", "status": "pass"}, {"check_id": "gpu.odd", "status": "x"}]},
+                    verbose=True)
+    assert listed.index("X? gpu.odd") < listed.index("PASS gpu.plain")  # an unknown status sorts before warn and pass
     zh = render({"verdict": "maybe", "findings": [{"status": "bogus"}]}, lang="zh", width=300)
-    assert zh.startswith("?: 无法判断 UNKNOWN ('maybe' is not a verdict this version knows)   (单机 single node: 无法判断 "
-                         "UNKNOWN (not in this report);")
+    assert zh.startswith("未知主机 unknown host: 无法判断 UNKNOWN ('maybe' is not a verdict this version knows)\n"
+                         "(单机 single node: 无法判断 UNKNOWN (not in this report);")
     assert "结论依据 verdict judged for: 未记录 not in this report)" in zh and "状态未知 1 finding(s)" in zh
 
 
@@ -125,7 +132,7 @@ def test_a_report_object_is_refused():
 def test_a_recorded_bench_report_renders_its_figures_in_readers_units():
     document = json.loads((FIXTURES / "h200-bench" / "bench-1.3B-amp-bf16-mb4.json").read_text())
     text = render(document, width=160)
-    assert "│ single_tokens_per_s " in text and "│ vm single×1 │ 42,681 tokens/s │" in text
-    assert "│ step_time_s " in text and "191.9 ms" in text  # the median step of the recording, 0.191937 s
+    assert "\nsingle_tokens_per_s " in text and " vm single×1  42,681 tokens/s " in text
+    assert "\nstep_time_s " in text and "191.9 ms" in text  # the median step of the recording, 0.191937 s
     assert "39.2%" in text  # MFU, a fraction
     assert "38.0 GiB" in text  # reserved memory, 40,793,997,312 bytes

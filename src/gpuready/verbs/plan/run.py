@@ -247,7 +247,7 @@ def _inference_finding(host: str, rows: list[dict[str, Any]]) -> Finding:
     first = fitting[0]
     return Finding(check_id="plan.infer_fits", status=Status.PASS, subject=Subject(host=host),
                    message=f"Fits with tensor parallelism {first.get('tp')}: "
-                           f"{first.get('per_gpu_bytes', 0) / 2**30:,.1f} GiB per GPU.", observed=first)
+                           f"{first['total_bytes'] / 2**30:,.1f} GiB per GPU.", observed=first)
 
 
 def _findings_from(host: str, entries: list[dict[str, Any]]) -> list[Finding]:

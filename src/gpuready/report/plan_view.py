@@ -1,0 +1,174 @@
+"""`plan`'s own parts of the document on the console: what it planned for, memory per GPU per strategy (or per
+tensor-parallel degree for inference), the chosen strategy and why in at most three lines, batch and learning rate,
+power and cooling, cost. `verbose` adds every strategy and all of its reasons; the JSON keeps the sources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from gpuready.report.document import mapping, number, sequence, text
+from gpuready.report.paragraph import print_paragraph
+from gpuready.report.safe_text import printable
+from gpuready.report.tables import keep_whole, table
+
+STRATEGIES_SHOWN = 8
+"""plan: the best-ranked strategies shown on the console (--verbose: all; the JSON has all)."""
+WHY_LINES = 2
+"""The chosen strategy's reasons fill at most this many lines under its own line (three lines in all)."""
+GIB = 2**30
+
+
+def render_plan(document: dict, console: Console, labels: dict, plain: bool, verbose: bool) -> None:
+    """plan's sections after the findings (`render_plan_subject` comes before them)."""
+    _render_strategies(document, console, labels, plain, verbose)
+    _render_inference(document, console, labels, plain)
+    _render_batch(document, console, labels)
+    _render_power(document, console, labels)
+    cost = mapping(document.get("cost"))
+    if cost.get("message"):
+        _title(console, labels["cost_title"])
+        print_paragraph(console, Text(text(cost["message"])))
+
+
+def render_plan_subject(document: dict, console: Console, labels: dict) -> None:
+    """What was planned for: the model and the machine (nothing where the document is not a plan)."""
+    plan = mapping(mapping(document.get("facts")).get("plan"))
+    model, machine = mapping(plan.get("model")), mapping(plan.get("machine"))
+    if model:
+        parameters = number(model.get("parameters"))
+        print_paragraph(console, Text(labels["plan_model"].format(
+            name=text(model.get("name")), parameters=f"{parameters / 1e9:,.1f} B" if parameters else "?")))
+    if machine:
+        memory = number(machine.get("memory_bytes_per_gpu"))
+        nodes = number(machine.get("nodes"))
+        described = (f"{text(machine.get('gpus_per_node'))}× {text(machine.get('gpu_name'))}"
+                     + (f" × {nodes:g} nodes" if nodes and nodes > 1 else "")
+                     + (f", {memory / 1e9:,.0f} GB per GPU" if memory else "")
+                     + f" ({text(machine.get('source'))})")
+        print_paragraph(console, Text(labels["plan_machine"].format(machine=described)))
+
+
+def _render_strategies(document: dict, console: Console, labels: dict, plain: bool, verbose: bool) -> None:
+    rows = [mapping(item) for item in sequence(document.get("strategies"))]
+    if not rows:
+        return
+    _title(console, labels["strategies_title"])
+    strategies = table(labels["strategy_columns"], plain, numeric=(2, 3))
+    shown = rows if verbose else rows[:STRATEGIES_SHOWN]
+    keep_whole(strategies, 0, [text(row.get("name")) for row in shown])
+    for row in shown:
+        step = number(row.get("step_time_s"))
+        cells = [Text(text(row.get("name"))), _fits(row.get("fits"), labels), Text(_gib(_total_bytes(row))),
+                 Text(f"{step:.3f}" if step is not None else "-"), Text(text(row.get("bottleneck"), "-"))]
+        strategies.add_row(*cells)
+    console.print(strategies)
+    if verbose:  # each strategy's reasons as a paragraph: in a table column they ran to 175 narrow lines
+        _title(console, labels["why"])
+        for row in shown:
+            reasons = "; ".join(printable(reason) for reason in sequence(row.get("reasons")))
+            print_paragraph(console, Text(f"{text(row.get('name'))}: {reasons}"))
+    if not verbose and len(rows) > STRATEGIES_SHOWN:
+        print_paragraph(console, Text(labels["more_strategies"].format(n=len(rows) - STRATEGIES_SHOWN), style="dim"))
+    chosen = next((row for row in rows if row.get("fits") is True), None)
+    if chosen is not None:
+        _render_chosen(chosen, console, labels, verbose)
+
+
+def _render_chosen(row: dict, console: Console, labels: dict, verbose: bool) -> None:
+    """One line for the strategy, at most `WHY_LINES` for its reasons (all of them under --verbose)."""
+    line = labels["chosen"].format(name=text(row.get("name")), gib=_gib(_total_bytes(row)))
+    step = number(row.get("step_time_s"))
+    if step is not None:
+        line += labels["chosen_step"].format(step=step, bottleneck=text(row.get("bottleneck")))
+    print_paragraph(console, Text(line, style="bold"))
+    reasons = [printable(reason) for reason in sequence(row.get("reasons"))]
+    if not reasons:
+        return
+    prefix = f"{labels['why']}: "
+    budget = WHY_LINES * console.width - len(prefix) - len(labels["more_reasons"]) - 8  # words wrap early
+    shown = reasons if verbose else reasons[:1]
+    for reason in reasons[len(shown):] if not verbose else []:
+        if len("; ".join(shown + [reason])) > budget:
+            break
+        shown.append(reason)
+    why = Text(prefix + "; ".join(shown))
+    if len(shown) < len(reasons):
+        why.append(" (" + labels["more_reasons"].format(n=len(reasons) - len(shown)) + ")", style="dim")
+    print_paragraph(console, why)
+
+
+def _render_inference(document: dict, console: Console, labels: dict, plain: bool) -> None:
+    rows = [mapping(item) for item in sequence(document.get("inference"))]
+    if not rows:
+        return
+    _title(console, labels["inference_title"])
+    degrees = table(labels["inference_columns"], plain, numeric=(0, 2, 3, 4))
+    for row in rows:
+        degrees.add_row(Text(text(row.get("tp"))), _fits(row.get("fits"), labels),
+                        Text(_gib(number(row.get("total_bytes")))), Text(_gib(number(row.get("weights_bytes")))),
+                        Text(_gib(number(row.get("kv_cache_bytes")))),
+                        Text("; ".join(printable(note) for note in sequence(row.get("notes")))))
+    console.print(degrees)
+
+
+def _render_batch(document: dict, console: Console, labels: dict) -> None:
+    batch = mapping(document.get("batch"))
+    if not batch:
+        return
+    known = mapping(batch.get("known"))
+    _title(console, labels["batch_title"])
+    print_paragraph(console, Text(_format(labels["batch_line"], known_batch=known.get("global_batch"), known_gpus=known.get("gpus"),
+                               new_batch=batch.get("new_global_batch"), new_gpus=batch.get("new_gpus"),
+                               factor=batch.get("batch_factor"), micro=batch.get("micro_batch"),
+                               steps=batch.get("accumulation_steps"), known_lr=known.get("lr"),
+                               new_lr=batch.get("new_lr"), rule=batch.get("rule"), optimizer=batch.get("optimizer"))))
+    for note in [batch.get("verify_message"), *sequence(batch.get("notes")), batch.get("warmup")]:
+        if note:
+            print_paragraph(console, Text(text(note)))
+
+
+def _render_power(document: dict, console: Console, labels: dict) -> None:
+    power = mapping(document.get("power"))
+    if not power:
+        return
+    _title(console, labels["power_title"])
+    if power.get("kwh_per_month") is not None:
+        print_paragraph(console, Text(_format(labels["energy_line"], kwh=power.get("kwh_per_month"),
+                                   cost=power.get("cost_per_month"), price=power.get("price_per_kwh"),
+                                   origin=power.get("price_per_kwh_origin"))))
+    # Full load, PSU and cooling are plan's power findings: a warning or failure is among the problems above
+    for entry in map(mapping, sequence(power.get("findings"))):
+        if entry.get("status") == "pass" and entry.get("message"):
+            print_paragraph(console, Text(text(entry["message"])))
+
+
+def _format(template: str, **values: Any) -> str:
+    """`template` with the document's values (text escaped); where a value is missing or of another type, the values
+    listed as `name=value` instead of a traceback."""
+    safe = {name: printable(value) if isinstance(value, str) else value for name, value in values.items()}
+    try:
+        return template.format(**safe)
+    except (ValueError, TypeError):
+        return ", ".join(f"{name}={text(value)}" for name, value in values.items())
+
+
+def _title(console: Console, title: str) -> None:
+    console.print()  # piped, where nothing is bold, a blank line tells the sections apart
+    print_paragraph(console, Text(title, style="bold"))
+
+
+def _fits(value: Any, labels: dict) -> Text:
+    if value is None:
+        return Text(labels["yes_no_unknown"])
+    return Text(labels["yes"], style="green") if value else Text(labels["no"], style="red")
+
+
+def _total_bytes(row: dict) -> float | int | None:
+    return number(mapping(row.get("memory_bytes")).get("total"))
+
+
+def _gib(value: float | int | None) -> str:
+    return f"{value / GIB:,.1f}" if value is not None else "?"

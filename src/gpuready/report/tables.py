@@ -1,0 +1,96 @@
+"""Tables that never cut: the GPU inventory, the measurements, and the factory every console table comes from.
+
+rich ellipsizes a `no_wrap` cell that does not fit: here every cell may wrap (at spaces; a word longer than its column
+folds), so a bus id, a model name or a figure is always printed whole, at 80 columns and when piped. Piped output has
+no box-drawing characters (`plain`): a log or an e-mail shows them as mojibake.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gpuready.report.document import mapping, number, sequence, subject_label, text
+from gpuready.report.safe_text import printable
+
+
+def table(columns: tuple[str, ...] | list[str], plain: bool, *, numeric: tuple[int, ...] = (), frame: bool = True) -> Table:
+    """A table whose cells wrap instead of being cut; boxed on a terminal when `frame`, bare when `plain`."""
+    shape = None if plain or not frame else box.SIMPLE_HEAD
+    result = Table(box=shape, expand=False, pad_edge=False, show_edge=False)
+    for position, column in enumerate(columns):
+        result.add_column(column, overflow="fold", no_wrap=False,
+                          justify="right" if position in numeric else "left")
+    return result
+
+
+def keep_whole(target: Table, position: int, cells: list[str]) -> None:
+    """The column at `position` is never narrower than its longest cell: a bus id or a strategy name never folds."""
+    target.columns[position].min_width = max((len(cell) for cell in cells), default=0)
+
+
+def render_inventory(document: dict, console: Console, labels: dict, plain: bool) -> None:
+    gpus = [mapping(gpu) for gpu in sequence(mapping(document.get("facts")).get("gpus"))]
+    if not gpus:
+        return
+    inventory = table(labels["inventory"], plain, frame=False)
+    bus_ids = [text(gpu.get("bus_id")) for gpu in gpus]
+    keep_whole(inventory, 1, bus_ids)
+    for gpu, bus_id in zip(gpus, bus_ids):
+        memory = number(gpu.get("memory_total_bytes"))
+        power = number(gpu.get("power_limit_w"))
+        temperature = number(gpu.get("temperature_c"))
+        cells = (text(gpu.get("index")), bus_id, text(gpu.get("name")),
+                 f"{memory / 2**30:,.0f} GiB" if memory else "?", text(gpu.get("compute_capability")),
+                 text(gpu.get("pcie")), f"{power:.0f} W" if power else "?",
+                 f"{temperature:.0f} °C" if temperature is not None else "?")
+        inventory.add_row(*(Text(cell) for cell in cells))
+    console.print(inventory)
+
+
+LATENCY_NAME = "latency_us"
+"""Latency measurements (`all_reduce_latency_us`, one per collective) are listed under --verbose only."""
+
+
+def render_measurements(document: dict, console: Console, labels: dict, plain: bool, verbose: bool) -> None:
+    measurements = [mapping(item) for item in sequence(document.get("measurements"))]
+    shown = [m for m in measurements if verbose or LATENCY_NAME not in text(m.get("name"))]
+    if not shown:
+        return
+    console.print()
+    figures = table(labels["measurement_columns"], plain, numeric=(2, 3, 4))
+    for measurement in shown:
+        unit = text(measurement.get("unit"), "")
+        value = number(measurement.get("value"))
+        expected_value = number(measurement.get("expected"))
+        expected = format_value(expected_value, unit, generic_unit=False) if expected_value else "-"
+        share = f"{value / expected_value:.0%}" if expected_value and value is not None else ""
+        subject = mapping(measurement.get("subject"))
+        label = subject_label(subject) if subject.get("gpu") else text(subject.get("host"))
+        method = mapping(measurement.get("method"))
+        if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
+            label += printable(f" {method['strategy']}×{method['world_size']}")
+        figures.add_row(*(Text(cell) for cell in (text(measurement.get("name")), label, format_value(value, unit),
+                                                  expected, share)))
+    console.print(figures)
+
+
+def format_value(value: float | int | None, unit: str, generic_unit: bool = True) -> str:
+    """A figure in the unit a reader expects: seconds below one in ms or µs, fractions in %, bytes in GiB; other
+    units as `1,234.5 GB/s` (without the unit where `generic_unit` is False); `?` for an unknown figure."""
+    generic = unit.replace("gb_per_s", "GB/s").replace("tflops", "TFLOP/s") if generic_unit else ""
+    if value is None or value != value:  # unknown, or NaN from an older or damaged document
+        return f"? {generic}".rstrip() if value is None else f"nan {generic}".rstrip()
+    if unit == "seconds":
+        if abs(value) < 1e-3:
+            return f"{value * 1e6:,.1f} µs"
+        return f"{value * 1e3:,.1f} ms" if abs(value) < 1 else f"{value:,.2f} s"
+    if unit == "fraction":
+        return f"{value:.1%}"
+    if unit == "bytes":
+        return f"{value / 2**30:,.1f} GiB"
+    if unit == "tokens_per_s":
+        return f"{value:,.0f} tokens/s"
+    return f"{value:,.1f} {generic}".rstrip()
