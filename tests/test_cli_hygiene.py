@@ -15,6 +15,8 @@ import pytest
 
 from conftest import SHARED_H200
 from gpuready import cli
+from gpuready.runner import rendezvous_store
+from gpuready.usage import UsageError
 from gpuready.model import ExitCode
 
 
@@ -175,22 +177,22 @@ def test_a_local_validate_listens_on_loopback_only(tmp_path):
 
 def test_multi_node_store_binds_the_endpoint_only(monkeypatch):
     port = _free_port()
-    store, is_host, note = cli.host_rendezvous_store(f"127.0.0.1:{port}", 10)
+    store, is_host, note = rendezvous_store.host_rendezvous_store(f"127.0.0.1:{port}", 10)
     try:
         assert is_host is False and note == f"hosting the rendezvous store on 127.0.0.1:{port} only " \
                                             f"(hosted by gpuready on {socket.gethostname()})"
         assert [address for address in _listening(os.getpid()) if address[1] == port] == [("127.0.0.1", port)]
         # a second "node" on this machine joins it; a node whose address this is not hosts nothing
-        assert cli.host_rendezvous_store(f"127.0.0.1:{port}", 10)[:2] == (None, False)
+        assert rendezvous_store.host_rendezvous_store(f"127.0.0.1:{port}", 10)[:2] == (None, False)
     finally:
         del store
-    assert cli.host_rendezvous_store("203.0.113.7:29500", 10)[:2] == (None, False)  # TEST-NET-3: not ours
-    with pytest.raises(cli.UsageError, match="is not HOST:PORT"):
-        cli.host_rendezvous_store("node1", 10)
+    assert rendezvous_store.host_rendezvous_store("203.0.113.7:29500", 10)[:2] == (None, False)  # TEST-NET-3: not ours
+    with pytest.raises(UsageError, match="is not HOST:PORT"):
+        rendezvous_store.host_rendezvous_store("node1", 10)
     # /etc/hosts mapping this machine's name to 127.0.1.1: the other nodes could not reach that
-    monkeypatch.setattr(cli.socket, "getaddrinfo",
+    monkeypatch.setattr(rendezvous_store.socket, "getaddrinfo",
                         lambda *a, **k: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.1.1", 29500))])
-    store, is_host, note = cli.host_rendezvous_store("node1:29500", 10)
+    store, is_host, note = rendezvous_store.host_rendezvous_store("node1:29500", 10)
     assert (store, is_host) == (None, None) and "every interface" in note
 
 

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 def _bench(tmp_path, *args):
     out = tmp_path / "bench.json"
-    result = subprocess.run([sys.executable, "-m", "gpuready", "bench", "--preset", "125M", "--seq", "1024",
+    result = subprocess.run([sys.executable, "-m", "gpuready", "bench", "--preset", "gpt2-small", "--seq", "1024",
                              "--steps", "6", "--warmup", "2", "--json", "--out", str(out), *args],
                             capture_output=True, text=True, timeout=600,
                             env={**os.environ, "NCCL_NVLS_ENABLE": "0"})

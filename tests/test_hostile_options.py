@@ -42,11 +42,11 @@ def _one_sentence(capsys, argv: list[str]) -> str:
     ["plan", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "100", "--ffn-hidden", "-1000", *MACHINE],
     ["plan", "--layers", "2", "--hidden", "64", "--heads", "4", "--vocab", "100", "--kv-heads", "-2", *MACHINE],
     ["plan", "--preset", "llama3-8b", "--kv-heads", "-8", *MACHINE],
-    ["plan", "--preset", "gpt2-small", "--nodes", "1e9", *MACHINE],
-    ["plan", "--preset", "gpt2-small", "--nodes", "1000000000", *MACHINE],
+    ["plan", "--preset", "gpt2-small", "--nnodes", "1e9", *MACHINE],
+    ["plan", "--preset", "gpt2-small", "--nnodes", "1000000000", *MACHINE],
     ["plan", "--preset", "gpt2-small", "--machine", "1000000000xH100-SXM"],
     ["plan", "--preset", "gpt2-small", "--machine", "8xH100-SXM (1000000000 nodes)"],
-    ["plan", "--preset", "gpt2-small", "--gpus", "99999999999999999999999", *MACHINE],
+    ["plan", "--preset", "gpt2-small", "--nproc-per-node", "99999999999999999999999", *MACHINE],
     ["plan", "--preset", "gpt2-small", "--seq", "inf", *MACHINE],
     ["plan", "--preset", "gpt2-small", "--utilisation", "nan", *MACHINE],
     ["plan", "--preset", "gpt2-small", "--price-kwh", "-1", *MACHINE],
@@ -65,11 +65,11 @@ def _one_sentence(capsys, argv: list[str]) -> str:
     ["burn", "--duration", "99999999999h", "--device", "cpu"],
     ["bench", "--timeout", "nan", "--device", "cpu"],
     ["bench", "--nnodes", "1e9", "--device", "cpu"],
-    ["bench", "--ffn", "-5", "--device", "cpu"],
+    ["bench", "--ffn-hidden", "-5", "--device", "cpu"],
     ["monitor", "--interval", "nan", "--count", "1"],
     ["monitor", "--count", "-1"],
     ["diagnose", "x", "--expect", "nan"],
-    ["launch", "torchrun", "--nnodes", "1e9", "--gpus-per-node", "8", "--", "train.py"],
+    ["launch", "torchrun", "--nnodes", "1e9", "--nproc-per-node", "8", "--", "train.py"],
 ])
 def test_a_hostile_number_is_one_sentence_and_exit_2(capsys, argv):
     _one_sentence(capsys, argv)
@@ -94,6 +94,8 @@ def test_every_numeric_option_has_a_type_a_range_and_a_unit_in_its_help():
         for action in sub._actions:
             assert action.type not in (int, float), (verb, action.option_strings)
     for verb, option, action in seen:
+        if action.help == argparse.SUPPRESS:  # an old spelling, hidden: its new one's help says the range
+            continue
         assert action.type.describe in (action.help or ""), (verb, option)
         assert " to " in action.type.describe, (verb, option)
         if action.default is not None:  # the default itself is inside the range
@@ -171,16 +173,16 @@ def _config(tmp_path: Path, text: str, name: str = "config.json") -> str:
 ])
 def test_a_hostile_model_config_is_one_sentence_and_exit_2(capsys, tmp_path, text, said):
     path = _config(tmp_path, text)
-    error = _one_sentence(capsys, ["plan", "--hf-config", path, *MACHINE])
-    assert "--hf-config" in error and said in error, error
+    error = _one_sentence(capsys, ["plan", "--model-config", path, *MACHINE])
+    assert "--model-config" in error and said in error, error
 
 
 def test_a_model_config_that_is_a_device_or_too_large_is_refused(capsys, tmp_path):
-    assert "not a regular file (a device)" in _one_sentence(capsys, ["plan", "--hf-config", "/dev/zero", *MACHINE])
-    assert "not a regular file (a folder)" in _one_sentence(capsys, ["plan", "--hf-config", str(tmp_path), *MACHINE])
+    assert "not a regular file (a device)" in _one_sentence(capsys, ["plan", "--model-config", "/dev/zero", *MACHINE])
+    assert "not a regular file (a folder)" in _one_sentence(capsys, ["plan", "--model-config", str(tmp_path), *MACHINE])
     big = _config(tmp_path, json.dumps({**GPT2, "padding": "x" * (1 << 20)}))
-    assert "larger than 1,024 KiB" in _one_sentence(capsys, ["plan", "--hf-config", big, *MACHINE])
-    assert cli.main(["plan", "--hf-config", _config(tmp_path, json.dumps(GPT2), "ok.json"), *MACHINE, "--json"]) \
+    assert "larger than 1,024 KiB" in _one_sentence(capsys, ["plan", "--model-config", big, *MACHINE])
+    assert cli.main(["plan", "--model-config", _config(tmp_path, json.dumps(GPT2), "ok.json"), *MACHINE, "--json"]) \
         in (ExitCode.READY, ExitCode.NOT_READY)
 
 
@@ -199,9 +201,9 @@ def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
 def test_a_fifo_as_model_config_prices_or_report_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    for argv in (["plan", "--hf-config", str(fifo), *MACHINE],
+    for argv in (["plan", "--model-config", str(fifo), *MACHINE],
                  ["plan", "--preset", "gpt2-small", "--prices", str(fifo), *MACHINE],
-                 ["plan", "--preset", "gpt2-small", "--measured", str(fifo), *MACHINE]):
+                 ["plan", "--preset", "gpt2-small", "--validate-report", str(fifo), *MACHINE]):
         result = _run(argv)
         assert result.returncode == ExitCode.USAGE, (argv, result.stderr)
         assert "is not a regular file (a FIFO)" in result.stderr and result.stderr.count("\n") == 1, result.stderr
@@ -244,8 +246,8 @@ def test_a_prices_file_not_utf8_or_a_device_is_refused(capsys, tmp_path):
 ])
 def test_a_hostile_validate_report_is_one_sentence_and_exit_2(capsys, tmp_path, edit, said):
     path = _config(tmp_path, edit(VALIDATE_REPORT.read_text()), "validate.json")
-    error = _one_sentence(capsys, ["plan", "--preset", "gpt2-small", "--measured", path, *MACHINE])
-    assert "--measured" in error and said in error, error
+    error = _one_sentence(capsys, ["plan", "--preset", "gpt2-small", "--validate-report", path, *MACHINE])
+    assert "--validate-report" in error and said in error, error
 
 
 # --- --out ---------------------------------------------------------------------------------------------------

@@ -374,7 +374,7 @@ def test_bench_form_runs_one_group_and_its_rank_0_writes_the_report(tmp_path):
         pytest.skip("bash not installed")
     reports = tmp_path / "reports"
     result = subprocess.run([sys.executable, "-m", "gpuready", "launch", "torchrun", "--nnodes", "1",
-                             "--gpus-per-node", "2", "--reports", str(reports), "--run", "--", "bench", "--device",
+                             "--nproc-per-node", "2", "--reports", str(reports), "--run", "--", "bench", "--device",
                              "cpu", "--preset", "tiny", "--strategies", "ddp"],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -184,7 +184,7 @@ def test_control_characters_and_bad_names_exit_2_with_one_sentence(tmp_path, cap
         raise RuntimeError("no GPU tools in this test")
     monkeypatch.setattr(check, "gather_facts", no_facts)
     marker = tmp_path / "PWNED"
-    argv = ["launch", *options, "--gpus-per-node", "8", *command]
+    argv = ["launch", *options, "--nproc-per-node", "8", *command]
     argv = [word.replace("{marker}", str(marker)) for word in argv]
     assert cli.main(argv) == 2
     captured = capsys.readouterr()

@@ -21,7 +21,7 @@ def _plan(capsys, *args):
 
 
 def test_every_strategy_with_its_memory_terms(capsys):
-    code, report, _ = _plan(capsys, *GPT2_SMALL, "--micro-batch", "8", "--gpus", "8", "--machine", "8xH100-SXM",
+    code, report, _ = _plan(capsys, *GPT2_SMALL, "--micro-batch", "8", "--nproc-per-node", "8", "--machine", "8xH100-SXM",
                             "--precision", "amp-bf16", "--optimizer", "adamw", "--recompute", "none")
     jsonschema.validate(report, SCHEMA)
     names = [row["name"] for row in report["strategies"]]
@@ -40,7 +40,7 @@ def test_every_strategy_with_its_memory_terms(capsys):
 
 
 def test_one_strategy_and_no_fit_is_exit_1(capsys):
-    code, report, _ = _plan(capsys, "--preset", "llama2-7b", "--machine", "1xRTX4090", "--strategy", "single")
+    code, report, _ = _plan(capsys, "--preset", "llama2-7b", "--machine", "1xRTX4090", "--strategies", "single")
     assert [row["name"] for row in report["strategies"]] == ["single"]
     assert report["strategies"][0]["fits"] is False
     assert code == 1 and report["findings"][0]["status"] == "fail"
@@ -49,7 +49,7 @@ def test_one_strategy_and_no_fit_is_exit_1(capsys):
 def test_without_a_gpu_or_machine_memory_is_given_and_fit_not_judged(capsys, monkeypatch):
     from gpuready.verbs.plan import run
     monkeypatch.setattr(run, "plan_machine", lambda options: None)
-    code, report, _ = _plan(capsys, *GPT2_SMALL, "--gpus", "8")
+    code, report, _ = _plan(capsys, *GPT2_SMALL, "--nproc-per-node", "8")
     assert code == 0 and all(row["fits"] is None for row in report["strategies"])
     assert [(f["check_id"], f["status"]) for f in report["findings"]] == [("plan.fits", "skip")]
 
@@ -72,26 +72,26 @@ def test_bad_plan_options_exit_2(capsys):
 
 
 def test_launch_prints_a_script_bash_accepts(tmp_path, capsys):
-    assert cli.main(["launch", "slurm", "--nnodes", "2", "--gpus-per-node", "8", "--", "train.py", "--lr", "3e-4",
+    assert cli.main(["launch", "slurm", "--nnodes", "2", "--nproc-per-node", "8", "--", "train.py", "--lr", "3e-4",
                      "a b"]) == 0
     script = capsys.readouterr().out
     assert "#SBATCH --nodes=2" in script and "train.py --lr 3e-4 'a b'" in script
     (tmp_path / "job.sbatch").write_text(script)
     assert subprocess.run(["bash", "-n", str(tmp_path / "job.sbatch")]).returncode == 0
-    assert cli.main(["launch", "slurm", "--nnodes", "2", "--gpus-per-node", "8"]) == 2
+    assert cli.main(["launch", "slurm", "--nnodes", "2", "--nproc-per-node", "8"]) == 2
     assert "after `--`" in capsys.readouterr().err
-    assert cli.main(["launch", "slurm", "--run", "--gpus-per-node", "1", "--", "x.py"]) == 2
+    assert cli.main(["launch", "slurm", "--run", "--nproc-per-node", "1", "--", "x.py"]) == 2
 
 
 def test_measured_figures_replace_the_datasheet_assumption(capsys):
     from pathlib import Path
     report_path = Path(__file__).parent / "fixtures" / "plan" / "h200-validate-compute.json"
-    base = ["--preset", "gpt2-xl", "--machine", "1xH200-SXM", "--micro-batch", "8", "--strategy", "single"]
+    base = ["--preset", "gpt2-xl", "--machine", "1xH200-SXM", "--micro-batch", "8", "--strategies", "single"]
     _, assumed, _ = _plan(capsys, *base)
-    _, measured, _ = _plan(capsys, *base, "--measured", str(report_path))
+    _, measured, _ = _plan(capsys, *base, "--validate-report", str(report_path))
     assert any("assumed" in reason for reason in assumed["strategies"][0]["reasons"])
     assert any("measured 770.692 TFLOP/s" in reason for reason in measured["strategies"][0]["reasons"])
     # the same FLOPs at 770.7 instead of 0.8 x 989 = 791.2 TFLOP/s: 791.2 / 770.692 longer
     ratio = measured["strategies"][0]["compute_s"] / assumed["strategies"][0]["compute_s"]
     assert ratio == pytest.approx(791.2 / 770.692, rel=1e-3)
-    assert cli.main(["plan", *base, "--measured", str(Path(__file__))]) == 2
+    assert cli.main(["plan", *base, "--validate-report", str(Path(__file__))]) == 2

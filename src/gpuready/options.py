@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 MAX_NODES = 100_000
-"""Nodes of one job (torchrun's --nnodes; plan's --nodes)."""
+"""Nodes of one job (torchrun's --nnodes)."""
 MAX_GPUS_PER_NODE = 1_024
 MAX_GPUS = 1_048_576
-"""GPUs of one job in all (plan --gpus, --known-gpus)."""
+"""GPUs of one job in all (plan: --nnodes x --nproc-per-node, --known-gpus)."""
 MAX_RANKS = 1_000_000
 """Ranks or workers on one machine; the CPUs or GPUs there bound them further (4 per CPU with --oversubscribe)."""
 MAX_TIMEOUT_S = 86_400.0
@@ -32,7 +32,7 @@ MAX_WATTS = 10_000_000.0
 MAX_INPUT_BYTES = 1 << 20
 """A model config.json or a prices file: 1 MiB."""
 MAX_REPORT_BYTES = 64 << 20
-"""A gpuready report (plan --measured, bench --validate-report): 64 MiB."""
+"""A gpuready report (plan and bench --validate-report): 64 MiB."""
 MAX_NESTING = 64
 _MAX_DIGITS = 40
 

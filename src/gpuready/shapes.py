@@ -109,11 +109,17 @@ class ModelShape:
 
 
 PRESETS: dict[str, ModelShape] = {
+    "tiny": ModelShape(name="tiny", layers=2, hidden=64, heads=4, vocab=256, max_positions=256),  # a CPU smoke test
     # GPT-2 sizes as published (Radford et al. 2019, Table 2; Hugging Face gpt2, gpt2-medium/-large/-xl)
     "gpt2-small": ModelShape(name="gpt2-small", layers=12, hidden=768, heads=12, vocab=50257),
     "gpt2-medium": ModelShape(name="gpt2-medium", layers=24, hidden=1024, heads=16, vocab=50257),
     "gpt2-large": ModelShape(name="gpt2-large", layers=36, hidden=1280, heads=20, vocab=50257),
     "gpt2-xl": ModelShape(name="gpt2-xl", layers=48, hidden=1600, heads=25, vocab=50257),
+    # GPT-3 sizes (Brown et al. 2020, Table 2.1) in the GPT-2 family; 1.3B with 16 heads of 128 (the table's 24
+    # heads of 128 do not make its width of 2048). Its 125M and 350M are gpt2-small and gpt2-medium.
+    "gpt3-760m": ModelShape(name="gpt3-760m", layers=24, hidden=1536, heads=16, vocab=50257),
+    "gpt3-1.3b": ModelShape(name="gpt3-1.3b", layers=24, hidden=2048, heads=16, vocab=50257),
+    "gpt3-2.7b": ModelShape(name="gpt3-2.7b", layers=32, hidden=2560, heads=32, vocab=50257),
     # LLaMA-family configs as published on Hugging Face (meta-llama/Llama-2-7b-hf, -13b-hf, Llama-3.1-8B, -70B)
     "llama2-7b": ModelShape(name="llama2-7b", family="llama", layers=32, hidden=4096, heads=32, vocab=32000,
                             ffn_hidden=11008, max_positions=4096),
@@ -126,7 +132,7 @@ PRESETS: dict[str, ModelShape] = {
 }
 
 
-def shape_from_hf_config(path: str | Path, option: str = "--hf-config") -> ModelShape:
+def shape_from_hf_config(path: str | Path, option: str = "--model-config") -> ModelShape:
     """A Hugging Face `config.json` of a GPT-2 (`n_layer`, `n_embd`, `n_head`) or LLaMA-style model
     (`num_hidden_layers`, `hidden_size`, `num_attention_heads`, `intermediate_size`). ShapeError otherwise: a file
     that is not a regular file of at most 1 MiB of strict JSON, or a field of the wrong type or out of range."""

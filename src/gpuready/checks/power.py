@@ -102,7 +102,7 @@ def power_budget(context: CheckContext) -> list[Finding]:
                                "the load; lower power limits in the meantime.", refs=refs))
     if not findings:
         findings.append(context.passed(f"Full load ≈ {total:,.0f} W ({assumptions}); give --psu-watts / "
-                                       "--circuit-watts to judge it.", observed=observed, refs=refs))
+                                       "--circuit to judge it.", observed=observed, refs=refs))
     if unknown:
         findings[-1].message += f" Power of {', '.join(unknown)} unknown (not counted)."
     return findings

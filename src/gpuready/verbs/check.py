@@ -164,3 +164,42 @@ def summarize_facts(facts: Facts) -> dict:
                  "memory_total_bytes": facts.host.memory_total_bytes, "container": facts.host.container},
         "sources": facts.sources,
     }
+
+
+# --- the command line ----------------------------------------------------------------------------------------------
+
+SUMMARY = "inventory and static checks (default verb)"
+
+
+def add_arguments(parser) -> None:
+    from gpuready import option_groups as groups
+    from gpuready import option_kinds as kind
+    groups.add(parser, "bundle")
+    groups.add(parser, "fast")
+    groups.add_power(parser)
+    parser.add_argument("--expect-gpus", type=kind.EXPECTED_GPUS, metavar="N",
+                        help=groups.with_range("fail unless exactly N GPUs are visible", kind.EXPECTED_GPUS))
+    parser.add_argument("--multi-node", action="store_true",
+                        help="the machine is for multi-node jobs: network findings decide the verdict and exit code")
+    groups.add(parser, "nnodes", "nodes the job will span; N > 1 implies --multi-node")
+    groups.add_input_limits(parser, whole_run=False)
+    groups.add_output(parser)
+
+
+def run(args) -> int:
+    from gpuready import option_groups as groups
+    from gpuready.bundle.reader import BundleError
+    from gpuready.usage import UsageError
+    from gpuready.verbs.output import check_out, emit
+    check_out(args)
+    options = CheckOptions(expect_gpus=args.expect_gpus, psu_watts=args.psu_watts,
+                           circuit_watts=float(args.circuit) if args.circuit is not None else None)
+    judged = {"fail_on_warn": args.fail_on == "warn", "multi_node": args.multi_node or (args.nnodes or 1) > 1}
+    try:
+        if args.bundle is not None:  # a bundle's files may come from several machines: judged one by one
+            report, _facts = check_files(read_bundle(args.bundle, groups.input_limits(args)), options, **judged)
+        else:
+            report = check_report(gather_facts(None, fast=args.fast), options, **judged)
+    except BundleError as error:
+        raise UsageError(str(error)) from None
+    return emit(report, args)

@@ -22,3 +22,36 @@ def run_collect(out: Path, *, as_tar: bool, force: bool, fast: bool, redact: boo
     missing = [name for name, entry in manifest["files"].items() if not entry["collected"]]
     return (f"wrote {len(files)} files to {target}"
             + (f"; not collected: {', '.join(missing)} (manifest.json says why)" if missing else ""))
+
+
+# --- the command line ----------------------------------------------------------------------------------------------
+
+SUMMARY = "write a support bundle of this machine"
+
+
+def add_arguments(parser) -> None:
+    from gpuready import option_groups as groups
+    parser.add_argument("--out", required=True, metavar="DIR|FILE.tar.gz",
+                        help="a new or empty folder (its parent must exist), or an archive name ending in .tar.gz "
+                             "or .tgz (implies --tar)")
+    parser.add_argument("--tar", action="store_true",
+                        help="write one .tar.gz at exactly --out (NAME becomes NAME.tar.gz; never a folder)")
+    parser.add_argument("--force", action="store_true",
+                        help="remove the contents of the --out folder first (refused unless it holds only bundle "
+                             "files), or replace an existing archive")
+    parser.add_argument("--redact", action="store_true",
+                        help="replace serials, UUIDs, host names (this machine's and those named in env and logs), "
+                             "IP and MAC addresses by stable placeholders")
+    groups.add(parser, "fast", "do not import torch")
+
+
+def run(args) -> int:
+    from gpuready.bundle.collect import OutputError
+    from gpuready.model import ExitCode
+    from gpuready.usage import UsageError
+    try:
+        print("gpuready: " + run_collect(args.out, as_tar=args.tar, force=args.force, fast=args.fast,
+                                         redact=args.redact))
+    except OutputError as error:
+        raise UsageError(str(error)) from None
+    return ExitCode.READY

@@ -194,7 +194,7 @@ def _check(kind: str, nnodes: int, gpus_per_node: int, command: list[str], image
     if kind not in KINDS:
         raise ValueError(f"unknown launch kind {kind!r}: choose from {', '.join(KINDS)}")
     if nnodes < 1 or gpus_per_node < 1:
-        raise ValueError("--nnodes and --gpus-per-node must be at least 1")
+        raise ValueError("--nnodes and --nproc-per-node must be at least 1")
     if not 0 <= port <= 65535:
         raise ValueError(f"--port {port} is not a TCP port (0-65535; 0 picks a free one)")
     if not command:
@@ -569,3 +569,55 @@ def run_local(text: str, *, env: dict[str, str] | None = None) -> int:
         return subprocess.run(["bash", "-c", text, "gpuready-launch"], env=environ).returncode
     except KeyboardInterrupt:
         return 130
+
+
+# --- the command line ----------------------------------------------------------------------------------------------
+
+SUMMARY = "the torchrun command, sbatch script or Kubernetes manifest to run a job"
+DESCRIPTION = ("gpuready launch torchrun|slurm|k8s [options] -- train.py ARGS (or `-- validate` to run gpuready "
+               "validate on every node)")
+
+
+def add_arguments(parser) -> None:
+    from gpuready import option_groups as groups
+    from gpuready import option_kinds as kind
+    parser.add_argument("kind", choices=("torchrun", "slurm", "k8s"),
+                        help="what to write: a torchrun command, an sbatch script or a Kubernetes manifest")
+    groups.add(parser, "nnodes", "nodes the job spans (default 1)", default=1)
+    groups.add(parser, "nproc_per_node", "GPUs per node (default: the GPUs of this machine)")
+    parser.add_argument("--image", metavar="IMG", help="container image (k8s; slurm with pyxis)")
+    parser.add_argument("--k8s-kind", choices=("job", "jobset", "trainjob"), default="job",
+                        help="the Kubernetes resource: an indexed Job, a JobSet or a Kubeflow TrainJob")
+    parser.add_argument("--port", type=kind.ANY_PORT, default=DEFAULT_PORT, metavar="P",
+                        help=groups.with_range("rendezvous port (0: a free one here)", kind.ANY_PORT))
+    parser.add_argument("--name", default="train", metavar="NAME", help="the job's name")
+    parser.add_argument("--reports", default=DEFAULT_REPORTS, metavar="DIR",
+                        help="with `-- validate`: the shared folder each node writes its report to")
+    parser.add_argument("--run", action="store_true", help="torchrun: run it here instead of printing it")
+
+
+def run(args) -> int:
+    from gpuready.model import ExitCode
+    from gpuready.usage import UsageError
+    if not args.command:
+        raise UsageError("give what to run after `--`: -- train.py ARGS, or -- validate")
+    if args.run and args.kind != "torchrun":
+        raise UsageError("--run runs the torchrun form here; slurm and k8s files are submitted by their tools")
+    try:
+        from gpuready.verbs.check import gather_facts
+        facts = gather_facts(None, fast=True)
+    except Exception:  # no GPU tools here: the file is written without this machine's NCCL settings
+        facts = None
+    gpus = args.nproc_per_node or (len(facts.gpus) if facts is not None and facts.gpus else None)
+    if gpus is None:
+        raise UsageError("no GPU here to count: give --nproc-per-node G")
+    try:
+        text = launch_text(args.kind, nnodes=args.nnodes, gpus_per_node=gpus, command=args.command,
+                           image=args.image, k8s_kind=args.k8s_kind, port=args.port, name=args.name, facts=facts,
+                           reports=args.reports)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if args.run:
+        return run_local(text)
+    print(text, end="" if text.endswith("\n") else "\n")
+    return ExitCode.READY

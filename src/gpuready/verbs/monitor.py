@@ -271,3 +271,27 @@ def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int |
         if hasattr(source, "close"):
             source.close()
     return ExitCode.READY
+
+
+# --- the command line ----------------------------------------------------------------------------------------------
+
+SUMMARY = "watch GPU health beside a training job"
+
+
+def add_arguments(parser) -> None:
+    from gpuready import option_groups as groups
+    from gpuready import option_kinds as kind
+    groups.add(parser, "interval")
+    parser.add_argument("--jsonl", type=Path, metavar="FILE", help="append events and samples to FILE")
+    parser.add_argument("--prometheus-port", type=kind.PORT, metavar="N",
+                        help=groups.with_range("serve metrics for Prometheus on port N", kind.PORT))
+    parser.add_argument("--prometheus-address", default="127.0.0.1", metavar="ADDR",
+                        help="address the metrics server listens on (default 127.0.0.1; 0.0.0.0: every interface)")
+    parser.add_argument("--count", type=kind.SAMPLES, metavar="N",
+                        help=groups.with_range("stop after N samples (default: until Ctrl-C)", kind.SAMPLES))
+    parser.add_argument("--quiet", action="store_true", help="no live table; events only")
+
+
+def run(args) -> int:
+    return run_monitor(interval_s=args.interval, jsonl=args.jsonl, prometheus_port=args.prometheus_port,
+                       count=args.count, quiet=args.quiet, prometheus_address=args.prometheus_address)

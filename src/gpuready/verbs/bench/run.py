@@ -20,18 +20,6 @@ from gpuready.model import Report
 from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
 from gpuready.telemetry import start_telemetry
 
-BENCH_PRESETS: dict[str, ModelShape] = {
-    "tiny": ModelShape(name="tiny", layers=2, hidden=64, heads=4, vocab=256, max_positions=256),
-    # GPT-3 sizes (Brown et al. 2020, Table 2.1) in the GPT-2 family; 1.3B with 16 heads of 128 (the table's 24
-    # heads of 128 do not make its width of 2048)
-    "125M": dataclasses.replace(PRESETS["gpt2-small"], name="125M"),  # GPT-2 small and medium have these shapes
-    "350M": dataclasses.replace(PRESETS["gpt2-medium"], name="350M"),
-    "760M": ModelShape(name="760M", layers=24, hidden=1536, heads=16, vocab=50257),
-    "1.3B": ModelShape(name="1.3B", layers=24, hidden=2048, heads=16, vocab=50257),
-    "2.7B": ModelShape(name="2.7B", layers=32, hidden=2560, heads=32, vocab=50257),
-    "7B": dataclasses.replace(PRESETS["llama2-7b"], name="7B"),
-    "8B-llama": dataclasses.replace(PRESETS["llama3-8b"], name="8B-llama"),
-}
 STRATEGIES = ("ddp", "fsdp2")
 
 
@@ -41,10 +29,10 @@ class BenchError(ValueError):
 
 @dataclass(kw_only=True)
 class BenchOptions:
-    preset: str = "125M"
+    preset: str = "gpt2-small"
     model_config: Path | None = None
     shape: dict[str, Any] = field(default_factory=dict)
-    """Explicit --layers/--hidden/--heads/--vocab/--kv-heads/--ffn (overrides the preset)."""
+    """Explicit --layers/--hidden/--heads/--vocab/--kv-heads/--ffn-hidden (overrides the preset)."""
     seq: int | None = None
     micro_batch: int = 4
     global_batch: int | None = None
@@ -76,10 +64,10 @@ def bench_shape(options: BenchOptions) -> ModelShape:
             shape = shape_from_hf_config(options.model_config, "--model-config")
         elif options.shape:
             shape = ModelShape(name="given shape", **options.shape)
-        elif options.preset in BENCH_PRESETS:
-            shape = BENCH_PRESETS[options.preset]
+        elif options.preset in PRESETS:
+            shape = PRESETS[options.preset]
         else:
-            raise BenchError(f"--preset {options.preset!r}: choose from {', '.join(BENCH_PRESETS)}")
+            raise BenchError(f"--preset {options.preset!r}: choose from {', '.join(PRESETS)}")
     except (ShapeError, TypeError) as error:
         raise BenchError(str(error)) from None
     return with_sequence(shape, options.seq or default_seq(shape))

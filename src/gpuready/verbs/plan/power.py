@@ -47,7 +47,7 @@ def full_load(machine: Machine, *, cpu_w: float | None = None, platform_w: float
             "refs": [budget["source"], scaling["source"], power["source"]]}
 
 
-def _circuit_watts(circuit: str) -> tuple[str, float]:
+def circuit_watts(circuit: str) -> tuple[str, float]:
     """(label, nominal watts) for `230V/16A`, `120v 20a`, `household`, `2200W` or `2.2kW`; ValueError otherwise."""
     power = load_table("prices")["power"]
     text = circuit.strip()
@@ -104,7 +104,7 @@ def power_plan(machine: Machine, *, cpu_w: float | None = None, platform_w: floa
                  "carries": total <= watts * fraction} for name, watts in sorted(standard, key=lambda c: c[1])]
     refs = [budget["source"], power["source"]]
     if circuit is not None:
-        label, watts = _circuit_watts(circuit)
+        label, watts = circuit_watts(circuit)
         allowed = watts * fraction
         ok = total <= allowed
         findings.append(_entry("plan.power_circuit", "pass" if ok else "fail",

@@ -45,7 +45,8 @@ class PlanOptions:
     optimizer: str = "adamw"
     recompute: str = "none"
     attention: str = "flash"
-    strategy: str | None = None
+    strategies: tuple[str, ...] = ()
+    """Only these strategies (ddp, zero1, fsdp, tp=2, ...); () for every one that fits the GPU count."""
     task: str = "train"
     infer_batch: int = 1
     context: int | None = None
@@ -72,7 +73,7 @@ def model_shape(options: PlanOptions) -> ModelShape:
                                heads=options.heads, vocab=options.vocab, kv_heads=options.kv_heads,
                                ffn_hidden=options.ffn_hidden, name="given shape")
         else:
-            raise PlanError("give the model: --preset NAME, --hf-config config.json, or --layers --hidden --heads "
+            raise PlanError("give the model: --preset NAME, --model-config config.json, or --layers --hidden --heads "
                             "--vocab")
     except ShapeError as error:
         raise PlanError(str(error)) from None
@@ -80,7 +81,8 @@ def model_shape(options: PlanOptions) -> ModelShape:
 
 
 def plan_machine(options: PlanOptions) -> Machine | None:
-    """The machine: --machine, else --bundle, else this one; --gpus sets the count. None: nothing says which GPU."""
+    """The machine: --machine, else --bundle, else this one; `gpus` (--nnodes x --nproc-per-node) sets the count.
+    None: nothing says which GPU."""
     try:
         if options.machine:
             machine = machine_from_description(options.machine, nodes=options.nodes)
@@ -115,7 +117,7 @@ MEASURED_MAX = 1e6
 """No TFLOP/s or GB/s figure of one GPU comes near a million: a larger one is not a measurement."""
 
 
-def measured_figures(path: Path, option: str = "--measured") -> dict[str, Any]:
+def measured_figures(path: Path, option: str = "--validate-report") -> dict[str, Any]:
     """The slowest GPU's figure of each measurement plan uses (a step waits for the slowest rank); PlanError where the
     file is not a gpuready report (a regular file of strict JSON, at most 64 MiB)."""
     from gpuready.options import MAX_REPORT_BYTES, InputFileError, read_json_input
@@ -169,11 +171,13 @@ def run_plan(options: PlanOptions) -> Report:
         report.findings.append(_inference_finding(host, rows))
     else:
         candidates = memory.strategies_for(gpus, nvlink, machine.nodes if machine else options.nodes)
-        if options.strategy:
-            candidates = [c for c in candidates if c.name == options.strategy]
-            if not candidates:
-                known = ", ".join(c.name for c in memory.strategies_for(gpus, nvlink, options.nodes))
-                raise PlanError(f"--strategy {options.strategy!r} is not one for {gpus} GPU(s); choose from {known}")
+        if options.strategies:
+            known = [c.name for c in candidates]
+            unknown = [name for name in options.strategies if name not in known]
+            if unknown:
+                raise PlanError(f"--strategies {', '.join(unknown)!r}: not one for {gpus} GPU(s); choose from "
+                                f"{', '.join(known)}")
+            candidates = [c for c in candidates if c.name in options.strategies]
         if machine is not None:
             rows = strategy.plan_training(setup, machine, global_batch=options.global_batch, strategies=candidates)
             report.sections["strategies"] = [_row_document(row) for row in rows]

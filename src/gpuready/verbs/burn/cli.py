@@ -1,0 +1,60 @@
+"""`gpuready burn` on the command line: its options and the run they ask for."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpuready import option_groups as groups
+from gpuready.model import ExitCode
+from gpuready.options import MAX_RUN_S
+from gpuready.runner.signals import stop_signals_raise
+from gpuready.usage import UsageError
+from gpuready.verbs.measuring import run_locally, usable_device
+from gpuready.verbs.output import check_log_dir, check_out
+
+SUMMARY = "full load on every GPU with silent-error detection and telemetry"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--duration", default="30m",
+                        help="how long the GEMM window lasts: 30m, 90s, 1h (default 30m); above 0 s, at most 168h")
+    groups.add(parser, "gpus", "GPUs to burn: NVML indices, bus ids or UUIDs, comma-separated")
+    parser.add_argument("--dtype", choices=("bf16", "fp16", "tf32", "fp32", "fp64"),
+                        help="default bf16 where every GPU has it, else fp32")
+    parser.add_argument("--self-test", action="store_true",
+                        help="corrupt one result on purpose: must end in burn.errors")
+    groups.add(parser, "exclusive")
+    groups.add(parser, "device")
+    groups.add(parser, "ranks", "CPU workers with --device cpu (default 1, at most one per usable CPU); on GPUs burn "
+                                "only the first N selected GPUs")
+    groups.add(parser, "oversubscribe", "allow more CPU workers than usable CPUs (up to 4 per CPU)")
+    groups.add(parser, "interval", "telemetry interval (default 1 s)")
+    groups.add(parser, "timeout", "a worker silent this long counts as lost (default 60 s)", default=60.0)
+    groups.add(parser, "log_dir", "worker logs")
+    groups.add_output(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    with stop_signals_raise():  # SIGTERM/SIGHUP: the workers are stopped and the partial report written
+        return _burn(args)
+
+
+def _burn(args: argparse.Namespace) -> int:
+    from gpuready.verbs.burn import BurnOptions, parse_duration, run_burn
+    try:
+        duration_s = parse_duration(args.duration)
+    except ValueError as error:
+        raise UsageError(f"--duration: {error}") from None
+    if not 0 < duration_s <= MAX_RUN_S:
+        raise UsageError(f"--duration {args.duration[:40]!r} is not above 0 s and at most {MAX_RUN_S / 3600:.0f}h")
+    check_out(args)
+    check_log_dir(args)
+    if usable_device("burn", args.device) is None:
+        return ExitCode.TOOL_ERROR
+    options = BurnOptions(duration_s=duration_s, dtype=args.dtype, device=args.device, ranks=args.ranks,
+                          gpus=list(groups.comma_list(args.gpus, keep_empty=True)), self_test=args.self_test,
+                          interval_s=args.interval, timeout_s=args.timeout, log_dir=args.log_dir,
+                          live=not args.json and sys.stderr.isatty(), oversubscribe=args.oversubscribe,
+                          exclusive=args.exclusive)
+    return run_locally(lambda: run_burn(options), args)

@@ -1,0 +1,49 @@
+"""`gpuready diagnose` on the command line: its options, and which reading they ask for (files, or `net`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gpuready import option_groups as groups
+from gpuready import option_kinds as kind
+from gpuready.usage import UsageError
+from gpuready.verbs.output import check_out, emit
+
+SUMMARY = "read pasted logs and tool outputs: cause, evidence, fix"
+DESCRIPTION = ("gpuready diagnose PATH...: files, folders or bundles (any names; recognised by content). gpuready "
+               "diagnose net --peers HOST[,HOST]: live network triage towards the other nodes.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files, folders, bundles; or `net`")
+    parser.add_argument("--expect", type=kind.GB_PER_S, metavar="GB/S",
+                        help=groups.with_range("the busbw nccl-tests should reach here (where the inputs hold no "
+                                               "topology)", kind.GB_PER_S))
+    parser.add_argument("--peers", metavar="HOST[,HOST]", help="with `net`: the other nodes")
+    parser.add_argument("--port", type=kind.PORT, default=29500, metavar="N",
+                        help=groups.with_range("with `net`: the rendezvous port", kind.PORT))
+    parser.add_argument("--shared-path", type=Path, metavar="DIR",
+                        help="with `net`: a folder every node should see with the same content")
+    groups.add_input_limits(parser, whole_run=True)
+    groups.add_output(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_out(args)
+    if args.paths[0] == "net" and not Path("net").exists():
+        if len(args.paths) > 1:
+            raise UsageError("diagnose net takes no paths; give the other nodes with --peers HOST[,HOST]")
+        peers = list(groups.comma_list(args.peers))
+        if not peers:
+            raise UsageError("diagnose net needs --peers HOST[,HOST] (the other nodes of the job)")
+        from gpuready.verbs.diagnose.net import run_net
+        return emit(run_net(peers, port=args.port, shared_path=args.shared_path), args)
+    if args.peers or args.shared_path:
+        raise UsageError("--peers and --shared-path go with `gpuready diagnose net`")
+    from gpuready.verbs.diagnose.run import InputError, diagnose
+    try:
+        report = diagnose(args.paths, expect_busbw_gb_per_s=args.expect, limits=groups.input_limits(args))
+    except InputError as error:
+        raise UsageError(str(error)) from None
+    return emit(report, args)

@@ -1,0 +1,42 @@
+"""What the measuring verbs (validate, burn, bench) share on the command line: torch and a GPU present before
+anything starts, and a local run's errors turned into exit codes."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+from gpuready.model import ExitCode
+from gpuready.report.safe_text import tell
+from gpuready.usage import UsageError
+from gpuready.verbs.output import emit
+
+
+def usable_device(verb: str, device: str) -> str | None:
+    """--device with `auto` resolved (cuda: never a silent CPU run), or None where the verb cannot run here (it
+    then exits 3): no torch, or no GPU for auto. Says why on stderr."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        tell(f"{verb} needs PyTorch (pip install 'gpuready[torch]')")
+        return None
+    from gpuready.verbs.validate.run import NoGpuError, auto_device
+    try:
+        return auto_device(device, verb)
+    except NoGpuError as error:
+        tell(error)
+        return None
+
+
+def run_locally(measure: Callable[[], object], args: argparse.Namespace) -> int:
+    """Run `measure()` (it returns the report) and emit its report. A ValueError is a usage error; a SpawnError (the
+    ranks or workers already started were stopped, nothing was measured) exits 3."""
+    from gpuready.runner.local import SpawnError
+    try:
+        report = measure()
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    except SpawnError as error:
+        tell(error)
+        return ExitCode.TOOL_ERROR
+    return emit(report, args)

@@ -1,0 +1,91 @@
+"""`gpuready validate` on the command line: its options, and the run they ask for (local ranks, one rank under
+torchrun, or the torchrun command over --nnodes nodes)."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuready import option_groups as groups
+from gpuready import option_kinds as kind
+from gpuready.model import ExitCode
+from gpuready.runner.signals import stop_signals_raise
+from gpuready.usage import UsageError
+from gpuready.verbs.measuring import run_locally, usable_device
+from gpuready.verbs.output import check_log_dir, check_out, emit
+
+SUMMARY = "measure compute, transfers, P2P, collectives and a DDP run"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    groups.add(parser, "device", "cuda: one rank per GPU with NCCL; cpu: gloo ranks (collectives, ddp)")
+    parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
+                        help="auto: nccl on GPUs, gloo on CPUs; gloo on GPUs lets ranks share a GPU")
+    groups.add(parser, "ranks", "ranks to start (default: every GPU; 2 on cpu); at most one per GPU, or one per "
+                                "usable CPU on cpu")
+    groups.add_target_gpus(parser)
+    parser.add_argument("--only", metavar="LIST", help="workloads: compute,transfer,p2p,collectives,ddp")
+    parser.add_argument("--quick", action="store_true", help="a smoke pass: fewer sizes and iterations")
+    groups.add(parser, "timeout", "seconds one operation may take before its rank counts as hung (default 120)",
+               default=120.0)
+    groups.add(parser, "startup_timeout")
+    parser.add_argument("--deadline", type=kind.RUN_S, metavar="S",
+                        help=groups.with_range("seconds the whole run may take, the end included (default: start-up "
+                                               "timeout + 4x the printed plan, at least 120 s, + one --timeout)",
+                                               kind.RUN_S))
+    parser.add_argument("--max-bytes", type=kind.size_bytes, metavar="SIZE",
+                        help=groups.with_range("largest collective size", kind.size_bytes))
+    groups.add(parser, "log_dir")
+    groups.add_cluster(parser, ranks_meaning="ranks per node with --nnodes (default: GPUs)")
+    groups.add_output(parser)
+
+
+def ranks_per_node(args: argparse.Namespace) -> int:
+    """--nproc-per-node, or the GPUs (CPU ranks) here: the ranks torchrun starts on this node."""
+    from gpuready.verbs.validate import ValidateOptions, resolve_device
+    try:
+        return resolve_device(ValidateOptions(device=args.device, backend=getattr(args, "backend", "auto"),
+                                              ranks=args.nproc_per_node, oversubscribe=args.oversubscribe),
+                              option="--nproc-per-node")[1]
+    except (ValueError, RuntimeError) as error:
+        raise UsageError(str(error)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    with stop_signals_raise():  # SIGTERM/SIGHUP: the ranks are stopped and the partial report written
+        return _validate(args)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from gpuready.verbs import validate
+
+    only = groups.comma_list(args.only, keep_empty=True) if args.only else validate.WORKLOADS
+    unknown = [item for item in only if item not in validate.WORKLOADS]
+    if unknown:
+        raise UsageError(f"--only: unknown workload(s) {', '.join(unknown)}; choose from {', '.join(validate.WORKLOADS)}")
+    check_out(args)
+    check_log_dir(args)
+    options = validate.ValidateOptions(device=args.device, backend=args.backend, ranks=args.ranks, only=only,
+                                       quick=args.quick, timeout_s=args.timeout,
+                                       startup_timeout_s=args.startup_timeout, max_bytes=args.max_bytes,
+                                       log_dir=args.log_dir,
+                                       gpus=list(groups.comma_list(args.gpus, keep_empty=True)),
+                                       oversubscribe=args.oversubscribe, exclusive=args.exclusive,
+                                       deadline_s=args.deadline)
+    if args.nnodes and not args.rdzv_endpoint:
+        raise UsageError("--nnodes needs --rdzv-endpoint HOST:PORT (the same on every node)")
+    if usable_device("validate", args.device) is None:
+        return ExitCode.TOOL_ERROR
+    if args.nnodes:
+        from gpuready.runner.multinode import run_under_torchrun
+        from gpuready.verbs.validate.run import torchrun_report
+        return run_under_torchrun(args, args.argv, "validate", ranks_per_node(args), torchrun_report, emit)
+    if validate.under_torchrun():
+        return validate.run_torchrun_rank(options, lambda report: emit(report, args))
+    try:
+        device, ranks = validate.resolve_device(options)
+    except (ValueError, RuntimeError) as error:
+        raise UsageError(str(error)) from None
+    from gpuready.runner.phase_lines import phase_printer
+    progress = None if args.json else phase_printer(validate.predicted_seconds(options, device, ranks),
+                                                    device, ranks, options)
+    return run_locally(lambda: validate.run_local_validate(options, progress)[0], args)
