@@ -1,0 +1,48 @@
+"""The message catalogue (issue 21, "Chinese and English, whole"): both languages hold the same ids with the same
+placeholders, the PO files are valid for the standard tools, and the language comes from --lang, then GPUREADY_LANG,
+then the POSIX locale variables in their order of precedence."""
+
+from __future__ import annotations
+
+import pytest
+from babel.messages.pofile import read_po
+
+from gpuready.i18n import LANGUAGES, catalogue, catalogue_path, choose_language, message, placeholders
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_each_catalogue_is_a_valid_po_file(lang):
+    with open(catalogue_path(lang), "rb") as po_file:
+        read = read_po(po_file, abort_invalid=True)
+    assert str(read.locale) == lang and len(read) == len(catalogue(lang)) > 0
+
+
+def test_every_id_has_both_languages_with_the_same_placeholders():
+    english, chinese = catalogue("en"), catalogue("zh")
+    assert sorted(english) == sorted(chinese)
+    mismatched = {msg_id: (placeholders(english[msg_id]), placeholders(chinese[msg_id])) for msg_id in english
+                  if placeholders(english[msg_id]) != placeholders(chinese[msg_id])}
+    assert not mismatched
+
+
+def test_a_message_is_filled_in_its_language():
+    assert message("label.summary", "en", fail=1, warn=2, pass_=3, skip=4) == "1 fail, 2 warn, 3 pass, 4 skip"
+    assert message("label.summary", "zh", fail=1, warn=2, pass_=3, skip=4) == "失败 1，警告 2，通过 3，跳过 4"
+    assert message("label.not_ready", "fr") == "NOT READY"  # a language without a catalogue: English
+
+
+@pytest.mark.parametrize("option, environ, expected", [
+    ("zh", {"GPUREADY_LANG": "en", "LANG": "en_US.UTF-8"}, "zh"),
+    (None, {"GPUREADY_LANG": "zh", "LANG": "en_US.UTF-8"}, "zh"),
+    (None, {"GPUREADY_LANG": "en", "LANG": "zh_CN.UTF-8"}, "en"),
+    (None, {"LANGUAGE": "zh_CN:en", "LC_ALL": "C", "LANG": "en_US.UTF-8"}, "zh"),
+    (None, {"LC_ALL": "zh_TW.UTF-8", "LANG": "en_US.UTF-8"}, "zh"),
+    (None, {"LC_ALL": "C.UTF-8", "LANG": "zh_CN.UTF-8"}, "en"),
+    (None, {"LC_MESSAGES": "zh_CN.UTF-8", "LANG": "en_US.UTF-8"}, "zh"),
+    (None, {"LANG": "zh_CN.GB18030"}, "zh"),
+    (None, {"LANG": "de_DE.UTF-8"}, "en"),
+    (None, {}, "en"),
+    (None, {"LANGUAGE": "", "LANG": "zh_CN.UTF-8"}, "zh"),  # an empty variable is unset
+])
+def test_the_language_comes_from_the_option_then_the_environment(option, environ, expected):
+    assert choose_language(option, environ) == expected
