@@ -46,3 +46,17 @@ def test_a_message_is_filled_in_its_language():
 ])
 def test_the_language_comes_from_the_option_then_the_environment(option, environ, expected):
     assert choose_language(option, environ) == expected
+
+
+def test_the_console_follows_the_locale_when_no_lang_is_given(monkeypatch, capsys):
+    from conftest import FIXTURES
+    from gpuready.cli import main
+
+    for name in ("GPUREADY_LANG", "LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    main(["check", "--bundle", str(FIXTURES / "h200-collect")])
+    assert "就绪但有警告 READY WITH WARNINGS" in capsys.readouterr().out
+    main(["check", "--bundle", str(FIXTURES / "h200-collect"), "--lang", "en"])
+    out = capsys.readouterr().out
+    assert "READY WITH WARNINGS" in out and "就绪" not in out

@@ -87,7 +87,8 @@ OPTIONS: dict[str, Option] = {
                               "before any work), or - for the JSON alone on stdout", {"type": Path, "metavar": "FILE"}),
     "fail_on": Option(("--fail-on",), "warn: warnings exit 1 too", {"choices": ("fail", "warn"), "default": "fail"}),
     "verbose": Option(("--verbose", "-v"), "list skipped checks too", {"action": "store_true"}),
-    "lang": Option(("--lang",), "labels in English or Chinese (zh)", {"choices": ("en", "zh"), "default": "en"}),
+    "lang": Option(("--lang",), "English or Chinese (zh); default: GPUREADY_LANG, else LANGUAGE / LC_ALL / "
+                                "LC_MESSAGES / LANG (zh_* is Chinese)", {"choices": ("en", "zh"), "default": None}),
 }
 
 

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gpuready.i18n import choose_language
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.options import file_kind
 from gpuready.report.safe_text import tell
@@ -76,7 +77,7 @@ def emit(report, args: argparse.Namespace) -> int:
         print(document)
     else:
         from gpuready.report.console import render_console
-        render_console(report.to_dict(), verbose=args.verbose, lang=args.lang)
+        render_console(report.to_dict(), verbose=args.verbose, lang=choose_language(args.lang))
     code = report.exit_code()
     if problem:  # nothing measured is lost: the JSON goes to stdout instead, and the exit code says 2 at least
         tell(f"{problem}; the JSON report is on stdout instead")
