@@ -7,14 +7,25 @@ from __future__ import annotations
 import pytest
 from babel.messages.pofile import read_po
 
-from gpuready.i18n import LANGUAGES, catalogue, catalogue_path, choose_language, message, placeholders
+from gpuready.i18n import LANGUAGES, catalogue, catalogue_paths, choose_language, message, placeholders
 
 
-@pytest.mark.parametrize("lang", LANGUAGES)
-def test_each_catalogue_is_a_valid_po_file(lang):
-    with open(catalogue_path(lang), "rb") as po_file:
-        read = read_po(po_file, abort_invalid=True)
-    assert str(read.locale) == lang and len(read) == len(catalogue(lang)) > 0
+def _domains(lang: str) -> dict[str, dict[str, str]]:
+    domains = {}
+    for path in catalogue_paths(lang):
+        with open(path, "rb") as po_file:
+            read = read_po(po_file, abort_invalid=True)  # valid for the standard tools
+        assert str(read.locale) == lang, path
+        domains[path.name] = {entry.id: entry.string for entry in read if entry.id}
+    return domains
+
+
+def test_each_domain_has_both_languages_with_every_id_translated():
+    english, chinese = _domains("en"), _domains("zh")
+    assert sorted(english) == sorted(chinese) and "gpuready.po" in english
+    for domain, texts in english.items():
+        assert sorted(texts) == sorted(chinese[domain]), domain
+        assert all(texts.values()) and all(chinese[domain].values()), domain
 
 
 def test_every_id_has_both_languages_with_the_same_placeholders():
@@ -60,3 +71,38 @@ def test_the_console_follows_the_locale_when_no_lang_is_given(monkeypatch, capsy
     main(["check", "--bundle", str(FIXTURES / "h200-collect"), "--lang", "en"])
     out = capsys.readouterr().out
     assert "READY WITH WARNINGS" in out and "就绪" not in out
+
+
+def test_a_catalogued_finding_keeps_its_english_and_renders_in_chinese(capsys):
+    """network.* are in the catalogue (check_network.po): the JSON keeps the English sentence as it always read, with
+    the id and values that render it again; the Chinese console renders it from there."""
+    import io
+    import json
+
+    from rich.console import Console
+
+    from conftest import FIXTURES
+    from gpuready.cli import main
+    from gpuready.report.console import render_console
+
+    main(["check", "--bundle", str(FIXTURES / "h200-collect"), "--json"])
+    document = json.loads(capsys.readouterr().out)
+    gdr = next(finding for finding in document["findings"] if finding["check_id"] == "network.gdr")
+    assert (gdr["message"], gdr["message_id"], gdr["message_values"]) == (
+        "No RDMA device, so GPUDirect RDMA does not apply.", "network.gdr.no_rdma", {})
+    out = io.StringIO()
+    render_console(document, Console(file=out, width=100), verbose=True, lang="zh")
+    assert "没有 RDMA 设备，GPUDirect RDMA 不适用。" in out.getvalue()
+    assert "No RDMA device" not in out.getvalue()
+
+
+def test_placeholders_fill_in_both_languages():
+    from gpuready.i18n import finding_text, said
+
+    text = finding_text(said("network.port.in_use", port=29500))
+    assert text["message"] == ("TCP port 29500 is already in use: torchrun's default rendezvous would fail with "
+                               "'address already in use'.")
+    assert text["fix"] == ("Find the holder with `ss -ltnp 'sport = :29500'`, or pass --master-port / --rdzv-endpoint "
+                           "with another port.")
+    assert message("network.port.in_use.fix", "zh", port=29500) == \
+        "用 `ss -ltnp 'sport = :29500'` 找出占用者，或用 --master-port / --rdzv-endpoint 换一个端口。"

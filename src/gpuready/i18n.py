@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import string
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
@@ -33,17 +34,22 @@ def choose_language(option: str | None = None, environ: Mapping[str, str] = os.e
     return DEFAULT_LANGUAGE
 
 
-def catalogue_path(lang: str) -> Path:
-    return LOCALE_DIR / lang / "LC_MESSAGES" / "gpuready.po"
+def catalogue_paths(lang: str) -> list[Path]:
+    """One PO file per domain (`gpuready.po`: the console's labels; `check_<module>.po`, `diagnose_<reader>.po`: the
+    findings of one module), so that each module's messages sit beside nobody else's."""
+    return sorted((LOCALE_DIR / lang / "LC_MESSAGES").glob("*.po"))
 
 
 @lru_cache(maxsize=None)
 def catalogue(lang: str) -> dict[str, str]:
-    """{message id: text} of one language (an unknown language: English)."""
+    """{message id: text} of one language, all its domains (an unknown language: English)."""
     from babel.messages.pofile import read_po
 
-    with open(catalogue_path(lang if lang in LANGUAGES else DEFAULT_LANGUAGE), "rb") as po_file:
-        return {entry.id: entry.string for entry in read_po(po_file) if entry.id and entry.string}
+    texts: dict[str, str] = {}
+    for path in catalogue_paths(lang if lang in LANGUAGES else DEFAULT_LANGUAGE):
+        with open(path, "rb") as po_file:
+            texts.update((entry.id, entry.string) for entry in read_po(po_file) if entry.id and entry.string)
+    return texts
 
 
 def message(msg_id: str, lang: str = DEFAULT_LANGUAGE, /, **values: object) -> str:
@@ -56,3 +62,30 @@ def placeholders(text: str) -> frozenset[str]:
     """The names of `text`'s `{placeholders}` (format specs and conversions aside)."""
     return frozenset(field for _literal, field, _spec, _conversion in string.Formatter().parse(text)
                      if field is not None)
+
+
+@dataclass(frozen=True)
+class Said:
+    """A finding's text by catalogue id: `said("network.port.in_use", port=29500)`. The finding keeps the id and the
+    values, so that the report renders again in any language; its `message` and `fix` are the English."""
+
+    msg_id: str
+    values: dict[str, object]
+
+    def english(self) -> str:
+        return catalogue(DEFAULT_LANGUAGE)[self.msg_id].format(**self.values)
+
+    def english_fix(self) -> str | None:
+        fix = catalogue(DEFAULT_LANGUAGE).get(f"{self.msg_id}.fix")
+        return fix.format(**self.values) if fix is not None else None
+
+
+def said(msg_id: str, **values: object) -> Said:
+    """`values`: JSON scalars (str, int, float, bool, None): they are kept in the report document."""
+    return Said(msg_id, values)
+
+
+def finding_text(text: Said) -> dict[str, object]:
+    """A Finding's `message`, `fix`, `message_id` and `message_values`: `Finding(check_id=…, **finding_text(said(…)))`."""
+    return {"message": text.english(), "fix": text.english_fix(), "message_id": text.msg_id,
+            "message_values": dict(text.values)}

@@ -129,6 +129,11 @@ class Finding:
     """The input lines the finding rests on (diagnose): file, line number, the line as quoted."""
     consequence_of: str | None = None
     """The check_id of the root cause this finding follows from (diagnose ranks it under that cause)."""
+    message_id: str | None = None
+    """The message catalogue's id of `message` (and, with `.fix` appended, of `fix`): another language renders it
+    from there (i18n.py `finding_text`). None for a message not yet in the catalogue: shown as written."""
+    message_values: dict[str, Any] | None = None
+    """The placeholders' values (JSON scalars), so that a saved report renders again in any language."""
 
     @property
     def category(self) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from gpuready.facts.types import Facts, GpuFacts, KernelEvent
+from gpuready.i18n import Said, finding_text
 from gpuready.model import Evidence, Finding, GpuRef, Status, Subject
 
 MAX_EVIDENCE_LINES = 5
@@ -89,24 +90,28 @@ class CheckContext:
         return Subject(host=self.host, gpu=self.gpu_ref(gpu) if gpu else None,
                        peer=self.gpu_ref(peer) if peer else None, nic=nic)
 
-    def finding(self, status: Status, message: str, *, gpu: GpuFacts | None = None, peer: GpuFacts | None = None,
-                nic: str | None = None, observed: Any = None, expected: Any = None, fix: str | None = None,
-                refs: list[str] | None = None, check_id: str | None = None,
+    def finding(self, status: Status, message: str | Said, *, gpu: GpuFacts | None = None,
+                peer: GpuFacts | None = None, nic: str | None = None, observed: Any = None, expected: Any = None,
+                fix: str | None = None, refs: list[str] | None = None, check_id: str | None = None,
                 evidence: list[Evidence] | None = None) -> Finding:
+        """`message`: a catalogue text (`said(id, **values)`, which brings its fix too) or, until a check's messages
+        are in the catalogue, an English sentence."""
+        text = finding_text(message) if isinstance(message, Said) else {"message": message}
+        if fix is not None or "fix" not in text:
+            text["fix"] = fix
         return Finding(check_id=check_id or self.check_id, status=status, subject=self.subject(gpu, peer, nic),
-                       message=message, observed=observed, expected=expected, fix=fix, refs=refs or [],
-                       evidence=evidence or [])
+                       observed=observed, expected=expected, refs=refs or [], evidence=evidence or [], **text)
 
-    def passed(self, message: str, **kwargs: Any) -> Finding:
+    def passed(self, message: str | Said, **kwargs: Any) -> Finding:
         return self.finding(Status.PASS, message, **kwargs)
 
-    def warn(self, message: str, **kwargs: Any) -> Finding:
+    def warn(self, message: str | Said, **kwargs: Any) -> Finding:
         return self.finding(Status.WARN, message, **kwargs)
 
-    def fail(self, message: str, **kwargs: Any) -> Finding:
+    def fail(self, message: str | Said, **kwargs: Any) -> Finding:
         return self.finding(Status.FAIL, message, **kwargs)
 
-    def skip(self, message: str, **kwargs: Any) -> Finding:
+    def skip(self, message: str | Said, **kwargs: Any) -> Finding:
         return self.finding(Status.SKIP, message, **kwargs)
 
 

@@ -23,6 +23,7 @@ from gpuready.report.findings_view import EVIDENCE_SHOWN, render_findings, rende
 from gpuready.report.labels import labels_for
 from gpuready.report.plan_view import STRATEGIES_SHOWN, render_plan, render_plan_subject
 from gpuready.report.tables import format_value, render_inventory, render_measurements
+from gpuready.report.translate import in_language
 
 __all__ = ["EVIDENCE_SHOWN", "STRATEGIES_SHOWN", "format_value", "render_console"]
 
@@ -39,6 +40,7 @@ def render_console(document: dict, console: Console | None = None, verbose: bool
     console = console or Console()
     plain = not console.is_terminal if plain is None else plain
     labels = labels_for(lang)
+    document = in_language(document, lang)
     findings = [read_finding(item) for item in sequence(document.get("findings"))]
     render_header(document, findings, console, labels)
     render_plan_subject(document, console, labels)
