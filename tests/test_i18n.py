@@ -106,3 +106,25 @@ def test_placeholders_fill_in_both_languages():
                            "with another port.")
     assert message("network.port.in_use.fix", "zh", port=29500) == \
         "用 `ss -ltnp 'sport = :29500'` 找出占用者，或用 --master-port / --rdzv-endpoint 换一个端口。"
+
+
+def test_the_chinese_inventory_fits_80_columns_without_cutting_a_header(capsys):
+    """rich measured `温度 temp` short and cropped it to `温度 te` at 80 columns; bilingual headers are two lines."""
+    import io
+
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    from conftest import FIXTURES
+    from gpuready.bundle.reader import read_bundle
+    from gpuready.checks.registry import CheckOptions
+    from gpuready.report.console import render_console
+    from gpuready.verbs.check import check_files
+
+    document = check_files(read_bundle(FIXTURES / "h200-collect"), CheckOptions())[0].to_dict()
+    out = io.StringIO()
+    render_console(document, Console(file=out, width=80), lang="zh")
+    lines = out.getvalue().splitlines()
+    assert max(cell_len(line) for line in lines) <= 80
+    header = [line.split() for line in lines if line.startswith("GPU ")][0]
+    assert header[-3:] == ["power", "limit", "temp"] and "0000:00:06.0" in out.getvalue()

@@ -7,6 +7,8 @@ no box-drawing characters (`plain`): a log or an e-mail shows them as mojibake.
 
 from __future__ import annotations
 
+import unicodedata
+
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -21,9 +23,22 @@ def table(columns: tuple[str, ...] | list[str], plain: bool, *, numeric: tuple[i
     shape = None if plain or not frame else box.SIMPLE_HEAD
     result = Table(box=shape, expand=False, pad_edge=False, show_edge=False)
     for position, column in enumerate(columns):
-        result.add_column(column, overflow="fold", no_wrap=False,
+        result.add_column(bilingual_header(column), overflow="fold", no_wrap=False,
                           justify="right" if position in numeric else "left")
     return result
+
+
+def bilingual_header(label: str) -> str:
+    """`温度 temp` as two lines, Chinese above English: rich measures a wrapped header of double-width characters
+    short and crops the table's last column at 80 columns (measured with rich 13); two lines never need wrapping."""
+    for position, character in enumerate(label):
+        if character == " " and position and _is_wide(label[position - 1]):
+            return f"{label[:position]}\n{label[position + 1:]}"
+    return label
+
+
+def _is_wide(character: str) -> bool:
+    return unicodedata.east_asian_width(character) in ("W", "F")
 
 
 def keep_whole(target: Table, position: int, cells: list[str]) -> None:
