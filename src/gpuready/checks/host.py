@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpuready.checks.registry import CheckContext, check
 from gpuready.facts.units import parse_cpu_list
+from gpuready.i18n import said
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding
 
@@ -20,26 +21,21 @@ def host_memory_ratio(context: CheckContext) -> list[Finding]:
     host = context.facts.host
     vram = _total_vram_bytes(context)
     if not vram:
-        return [context.skip("GPU memory sizes are not known.")]
-    ram, what = host.memory_total_bytes, "system RAM"
+        return [context.skip(said("host.memory_ratio.no_vram"))]
+    ram, what, key = host.memory_total_bytes, "system RAM", "ram"
     if host.cgroup_memory_limit_bytes and host.cgroup_memory_limit_bytes < ram:
-        ram, what = host.cgroup_memory_limit_bytes, "the container's memory limit"
+        ram, what, key = host.cgroup_memory_limit_bytes, "the container's memory limit", "limit"
     ratio = ram / vram
     observed = f"{ram / GIB:,.0f} GiB {what} / {vram / GIB:,.0f} GiB VRAM = {ratio:.2f}×"
     expected = f">= {limit['warn_below']}×"
-    fix = ("Add system memory (or raise the container's memory limit) to at least "
-           f"{limit['warn_below'] * vram / GIB:,.0f} GiB; until then keep DataLoader workers and pinned buffers small, "
-           "and avoid CPU offload (ZeRO-Offload / FSDP CPU offload).")
+    needed_gib = limit["warn_below"] * vram / GIB
     if ratio < limit["fail_below"]:
-        return [context.fail(f"{what[0].upper() + what[1:]} is only {ratio:.2f}× the total GPU memory: loading a checkpoint "
-                             "that fills the GPUs will not fit in host memory.", observed=observed,
-                             expected=expected, fix=fix, refs=[limit["source"]])]
+        return [context.fail(said(f"host.memory_ratio.fail_{key}", ratio=ratio, needed_gib=needed_gib),
+                             observed=observed, expected=expected, refs=[limit["source"]])]
     if ratio < limit["warn_below"]:
-        return [context.warn(f"{what[0].upper() + what[1:]} is {ratio:.2f}× the total GPU memory, below the "
-                             f"{limit['warn_below']}× rule of thumb: checkpoint loading, pinned-memory data loaders "
-                             "and CPU offload may run out of host memory.", observed=observed, expected=expected,
-                             fix=fix, refs=[limit["source"]])]
-    return [context.passed(f"{what[0].upper() + what[1:]} is {ratio:.2f}× the total GPU memory.", observed=observed,
+        return [context.warn(said(f"host.memory_ratio.low_{key}", ratio=ratio, warn_below=limit["warn_below"],
+                                  needed_gib=needed_gib), observed=observed, expected=expected, refs=[limit["source"]])]
+    return [context.passed(said(f"host.memory_ratio.pass_{key}", ratio=ratio), observed=observed,
                            expected=expected, refs=[limit["source"]])]
 
 
@@ -48,21 +44,20 @@ def host_cpu_per_gpu(context: CheckContext) -> list[Finding]:
     limit = thresholds("host_cpu_per_gpu")
     host = context.facts.host
     # The container's share: the fewest of the host's CPUs, its cpuset and its CPU quota (quota / period).
-    cpus, what = float(host.cpu_count), "logical CPUs"
+    cpus, what, key, values = float(host.cpu_count), "logical CPUs", "host", {}
     if host.cgroup_cpuset_count and host.cgroup_cpuset_count < cpus:
         shown = host.cgroup_cpuset if len(host.cgroup_cpuset or "") <= 40 else f"{host.cgroup_cpuset[:37]}..."
-        cpus, what = float(host.cgroup_cpuset_count), f"CPUs in the container's cpuset ({shown})"
+        cpus, what, key = float(host.cgroup_cpuset_count), f"CPUs in the container's cpuset ({shown})", "cpuset"
+        values = {"cpuset": shown}
     if host.cgroup_cpu_limit and host.cgroup_cpu_limit < cpus:
-        cpus, what = host.cgroup_cpu_limit, "CPUs allowed by the container's CPU quota"
+        cpus, what, key, values = host.cgroup_cpu_limit, "CPUs allowed by the container's CPU quota", "quota", {}
     per_gpu = cpus / len(context.gpus)
     observed = f"{cpus:g} {what} / {len(context.gpus)} GPU(s) = {per_gpu:.1f}"
     if per_gpu < limit["warn_below"]:
-        return [context.warn(f"Only {per_gpu:.1f} {what} per GPU: data loading and the Python side of each rank "
-                             "will starve the GPUs.", observed=observed, expected=f">= {limit['warn_below']}",
-                             fix="Give the job more CPUs (container/Slurm --cpus-per-task), or keep DataLoader "
-                                 "num_workers <= cores per GPU - 1.", refs=[limit["source"]])]
-    return [context.passed(f"{per_gpu:.1f} {what} per GPU.", observed=observed, expected=f">= {limit['warn_below']}",
-                           refs=[limit["source"]])]
+        return [context.warn(said(f"host.cpu_per_gpu.low_{key}", per_gpu=per_gpu, **values), observed=observed,
+                             expected=f">= {limit['warn_below']}", refs=[limit["source"]])]
+    return [context.passed(said(f"host.cpu_per_gpu.pass_{key}", per_gpu=per_gpu, **values), observed=observed,
+                           expected=f">= {limit['warn_below']}", refs=[limit["source"]])]
 
 
 @check("host.numa_affinity", "CPUs and NUMA node near each GPU")
@@ -76,17 +71,16 @@ def host_numa_affinity(context: CheckContext) -> list[Finding]:
         if cpus or numa is not None:
             affinity[f"GPU{gpu.index}"] = {"cpus": cpus or "?", "numa_node": str(numa) if numa is not None else "?"}
     if not affinity:
-        return [context.skip("No CPU/NUMA affinity reported (nvml.json or nvidia-smi-topo.txt holds it).")]
+        return [context.skip(said("host.numa_affinity.unreported"))]
     nodes = {entry["numa_node"] for entry in affinity.values()} - {"?", "N/A"}
     summary = "; ".join(f"{gpu}: CPUs {entry['cpus']}, NUMA {entry['numa_node']}" for gpu, entry in affinity.items())
     cpu_sets = [cpus for entry in affinity.values() if (cpus := _cpu_set(entry["cpus"])) is not None]
-    note = ""
+    variant = "pass"
     if len(nodes) > 1:
-        note = (" Pin each rank to its GPU's node (torchrun --numa-binding=node on torch >= 2.8, or "
-                "`numactl --cpunodebind=N --membind=N`).")
+        variant = "pass_nodes"
     elif cpu_sets and all(len(cpus) == len(cpu_sets[0]) for cpus in cpu_sets):
-        note = " All GPUs share one NUMA node: no pinning needed."
-    return [context.passed(f"GPU affinity: {summary}.{note}", observed=affinity,
+        variant = "pass_one_node"
+    return [context.passed(said(f"host.numa_affinity.{variant}", affinity=summary), observed=affinity,
                            refs=["nvidia-smi topo -m (CPU/NUMA Affinity)"])]
 
 
@@ -103,19 +97,15 @@ def host_shm(context: CheckContext) -> list[Finding]:
     limit = thresholds("host_shm")
     shm, count = context.facts.host.shm_total_bytes, len(context.gpus)
     observed = f"{shm / 2**20:,.0f} MiB"
-    fix = ("Docker: `--shm-size=16g` (or `--ipc=host`); Kubernetes: mount an emptyDir with medium: Memory at "
-           "/dev/shm; bare metal: `sudo mount -o remount,size=50% /dev/shm`.")
     if count >= 2 and shm < limit["fail_below_bytes"]:
-        return [context.fail(f"/dev/shm is {observed}: NCCL's shared-memory transport and DataLoader workers fail "
-                             "with 'Bus error' or 'unable to allocate shared memory'.", observed=observed,
-                             expected=f">= {limit['warn_below_bytes_per_gpu'] * count / 2**30:g} GiB", fix=fix,
+        return [context.fail(said("host.shm.fail", shm_mib=shm / 2**20), observed=observed,
+                             expected=f">= {limit['warn_below_bytes_per_gpu'] * count / 2**30:g} GiB",
                              refs=[limit["source"]])]
     if shm < limit["warn_below_bytes_per_gpu"] * count:
-        return [context.warn(f"/dev/shm is {observed} for {count} GPU(s), below 1 GiB per GPU: multi-worker data "
-                             "loading may fail.", observed=observed,
-                             expected=f">= {limit['warn_below_bytes_per_gpu'] * count / 2**30:g} GiB", fix=fix,
+        return [context.warn(said("host.shm.low", shm_mib=shm / 2**20, count=count), observed=observed,
+                             expected=f">= {limit['warn_below_bytes_per_gpu'] * count / 2**30:g} GiB",
                              refs=[limit["source"]])]
-    return [context.passed(f"/dev/shm is {shm / 2**30:,.1f} GiB.", observed=observed, refs=[limit["source"]])]
+    return [context.passed(said("host.shm.pass", shm_gib=shm / 2**30), observed=observed, refs=[limit["source"]])]
 
 
 @check("host.disk", "Free disk space", needs=("host.disks",))
@@ -130,27 +120,26 @@ def host_disk(context: CheckContext) -> list[Finding]:
     if low:
         described = ", ".join(f"{disk.mount} {disk.available_bytes / 1e9:,.0f} GB free of {disk.size_bytes / 1e9:,.0f} GB"
                               for disk in low)
-        return [context.warn(f"Little free space: {described}; checkpoints will fail to save.", observed=described,
+        text = said("host.disk.low", disks=described) if len(low) > 1 else \
+            said("host.disk.low_one", mount=low[0].mount, free_gb=low[0].available_bytes / 1e9,
+                 size_gb=low[0].size_bytes / 1e9)
+        return [context.warn(text, observed=described,
                              expected=f">= {limit['warn_below_bytes'] / 1e9:g} GB or "
-                                      f"{limit['warn_below_fraction']:.0%} free",
-                             fix="Free space (`du -xsh /* | sort -h`), or point checkpoints at a larger volume.",
-                             refs=[limit["source"]])]
+                                      f"{limit['warn_below_fraction']:.0%} free", refs=[limit["source"]])]
     root = next((disk for disk in disks if disk.mount == "/"), disks[0] if disks else None)
-    detail = f" ({root.mount}: {root.available_bytes / 1e9:,.0f} GB free)" if root else ""
-    return [context.passed(f"Enough free disk space{detail}.", refs=[limit["source"]])]
+    text = said("host.disk.pass", mount=root.mount, free_gb=root.available_bytes / 1e9) if root else \
+        said("host.disk.pass_no_disk")
+    return [context.passed(text, refs=[limit["source"]])]
 
 
 @check("host.memlock", "Locked-memory limit for RDMA", needs=("host.memlock_limit_bytes",), needs_gpus=False)
 def host_memlock(context: CheckContext) -> list[Finding]:
     limit = context.facts.host.memlock_limit_bytes
     if limit == -1:
-        return [context.passed("Locked memory (ulimit -l) is unlimited.")]
+        return [context.passed(said("host.memlock.unlimited"))]
     if not context.facts.ib_ports:
-        return [context.passed(f"Locked memory is limited to {limit // 1024:,} KiB; no RDMA device here, so this "
-                               "only matters once InfiniBand/RoCE is used.", observed=f"{limit // 1024} KiB")]
-    return [context.warn(f"Locked memory is limited to {limit // 1024:,} KiB: RDMA (InfiniBand/RoCE) registration "
-                         "and large pinned buffers fail.", observed=f"{limit // 1024} KiB", expected="unlimited",
-                         fix="Set `* - memlock unlimited` in /etc/security/limits.conf (or docker `--ulimit "
-                             "memlock=-1`, Slurm PropagateResourceLimits).",
+        return [context.passed(said("host.memlock.no_rdma", limit_kib=limit // 1024), observed=f"{limit // 1024} KiB")]
+    return [context.warn(said("host.memlock.limited", limit_kib=limit // 1024), observed=f"{limit // 1024} KiB",
+                         expected="unlimited",
                          refs=["NCCL troubleshooting (Docker, memlock): https://docs.nvidia.com/deeplearning/nccl/"
                                "user-guide/docs/troubleshooting.html"])]
