@@ -8,6 +8,7 @@ Parsing is facts/host_log.py; this module only judges. NCCL's own shared-memory 
 from __future__ import annotations
 
 from gpuready.facts import host_log as parse
+from gpuready.i18n import finding_text, said
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Status, Subject
 from gpuready.verbs.diagnose.evidence import DiagnoseContext, Line, Reader, quote
@@ -17,9 +18,6 @@ MAX_ITEMS = 16
 
 REFS_OOM = ["linux mm/oom_kill.c (the `Out of memory: Killed process` and `oom-kill:constraint=` lines)",
             "https://docs.kernel.org/admin-guide/cgroup-v2.html#memory (memory.max, memory.oom.group)"]
-FIX_HOST_MEMORY = ("lower host-memory use on that node: fewer DataLoader workers (`num_workers`) and a smaller "
-                   "`prefetch_factor`, `pin_memory=False`, load the checkpoint once (mmap / `low_cpu_mem_usage=True`) "
-                   "instead of a full copy per rank")
 
 
 class HostLogReader(Reader):
@@ -82,33 +80,24 @@ class HostLogReader(Reader):
         seen_by_launcher = [line for kill, line in self.sigkills if kill.pid in kill_pids]
         who = ", ".join(f"{name or '?'} (pid {pid})" if pid is not None else f"{name or '?'}"
                         for name, pid in list(victims)[:4]) + (" …" if len(victims) > 4 else "")
-        size = f", {_size(rss * 1024)} resident (anon-rss)" if rss is not None else ""
-        scope = (f"a memory cgroup ran out (the container's or job's memory limit{f', {memcg}' if memcg else ''}), "
-                 "not the whole host" if cgroup else "the host ran out of RAM")
-        what = (f"The Linux OOM killer killed {who}{size}" if victims else
-                f"The Linux OOM killer ran (invoked by {', '.join(invokers[:4]) or '?'}; the victim's line is not "
-                "in these inputs)")
-        message = (f"{what}: {scope}"
-                   + ("; the launcher saw the same pid die by SIGKILL" if seen_by_launcher else "")
-                   + (f" ({len(victims)} processes killed)." if len(victims) > 1 else "."))
-        if cgroup:
-            fix = ("The container's / job's memory limit was hit: raise it (Kubernetes `resources.limits.memory`, "
-                   "`docker run --memory=…`, Slurm `--mem=`), or " + FIX_HOST_MEMORY + ". Check the limit with "
-                   "`cat /sys/fs/cgroup/memory.max` inside the container.")
-        else:
-            fix = ("Find what filled RAM (`dmesg -T | grep -A30 'invoked oom-killer'` lists every task's RSS): "
-                   + FIX_HOST_MEMORY + "; or add RAM / swap. In a container also raise its memory limit.")
+        # one catalogue id per variant: what the killer did, whose memory ran out (the fix follows it), the launcher
+        # seeing the same pid die, several victims
+        what = ("killed_rss" if rss is not None else "killed") if victims else "ran"
+        scope = ("memcg" if memcg else "cgroup") if cgroup else "host"
+        msg_id = (f"host.oom.{what}.{scope}" + (".sigkill" if seen_by_launcher else "")
+                  + (".several" if len(victims) > 1 else ""))
+        text = said(msg_id, who=who, rss=_size(rss * 1024) if rss is not None else None,
+                    invokers=", ".join(invokers[:4]) or "?", memcg=memcg, killed=len(victims))
         lines = _in_order([line for _, line in named] + seen_by_launcher + [line for _, line in self.ooms])
         return Finding(
-            check_id="host.oom", status=Status.FAIL, subject=Subject(host=host),
-            message=message,
+            check_id="host.oom", status=Status.FAIL, subject=Subject(host=host), **finding_text(text),
             observed={"process": first.process if first else None, "pid": first.pid if first else None,
                       "anon_rss_bytes": rss * 1024 if rss is not None else None,
                       "total_vm_bytes": total_vm * 1024 if total_vm is not None else None,
                       "cgroup": cgroup, "memcg": memcg, "killed": [{"process": n, "pid": p} for n, p in victims],
                       "invoked_by": invokers[:8],
                       "oom_lines": self.oom_lines, "sigkill_pids": sorted(kill.pid for kill, _ in self.sigkills)},
-            expected="no OOM kill during the job", fix=fix, refs=REFS_OOM, evidence=quote(lines))
+            expected="no OOM kill during the job", refs=REFS_OOM, evidence=quote(lines))
 
     def _sigkill(self, host: str) -> Finding | None:
         """SIGKILL alone is weak evidence: the OOM killer is the usual sender; a scheduler or a user send it too."""
@@ -116,17 +105,12 @@ class HostLogReader(Reader):
             return None
         pids = [kill.pid for kill, _ in self.sigkills]
         sources = sorted({kill.source for kill, _ in self.sigkills})
-        what = "DataLoader worker" if sources == ["dataloader"] else "process"
+        what = "dataloader" if sources == ["dataloader"] else "process"
         return Finding(
             check_id="host.oom", status=Status.WARN, subject=Subject(host=host),
-            message=(f"{what.capitalize()}(es) {', '.join(map(str, pids[:6]))} died by SIGKILL (signal 9): possibly "
-                     "the host OOM killer; check dmesg. No OOM-killer line is among these inputs."),
+            **finding_text(said(f"host.oom.sigkill_only.{what}", pids=", ".join(map(str, pids[:6])))),
             observed={"pids": pids, "source": sources},
             expected="no process killed by SIGKILL",
-            fix=("On that node run `dmesg -T | grep -i -E 'out of memory|killed process'` (or `journalctl -k | grep -i "
-                 "oom`) and give its output to `gpuready diagnose`; if it shows an OOM kill, " + FIX_HOST_MEMORY
-                 + ", or raise the container's memory limit. No OOM line: look at the scheduler (`sacct -j <job>`, "
-                 "`kubectl describe pod`) for who sent the kill."),
             refs=REFS_OOM, evidence=quote(_in_order([line for _, line in self.sigkills])))
 
     # ------------------------------------------------------------------ host.shm
@@ -137,19 +121,13 @@ class HostLogReader(Reader):
         kinds = sorted({shm.kind for shm, _ in self.shm})
         pids = sorted({shm.pid for shm, _ in self.shm if shm.pid is not None})
         paths = sorted({shm.path for shm, _ in self.shm if shm.path})[:4]
-        what = {"bus_error": "DataLoader workers died with a bus error writing to /dev/shm",
-                "no_space": "torch could not write its shared-memory files (No space left on device)",
-                "write_failed": "torch could not write its shared-memory files"}
+        # one catalogue id per set of kinds (bus_error, no_space, write_failed), and for a single line
+        msg_id = "host.shm." + "-".join(kinds) + (".one_line" if self.shm_lines == 1 else "")
         return Finding(
             check_id="host.shm", status=Status.FAIL, subject=Subject(host=host),
-            message=("/dev/shm is too small for the DataLoader: " + "; ".join(what[kind] for kind in kinds)
-                     + f" ({self.shm_lines} line{'s' * (self.shm_lines > 1)}). Docker gives a container 64 MB of "
-                       "/dev/shm unless told otherwise; every worker passes its batches through it."),
+            **finding_text(said(msg_id, lines=self.shm_lines)),
             observed={"kinds": kinds, "worker_pids": pids, "files": paths, "lines": self.shm_lines},
             expected="/dev/shm large enough for num_workers × prefetch_factor batches (several GiB)",
-            fix=("Docker: `docker run --shm-size=16g` (or `--ipc=host`); Kubernetes: mount an `emptyDir` volume with "
-                 "`medium: Memory` (and a `sizeLimit`) at /dev/shm; check with `df -h /dev/shm`. Fewer DataLoader "
-                 "workers or a smaller `prefetch_factor` only lower the need."),
             refs=[thresholds("host_shm")["source"],
                   "pytorch/pytorch#5040 (Bus error when /dev/shm is full)"],
             evidence=quote([line for _, line in self.shm]))
