@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuready.facts import k8s_node as parse
+from gpuready.i18n import Said, finding_text, said
 from gpuready.model import Finding, Status, Subject
 from gpuready.verbs.diagnose.evidence import DiagnoseContext, Line, Reader, quote
 
@@ -20,13 +21,6 @@ GPU = "nvidia.com/gpu"
 REFS = ["https://github.com/NVIDIA/k8s-device-plugin#prerequisites",
         "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html",
         "NVIDIA/k8s-device-plugin#58 (maintainer: Capacity is every GPU, Allocatable the healthy ones)"]
-FIX_RUNTIME = ("The device plugin's container cannot reach the driver: on the node install the NVIDIA Container "
-               "Toolkit and make nvidia containerd's default runtime (`sudo nvidia-ctk runtime configure "
-               "--runtime=containerd --set-as-default && sudo systemctl restart containerd`; CRI-O and Docker alike; "
-               "k3s: configure k3s's own containerd config.toml.tmpl), or create a RuntimeClass `nvidia` (handler: "
-               "nvidia) and run the plugin with `runtimeClassName: nvidia`; then restart the plugin (`kubectl -n "
-               "kube-system rollout restart daemonset nvidia-device-plugin-daemonset`) and check `kubectl describe "
-               "node <node> | grep nvidia.com/gpu`.")
 
 
 @dataclass
@@ -164,52 +158,31 @@ class K8sNodeReader(Reader):
         label = self._gpu_label(node)
         lines = sorted([line for section in read for line in section.lines] + node.label_lines,
                        key=lambda line: (line.source, line.number))
-        who = f"Node {node.name}" if node.name else "The node"
         observed = {"node": node.name, "capacity": cap, "allocatable": alloc, "label": label,
                     "mig": mig or None}
         if mig and not cap and not alloc:
             return Finding(check_id="k8s.gpu_not_advertised", status=Status.PASS, subject=Subject(host=host),
-                           message=(f"{who} advertises MIG devices ({', '.join(f'{k}: {v}' for k, v in mig.items())})"
-                                    f"; nvidia.com/gpu: 0 is expected with the mixed MIG strategy."),
+                           **finding_text(_said("mig", node, mig=", ".join(f"{k}: {v}" for k, v in mig.items()))),
                            observed=observed, refs=REFS, evidence=quote(lines))
         if (has_capacity and cap == 0) or (has_allocatable and alloc == 0):
-            if cap:
-                message = (f"{who} has {cap} GPU(s) in Capacity but nvidia.com/gpu: 0 in Allocatable: the "
-                           "device plugin marks every GPU unhealthy, so no pod can be scheduled on them.")
-                fix = ("Read the device plugin's log on that node (`kubectl -n kube-system logs <nvidia-device-plugin "
-                       "pod>`) for the health events (an Xid makes a GPU unhealthy) and the node's `dmesg -T | grep "
-                       "NVRM` (`gpuready diagnose` reads both); fix or reset the GPU, then restart the device plugin.")
-            else:
-                message = (f"{who} advertises nvidia.com/gpu: 0"
-                           + (f" although it is labelled {label}" if label else "")
-                           + ": the device plugin runs but found no GPU, so pods requesting nvidia.com/gpu stay "
-                             "Pending.")
-                fix = FIX_RUNTIME
+            text = (_said("all_unhealthy", node, capacity=cap) if cap else
+                    _said("zero_labelled", node, label=label) if label else _said("zero", node))
             return Finding(check_id="k8s.gpu_not_advertised", status=Status.FAIL, subject=Subject(host=host),
-                           message=message, observed=observed, expected="nvidia.com/gpu equal to the node's GPUs",
-                           fix=fix, refs=REFS, evidence=quote(lines))
+                           **finding_text(text), observed=observed, expected="nvidia.com/gpu equal to the node's GPUs",
+                           refs=REFS, evidence=quote(lines))
         if label and not has_capacity and not has_allocatable and not mig \
                 and all(section.closed and section.others >= 2 for section in read):
             return Finding(check_id="k8s.gpu_not_advertised", status=Status.FAIL, subject=Subject(host=host),
-                           message=(f"{who} is labelled {label} but its Capacity/Allocatable list no "
-                                    "nvidia.com/gpu: no device plugin registered its GPUs with the kubelet."),
-                           observed=observed, expected="nvidia.com/gpu in Capacity and Allocatable",
-                           fix=("Check the device plugin runs on that node (`kubectl -n kube-system get pods -o wide "
-                                "| grep nvidia-device-plugin`; a missing nodeSelector / toleration keeps it off) and "
-                                "read its log. " + FIX_RUNTIME),
-                           refs=REFS, evidence=quote(lines + [line for section in read for line in section.lines[:1]]))
+                           **finding_text(_said("not_registered", node, label=label)),
+                           observed=observed, expected="nvidia.com/gpu in Capacity and Allocatable", refs=REFS, evidence=quote(lines + [line for section in read for line in section.lines[:1]]))
         if cap and alloc is not None and 0 < alloc < cap:
             return Finding(check_id="k8s.gpu_not_advertised", status=Status.FAIL, subject=Subject(host=host),
-                           message=(f"{who} has {cap} GPU(s) in Capacity but only {alloc} allocatable: the "
-                                    f"device plugin marks {cap - alloc} unhealthy, so a job needing all {cap} cannot "
-                                    "be placed there."),
-                           observed=observed, expected=f"nvidia.com/gpu: {cap} allocatable",
-                           fix=("Find the unhealthy GPU in the device plugin's log and the node's `dmesg -T | grep "
-                                "NVRM` (Xid); fix or reset it, then restart the device plugin."),
-                           refs=REFS, evidence=quote(lines))
+                           **finding_text(_said("some_unhealthy", node, capacity=cap, allocatable=alloc,
+                                                unhealthy=cap - alloc)),
+                           observed=observed, expected=f"nvidia.com/gpu: {cap} allocatable", refs=REFS, evidence=quote(lines))
         if cap or alloc:
             return Finding(check_id="k8s.gpu_not_advertised", status=Status.PASS, subject=Subject(host=host),
-                           message=f"{who} advertises nvidia.com/gpu: {alloc if alloc is not None else cap}.",
+                           **finding_text(_said("advertised", node, gpus=alloc if alloc is not None else cap)),
                            observed=observed, refs=REFS, evidence=quote(lines))
         return None
 
@@ -218,8 +191,12 @@ class K8sNodeReader(Reader):
         details = list(dict.fromkeys(error.detail for error, _ in self.plugin))[:4]
         return Finding(
             check_id="k8s.gpu_not_advertised", status=Status.FAIL, subject=Subject(host=context.host),
-            message=("The NVIDIA device plugin found no GPU to advertise: " + "; ".join(details)
-                     + ". Its container does not see the driver's NVML library, so the node shows no nvidia.com/gpu."),
+            **finding_text(said("k8s.gpu_not_advertised.plugin_no_gpu", details="; ".join(details))),
             observed={"kinds": kinds, "details": details},
-            expected="the device plugin registers nvidia.com/gpu", fix=FIX_RUNTIME, refs=REFS,
+            expected="the device plugin registers nvidia.com/gpu", refs=REFS,
             evidence=quote([line for _, line in self.plugin]))
+
+
+def _said(variant: str, node: _Node, **values: object) -> Said:
+    """`k8s.gpu_not_advertised.<variant>` of a node by its name, or `.unnamed` ("The node …") when it has none."""
+    return said(f"k8s.gpu_not_advertised.{variant}" + ("" if node.name else ".unnamed"), node=node.name, **values)
