@@ -189,7 +189,7 @@ def test_validate_form_runs_on_every_node_with_its_hostname():
 
 def test_nccl_env_without_facts_is_empty_and_says_so():
     assert nccl_env(None) == []
-    assert "no facts about this machine" in _render({"kind": "torchrun"})
+    assert "no facts about the target nodes" in _render({"kind": "torchrun"})
 
 
 def test_nccl_env_from_bundle_facts():

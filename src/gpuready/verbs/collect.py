@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 
-def run_collect(out: Path, *, as_tar: bool, force: bool, fast: bool, redact: bool) -> str:
+def run_collect(out: str | Path, *, as_tar: bool, force: bool, fast: bool, redact: bool) -> str:
     """Collect, optionally redact, write; the sentence to print. OutputError: a wrong --out (checked before the slow
     part, so a wrong --out costs nothing) or a bundle that could not be written."""
     from gpuready.bundle.collect import OutputError, collect, plan_output, write_bundle
@@ -31,9 +32,9 @@ SUMMARY = "write a support bundle of this machine"
 
 def add_arguments(parser) -> None:
     from gpuready import option_groups as groups
-    parser.add_argument("--out", required=True, metavar="DIR|FILE.tar.gz",
+    parser.add_argument("--out", metavar="DIR|FILE.tar.gz",
                         help="a new or empty folder (its parent must exist), or an archive name ending in .tar.gz "
-                             "or .tgz (implies --tar)")
+                             "or .tgz (implies --tar); default: gpuready-bundle-HOSTNAME.tar.gz in the current folder")
     parser.add_argument("--tar", action="store_true",
                         help="write one .tar.gz at exactly --out (NAME becomes NAME.tar.gz; never a folder)")
     parser.add_argument("--force", action="store_true",
@@ -49,9 +50,16 @@ def run(args) -> int:
     from gpuready.bundle.collect import OutputError
     from gpuready.model import ExitCode
     from gpuready.usage import UsageError
+    # Fixes tell users to run `gpuready collect`: bare, it writes here under the host's name.
+    out = args.out if args.out is not None else f"gpuready-bundle-{_file_safe(socket.gethostname())}.tar.gz"
     try:
-        print("gpuready: " + run_collect(args.out, as_tar=args.tar, force=args.force, fast=args.fast,
+        print("gpuready: " + run_collect(out, as_tar=args.tar, force=args.force, fast=args.fast,
                                          redact=args.redact))
     except OutputError as error:
         raise UsageError(str(error)) from None
     return ExitCode.READY
+
+
+def _file_safe(name: str) -> str:
+    """A host name as a file name part: letters, digits, `.`, `-`, `_` (anything else becomes `-`)."""
+    return "".join(character if character.isalnum() or character in ".-_" else "-" for character in name)[:64] or "host"

@@ -110,7 +110,7 @@ def _socket_ifname(facts: Any, peers: list[str], entries: list | None, route) ->
             chosen, how = candidates[0], "is the only non-virtual interface that is up with an address"
         elif candidates:
             return None, (f"not set: several interfaces could carry traffic ({', '.join(candidates)}) and no route is "
-                          "known here; run `gpuready diagnose net PEER` and set NCCL_SOCKET_IFNAME to the one that "
+                          "known here; run `gpuready diagnose net --peers PEER` and set NCCL_SOCKET_IFNAME to the one that "
                           "reaches the other nodes")
         else:
             return None, "not set: the facts name no interface with an address"
@@ -140,8 +140,8 @@ def nccl_env_notes(facts: Any, *, peers: list[str] | tuple[str, ...] = (), entri
                    route=None) -> tuple[list[tuple[str, str, str]], list[str]]:
     """`nccl_env`'s variables, and one sentence for each variable it did not set (so the absence is explained)."""
     if facts is None:
-        return [], ["no facts about this machine: no NCCL variable is set; NCCL picks its interfaces and HCAs "
-                    f"itself (see {NCCL_ENV_DOC})"]
+        return [], ["no facts about the target nodes (--bundle of one gives them): no NCCL variable is set; NCCL "
+                    f"picks its interfaces and HCAs itself (see {NCCL_ENV_DOC})"]
     found: list[tuple[str, str, str]] = []
     notes: list[str] = []
     name, why = _socket_ifname(facts, list(peers), entries, route)
@@ -252,7 +252,7 @@ def _torchrun_flags(nnodes: int, gpus_per_node: int, endpoint: str, rdzv_id: str
 
 
 def _shell_env(pairs: list[tuple[str, str, str]], notes: list[str]) -> list[str]:
-    lines = ["# NCCL settings, from this node's facts (gpuready launch; " + NCCL_ENV_DOC + ")"]
+    lines = ["# NCCL settings, from the target node's facts (gpuready launch; " + NCCL_ENV_DOC + ")"]
     lines += [f"# {_one_line(note)}" for note in notes]
     for name, value, why in pairs:
         lines += [f"# {name}: {_one_line(why)}", f"export {name}={shlex.quote(value)}"]
@@ -290,7 +290,8 @@ def _torchrun_text(nnodes: int, gpus_per_node: int, command: list[str], port: in
               "# HEAD: the address of one node, the rendezvous host, that every node reaches (an IPv6 address in "
               "[brackets]);",
               "# set it on every node: HEAD=10.0.0.1 bash launch.sh",
-              f"# TCP port {port} must be free on HEAD and open to the other nodes (check: gpuready diagnose net HEAD).",
+              f"# TCP port {port} must be free on HEAD and open to the other nodes (check: gpuready diagnose net "
+              f"--peers HEAD --port {port}).",
               "set -euo pipefail",
               f"HEAD={head_default}", ""]
     lines += _shell_env(pairs, notes)
@@ -571,6 +572,27 @@ def run_local(text: str, *, env: dict[str, str] | None = None) -> int:
         return 130
 
 
+def _target_facts(args) -> Any:
+    """The facts of the nodes the job will run on: a target node's bundle (--bundle), or this machine's where the
+    script runs here (--run). Otherwise none: the machine gpuready runs on (a laptop, a login node) is not the target,
+    so its NICs and CPU count must not fill the script; those values stay marked parameters, each with why."""
+    from gpuready.usage import UsageError
+    if args.bundle is not None:
+        from gpuready.bundle.reader import BundleError, read_bundle
+        from gpuready.facts.build import build_facts
+        try:
+            return build_facts(read_bundle(args.bundle))
+        except BundleError as error:
+            raise UsageError(str(error)) from None
+    if not args.run:
+        return None
+    try:
+        from gpuready.verbs.check import gather_facts
+        return gather_facts(None, fast=True)
+    except Exception:  # no GPU tools here: the script runs without this machine's NCCL settings
+        return None
+
+
 # --- the command line ----------------------------------------------------------------------------------------------
 
 SUMMARY = "the torchrun command, sbatch script or Kubernetes manifest to run a job"
@@ -584,7 +606,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("kind", choices=("torchrun", "slurm", "k8s"),
                         help="what to write: a torchrun command, an sbatch script or a Kubernetes manifest")
     groups.add(parser, "nnodes", "nodes the job spans (default 1)", default=1)
-    groups.add(parser, "nproc_per_node", "GPUs per node (default: the GPUs of this machine)")
+    groups.add(parser, "nproc_per_node", "GPUs per node (default: those of --bundle's node; with --run, this "
+                                         "machine's)")
+    groups.add(parser, "bundle", "a target node's support bundle (`gpuready collect` there): its GPUs, NICs and CPUs "
+                                 "fill the script; without it those values are left for you to set, each marked")
     parser.add_argument("--image", metavar="IMG", help="container image (k8s; slurm with pyxis)")
     parser.add_argument("--k8s-kind", choices=("job", "jobset", "trainjob"), default="job",
                         help="the Kubernetes resource: an indexed Job, a JobSet or a Kubeflow TrainJob")
@@ -603,14 +628,11 @@ def run(args) -> int:
         raise UsageError("give what to run after `--`: -- train.py ARGS, or -- validate")
     if args.run and args.kind != "torchrun":
         raise UsageError("--run runs the torchrun form here; slurm and k8s files are submitted by their tools")
-    try:
-        from gpuready.verbs.check import gather_facts
-        facts = gather_facts(None, fast=True)
-    except Exception:  # no GPU tools here: the file is written without this machine's NCCL settings
-        facts = None
+    facts = _target_facts(args)
     gpus = args.nproc_per_node or (len(facts.gpus) if facts is not None and facts.gpus else None)
     if gpus is None:
-        raise UsageError("no GPU here to count: give --nproc-per-node G")
+        raise UsageError("give the GPUs per node of the target nodes: --nproc-per-node G, or --bundle of one target "
+                         "node (`gpuready collect` there)")
     try:
         text = launch_text(args.kind, nnodes=args.nnodes, gpus_per_node=gpus, command=args.command,
                            image=args.image, k8s_kind=args.k8s_kind, port=args.port, name=args.name, facts=facts,

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         from gpuready.verbs.diagnose.net import run_net
         return emit(run_net(peers, port=args.port, shared_path=args.shared_path), args)
     if args.peers or args.shared_path:
-        raise UsageError("--peers and --shared-path go with `gpuready diagnose net`")
+        raise UsageError("--peers and --shared-path go with `gpuready diagnose net --peers HOST`")
     from gpuready.verbs.diagnose.run import InputError, diagnose
     try:
         report = diagnose(args.paths, expect_busbw_gb_per_s=args.expect, limits=groups.input_limits(args))
