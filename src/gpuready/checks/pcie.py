@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuready.checks.gpu import allocation
 from gpuready.checks.registry import CheckContext, check, per_gpu
 from gpuready.facts.types import GpuFacts, PciDevice
+from gpuready.i18n import finding_text, said
 from gpuready.knowledge import gpu_spec, thresholds
 from gpuready.model import Finding
 
@@ -22,15 +23,13 @@ def pcie_link_degraded(context: CheckContext) -> list[Finding]:
             return None
         if current < maximum:
             return context.fail(
-                f"GPU{gpu.index}'s PCIe link runs at x{current} of x{maximum}: host↔GPU bandwidth is cut to "
-                f"{current / maximum:.0%}.", gpu=gpu, observed=f"x{current}", expected=f"x{maximum}",
-                fix=f"Reseat {_gpu_label(gpu)} or its riser/cable, check the slot's wiring in the board manual and "
-                    "the BIOS bifurcation setting; confirm with "
-                    f"`sudo lspci -vv{f' -s {gpu.bus_id}' if gpu.bus_id else ''}` (LnkSta).", refs=[_PCIE_REF])
+                said("pcie.link_degraded.narrow", index=gpu.index, current=current, maximum=maximum,
+                     ratio=current / maximum, gpu=_gpu_label(gpu), select=f" -s {gpu.bus_id}" if gpu.bus_id else ""),
+                gpu=gpu, observed=f"x{current}", expected=f"x{maximum}", refs=[_PCIE_REF])
         return None
     return per_gpu(context, judge, "All {count} GPU(s) run at their full PCIe link width.",
                    reported=lambda gpu: gpu.pcie_width_current is not None,
-                   unreported="No PCIe link width reported for any GPU.")
+                   unreported=said("pcie.link_degraded.unreported"))
 
 
 @check("pcie.gen_degraded", "PCIe generation: slot/host and GPU agree")
@@ -42,30 +41,25 @@ def pcie_gen_degraded(context: CheckContext) -> list[Finding]:
         link_max = gpu.pcie_gen_host_max or gpu.pcie_gen_max
         if device_max and link_max and link_max < device_max:
             return context.warn(
-                f"GPU{gpu.index} supports PCIe Gen{device_max} but its slot/host allows only Gen{link_max}: "
-                f"host↔GPU bandwidth is about {2 ** (link_max - device_max):.0%} of what the GPU can do.", gpu=gpu,
-                observed=f"Gen{link_max}", expected=f"Gen{device_max}",
-                fix="Move the GPU to a slot of the GPU's generation, or set the slot's link speed to Auto/Gen"
-                    f"{device_max} in the BIOS; risers and retimers can force a lower generation.", refs=[_PCIE_REF])
+                said("pcie.gen_degraded.slot", index=gpu.index, device_max=device_max, link_max=link_max,
+                     ratio=2 ** (link_max - device_max)), gpu=gpu,
+                observed=f"Gen{link_max}", expected=f"Gen{device_max}", refs=[_PCIE_REF])
         current = gpu.pcie_gen_current
         busy = gpu.utilization_gpu_pct is not None and gpu.utilization_gpu_pct >= busy_pct
         if current and link_max and current < link_max:
             if busy:
                 return context.warn(
-                    f"GPU{gpu.index} is busy ({gpu.utilization_gpu_pct:.0f}%) yet its link runs at Gen{current} of "
-                    f"Gen{link_max}.", gpu=gpu, observed=f"Gen{current}", expected=f"Gen{link_max}",
-                    fix="Check the slot, riser and BIOS link-speed setting; confirm under load with "
-                        "`gpuready validate --only transfer`.", refs=[_PCIE_REF, thresholds("pcie_gen_busy")["source"]])
-            return context.passed(
-                f"GPU{gpu.index} idles at Gen{current} (max Gen{link_max}): idle GPUs lower the link generation to "
-                "save power, so it is judged under load by `gpuready validate` (transfer).", gpu=gpu,
-                observed=f"Gen{current}", expected=f"Gen{link_max} under load")
+                    said("pcie.gen_degraded.busy", index=gpu.index, utilization_pct=gpu.utilization_gpu_pct,
+                         current=current, link_max=link_max), gpu=gpu, observed=f"Gen{current}",
+                    expected=f"Gen{link_max}", refs=[_PCIE_REF, thresholds("pcie_gen_busy")["source"]])
+            return context.passed(said("pcie.gen_degraded.idle", index=gpu.index, current=current, link_max=link_max),
+                                  gpu=gpu, observed=f"Gen{current}", expected=f"Gen{link_max} under load")
         return None
     return per_gpu(context, judge,
                    "All {count} GPU(s) have a slot of their PCIe generation (current generation judged under load "
                    "by `gpuready validate`).",
                    reported=lambda gpu: (gpu.pcie_gen_host_max or gpu.pcie_gen_max) is not None,
-                   unreported="No PCIe link generation reported (nvml.json or nvidia-smi -q holds it).")
+                   unreported=said("pcie.gen_degraded.unreported"))
 
 
 def _spec_gen(gpu: GpuFacts) -> int | None:
@@ -84,7 +78,7 @@ def pcie_bar1(context: CheckContext) -> list[Finding]:
     limit = thresholds("pcie_bar1")
     gpus = context.gpus
     if not any(gpu.bar1_total_bytes is not None for gpu in gpus):
-        return [context.skip("No BAR1 size reported.")]
+        return [context.skip(said("pcie.bar1.unreported"))]
     findings: list[Finding] = []
     small_by_design: list[tuple[GpuFacts, str]] = []
     for gpu in gpus:
@@ -96,12 +90,9 @@ def pcie_bar1(context: CheckContext) -> list[Finding]:
         if ships_mib is not None:
             if bar1_mib < ships_mib:
                 findings.append(context.warn(
-                    f"{_gpu_label(gpu)}'s BAR1 is {bar1_mib:,.0f} MiB but the {spec.model} ships with "
-                    f"{ships_mib:,} MiB: Above 4G Decoding / Resizable BAR looks off in the BIOS, which limits "
-                    "GPUDirect RDMA and P2P mappings.", gpu=gpu, observed=f"{bar1_mib:,.0f} MiB",
+                    said("pcie.bar1.below_shipped", gpu=_gpu_label(gpu), bar1_mib=bar1_mib, model=spec.model,
+                         ships_mib=ships_mib), gpu=gpu, observed=f"{bar1_mib:,.0f} MiB",
                     expected=f">= {ships_mib:,} MiB (as shipped)",
-                    fix="Enable 'Above 4G Decoding' (and 'Resizable BAR' / 'MMIO high size' where offered) in the "
-                        "BIOS; in a VM, give the guest a large enough 64-bit MMIO window.",
                     refs=[spec.get("bar1_source", ""), limit["source"]]))
             elif gpu.memory_total_bytes and \
                     gpu.bar1_total_bytes < limit["warn_below_vram_fraction"] * gpu.memory_total_bytes:
@@ -112,42 +103,51 @@ def pcie_bar1(context: CheckContext) -> list[Finding]:
             continue
         if gpu.bar1_total_bytes / gpu.memory_total_bytes < limit["warn_below_vram_fraction"]:
             findings.append(context.warn(
-                f"{_gpu_label(gpu)}'s BAR1 is {bar1_mib:,.0f} MiB for {gpu.memory_total_bytes / 2**30:,.0f} GiB of "
-                "VRAM: Resizable BAR / Above 4G Decoding looks off, which limits GPUDirect RDMA and P2P mappings.",
+                said("pcie.bar1.small_for_vram", gpu=_gpu_label(gpu), bar1_mib=bar1_mib,
+                     vram_gib=gpu.memory_total_bytes / 2**30),
                 gpu=gpu, observed=f"{bar1_mib:,.0f} MiB",
                 expected=f">= {limit['warn_below_vram_fraction']:.0%} of VRAM (model's shipped BAR1 unknown)",
-                fix="Enable 'Above 4G Decoding' and 'Resizable BAR' in the BIOS.", refs=[limit["source"]]))
+                refs=[limit["source"]]))
     if small_by_design:
         names = ", ".join(f"{_gpu_label(gpu)} {gpu_spec(gpu.name).model}" for gpu, _ in small_by_design)
         sizes = {f"{gpu.bar1_total_bytes / 2**20:,.0f} MiB" for gpu, _ in small_by_design}
         findings.append(context.passed(
-            f"BAR1 is what these GPUs ship with: {names}{f' ({sizes.pop()})' if len(sizes) == 1 else ''}. "
-            "Such boards map only a small window of VRAM by design, so GPUDirect RDMA and P2P mappings are limited "
-            "(large registrations can fail); where the board and BIOS support Resizable BAR, enabling it maps all "
-            "VRAM.",
+            said("pcie.bar1.as_shipped_size", gpus=names, size=sizes.pop()) if len(sizes) == 1 else
+            said("pcie.bar1.as_shipped", gpus=names),
             observed={_gpu_label(gpu): f"{gpu.bar1_total_bytes / 2**20:,.0f} MiB" for gpu, _ in small_by_design},
             expected="BAR1 as shipped", refs=sorted({source for _, source in small_by_design if source})))
     if not findings:
-        findings.append(context.passed(f"BAR1 is as shipped or covers the VRAM on all {len(gpus)} GPU(s)."))
+        findings.append(context.passed(said("pcie.bar1.pass", count=len(gpus))))
     return findings
 
 
 # ---------------------------------------------------------------------------------------- ACS/IOMMU
 
-def _iommu_mode(context: CheckContext) -> tuple[str | None, str]:
+@dataclass(frozen=True)
+class _IommuEvidence:
+    """How the IOMMU mode was found: `kind` names the catalogue variant (cmdline_has, cmdline_off, log, none),
+    `values` fill it, `text` is the English (the finding's `observed`)."""
+
+    kind: str
+    text: str
+    values: dict[str, str] = field(default_factory=dict)
+
+
+def _iommu_mode(context: CheckContext) -> tuple[str | None, _IommuEvidence]:
     """('translated' | 'passthrough' | 'off' | None, evidence) from the kernel command line and log."""
     cmdline = context.facts.host.kernel_cmdline or ""
     if re.search(r"\biommu=pt\b|\biommu\.passthrough=1\b", cmdline):
-        return "passthrough", "kernel command line has iommu=pt"
+        return "passthrough", _IommuEvidence("cmdline_has", "kernel command line has iommu=pt", {"option": "iommu=pt"})
     if re.search(r"\b(intel_iommu|amd_iommu)=off\b", cmdline):
-        return "off", "kernel command line turns the IOMMU off"
+        return "off", _IommuEvidence("cmdline_off", "kernel command line turns the IOMMU off")
     for event in context.facts.kernel_log or []:
         if event.kind == "iommu":
             mode = "passthrough" if "passthrough" in event.detail.lower() else "translated"
-            return mode, f"kernel log: {event.detail}"
+            return mode, _IommuEvidence("log", f"kernel log: {event.detail}", {"detail": event.detail})
     if match := re.search(r"\b(?:intel|amd)_iommu=on\b", cmdline):
-        return "translated", f"kernel command line has {match.group()}"
-    return None, "no IOMMU setting on the kernel command line or in the kernel log"
+        return "translated", _IommuEvidence("cmdline_has", f"kernel command line has {match.group()}",
+                                            {"option": match.group()})
+    return None, _IommuEvidence("none", "no IOMMU setting on the kernel command line or in the kernel log")
 
 
 def _flags(port: PciDevice) -> str:
@@ -175,7 +175,7 @@ def _name_pci_gpus(context: CheckContext, devices: list[PciDevice]) -> list[str]
 def pcie_acs_iommu(context: CheckContext) -> list[Finding]:
     gpus = context.gpus
     if len(gpus) < 2:
-        return [context.passed("One GPU: no peer-to-peer traffic for ACS or the IOMMU to redirect.")]
+        return [context.passed(said("pcie.acs_iommu.one_gpu"))]
     acs_ref = thresholds("pcie_acs")["source"]
     findings = []
     devices = context.facts.pci_devices or []
@@ -199,43 +199,32 @@ def pcie_acs_iommu(context: CheckContext) -> list[Finding]:
         if len(below) < 2:
             continue
         named = _name_pci_gpus(context, below)
-        kind = "PCIe switch" if scope.port_type in ("Upstream Port", "Downstream Port") else \
-            "PCIe bridge (port type unknown: lspci showed no Express capability)"
+        kind = "switch" if scope.port_type in ("Upstream Port", "Downstream Port") else "bridge"  # type unknown
         redirecting = ", ".join(f"{port.address} ({_flags(port)})" for port in ports)
         findings.append(context.warn(
-            f"ACS redirection is on at {kind} port(s) {redirecting} "
-            f"with {len(below)} GPUs below the same switch: {', '.join(named)}. Their peer traffic, which should turn "
-            "inside the switch, detours through the CPU root complex: P2P is slow and NCCL can hang.",
+            said(f"pcie.acs_iommu.{kind}", ports=redirecting, count=len(below), gpus=", ".join(named),
+                 port=ports[0].address),
             observed={"switch": scope.address, "ports": {port.address: port.acs_enabled for port in ports},
                       "gpus": named},
-            expected="ACSCtl ReqRedir- CmpltRedir- on switch ports between GPUs",
-            fix="Disable ACS (PCIe ACS / 'ACS Control') in the BIOS, or per port: "
-                f"`sudo setpci -s {ports[0].address} ECAP_ACS+0x6.w=0000` (lost at reboot; NCCL troubleshooting "
-                "shows a loop over all bridges). Keep it on where GPUs are passed through to separate VMs.",
-            refs=[acs_ref]))
+            expected="ACSCtl ReqRedir- CmpltRedir- on switch ports between GPUs", refs=[acs_ref]))
     mode, evidence = _iommu_mode(context)
     if mode == "translated":
         findings.append(context.warn(
-            f"The IOMMU translates DMA ({evidence}): PCIe P2P between GPUs may be slow, fail, or be silently "
-            "dropped.", observed=evidence, expected="iommu=pt (passthrough) or off on bare metal",
-            fix="Add `iommu=pt` to the kernel command line (GRUB_CMDLINE_LINUX), update-grub, reboot.",
+            said(f"pcie.acs_iommu.translated_{evidence.kind}", **evidence.values), observed=evidence.text,
+            expected="iommu=pt (passthrough) or off on bare metal",
             refs=["NCCL troubleshooting, IOMMU: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"]))
-    root_note = ""
-    if root_ports:
-        root_note = (f" ACS redirection on CPU root port(s) {', '.join(port.address for port in root_ports[:4])}"
-                     f"{' …' if len(root_ports) > 4 else ''} is by design (the kernel sets it with the IOMMU on) and "
-                     "does not slow GPU peer traffic, which crosses the root complex between root ports anyway.")
     if not findings and not devices and mode is None:
-        return [context.skip("Not judged: neither lspci -vv (ACS) nor the kernel command line or log (IOMMU) is in "
-                             "this run.")]
+        return [context.skip(said("pcie.acs_iommu.unjudged"))]
     if not findings:
-        judged = "lspci shows no ACS redirection on PCIe switch ports between GPUs" if devices else \
-            "ACS not judged (no lspci -vv as root in this run)"
-        findings.append(context.passed(f"{judged}; IOMMU: {evidence}.{root_note}",
+        judged = "lspci" if devices else "no_lspci"  # ACS judged from lspci -vv, or not
+        findings.append(context.passed(said(f"pcie.acs_iommu.pass_{judged}_{evidence.kind}", **evidence.values),
                                        observed={"root_ports_redirecting": [port.address for port in root_ports]}
                                        if root_ports else None, refs=[acs_ref] if devices else []))
-    elif root_note:
-        findings[-1].message += root_note
+    if root_ports:  # the last finding notes the root ports' ACS, which is by design: its `_root` variant
+        last = findings[-1]
+        root_list = ", ".join(port.address for port in root_ports[:4]) + (" …" if len(root_ports) > 4 else "")
+        findings[-1] = replace(last, **finding_text(said(f"{last.message_id}_root", **last.message_values,
+                                                         root_ports=root_list)))
     return findings
 
 
@@ -281,11 +270,13 @@ class _AerSource:
     def uncorrected(self) -> bool:
         return self.errors("uncorrected") > 0
 
-    def describe(self) -> str:
+    def describe(self) -> tuple[str, dict[str, int | str]]:
+        """The catalogue variant that says how many errors (both, uncorrected, corrected), and its values, with the
+        last line."""
         corrected, uncorrected = self.errors("corrected"), self.errors("uncorrected")
-        if corrected and uncorrected:
-            return f"{self.count} PCIe AER error(s) ({uncorrected} uncorrected, {corrected} corrected)"
-        return f"{self.count} {'uncorrected' if uncorrected else 'corrected'} PCIe AER error(s)"
+        what = "both" if corrected and uncorrected else "uncorrected" if uncorrected else "corrected"
+        return what, {"count": self.count, "uncorrected": uncorrected, "corrected": corrected,
+                      "last_line": self.last_line[:160]}
 
 
 def _aer_sources(events) -> dict[str, _AerSource]:
@@ -321,24 +312,20 @@ def pcie_aer(context: CheckContext) -> list[Finding]:
     gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
     devices = context.facts.pci_devices or []
     by_address = {device.address: device for device in devices}
-    gpu_fix = ("Reseat the GPU and its riser/cable, check the slot and the port's link (`sudo lspci -vv -s {port}`: "
-               "LnkSta, AER status); persistent corrected errors often mean a marginal link (try the BIOS link speed "
-               "one generation lower to confirm).")
     findings: list[Finding] = []
     allocated = allocation(context)
-    outside_note = ": the GPU is not allocated to this container, so this is a note about the node"
     for source in sorted(_aer_sources(context.facts.kernel_log).values(), key=lambda item: item.address):
         status = context.fail if source.uncorrected else context.warn
-        what = source.describe()
-        last = f"; last: {source.last_line[:160]}"
+        what, counted = source.describe()
         gpu = gpu_by_bus.get(source.address)
         device = by_address.get(source.address)
         if gpu is not None or (device is not None and device.is_nvidia_gpu):
-            label = _gpu_label(gpu) if gpu else f"NVIDIA GPU {source.address} (lspci; not in the GPU list)"
             outside = allocated.outside(source.address)
-            findings.append((context.warn if outside else status)(
-                f"{what} on {label}{outside_note if outside else ''}{last}", gpu=gpu, observed=source.count, expected=0,
-                                   fix=gpu_fix.format(port=source.address), refs=[ref]))
+            # a GPU of the list, or one lspci shows but the list lacks (`_unlisted`); `_outside`: not this container's
+            text = said(f"pcie.aer.gpu_{what}{'' if gpu else '_unlisted'}{'_outside' if outside else ''}", **counted,
+                        gpu=_gpu_label(gpu) if gpu else None, address=source.address, port=source.address)
+            findings.append((context.warn if outside else status)(text, gpu=gpu, observed=source.count, expected=0,
+                                                                  refs=[ref]))
             continue
         if device is not None and device.is_bridge:
             below = _gpus_below(device, [found for found in devices if found.is_nvidia_gpu])
@@ -348,39 +335,35 @@ def pcie_aer(context: CheckContext) -> list[Finding]:
                     gpu_below = gpu_by_bus.get(pci_gpu.address)
                     label = _gpu_label(gpu_below) if gpu_below else f"NVIDIA GPU {pci_gpu.address}"
                     outside = allocated.outside(pci_gpu.address)
+                    shared = "_shared" if len(below) > 1 else ""  # the port's errors count for each GPU below it
+                    text = said(f"pcie.aer.port_{what}{shared}{'_outside' if outside else ''}", **counted, kind=kind,
+                                port=source.address, gpu=label, shared=len(below))
                     findings.append((context.warn if outside else status)(
-                        f"{what} on {kind} {source.address} above {label}: errors on the link to this GPU count for "
-                        f"it{f' (shared by {len(below)} GPUs below the port)' if len(below) > 1 else ''}"
-                        f"{outside_note if outside else ''}{last}",
-                        gpu=gpu_below, observed={"port": source.address, "errors": source.count}, expected=0,
-                        fix=gpu_fix.format(port=source.address), refs=[ref]))
+                        text, gpu=gpu_below, observed={"port": source.address, "errors": source.count}, expected=0,
+                        refs=[ref]))
                 continue
         if device is not None:
             if source.uncorrected:
                 klass = device.device_class
-                not_gpu = "a NIC or NVMe drive, " if klass in _NOT_GPU_CLASSES else ""
+                nic = "_nic" if klass in _NOT_GPU_CLASSES else ""  # says: a NIC or NVMe drive
                 product = re.sub(r"\s*\((?:rev [0-9a-f]+|prog-if [^)]*)\)", "", device.description.split(": ", 1)[-1])
                 findings.append(context.warn(
-                    f"{what} on {klass} {source.address} ({product[:80]}): "
-                    f"{not_gpu}not a GPU fault, but it can stall I/O or RDMA{last}",
+                    said(f"pcie.aer.device_{what}{nic}", **counted, device_class=klass, address=source.address,
+                         product=product[:80]),
                     observed={"device": source.address, "class": klass, "errors": source.count}, expected=0,
-                    fix=f"Check device {source.address}: reseat it, update its firmware, read `sudo lspci -vv -s "
-                        f"{source.address}`.", refs=[ref]))
+                    refs=[ref]))
             continue
         # Not in lspci (no lspci-vv.txt, or the device is missing from it).
         if source.reported_by_port and not devices:
             findings.append(context.warn(
-                f"{what} on PCIe port {source.address}: a GPU may sit below it (this run has no lspci -vv to tell)"
-                f"{last}", observed={"port": source.address, "errors": source.count,
-                                     "severity": _severity(source)}, expected=0,
-                fix=f"Add lspci-vv.txt (`sudo lspci -vv`) to see what sits below {source.address}; if a GPU does, "
-                    "reseat it and its riser.", refs=[ref]))
+                said(f"pcie.aer.unlisted_port_{what}", **counted, address=source.address),
+                observed={"port": source.address, "errors": source.count, "severity": _severity(source)}, expected=0,
+                refs=[ref]))
         elif source.uncorrected or any(gpu.bus_id is None for gpu in context.gpus):
             unknown_bus = any(gpu.bus_id is None for gpu in context.gpus)
             findings.append(context.warn(
-                f"{what} on device {source.address}, which is not a GPU this run knows"
-                f"{' (some GPUs have no bus id here, so it may be one)' if unknown_bus else ''}{last}",
+                said(f"pcie.aer.unknown_{what}{'_no_bus_id' if unknown_bus else ''}", **counted,
+                     address=source.address),
                 observed={"device": source.address, "errors": source.count, "severity": _severity(source)},
-                expected=0, fix=f"Identify it with `lspci -s {source.address}`.", refs=[ref]))
-    return findings or [context.passed("No PCIe AER errors on the GPUs or the ports above them in the kernel log.",
-                                       refs=[ref])]
+                expected=0, refs=[ref]))
+    return findings or [context.passed(said("pcie.aer.pass"), refs=[ref])]
