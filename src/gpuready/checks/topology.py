@@ -6,12 +6,14 @@ import re
 
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, per_gpu, queried
 from gpuready.facts.types import GpuFacts
+from gpuready.i18n import said
 from gpuready.knowledge import gpu_spec
 from gpuready.model import Finding
 
 _TOPO_REF = "nvidia-smi topo -m legend; NCCL topology: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-p2p-level"
 _P2P_MEANING = {"CNS": "chipset not supported", "GNS": "GPU not supported", "TNS": "topology not supported",
                 "NS": "not supported", "DNS": "disabled by the driver (regkey)", "U": "unknown"}
+"""The codes' meanings; in the catalogue, topology.p2p.blocked_<code> says one code's in each language."""
 
 
 def _gpu_by_index(context: CheckContext, index: int) -> GpuFacts | None:
@@ -27,9 +29,6 @@ def _nvlink_count(link: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-_TP_FIX = "Use tensor parallelism only inside NVLink-connected groups; for DDP, nothing to change."
-
-
 @check("topology.matrix", "GPU×GPU connection matrix")
 def topology_matrix(context: CheckContext) -> list[Finding]:
     topology = context.facts.topology
@@ -38,38 +37,36 @@ def topology_matrix(context: CheckContext) -> list[Finding]:
     pairs = _pairs(topology.links)
     matrix = {f"GPU{i}-GPU{j}": link for (i, j), link in sorted(pairs.items())}
     if not pairs:
-        return [context.passed("One GPU: no GPU-to-GPU links to judge.", observed=matrix)]
+        return [context.passed(said("topology.matrix.one_gpu"), observed=matrix)]
     without_nvlink = {pair: link for pair, link in pairs.items() if not link.startswith("NV")}
     if not without_nvlink:
         counts = sorted({_nvlink_count(link) for link in pairs.values()})
-        return [context.passed(f"Every GPU pair is joined by NVLink ({', '.join(f'NV{c}' for c in counts)}): good for "
-                               "data, tensor and pipeline parallelism.", observed=matrix, refs=[_TOPO_REF])]
+        return [context.passed(said("topology.matrix.all_nvlink", links=", ".join(f"NV{c}" for c in counts)),
+                               observed=matrix, refs=[_TOPO_REF])]
     kinds = ", ".join(f"{sum(1 for link in without_nvlink.values() if link == kind)} {kind}"
                       for kind in ("PIX", "PXB", "PHB", "NODE", "SYS") if kind in without_nvlink.values())
     example = ", ".join(f"GPU{i}-GPU{j} {link}" for (i, j), link in list(without_nvlink.items())[:4])
     nvlinked = len(pairs) - len(without_nvlink)
     return [context.warn(
-        f"{len(without_nvlink)} of {len(pairs)} GPU pairs have no NVLink ({kinds}; e.g. {example}). Data parallel "
-        "(DDP/FSDP) works over PCIe; tensor parallel across these pairs will be slow."
-        + (f" {nvlinked} pair(s) are NVLinked: keep tensor-parallel groups inside them." if nvlinked else ""),
-        observed=matrix, expected="NV# between every pair for tensor parallelism", fix=_TP_FIX, refs=[_TOPO_REF])]
+        said(f"topology.matrix.some_pcie{'_partly_nvlinked' if nvlinked else ''}", without=len(without_nvlink),
+             pairs=len(pairs), kinds=kinds, example=example, nvlinked=nvlinked),
+        observed=matrix, expected="NV# between every pair for tensor parallelism", refs=[_TOPO_REF])]
 
 
 def _matrix_from_models(context: CheckContext) -> Finding:
     """Without `topo -m`: a model that has no NVLink at all (`nvlink_via = "none"`) says enough on its own."""
     gpus = context.gpus
     if len(gpus) < 2:
-        return context.passed("One GPU: no GPU-to-GPU links to judge.")
+        return context.passed(said("topology.matrix.one_gpu"))
     specs = [gpu_spec(gpu.name) for gpu in gpus]
     if any(spec is None or spec.get("nvlink_via") != "none" for spec in specs):
-        return context.skip("Not judged: needs topology (nvidia-smi-topo.txt); these GPU models can have NVLink, "
-                            "so only the matrix says which pairs are linked.")
+        return context.skip(said("topology.matrix.unjudged"))
     models = sorted({spec.model for spec in specs})
     return context.warn(
-        f"No NVLink: {', '.join(models)} {'has' if len(models) == 1 else 'have'} none, so all {len(gpus)} GPUs talk "
-        "over PCIe. Data parallel (DDP/FSDP) works; tensor parallelism over PCIe will be slow.",
+        said(f"topology.matrix.no_nvlink{'' if len(models) == 1 else '_models'}", models=", ".join(models),
+             count=len(gpus)),
         observed={f"GPU{gpu.index}": spec.model for gpu, spec in zip(gpus, specs)},
-        expected="NV# between GPUs for tensor parallelism", fix=_TP_FIX,
+        expected="NV# between GPUs for tensor parallelism",
         refs=[_TOPO_REF] + sorted({spec.source for spec in specs}))
 
 
@@ -78,17 +75,14 @@ def topology_cross_numa(context: CheckContext) -> list[Finding]:
     topology = context.facts.topology
     crossing = [(i, j) for (i, j), link in _pairs(topology.links).items() if link == "SYS"]
     if not crossing:
-        return [context.passed("No GPU pair crosses the inter-socket link (no SYS in the matrix).")]
+        return [context.passed(said("topology.cross_numa.pass"))]
     groups = _groups_without_sys(topology.links)
     group_text = "; ".join("{" + ", ".join(f"GPU{i}" for i in group) + "}" for group in groups)
     numa = {f"GPU{i}": node for i, node in topology.numa_affinity.items()}
     return [context.warn(
-        f"{len(crossing)} GPU pair(s) communicate across the CPU sockets' interconnect (SYS), e.g. "
-        f"{', '.join(f'GPU{i}-GPU{j}' for i, j in crossing[:4])}: P2P is slower or off there. Groups that stay "
-        f"within one socket: {group_text}.", observed={"sys_pairs": len(crossing), "numa": numa},
-        expected="no SYS pairs inside a tensor-parallel group",
-        fix="Keep tensor/pipeline-parallel groups inside one group above; pin each rank to its GPU's NUMA node "
-            "(`numactl --cpunodebind=N --membind=N` or torchrun `--numa-binding`).", refs=[_TOPO_REF])]
+        said("topology.cross_numa.sys", count=len(crossing), pairs=", ".join(f"GPU{i}-GPU{j}" for i, j in crossing[:4]),
+             groups=group_text), observed={"sys_pairs": len(crossing), "numa": numa},
+        expected="no SYS pairs inside a tensor-parallel group", refs=[_TOPO_REF])]
 
 
 def _groups_without_sys(links: dict[tuple[int, int], str]) -> list[list[int]]:
@@ -108,28 +102,23 @@ def _groups_without_sys(links: dict[tuple[int, int], str]) -> list[list[int]]:
 def topology_p2p(context: CheckContext) -> list[Finding]:
     status = {pair: value for pair, value in context.facts.p2p_read.items() if pair[0] != pair[1]}
     if len(context.gpus) < 2 or not status:
-        return [context.passed("Fewer than two GPUs: no peer-to-peer pairs to judge.")]
+        return [context.passed(said("topology.p2p.single"))]
     blocked = {pair: value for pair, value in status.items() if value != "OK" and value != "X"}
     if not blocked:
-        return [context.passed(f"P2P reads are supported between all {len(status) // 2} GPU pairs.",
-                               observed="all OK")]
+        return [context.passed(said("topology.p2p.pass", count=len(status) // 2), observed="all OK")]
     kinds = sorted(set(blocked.values()))
     pairs_text = ", ".join(f"GPU{i}-GPU{j} {value}" for (i, j), value in sorted(blocked.items()) if i < j)
     meaning = "; ".join(f"{kind} = {_P2P_MEANING.get(kind, kind)}" for kind in kinds)
+    # One known code: its meaning in the catalogue; several (or one nvidia-smi added later): the legend in English.
+    variant = f"_{kinds[0]}" if len(kinds) == 1 and kinds[0] in _P2P_MEANING else ""
     return [context.warn(
-        f"P2P is not available between {len({tuple(sorted(pair)) for pair in blocked})} GPU pair(s) ({pairs_text}; "
-        f"{meaning}): NCCL falls back to copies through host memory, which is slower.",
+        said(f"topology.p2p.blocked{variant}", count=len({tuple(sorted(pair)) for pair in blocked}), pairs=pairs_text,
+             meaning=meaning),
         observed={f"GPU{i}-GPU{j}": value for (i, j), value in blocked.items() if i < j}, expected="OK",
-        fix="For CNS/TNS: check ACS and IOMMU (see pcie.acs_iommu) and the BIOS; GNS is a property of consumer GPUs "
-            "(no fix but NVLink bridges where the board has them).",
         refs=["nvidia-smi topo -p2p r legend", "NVML nvmlDeviceGetP2PStatus"])]
 
 
 _FM_REF = "NVIDIA Fabric Manager User Guide, https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"
-_FM_FIX = ("Install the nvidia-fabricmanager package of exactly the driver's version (`apt-cache madison "
-           "nvidia-fabricmanager-<branch>`, then `apt-mark hold` it), then `sudo systemctl restart nvidia-fabricmanager` "
-           "and check `nvidia-smi -q | grep -A2 Fabric` reads Completed; on NVLink5 systems (B200, GB200) NVLSM must run "
-           "too (`nvidia-fabricmanager-start.sh`).")
 
 
 @check("gpu.fabric", "NVSwitch fabric registration complete", needs_gpus=False)
@@ -139,25 +128,22 @@ def gpu_fabric(context: CheckContext) -> list[Finding]:
     def judge(gpu: GpuFacts) -> Finding | None:
         state = gpu.fabric_state
         if state and state not in ("Completed", "Not Supported"):
-            who = f"GPU{gpu.index}'s" if gpu.index >= 0 else "A GPU's (its section's header line was cut from the paste)"
+            # `_unnamed`: its section's header line was cut from the paste; `_status`: with the fabric status
+            variant = f"{'' if gpu.index >= 0 else '_unnamed'}{'_status' if gpu.fabric_status else ''}"
             return context.fail(
-                f"{who} NVSwitch fabric state is '{state}'"
-                + (f" ({gpu.fabric_status})" if gpu.fabric_status else "")
-                + ": CUDA refuses to start until the fabric manager has registered it.",
-                gpu=gpu if gpu.index >= 0 else None, observed=state,
-                expected="Completed", fix="sudo systemctl restart nvidia-fabricmanager; check "
-                "`journalctl -u nvidia-fabricmanager` (its version must equal the driver's).", refs=[_FM_REF])
+                said(f"gpu.fabric.state{variant}", index=gpu.index, state=state, fabric_status=gpu.fabric_status),
+                gpu=gpu if gpu.index >= 0 else None, observed=state, expected="Completed", refs=[_FM_REF])
         return None
     logged = _fabric_log_findings(context) + [finding for gpu in context.facts.unnamed_gpus
                                               if (finding := judge(gpu)) is not None]
     if not context.gpus:
-        return logged or [context.skip("Fabric state not in this run (nvml.json or nvidia-smi -q holds it).")]
+        return logged or [context.skip(said("gpu.fabric.unreported"))]
     if all(gpu.fabric_state is None for gpu in context.gpus):
         if logged:
             return logged
         if not any(queried(gpu) for gpu in context.gpus):
-            return [context.skip("Fabric state not in this run (nvml.json or nvidia-smi -q holds it).")]
-        return [context.passed("No NVSwitch fabric reported (not an NVSwitch system, or not reported by this driver).")]
+            return [context.skip(said("gpu.fabric.unreported"))]
+        return [context.passed(said("gpu.fabric.none"))]
     states = per_gpu(context, judge, "NVSwitch fabric registration is complete on all {count} GPU(s).",
                      reported=lambda gpu: gpu.fabric_state is not None, unreported="")
     problems = [finding for finding in logged if finding.status.value != "pass"]
@@ -182,32 +168,20 @@ def _fabric_log_findings(context: CheckContext) -> list[Finding]:
     if mismatch is not None:
         _kind, fm_version, driver_version = mismatch.detail.split()
         return [context.fail(
-            f"Fabric Manager {fm_version} does not match the driver {driver_version}: it refuses to start, the NVSwitch "
-            "fabric stays uninitialised and CUDA fails with error 802 (system not yet initialized).",
+            said("gpu.fabric.version_mismatch", fabric_manager=fm_version, driver=driver_version),
             observed={"fabric_manager": fm_version, "driver": driver_version}, expected="the same version",
-            fix=_FM_FIX, refs=[_FM_REF], evidence=evidence)]
+            refs=[_FM_REF], evidence=evidence)]
     board = _nvswitch_board(context)
     if any(event.kind == "cuda_not_ready" for event in events):
-        return [context.fail(
-            "CUDA reports error 802 (system not yet initialized): on an NVSwitch system the GPUs are not registered "
-            "with the NVLink fabric, because Fabric Manager is not running (or, on NVLink5 systems, NVLSM is not).",
-            observed="cudaErrorSystemNotReady", expected="fabric Completed", fix=_FM_FIX, refs=[_FM_REF],
-            evidence=evidence)]
+        return [context.fail(said("gpu.fabric.cuda_802"), observed="cudaErrorSystemNotReady",
+                             expected="fabric Completed", refs=[_FM_REF], evidence=evidence)]
     nothing = any(event.detail == "nothing_to_do" for event in events)
     if board is True:
-        why = ("found no NVSwitch to manage (NV_WARN_NOTHING_TO_DO): on NVLink5 systems (B200, GB200) NVLSM is not "
-               "running" if nothing else "exited with a failure")
-        return [context.fail(f"Fabric Manager {why} on a board wired through NVSwitches: the fabric stays "
-                             "uninitialised and CUDA will not start.", observed=[event.detail for event in events],
-                             expected="Fabric Manager running", fix=_FM_FIX, refs=[_FM_REF], evidence=evidence)]
+        why = "nothing_to_do" if nothing else "failed"  # NV_WARN_NOTHING_TO_DO: on NVLink5, NVLSM is not running
+        return [context.fail(said(f"gpu.fabric.{why}_nvswitch"), observed=[event.detail for event in events],
+                             expected="Fabric Manager running", refs=[_FM_REF], evidence=evidence)]
     if nothing or board is False:
-        return [context.passed(
-            "Fabric Manager has nothing to manage here (no NVSwitch: PCIe cards, bridged pairs or a single GPU); its "
-            "service failing is expected on such a board, not a fault.", observed=[event.detail for event in events],
-            fix="Disable the service on boards without NVSwitch: `sudo systemctl disable --now nvidia-fabricmanager`.",
-            refs=[_FM_REF], evidence=evidence)]
-    return [context.warn(
-        "The Fabric Manager service exited with a failure; whether this board needs it (NVSwitch) is not in this "
-        "input.", observed=[event.detail for event in events], expected="running on NVSwitch boards",
-        fix="Check `journalctl -u nvidia-fabricmanager`; on an NVSwitch board: " + _FM_FIX, refs=[_FM_REF],
-        evidence=evidence)]
+        return [context.passed(said("gpu.fabric.not_needed"), observed=[event.detail for event in events],
+                               refs=[_FM_REF], evidence=evidence)]
+    return [context.warn(said("gpu.fabric.failed_unknown_board"), observed=[event.detail for event in events],
+                         expected="running on NVSwitch boards", refs=[_FM_REF], evidence=evidence)]
