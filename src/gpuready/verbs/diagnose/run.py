@@ -28,6 +28,7 @@ from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
 from gpuready.facts.kernel_log import MARKERS as KERNEL_MARKERS
 from gpuready.facts.kernel_log import NumberedLine
+from gpuready.i18n import finding_text, said
 from gpuready.model import Finding, Report, Status, Subject
 from gpuready.verbs.diagnose.evidence import MAX_LINE_CHARS, DiagnoseContext, Line, Reader, clean
 from gpuready.verbs.diagnose.torch_errors import may_be_flight_recorder
@@ -469,27 +470,21 @@ def _nothing_found(scanner: Scanner, host: str) -> Finding:
     read = [entry for entry in scanner.files if entry.note is None or entry.lines]
     kinds = Counter(entry.kind or "unreadable" for entry in scanner.files)
     return Finding(check_id="diagnose.nothing_found", status=Status.PASS, subject=Subject(host=host),
-                   message=(f"Nothing wrong found in {len(read)} file(s) read "
-                            f"({', '.join(f'{count} {kind}' for kind, count in sorted(kinds.items()))}): "
-                            "no Xid, NCCL error, PyTorch distributed error or nccl-tests failure in them."),
-                   observed={"files": len(scanner.files)},
-                   fix="Give the failing rank's full log (NCCL_DEBUG=INFO), `dmesg -T` from its node, and "
-                       "`gpuready collect` bundles of the nodes involved.")
+                   **finding_text(said("diagnose.nothing_found", read=len(read),
+                                       kinds=", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())))),
+                   observed={"files": len(scanner.files)})
 
 
 def _over_budget(scanner: Scanner, host: str) -> Finding:
     names = scanner.over_budget
-    shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
     limits = scanner.limits
+    text = said("diagnose.inputs_skipped" + (".more" if len(names) > 20 else ""), count=len(names),
+                inputs=", ".join(names[:20]), more=len(names) - 20, max_input=size_text(limits.max_input_bytes),
+                max_held=size_text(limits.max_held_bytes))
     return Finding(check_id="diagnose.inputs_skipped", status=Status.WARN, subject=Subject(host=host),
-                   message=(f"{len(names)} input(s) were not read, read in part or not parsed, because this run's "
-                            f"budget was spent ({size_text(limits.max_input_bytes)} read from all inputs, "
-                            f"{size_text(limits.max_held_bytes)} of tool outputs kept whole): {shown}. What they "
-                            "hold after that point is not judged."),
+                   **finding_text(text),
                    observed={"inputs": names[:100], "read_bytes": scanner.read_bytes, "held_bytes": scanner.held_bytes},
-                   expected={"max_input_bytes": limits.max_input_bytes, "max_held_bytes": limits.max_held_bytes},
-                   fix="Give diagnose the files of the failing node and time window only (the rank's log, `dmesg -T` "
-                       "of that node), or raise the budget with --max-input-mib / --max-held-mib.")
+                   expected={"max_input_bytes": limits.max_input_bytes, "max_held_bytes": limits.max_held_bytes})
 
 
 def _describe(entry: InputFile) -> dict:
