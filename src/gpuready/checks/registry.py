@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from gpuready.facts.types import Facts, GpuFacts, KernelEvent
-from gpuready.i18n import Said, finding_text
+from gpuready.i18n import Said, finding_text, said
 from gpuready.model import Evidence, Finding, GpuRef, Status, Subject
 
 MAX_EVIDENCE_LINES = 5
@@ -137,7 +137,7 @@ def run_checks(facts: Facts, options: CheckOptions | None = None, only: Iterable
             continue
         if missing:
             sources = ", ".join(f"{need} ({FACT_SOURCES.get(need, need)})" for need in missing)
-            findings.append(context.skip(f"Not judged: needs {sources}, which this run does not have."))
+            findings.append(context.skip(said("registry.not_judged", sources=sources)))
             continue
         try:
             produced = list(entry.function(context))
