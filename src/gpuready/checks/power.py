@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuready.checks.registry import CheckContext, check, per_gpu
 from gpuready.facts.types import GpuFacts
+from gpuready.i18n import finding_text, said
 from gpuready.knowledge import clock_reasons, gpu_spec, platform_spec, thresholds
 from gpuready.model import Finding
 
@@ -29,16 +32,14 @@ def power_limit(context: CheckContext) -> list[Finding]:
             return None
         if limit < default - tolerance["tolerance_w"]:
             return context.warn(
-                f"GPU{gpu.index}'s power limit is {limit:.0f} W, below its default {default:.0f} W: it will run "
-                f"slower under load (about {1 - limit / default:.0%} less power).", gpu=gpu,
-                observed=f"{limit:.0f} W", expected=f"{default:.0f} W",
-                fix=f"If not intended: `sudo nvidia-smi -i {gpu.index} -pl {default:.0f}` (check that PSU and cooling "
-                    "allow it; see power.budget).", refs=["NVML nvmlDeviceGetEnforcedPowerLimit / DefaultLimit",
+                said("power.limit.below_default", index=gpu.index, limit_w=limit, default_w=default,
+                     cut=1 - limit / default), gpu=gpu, observed=f"{limit:.0f} W", expected=f"{default:.0f} W",
+                refs=["NVML nvmlDeviceGetEnforcedPowerLimit / DefaultLimit",
                                                           tolerance["source"]])
         return None
     return per_gpu(context, judge, "All {count} GPU(s) run at their default power limit.",
                    reported=lambda gpu: gpu.power_limit_w is not None,
-                   unreported="No power limits reported.")
+                   unreported=said("power.limit.unreported"))
 
 
 def _platform(context: CheckContext) -> dict | None:
@@ -61,6 +62,8 @@ def power_budget(context: CheckContext) -> list[Finding]:
         headroom = scaling["published_max_psu_headroom"]
         basis = f"published maximum of the {platform['name']} ({len(gpus)}x {gpu_spec(gpus[0].name).model})"
         assumptions = f"{basis}: {total:,.0f} W"
+        reckoned = {"basis": "platform", "platform": platform["name"], "count": len(gpus),
+                    "model": gpu_spec(gpus[0].name).model}
         refs = [platform["source"], scaling["source"], budget["source"]]
     else:
         gpu_watts = 0.0
@@ -72,39 +75,42 @@ def power_budget(context: CheckContext) -> list[Finding]:
             gpu_watts += watts or 0
         sockets = context.facts.host.sockets or 1
         if len(unknown) == len(gpus):
-            return [context.skip("Power not judged: no GPU's power limit or model is known (nvml.json, nvidia-smi or "
-                                 "nvidia-smi -q holds the limits).")]
+            return [context.skip(said("power.budget.unjudged"))]
         total = node_full_load_w(gpu_watts, len(gpus), sockets)
         headroom = budget["psu_headroom"]
         basis = "estimate: GPU limits + CPU sockets + per-GPU system allowance + platform base"
         assumptions = (f"GPUs {gpu_watts:,.0f} W (their enforced limits) + {sockets} CPU socket(s) x "
                        f"{budget['non_gpu_w_per_socket']} W + {len(gpus)} GPU(s) x {scaling['per_gpu_system_w']} W "
                        f"system allowance (fans, PCIe switches, NICs) + {budget['platform_w']} W platform (assumed)")
+        reckoned = {"basis": "estimate", "gpu_w": gpu_watts, "sockets": sockets, "socket_w": budget["non_gpu_w_per_socket"],
+                    "count": len(gpus), "per_gpu_w": scaling["per_gpu_system_w"], "platform_w": budget["platform_w"]}
         refs = [budget["source"], scaling["source"]]
     observed = {"full_load_w": round(total), "basis": basis, "assumptions": assumptions}
+    kind = reckoned.pop("basis")  # the catalogue variant: a published platform maximum, or an estimate
     findings = []
     psu, circuit = context.options.psu_watts, context.options.circuit_watts
     if psu:
         needed = total * headroom
         status = context.fail if psu < total else context.warn if psu < needed else context.passed
-        verdict = ("cannot carry it" if psu < total else f"has less than {headroom - 1:.0%} headroom" if psu < needed
-                   else "has enough headroom" if headroom > 1 else "covers it")
-        findings.append(status(f"Full load ≈ {total:,.0f} W ({assumptions}); PSU {psu:,.0f} W {verdict}.",
+        verdict = ("cannot" if psu < total else "low_headroom" if psu < needed
+                   else "enough_headroom" if headroom > 1 else "covers")
+        findings.append(status(said(f"power.budget.psu_{verdict}_{kind}", **reckoned, total_w=total, psu_w=psu,
+                                    headroom_pct=headroom - 1),
                                observed=observed, expected=f"PSU >= {needed:,.0f} W ({headroom}x full load)",
-                               fix=None if psu >= needed else "Use a larger PSU (or redundant PSUs), or lower GPU "
-                               "power limits with `nvidia-smi -pl`.", refs=refs))
+                               refs=refs))
     if circuit:
         allowed = circuit * budget["circuit_continuous_fraction"]
         status = context.fail if total > allowed else context.passed
-        findings.append(status(f"Full load ≈ {total:,.0f} W ({assumptions}) against {allowed:,.0f} W continuous on a "
-                               f"{circuit:,.0f} W circuit (80% rule).", observed=observed, expected=f"<= {allowed:,.0f} W",
-                               fix=None if total <= allowed else "Move the machine to a higher-rated circuit or split "
-                               "the load; lower power limits in the meantime.", refs=refs))
+        findings.append(status(said(f"power.budget.circuit_{'over' if total > allowed else 'within'}_{kind}",
+                                    **reckoned, total_w=total, allowed_w=allowed, circuit_w=circuit),
+                               observed=observed, expected=f"<= {allowed:,.0f} W", refs=refs))
     if not findings:
-        findings.append(context.passed(f"Full load ≈ {total:,.0f} W ({assumptions}); give --psu-watts / "
-                                       "--circuit to judge it.", observed=observed, refs=refs))
-    if unknown:
-        findings[-1].message += f" Power of {', '.join(unknown)} unknown (not counted)."
+        findings.append(context.passed(said(f"power.budget.unjudged_supply_{kind}", **reckoned, total_w=total),
+                                       observed=observed, refs=refs))
+    if unknown:  # the last finding says so: its `_unknown` variant
+        last = findings[-1]
+        findings[-1] = replace(last, **finding_text(said(f"{last.message_id}_unknown", **last.message_values,
+                                                         unknown=", ".join(unknown))))
     return findings
 
 
@@ -122,20 +128,16 @@ def power_brake(context: CheckContext) -> list[Finding]:
         reasons = gpu.clock_event_reasons or frozenset()
         if _power_braked(reasons):
             return context.fail(
-                f"GPU{gpu.index}'s clocks are cut by the HW power brake (HW Slowdown: power brake, not thermal): the "
-                "chassis is braking the GPU. Check PSU redundancy and the BMC power policy.", gpu=gpu,
+                said("power.brake.braked", index=gpu.index), gpu=gpu,
                 observed=sorted(reasons & (clock_reasons("hardware") | clock_reasons("thermal"))),
-                expected="no HW power brake slowdown",
-                fix="Check that every PSU is present, powered and healthy (`ipmitool sdr type 'Power Supply'`, the "
-                    "BMC event log), the BMC/chassis power-capping policy, and the GPU power cables; then confirm "
-                    "with `nvidia-smi -q -d PERFORMANCE` (HW Power Brake Slowdown: Not Active).", refs=[ref])
+                expected="no HW power brake slowdown", refs=[ref])
         if reasons & clock_reasons("power_brake"):
-            return context.passed(f"GPU{gpu.index} shows the power brake together with HW thermal slowdown: judged "
-                                  "as thermal by thermal.current.", gpu=gpu, observed=sorted(reasons), refs=[ref])
+            return context.passed(said("power.brake.with_thermal", index=gpu.index), gpu=gpu,
+                                  observed=sorted(reasons), refs=[ref])
         return None
     return per_gpu(context, judge, "No power brake on any of the {count} GPU(s).",
                    reported=lambda gpu: gpu.clock_event_reasons is not None,
-                   unreported="No clock-event reasons reported.")
+                   unreported=said("power.brake.unreported"))
 
 
 @check("thermal.current", "Temperatures and thermal/hardware slowdown")
@@ -150,37 +152,38 @@ def thermal_current(context: CheckContext) -> list[Finding]:
         active_bad = sorted(reasons & (thermal if braked else thermal | hardware))
         if active_bad:
             return context.fail(
-                f"GPU{gpu.index} is being slowed right now by {', '.join(active_bad)}"
-                f"{f' at {gpu.temperature_c:.0f} °C' if gpu.temperature_c is not None else ''}.", gpu=gpu,
+                said(f"thermal.current.slowed{'' if gpu.temperature_c is None else '_at'}", index=gpu.index,
+                     reasons=", ".join(active_bad), temperature_c=gpu.temperature_c), gpu=gpu,
                 observed=active_bad, expected="no thermal or hardware slowdown",
-                fix="Thermal: check fans, airflow, inlet temperature and heatsink seating. HW slowdown without a "
-                    "thermal sub-reason: check PSU capacity and power cables (`nvidia-smi -q -d PERFORMANCE`).",
                 refs=["nvidia-smi --help-query-gpu clocks_event_reasons", thresholds("power_brake")["source"]])
-        at = f" ({gpu.temperature_c:.0f} °C)" if gpu.temperature_c is not None else ""
+        at = "" if gpu.temperature_c is None else "_at"  # with the temperature
         brake_note = context.passed(
-            f"GPU{gpu.index}: no thermal slowdown{at}; its HW slowdown is the platform power brake, judged by "
-            "power.brake.", gpu=gpu,
+            said(f"thermal.current.brake_note{at}", index=gpu.index, temperature_c=gpu.temperature_c), gpu=gpu,
             observed=sorted(reasons)) if braked else None
         temperature, slowdown = gpu.temperature_c, gpu.slowdown_temperature_c
         if temperature is None or slowdown is None:
             return brake_note
         if temperature >= slowdown:
-            return context.fail(f"GPU{gpu.index} is at {temperature:.0f} °C, at or above its slowdown temperature "
-                                f"{slowdown:.0f} °C.", gpu=gpu, observed=temperature, expected=f"< {slowdown:.0f}",
-                                fix="Improve cooling before any run (fans, airflow, blanking panels).",
+            return context.fail(said("thermal.current.hot", index=gpu.index, temperature_c=temperature,
+                                     slowdown_c=slowdown), gpu=gpu, observed=temperature, expected=f"< {slowdown:.0f}",
                                 refs=[limits["source"]])
         if temperature >= slowdown - limits["warn_within_c"]:
-            return context.warn(f"GPU{gpu.index} is at {temperature:.0f} °C, within {limits['warn_within_c']} °C of "
-                                f"its slowdown temperature {slowdown:.0f} °C.", gpu=gpu, observed=temperature,
-                                expected=f"< {slowdown - limits['warn_within_c']:.0f}",
-                                fix="Check cooling; under load the GPU will throttle.", refs=[limits["source"]])
+            return context.warn(said("thermal.current.warm", index=gpu.index, temperature_c=temperature,
+                                     within_c=limits["warn_within_c"], slowdown_c=slowdown), gpu=gpu,
+                                observed=temperature, expected=f"< {slowdown - limits['warn_within_c']:.0f}",
+                                refs=[limits["source"]])
         return brake_note
     findings = per_gpu(context, judge,
                        "All {count} GPU(s) are below their slowdown temperature with no thermal or hardware slowdown.",
                    reported=lambda gpu: gpu.temperature_c is not None or gpu.clock_event_reasons is not None,
-                   unreported="No temperatures or clock-event reasons reported.")
+                   unreported=said("thermal.current.unreported"))
     capped = [gpu.index for gpu in context.gpus if "sw_power_cap" in (gpu.clock_event_reasons or ())]
     if capped and all(finding.status.value == "pass" for finding in findings):
-        findings[0].message += (f" SW power cap active on GPU{', GPU'.join(map(str, capped))}: normal, the GPU holds "
-                                "its power limit.")
+        gpus = f"GPU{', GPU'.join(map(str, capped))}"
+        first = findings[0]
+        if first.message_id:  # the catalogue's `_sw_cap` variant says it
+            findings[0] = replace(first, **finding_text(said(f"{first.message_id}_sw_cap", **first.message_values,
+                                                             gpus=gpus)))
+        else:  # per_gpu's all-good pass (English until per_gpu takes a catalogue text)
+            first.message += f" SW power cap active on {gpus}: normal, the GPU holds its power limit."
     return findings
