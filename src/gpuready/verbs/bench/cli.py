@@ -80,7 +80,8 @@ def _bench(args: argparse.Namespace) -> int:
                            warmup_steps=args.warmup, device=device, ranks=args.ranks, strategies=strategies,
                            timeout_s=args.timeout, log_dir=args.log_dir, oversubscribe=args.oversubscribe,
                            validate_report=args.validate_report, data=args.data, data_path=args.data_path,
-                           startup_timeout_s=args.startup_timeout, exclusive=args.exclusive)
+                           startup_timeout_s=args.startup_timeout, exclusive=args.exclusive,
+                           progress=not args.json)
     from gpuready.runner.torchrun import under_torchrun
     from gpuready.verbs.bench import torchrun as bench_torchrun
     try:

@@ -8,6 +8,7 @@ it; the judge (judge.py) turns the rank results into tokens/s, MFU, scaling effi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import socket
 import tempfile
 import time
@@ -56,6 +57,8 @@ class BenchOptions:
     """Also measure the data path: DataLoader throughput by worker count against what the GPUs consume."""
     data_path: Path | None = None
     """Also measure reading this folder against what training needs (pre-tokenised uint16 tokens)."""
+    progress: bool = False
+    """Show the runs' progress on stderr (report/progress_line.py): a live line on a terminal, else a line a phase."""
 
 
 def bench_shape(options: BenchOptions) -> ModelShape:
@@ -117,6 +120,7 @@ def run_bench(options: BenchOptions) -> Report:
         if refused is not None:
             return refused
         watch.__enter__()
+    progress = bench_progress(options, shape, device, plan) if options.progress else None
     session, sampler = start_telemetry(device, node.gpus)
     runs: list[dict[str, Any]] = []
     started = time.monotonic()
@@ -133,7 +137,8 @@ def run_bench(options: BenchOptions) -> Report:
                                 "train": train_settings(options, shape, strategy, world_size)}}
             outcome = run_local(world_size=world_size, spec=spec, log_dir=log_dir / f"{strategy}-{world_size}",
                                 startup_timeout_s=options.startup_timeout_s,
-                                deadline_s=run_deadline_s(options, runs=1))
+                                deadline_s=run_deadline_s(options, runs=1),
+                                on_progress=progress and functools.partial(progress, run=len(runs)))
             results = {rank: (result.get("workloads") or {}).get("train") or {"error": "the rank stored no result"}
                        for rank, result in outcome.results.items()}
             runs.append(run_entry(strategy, world_size, results, outcome.failures, sampler))
@@ -141,6 +146,8 @@ def run_bench(options: BenchOptions) -> Report:
                 interrupted_by = outcome.interrupted_by or "SIGINT"
                 break
     finally:
+        if progress is not None:
+            progress.close()
         if watch is not None:
             watch.__exit__(None, None, None)
         if sampler is not None:
@@ -150,6 +157,19 @@ def run_bench(options: BenchOptions) -> Report:
     return bench_report(options, shape, device, runs, users=watch.seen if watch is not None else None,
                         checked_sharing=watch is not None, interrupted_by=interrupted_by,
                         wall_s=time.monotonic() - started, log_dir=log_dir, node=node)
+
+
+def bench_progress(options: BenchOptions, shape: ModelShape, device: str, plan: list[tuple[str, int]]):
+    """The live display of the runs in `plan` (strategy, ranks): stage, step k/n, tokens/s, time left."""
+    from gpuready.report.progress_line import BenchProgress, ProgressLine
+
+    def tokens_per_step(strategy: str, world_size: int) -> int:
+        settings = train_settings(options, shape, strategy, world_size)
+        return settings["micro_batch"] * settings["seq"] * settings["accumulation"] * world_size
+    runs = ", ".join(f"{strategy}×{world_size}" for strategy, world_size in plan)
+    return ProgressLine("bench", f"{shape.name} on {plan[-1][1]} {device} rank(s), runs {runs}; "
+                                 f"{options.warmup_steps} warm-up + {options.steps} measured steps each",
+                        BenchProgress(plan, options.warmup_steps + options.steps, tokens_per_step))
 
 
 ZERO_STAGE = {"single": 0, "ddp": 0, "fsdp2-noreshard": 2, "fsdp2": 3}

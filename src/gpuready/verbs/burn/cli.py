@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from gpuready import option_groups as groups
 from gpuready.model import ExitCode
@@ -55,6 +54,6 @@ def _burn(args: argparse.Namespace) -> int:
     options = BurnOptions(duration_s=duration_s, dtype=args.dtype, device=args.device, ranks=args.ranks,
                           gpus=list(groups.comma_list(args.gpus, keep_empty=True)), self_test=args.self_test,
                           interval_s=args.interval, timeout_s=args.timeout, log_dir=args.log_dir,
-                          live=not args.json and sys.stderr.isatty(), oversubscribe=args.oversubscribe,
+                          progress=not args.json, oversubscribe=args.oversubscribe,
                           exclusive=args.exclusive)
     return run_locally(lambda: run_burn(options), args)

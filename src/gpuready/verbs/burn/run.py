@@ -10,7 +10,6 @@ import os
 import re
 import socket
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from gpuready import __version__
 from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
 from gpuready.model import Report
+from gpuready.report.safe_text import printable
 from gpuready.telemetry import Sampler
 from gpuready.verbs.stopped import stopped_finding
 
@@ -26,6 +26,8 @@ STARTUP_TIMEOUT_S = 300.0
 MEMORY_PHASE_S = 120.0
 """The memory pattern before the GEMM window (seconds on an H200); with start-up, the window and one --timeout it
 makes the run's overall deadline."""
+BURN_STARTUP_S = 15.0
+"""The plan's start-up and memory pattern before the GEMM window (time left, until the window is seen to begin)."""
 
 
 @dataclass(kw_only=True)
@@ -44,7 +46,9 @@ class BurnOptions:
     timeout_s: float = 60.0
     """A worker silent for this long counts as lost."""
     log_dir: Path | None = None
-    live: bool = True
+    progress: bool = False
+    """Show the run's progress on stderr (report/progress_line.py): a live line (and, with NVML, the telemetry table)
+    on a terminal, else a line a phase."""
     exclusive: bool = False
     """Another compute process on a selected GPU is a fail before anything starts."""
 
@@ -60,10 +64,8 @@ def parse_duration(text: str) -> float:
     return sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
 
 
-def _live_table(identity: list[dict[str, Any]], selected: list[int], sampler: Sampler | None,
-                posts: dict, deadline: float, duration_s: float):
-    from rich.console import Group
-    from rich.progress_bar import ProgressBar
+def _live_table(identity: list[dict[str, Any]], selected: list[int], sampler: Sampler, posts: dict):
+    """Each burnt GPU's latest telemetry, above the progress line on a terminal."""
     from rich.table import Table
     from gpuready.facts.clock_reasons import reasons_from_mask
 
@@ -72,18 +74,16 @@ def _live_table(identity: list[dict[str, Any]], selected: list[int], sampler: Sa
         table.add_column(column, no_wrap=True)
     for rank, index in enumerate(selected):
         post = posts.get(rank)
-        sample = sampler.telemetry.samples.get(index, [])[-1][1] if sampler and sampler.telemetry.samples.get(index) \
-            else {}
+        series = sampler.telemetry.samples.get(index)
+        sample = series[-1][1] if series else {}
         reasons = ", ".join(sorted(reasons_from_mask(int(sample.get("clock_event_reasons") or 0)) - {"gpu_idle"}))
-        table.add_row(f"{index} {identity[index].get('name', '') if index < len(identity) else ''}",
-                      post.operation if post else "starting",
+        table.add_row(printable(f"{index} {identity[index].get('name', '') if index < len(identity) else ''}"),
+                      printable(post.operation) if post else "starting",
                       f"{sample['power_w']:.0f} W" if sample.get("power_w") is not None else "-",
                       f"{sample['temperature_c']} °C" if sample.get("temperature_c") is not None else "-",
                       f"{sample['sm_clock_mhz']} MHz" if sample.get("sm_clock_mhz") is not None else "-",
                       reasons or "-")
-    remaining = max(0.0, deadline - time.time())
-    bar = ProgressBar(total=duration_s, completed=duration_s - remaining, width=50)
-    return Group(table, bar, f"{remaining:,.0f} s remaining")
+    return table
 
 
 def run_burn(options: BurnOptions) -> Report:
@@ -144,18 +144,14 @@ def run_burn(options: BurnOptions) -> Report:
     log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-burn-"))
     identity = session.identity if session else []
     sampler = Sampler(session, selected, options.interval_s) if session else None
-    started = time.time()
-    deadline = started + options.duration_s + 15  # start-up and the memory phase come first
-    live = None
-    if options.live:
-        from rich.console import Console
-        from rich.live import Live
-        live = Live(console=Console(stderr=True), refresh_per_second=2, transient=True)
-        live.start()
-
-    def on_progress(posts: dict) -> None:
-        if live is not None:
-            live.update(_live_table(identity, selected, sampler, posts, deadline, options.duration_s))
+    progress = None
+    if options.progress:
+        from gpuready.report.progress_line import ProgressLine, burn_progress
+        samples = (lambda: sum(len(series) for series in list(sampler.telemetry.samples.values()))) if sampler else None
+        progress = ProgressLine(
+            "burn", f"{ranks} worker(s) on {device}, {dtype} GEMMs for {options.duration_s:,.0f} s after a memory "
+                    "pattern", burn_progress(options.duration_s, BURN_STARTUP_S, samples),
+            extra=(lambda posts: _live_table(identity, selected, sampler, posts)) if sampler else None)
 
     try:
         if watch:
@@ -163,15 +159,15 @@ def run_burn(options: BurnOptions) -> Report:
         if sampler:
             sampler.__enter__()
         outcome = run_local(world_size=ranks, spec=spec, log_dir=log_dir, startup_timeout_s=STARTUP_TIMEOUT_S,
-                            extra_env=extra_env, on_progress=on_progress, independent=True,
+                            extra_env=extra_env, on_progress=progress, independent=True,
                             deadline_s=STARTUP_TIMEOUT_S + MEMORY_PHASE_S + options.duration_s + options.timeout_s)
     finally:
         if watch:
             watch.__exit__(None, None, None)
         if sampler:
             sampler.stop()
-        if live is not None:
-            live.stop()
+        if progress is not None:
+            progress.close()
         if session:
             session.close()
     burn_gpus = []

@@ -85,7 +85,18 @@ def _validate(args: argparse.Namespace) -> int:
         device, ranks = validate.resolve_device(options)
     except (ValueError, RuntimeError) as error:
         raise UsageError(str(error)) from None
-    from gpuready.runner.phase_lines import phase_printer
-    progress = None if args.json else phase_printer(validate.predicted_seconds(options, device, ranks),
-                                                    device, ranks, options)
-    return run_locally(lambda: validate.run_local_validate(options, progress)[0], args)
+    from gpuready.report.progress_line import ProgressLine, validate_progress
+    from gpuready.workloads.worker import GPU_ONLY
+    predicted_s = validate.predicted_seconds(options, device, ranks)
+    running = [name for name in options.only if device == "cuda" or name not in GPU_ONLY]
+    progress = None if args.json else ProgressLine(
+        "validate", f"{ranks} rank(s) on {device}, workloads {', '.join(running)}{' (quick)' if options.quick else ''}; "
+                    f"predicted about {predicted_s:.0f} s", validate_progress(predicted_s, running))
+
+    def measure():
+        try:
+            return validate.run_local_validate(options, progress)[0]
+        finally:
+            if progress is not None:
+                progress.close()
+    return run_locally(measure, args)

@@ -1,0 +1,194 @@
+"""Live progress of a measuring run (validate, bench, burn), read from what the ranks post to the store.
+
+On a terminal (stderr is a TTY): one line rewritten in place: phase, step k/n, throughput where known, time left.
+Elsewhere (a log, a pipe): the plan, then one plain line per phase change (no carriage return, no escape sequence).
+Always on stderr, never on stdout; the verbs leave it off with --json. Each verb has a `describe` function that turns
+the ranks' posts into a Status; the display does the rest.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from gpuready.report.safe_text import printable
+from gpuready.runner.progress import FINAL_PHASES
+
+
+@dataclass(kw_only=True)
+class Status:
+    phase: str
+    """What the run does now (a rank's phase, or the verb's name for it); a plain line is printed when it changes."""
+    step: int | None = None
+    steps: int | None = None
+    step_unit: str = ""
+    rate: str | None = None
+    """Throughput where known, with its unit (`1,234 tokens/s`)."""
+    left_s: float | None = None
+    """Seconds left by the plan (negative: past it); None while unknown."""
+    detail: str = ""
+    """What the lowest rank said it is doing."""
+
+
+def duration(seconds: float) -> str:
+    seconds = round(abs(seconds))
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+def time_left(left_s: float | None) -> str:
+    if left_s is None:
+        return "time left: estimating"
+    if 0 <= left_s < 1:
+        return "almost done"
+    return f"about {duration(left_s)} left" if left_s >= 0 else f"{duration(left_s)} past the plan"
+
+
+class ProgressLine:
+    """Call it with the ranks' posts (runner.local.run_local's `on_progress`); close() when the run ends."""
+
+    def __init__(self, verb: str, plan: str, describe: Callable[..., Status], *,
+                 extra: Callable[[dict], Any] | None = None, stream: Any = None):
+        """`extra`: on a terminal, a rich renderable of the posts shown above the line (burn's telemetry table)."""
+        self.verb, self.describe, self.extra = verb, describe, extra
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+        self.last_phase: str | None = None
+        self.live = None
+        if self.stream.isatty():
+            from rich.console import Console
+            from rich.live import Live
+            self.live = Live(console=Console(file=self.stream), auto_refresh=False, transient=False,
+                             redirect_stdout=False)
+            self.live.start()
+        self._print(f"gpuready {verb}: {printable(plan)}")
+
+    def __call__(self, posts: dict, **context: Any) -> None:
+        status = self.describe(posts, time.monotonic() - self.started, **context)
+        if self.live is not None:
+            from rich.console import Group
+            from rich.text import Text
+            line = Text(self.line(status), no_wrap=True, overflow="ellipsis")
+            self.live.update(Group(self.extra(posts), line) if self.extra else line, refresh=True)
+        elif status.phase != self.last_phase:
+            self._print(f"  [{time.monotonic() - self.started:5.0f} s] {self.line(status, elapsed=False)}")
+        self.last_phase = status.phase
+
+    def line(self, status: Status, elapsed: bool = True) -> str:
+        parts = [f"{self.verb}: {status.phase}"]
+        if status.step is not None and status.steps:
+            parts[0] += f" {status.step}/{status.steps}{status.step_unit}"
+        parts += [status.rate] if status.rate else []
+        parts += [f"{duration(time.monotonic() - self.started)} elapsed"] if elapsed else []
+        parts += [time_left(status.left_s)]
+        parts += [status.detail] if status.detail else []
+        return printable(", ".join(parts))
+
+    def _print(self, text: str) -> None:
+        try:
+            if self.live is not None:
+                self.live.console.print(text, markup=False, highlight=False)
+            else:
+                print(text, file=self.stream, flush=True)
+        except BrokenPipeError:  # nobody reads stderr any more: the run and its report go on
+            pass
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def lowest(posts: dict) -> Any:
+    """The post of the lowest rank still working (else of the lowest rank), or None."""
+    active = [rank for rank, post in posts.items() if post.phase not in FINAL_PHASES]
+    return posts[min(active or posts)] if posts else None
+
+
+def validate_progress(predicted_s: float, workloads: list[str]) -> Callable[..., Status]:
+    """validate: the rank phase, its workload's place among those that run, and the plan's time left."""
+    def describe(posts: dict, elapsed_s: float) -> Status:
+        post = lowest(posts)
+        if post is None:
+            return Status(phase="launching", left_s=predicted_s - elapsed_s)
+        place = workloads.index(post.phase) + 1 if post.phase in workloads else None
+        left_s = 0.0 if post.phase in FINAL_PHASES else predicted_s - elapsed_s
+        return Status(phase=post.phase, step=place, steps=len(workloads), left_s=left_s, detail=post.operation)
+    return describe
+
+
+_STEP = re.compile(r"step (\d+)( \(warm-up\))?$")
+
+
+class BenchProgress:
+    """bench: each run's stage, its step k/n, tokens/s between the steps seen, and the steps left in every run."""
+
+    def __init__(self, runs: list[tuple[str, int]], steps: int, tokens_per_step: Callable[[str, int], int]):
+        self.runs, self.steps, self.tokens_per_step = runs, steps, tokens_per_step
+        self.started: dict[int, float] = {}
+        self.first: dict[int, tuple[int, float]] = {}
+        """Run → (step, elapsed s) when its first step was seen."""
+        self.step_s: dict[int, float] = {}
+        self.overhead_s: float | None = None
+        """Start-up and model building of a run, the longest one seen."""
+
+    def __call__(self, posts: dict, elapsed_s: float, run: int = 0) -> Status:
+        strategy, world_size = self.runs[run]
+        started = self.started.setdefault(run, elapsed_s)
+        post = lowest(posts)
+        stage, step = (post.phase if post else "launching"), None
+        match = _STEP.search(post.operation) if post and post.phase == "train" else None
+        if match:
+            step = int(match.group(1)) + 1
+            stage = "warm-up" if match.group(2) else "steps"
+            first_step, first_s = self.first.setdefault(run, (step, elapsed_s))
+            self.overhead_s = max(self.overhead_s or 0.0, first_s - started)
+            if step > first_step:
+                self.step_s[run] = (elapsed_s - first_s) / (step - first_step)
+        elif post and post.phase == "train":
+            stage = "build" if "build" in post.operation else "check"
+        step_s = self.step_s.get(run) or next((self.step_s[r] for r in sorted(self.step_s, reverse=True)), None)
+        left = None
+        if step_s and self.overhead_s is not None:
+            if stage in ("launching", "startup", "ready", "build"):  # this run's start-up, then all its steps
+                left = max(0.0, self.overhead_s - (elapsed_s - started)) + self.steps * step_s
+            else:
+                left = (self.steps - (step or self.steps)) * step_s
+            left += (len(self.runs) - run - 1) * (self.overhead_s + self.steps * step_s)
+        rate = f"{self.tokens_per_step(strategy, world_size) / self.step_s[run]:,.0f} tokens/s" \
+            if run in self.step_s else None
+        return Status(phase=f"{strategy}×{world_size} {stage}", step=step, steps=self.steps if step else None,
+                      rate=rate, left_s=left, detail=f"run {run + 1}/{len(self.runs)}")
+
+
+_GEMMS = re.compile(r"([\d,]+) GEMMs, ([\d,.]+) TFLOP/s, (\d+) error")
+
+
+def burn_progress(duration_s: float, startup_s: float, samples: Callable[[], int] | None) -> Callable[..., Status]:
+    """burn: memory pattern then the GEMM window (seconds of it), TFLOP/s and errors summed over the workers,
+    telemetry samples taken, and the window's time left."""
+    window: list[float] = []
+
+    def describe(posts: dict, elapsed_s: float) -> Status:
+        post = lowest(posts)
+        figures = [match for p in posts.values() if (match := _GEMMS.search(p.operation))]
+        phase = post.phase if post else "launching"
+        if phase == "burn":
+            phase = "gemm" if figures else "memory"
+        if figures and not window:
+            from gpuready.workloads.burn import PUBLISH_EVERY_S
+            window.append(elapsed_s - PUBLISH_EVERY_S)  # the first figures come one publication after it began
+        left = window[0] + duration_s - elapsed_s if window else startup_s + duration_s - elapsed_s
+        rate = None
+        if figures:
+            gemms, tflops, errors = (sum(float(match.group(i).replace(",", "")) for match in figures) for i in (1, 2, 3))
+            rate = f"{gemms:,.0f} GEMMs, {tflops:,.0f} TFLOP/s, {errors:.0f} error(s)"
+        if samples is not None:
+            rate = f"{rate + ', ' if rate else ''}{samples()} telemetry samples"
+        step = min(duration_s, elapsed_s - window[0]) if window and phase == "gemm" else None
+        return Status(phase=phase, step=None if step is None else round(max(step, 0)), steps=round(duration_s),
+                      step_unit=" s", rate=rate, left_s=max(left, 0.0) if phase not in FINAL_PHASES else 0.0,
+                      detail=f"{len(posts)} worker(s) reporting" if posts else "")
+    return describe
