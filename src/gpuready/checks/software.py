@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from gpuready.checks.registry import CheckContext, check, kernel_evidence
+from gpuready.i18n import catalogue, said
 from gpuready.knowledge import driver_requirement, env_var_rules, version_tuple
 from gpuready.model import Finding
 
@@ -14,12 +15,11 @@ _TORCH_INSTALL = "https://pytorch.org/get-started/locally/"
 def _torch_problem(context: CheckContext) -> Finding | None:
     torch = context.facts.torch
     if torch is None:
-        return context.skip("No torch facts in this run (torch.json).")
+        return context.skip(said("software.torch.not_read"))
     if torch.version is None:
-        return context.warn(f"PyTorch is not usable here: {torch.error or 'not installed'}.",
-                            observed=torch.error, expected="torch >= 2.4 with CUDA",
-                            fix=f"pip install torch (pick the CUDA build for this driver at {_TORCH_INSTALL})",
-                            refs=[_TORCH_INSTALL])
+        return context.warn(said("software.torch.unusable", error=torch.error) if torch.error else
+                            said("software.torch.not_installed"),
+                            observed=torch.error, expected="torch >= 2.4 with CUDA", refs=[_TORCH_INSTALL])
     return None
 
 
@@ -29,40 +29,33 @@ def software_driver_cuda(context: CheckContext) -> list[Finding]:
     if problem := _torch_problem(context):
         return [problem]
     if not torch.cuda:
-        return [context.fail(f"torch {torch.version} is a CPU-only build: it cannot use the GPUs.",
-                             observed=torch.version, expected="a CUDA build",
-                             fix=f"pip install torch --index-url https://download.pytorch.org/whl/cu128 (see {_TORCH_INSTALL})",
-                             refs=[_TORCH_INSTALL])]
+        return [context.fail(said("software.driver_cuda.cpu_only", torch=torch.version),
+                             observed=torch.version, expected="a CUDA build", refs=[_TORCH_INSTALL])]
     if not version_tuple(driver):
-        return [context.warn(f"The driver version {driver[:40]!r} is not a version number; torch's CUDA {torch.cuda} "
-                             "not judged against it.", observed=driver, fix="Run `nvidia-smi` and collect again.")]
+        return [context.warn(said("software.driver_cuda.not_a_version", driver=repr(driver[:40]), cuda=torch.cuda),
+                             observed=driver)]
     requirement = driver_requirement(torch.cuda)
     if requirement is None:
-        return [context.warn(f"torch is built with CUDA {torch.cuda}, which gpuready's table does not know; driver "
-                             f"{driver} not judged.", observed=torch.cuda, fix="Compare with NVIDIA's CUDA release "
-                             "notes table of minimum drivers.")]
+        return [context.warn(said("software.driver_cuda.unknown_cuda", cuda=torch.cuda, driver=driver),
+                             observed=torch.cuda)]
+    versions = {"driver": driver, "cuda": torch.cuda, "minimum": requirement.minimum}
     observed = f"driver {driver}, torch {torch.version} (CUDA {torch.cuda})"
     below_minimum = _older(driver, requirement.minimum)
     if below_minimum is None:
-        return [context.warn(f"The driver version {driver} stops short of the {requirement.minimum} that torch's CUDA "
-                             f"{torch.cuda} needs at least: whether it is new enough cannot be told.",
+        return [context.warn(said("software.driver_cuda.short_version", **versions),
                              observed=observed, expected=f">= {requirement.minimum}",
-                             fix="Run `nvidia-smi` (it prints the full driver version) and collect again.",
                              refs=[requirement.minimum_source])]
     if below_minimum:
-        return [context.fail(f"Driver {driver} is too old for torch's CUDA {torch.cuda} (needs >= "
-                             f"{requirement.minimum}): CUDA initialisation fails with 'driver version is insufficient'.",
+        return [context.fail(said("software.driver_cuda.too_old", **versions,
+                                  upgrade_to=requirement.full_feature or requirement.minimum),
                              observed=observed, expected=f">= {requirement.minimum}",
-                             fix=f"Upgrade the driver to >= {requirement.full_feature or requirement.minimum}, or install "
-                                 f"a torch built for an older CUDA ({_TORCH_INSTALL}).",
                              refs=[requirement.minimum_source])]
     if requirement.full_feature and _older(driver, requirement.full_feature) is not False:
-        return [context.passed(f"Driver {driver} runs torch's CUDA {torch.cuda} through minor-version compatibility "
-                               f"(>= {requirement.minimum}); features that need the {requirement.full_feature} driver "
-                               "(e.g. JIT of newer PTX) are unavailable.", observed=observed,
+        return [context.passed(said("software.driver_cuda.minor_compat", **versions,
+                                    full_feature=requirement.full_feature), observed=observed,
                                expected=f">= {requirement.full_feature} for every feature",
                                refs=[requirement.minimum_source, requirement.full_feature_source or ""])]
-    return [context.passed(f"Driver {driver} supports torch's CUDA {torch.cuda}.", observed=observed,
+    return [context.passed(said("software.driver_cuda.pass", **versions), observed=observed,
                            expected=f">= {requirement.full_feature or requirement.minimum}",
                            refs=[requirement.full_feature_source or requirement.minimum_source])]
 
@@ -77,8 +70,9 @@ def _older(version: str, than: str) -> bool | None:
     return mine < theirs
 
 
-def _arch_supported(capability: str, arch_list: list[str]) -> tuple[bool, str]:
-    """PyTorch's own rule: SASS for the same major (sm_XY with X = major, Y <= minor), or PTX at or below it."""
+def _arch_supported(capability: str, arch_list: list[str]) -> tuple[bool, str, bool]:
+    """PyTorch's own rule: SASS for the same major (sm_XY with X = major, Y <= minor), or PTX at or below it.
+    (supported, the arch that runs it, whether that is PTX, JIT-compiled at first use)."""
     major, minor = version_tuple(capability)
     for arch in arch_list:
         match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", arch)
@@ -86,10 +80,10 @@ def _arch_supported(capability: str, arch_list: list[str]) -> tuple[bool, str]:
             continue
         kind, arch_major, arch_minor, suffix = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
         if kind == "sm" and arch_major == major and arch_minor <= minor and (not suffix or arch_minor == minor):
-            return True, arch
+            return True, arch, False
         if kind == "compute" and (arch_major, arch_minor) <= (major, minor) and not suffix:
-            return True, f"{arch} (PTX, JIT-compiled at first use)"
-    return False, ""
+            return True, arch, True
+    return False, "", False
 
 
 @check("software.torch_arch", "torch has kernels for every GPU", needs=("torch",))
@@ -98,26 +92,27 @@ def software_torch_arch(context: CheckContext) -> list[Finding]:
     if problem := _torch_problem(context):
         return [problem]
     if torch.arch_list is None:
-        return [context.skip("torch's arch list was not read (run without --fast to import torch).")]
+        return [context.skip(said("software.torch_arch.not_read"))]
     if not torch.arch_list:
-        return [context.skip("torch reports no CUDA arch list (CPU build or CUDA unavailable).")]
+        return [context.skip(said("software.torch_arch.empty"))]
     findings = []
     # Only `major.minor` capabilities are judged (the parsers let nothing else through).
     for capability in sorted({gpu.compute_capability for gpu in context.gpus
                               if gpu.compute_capability and len(version_tuple(gpu.compute_capability)) == 2}):
-        supported, via = _arch_supported(capability, torch.arch_list)
+        supported, via, ptx = _arch_supported(capability, torch.arch_list)
         gpus = [gpu for gpu in context.gpus if gpu.compute_capability == capability]
         names = ", ".join(sorted({gpu.name or "?" for gpu in gpus}))
         if not supported:
             findings.append(context.fail(
-                f"torch {torch.version} has no kernels for compute capability {capability} ({names}): 'no kernel image "
-                "is available for execution on the device'.", observed=torch.arch_list, expected=f"sm_{capability.replace('.', '')}",
-                fix=f"Install a torch build that lists sm_{capability.replace('.', '')} (newer CUDA wheels, e.g. cu128 for "
-                    f"Blackwell): {_TORCH_INSTALL}", refs=["torch.cuda.get_arch_list(); torch/cuda/__init__.py _check_capability"]))
+                said("software.torch_arch.no_kernels", torch=torch.version, capability=capability, names=names,
+                     sm=f"sm_{capability.replace('.', '')}"),
+                observed=torch.arch_list, expected=f"sm_{capability.replace('.', '')}",
+                refs=["torch.cuda.get_arch_list(); torch/cuda/__init__.py _check_capability"]))
         else:
-            findings.append(context.passed(f"Compute capability {capability} ({names}) runs on {via}.",
+            findings.append(context.passed(said(f"software.torch_arch.runs{'_ptx' if ptx else ''}",
+                                                capability=capability, names=names, arch=via),
                                            observed=torch.arch_list))
-    return findings or [context.skip("GPU compute capabilities are not known (nvml.json holds them).")]
+    return findings or [context.skip(said("software.torch_arch.unknown"))]
 
 
 @check("software.torch_sees_gpus", "torch sees every GPU", needs=("torch",))
@@ -127,20 +122,17 @@ def software_torch_sees_gpus(context: CheckContext) -> list[Finding]:
         return [problem]
     if torch.device_count is None:
         if torch.error:
-            return [context.fail(f"torch could not query CUDA: {torch.error}", observed=torch.error,
-                                 fix="Run `python -c 'import torch; torch.cuda.init()'` to see the full error.")]
-        return [context.skip("torch's device count was not read (run without --fast).")]
+            return [context.fail(said("software.torch_sees_gpus.query_failed", error=torch.error), observed=torch.error)]
+        return [context.skip(said("software.torch_sees_gpus.not_read"))]
     visible = len(context.gpus)
     hidden = (context.facts.env or {}).get("CUDA_VISIBLE_DEVICES")
     if torch.device_count == 0:
-        return [context.fail(f"torch sees no GPU while the driver shows {visible}.", observed=0, expected=visible,
-                             fix="Check CUDA_VISIBLE_DEVICES, the driver/CUDA fit (software.driver_cuda) and "
-                                 "`python -c 'import torch; torch.cuda.init()'`.")]
+        return [context.fail(said("software.torch_sees_gpus.none", visible=visible), observed=0, expected=visible)]
     if torch.device_count < visible and hidden is None:
-        return [context.warn(f"torch sees {torch.device_count} of {visible} GPUs.", observed=torch.device_count,
-                             expected=visible, fix="Check CUDA_VISIBLE_DEVICES and that no GPU is in MIG mode.")]
-    return [context.passed(f"torch {torch.version} sees {torch.device_count} GPU(s)"
-                           + (f" (CUDA_VISIBLE_DEVICES={hidden})." if hidden is not None else "."),
+        return [context.warn(said("software.torch_sees_gpus.some", count=torch.device_count, visible=visible),
+                             observed=torch.device_count, expected=visible)]
+    return [context.passed(said(f"software.torch_sees_gpus.pass{'' if hidden is None else '_visible_devices'}",
+                                torch=torch.version, count=torch.device_count, visible_devices=hidden),
                            observed=torch.device_count, expected=visible)]
 
 
@@ -155,17 +147,15 @@ def software_nccl(context: CheckContext) -> list[Finding]:
     preload = " ".join(env.get(name, "") for name in ("LD_PRELOAD", "NCCL_LIBRARY", "TORCH_NCCL_LIBRARY"))
     if torch.nccl_version is None:
         if not torch.cuda:
-            return [context.skip("torch is a CPU build: no NCCL.")]
-        return [context.skip("torch's NCCL version was not read (run without --fast, or torch lacks NCCL).")]
-    note = ""
-    if system and any(version != torch.nccl_version for version in system):
-        note = (f" A system libnccl {', '.join(system)} is also installed; torch uses its own, so this only "
-                "matters for tools linked against the system one (e.g. nccl-tests).")
+            return [context.skip(said("software.nccl.cpu_build"))]
+        return [context.skip(said("software.nccl.not_read"))]
     if "nccl" in preload.lower():
-        return [context.warn(f"torch's NCCL is {torch.nccl_version} but the environment preloads another NCCL "
-                             f"({preload.strip()}).", observed=preload.strip(), expected=torch.nccl_version,
-                             fix="Unset LD_PRELOAD unless the override is intended; mismatched NCCL builds hang.")]
-    return [context.passed(f"torch uses NCCL {torch.nccl_version}.{note}", observed=torch.nccl_version)]
+        return [context.warn(said("software.nccl.preloaded", nccl=torch.nccl_version, preload=preload.strip()),
+                             observed=preload.strip(), expected=torch.nccl_version)]
+    # `_system`: a system libnccl of another version is installed too
+    other = system and any(version != torch.nccl_version for version in system)
+    return [context.passed(said(f"software.nccl.pass{'_system' if other else ''}", nccl=torch.nccl_version,
+                                system=", ".join(system)), observed=torch.nccl_version)]
 
 
 @check("software.container", "Container runtime and scheduler variables", needs_gpus=False)
@@ -175,15 +165,12 @@ def software_container(context: CheckContext) -> list[Finding]:
     refused = [event for event in context.facts.kernel_log or [] if event.kind == "docker_no_gpu_runtime"]
     if refused:
         return [context.fail(
-            "Docker has no NVIDIA runtime: `docker run --gpus …` fails (could not select device driver), so no "
-            "container on this host gets a GPU, however healthy the GPUs are.", observed=refused[-1].line[:200],
+            said("software.container.no_docker_runtime"), observed=refused[-1].line[:200],
             expected="the NVIDIA Container Toolkit configured for Docker",
-            fix="Install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker && sudo "
-                "systemctl restart docker`; check with `docker run --rm --gpus all ubuntu nvidia-smi`.",
             refs=["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"],
             evidence=kernel_evidence(refused))]
     if runtime is None and context.facts.env is None:
-        return [context.skip("No container facts in this run (cgroup.txt or env.txt holds them).")]
+        return [context.skip(said("software.container.not_read"))]
     schedulers = [name for name, prefix in (("Slurm", "SLURM_JOB_ID"), ("Kubernetes", "KUBERNETES_SERVICE_HOST"))
                   if prefix in env]
     nvidia_runtime = "NVIDIA_VISIBLE_DEVICES" in env
@@ -194,33 +181,42 @@ def software_container(context: CheckContext) -> list[Finding]:
     if runtime and runtime != "none":
         parts.append("NVIDIA runtime variables present" if nvidia_runtime else "no NVIDIA_VISIBLE_DEVICES")
     if runtime and runtime not in ("none", None) and not nvidia_runtime and not context.facts.gpus:
-        return [context.warn("Inside a container without the NVIDIA runtime: GPUs are not passed in (a likely cause "
-                             "of gpu.present).",
-                             observed="; ".join(parts), fix="docker run --gpus all (NVIDIA Container Toolkit), or "
-                             "request nvidia.com/gpu in the Kubernetes pod spec.",
+        return [context.warn(said("software.container.no_gpus_passed"), observed="; ".join(parts),
                              refs=["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/"])]
-    return [context.passed("; ".join(parts) + ".", observed={"container": runtime, "schedulers": schedulers})]
+    # The catalogue variant of `parts`: where it runs, a scheduler, the NVIDIA runtime (inside a container).
+    where = "in_container" if runtime and runtime != "none" else "not_in_container" if runtime == "none" else \
+        "undetermined"
+    variant = where + ("_scheduler" if schedulers else "") + (
+        ("_nvidia_runtime" if nvidia_runtime else "_no_nvidia_runtime") if where == "in_container" else "")
+    return [context.passed(said(f"software.container.{variant}", runtime=runtime, schedulers=", ".join(schedulers)),
+                           observed={"container": runtime, "schedulers": schedulers})]
 
 
 @check("software.env", "No environment variables that hurt multi-GPU training", needs=("env",), needs_gpus=False)
 def software_env(context: CheckContext) -> list[Finding]:
     env = context.facts.env
+    known = catalogue("en")  # each variable of env_vars.toml has its ids; one added since says its `why` in English
     findings = []
-    notes = []
+    notes: dict[str, str] = {}
     for rule in env_var_rules():
-        value = env.get(rule["name"])
+        name, value = rule["name"], env.get(rule["name"])
         if value is None:
             continue
         if "*" in rule["bad_values"] or value in rule["bad_values"]:
-            text = f"{rule['name']}={value}: {rule['why']}"
             if rule["level"] == "warn":
-                findings.append(context.warn(text + ".", observed=f"{rule['name']}={value}", expected="unset",
-                                             fix=f"unset {rule['name']} (unless debugging)", refs=[rule["source"]]))
+                text = said(f"software.env.set_{name}", value=value) if f"software.env.set_{name}" in known else \
+                    said("software.env.set", name=name, value=value, why=rule["why"])
+                findings.append(context.warn(text, observed=f"{name}={value}", expected="unset", refs=[rule["source"]]))
             else:
-                notes.append(text)
+                notes[name] = value
     if not findings:
-        message = "No environment variable slows or breaks NCCL/CUDA."
-        if notes:
-            message += " Noted: " + "; ".join(notes) + "."
-        findings.append(context.passed(message))
+        noted = f"software.env.pass_noted_{'_'.join(notes)}"  # the variables noted, in the table's order
+        if not notes:
+            findings.append(context.passed(said("software.env.pass")))
+        elif noted in known:
+            findings.append(context.passed(said(noted, **notes)))
+        else:
+            why = {rule["name"]: rule["why"] for rule in env_var_rules()}
+            findings.append(context.passed(said("software.env.pass_noted", notes="; ".join(
+                f"{name}={value}: {why[name]}" for name, value in notes.items()))))
     return findings
