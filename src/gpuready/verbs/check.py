@@ -14,6 +14,7 @@ from gpuready.facts.build import READ_IN_PART, SKIPPED, build_facts
 from gpuready.facts.machines import split_bundle
 from gpuready.facts.types import Facts
 from gpuready.knowledge import gpu_spec, thresholds
+from gpuready.i18n import Said, finding_text, said
 from gpuready.model import INPUT_CHECK_ID, SKIPPED_CHECK_ID, TRUNCATED_CHECK_ID, Finding, Report, Status, Subject
 
 
@@ -90,12 +91,9 @@ def check_files(files: dict[str, str], options: CheckOptions, fail_on_warn: bool
         all_facts.append(facts)
     named = "; ".join(f"{report.host}: {', '.join(sorted(part))}" for report, (_id, part) in zip(reports, parts))
     mixed = Finding(check_id=MIXED_MACHINES_ID, status=Status.WARN, subject=Subject(host=reports[0].host),
-                    message=f"These files come from {len(parts)} machines (different host names or NVIDIA drivers), "
-                            f"judged one by one, not as one machine: {named}.",
+                    **finding_text(said("bundle.mixed_machines", count=len(parts), named=named)),
                     observed=[{"machine": report.host, "files": sorted(part)} for report, (_id, part)
-                              in zip(reports, parts)],
-                    fix="Give one machine's files at a time (`gpuready collect` on each node), or name the node each "
-                        "file came from.")
+                              in zip(reports, parts)])
     report = Report(tool_version=__version__, host=f"{len(parts)} machines",
                     findings=[mixed] + [finding for part_report in reports for finding in part_report.findings],
                     facts={**reports[0].facts, "machines": [report.facts for report in reports]},
@@ -113,33 +111,27 @@ def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False
     findings = run_checks(facts, options)
     for name, sentence in facts.input_errors:
         findings.append(Finding(check_id=INPUT_CHECK_ID, status=Status.ERROR, subject=Subject(host=host),
-                                message=sentence, observed=name,
-                                fix=f"Collect {name} again (`gpuready collect`), or remove it from the bundle."))
-    for check_id, name, sentence in bundle_notes(facts):
+                                **finding_text(said("bundle.unreadable.file", sentence=sentence, name=name)),
+                                observed=name))
+    for check_id, name, text in bundle_notes(facts):
         findings.append(Finding(check_id=check_id, status=Status.WARN, subject=Subject(host=host),
-                                message=sentence, observed=name, fix=_BUNDLE_NOTE_FIXES[check_id]))
+                                **finding_text(text), observed=name))
     return Report(tool_version=__version__, host=host, findings=findings, facts=summarize_facts(facts),
                   input_error=bool(facts.input_errors), fail_on_warn=fail_on_warn, multi_node=multi_node,
                   not_enough_evidence=not_enough_evidence(facts))
 
 
-def bundle_notes(facts: Facts) -> list[tuple[str, str, str]]:
-    """(check id, entry, one sentence) for each bundle entry skipped or read in part (warnings, not input errors)."""
+def bundle_notes(facts: Facts) -> list[tuple[str, str, Said]]:
+    """(check id, entry, its text) for each bundle entry skipped or read in part (warnings, not input errors)."""
     notes = []
     for name, state in facts.sources.items():
         if state.startswith(SKIPPED):
-            notes.append((SKIPPED_CHECK_ID, name, f"{name} was not read: {state[len(SKIPPED):]}."))
+            notes.append((SKIPPED_CHECK_ID, name, said("bundle.skipped.entry", name=name,
+                                                       reason=state[len(SKIPPED):])))
         if READ_IN_PART in state:
-            notes.append((TRUNCATED_CHECK_ID, name, f"{name} was read in part: {state.split(READ_IN_PART, 1)[1]}."))
+            notes.append((TRUNCATED_CHECK_ID, name, said("bundle.truncated.entry", name=name,
+                                                         reason=state.split(READ_IN_PART, 1)[1])))
     return notes
-
-
-_BUNDLE_NOTE_FIXES = {
-    SKIPPED_CHECK_ID: "Put the files themselves in the bundle's folder (`cp -L`, `tar --dereference`): gpuready does "
-                      "not follow links or read subfolders; `gpuready collect` writes a bundle as it should be.",
-    TRUNCATED_CHECK_ID: "Check that the file is the tool output it is named for (real ones stay far below the limit); "
-                        "collect it again with `gpuready collect`, or trim it to the part that matters.",
-}
 
 
 def summarize_facts(facts: Facts) -> dict:
