@@ -702,7 +702,8 @@ class TorchErrorReader(Reader):
                 message=f"Rendezvous / TCPStore connection to {target} failed: {error.reason}.",
                 observed={"host": target_host, "port": port, "kind": kind, "reason": error.reason,
                           "attempts": len(items)},
-                fix=advice[0].upper() + advice[1:] + "; `gpuready diagnose --probe` tests ports and name resolution.",
+                fix=advice[0].upper() + advice[1:] + f"; `gpuready diagnose net --peers {target_host or 'HOST'}"
+                    f"{f' --port {port}' if port else ''}` (on each node) tests ports and name resolution.",
                 consequence_of=consequence, evidence=quote(lines),
                 refs=["https://pytorch.org/docs/stable/distributed.html#environment-variable-initialization"]))
         return found
