@@ -53,9 +53,46 @@ def catalogue(lang: str) -> dict[str, str]:
 
 
 def message(msg_id: str, lang: str = DEFAULT_LANGUAGE, /, **values: object) -> str:
-    """The text of `msg_id` in `lang` with its placeholders filled; English where `lang` lacks the id."""
+    """The text of `msg_id` in `lang` with its placeholders filled; English where `lang` lacks the id.
+
+    A value may itself be catalogue text (a `Said`, or its JSON form `{"message_id": …, "message_values": …}`), and a
+    list of such values reads as one sentence each, so that a finding built from parts (an Xid's meaning from the
+    catalog, the cause a log line names) renders whole in either language."""
     text = catalogue(lang).get(msg_id) or catalogue(DEFAULT_LANGUAGE)[msg_id]
-    return text.format(**values) if values else text
+    return text.format(**{name: _in_language(value, lang) for name, value in values.items()}) if values else text
+
+
+def _in_language(value: object, lang: str) -> object:
+    if isinstance(value, Said):
+        return message(value.msg_id, lang, **value.values)
+    if isinstance(value, dict) and isinstance(value.get("message_id"), str):
+        nested = value.get("message_values")
+        return message(value["message_id"], lang, **(nested if isinstance(nested, dict) else {}))
+    if isinstance(value, list) and value and all(isinstance(item, (Said, dict)) for item in value):
+        return catalogue(lang).get("list.separator", "; ").join(str(_in_language(item, lang)) for item in value)
+    return value
+
+
+def text_in(lang: str, msg_id: str, values: Mapping[str, object]) -> str | None:
+    """`msg_id` filled with `values` in `lang`, or None where the catalogue lacks it or the values do not fit it (a
+    report document edited by hand, or written by another version)."""
+    if msg_id not in catalogue(lang) and msg_id not in catalogue(DEFAULT_LANGUAGE):
+        return None
+    try:
+        return message(msg_id, lang, **values)
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def json_values(values: Mapping[str, object]) -> dict[str, object]:
+    """`values` as a report document keeps them: a nested `Said` as `{"message_id", "message_values"}`."""
+    def as_json(value: object) -> object:
+        if isinstance(value, Said):
+            return {"message_id": value.msg_id, "message_values": json_values(value.values)}
+        if isinstance(value, (list, tuple)):
+            return [as_json(item) for item in value]
+        return value
+    return {name: as_json(value) for name, value in values.items()}
 
 
 def placeholders(text: str) -> frozenset[str]:
@@ -73,19 +110,25 @@ class Said:
     values: dict[str, object]
 
     def english(self) -> str:
-        return catalogue(DEFAULT_LANGUAGE)[self.msg_id].format(**self.values)
+        return message(self.msg_id, DEFAULT_LANGUAGE, **self.values)
 
     def english_fix(self) -> str | None:
-        fix = catalogue(DEFAULT_LANGUAGE).get(f"{self.msg_id}.fix")
-        return fix.format(**self.values) if fix is not None else None
+        fix_id = f"{self.msg_id}.fix"
+        return message(fix_id, DEFAULT_LANGUAGE, **self.values) if fix_id in catalogue(DEFAULT_LANGUAGE) else None
 
 
 def said(msg_id: str, **values: object) -> Said:
-    """`values`: JSON scalars (str, int, float, bool, None): they are kept in the report document."""
+    """`values`: JSON scalars (str, int, float, bool, None), another `said(…)` or a list of them: they are kept in
+    the report document."""
     return Said(msg_id, values)
+
+
+def said_again(finding: object) -> Said:
+    """A catalogued finding's text as a `Said`, to be a part of another one."""
+    return Said(finding.message_id, dict(finding.message_values or {}))
 
 
 def finding_text(text: Said) -> dict[str, object]:
     """A Finding's `message`, `fix`, `message_id` and `message_values`: `Finding(check_id=…, **finding_text(said(…)))`."""
     return {"message": text.english(), "fix": text.english_fix(), "message_id": text.msg_id,
-            "message_values": dict(text.values)}
+            "message_values": json_values(text.values)}

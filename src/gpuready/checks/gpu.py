@@ -259,7 +259,7 @@ def gpu_persistence(context: CheckContext) -> list[Finding]:
                                   observed="Disabled", refs=[_PERSISTENCE_REF, thresholds("persistence")["source"]])
         return context.warn(said("gpu.persistence.off", index=gpu.index), gpu=gpu, observed="Disabled",
                             expected="Enabled", refs=[_PERSISTENCE_REF])
-    return per_gpu(context, judge, "Persistence mode is on on all {count} GPU(s).",
+    return per_gpu(context, judge, said("gpu.persistence.all_good"),
                    reported=lambda gpu: gpu.persistence_mode is not None,
                    unreported=said("gpu.persistence.unreported"))
 
@@ -274,7 +274,7 @@ def gpu_mig(context: CheckContext) -> list[Finding]:
             return context.warn(said("gpu.mig.pending", index=gpu.index), gpu=gpu, observed="Pending Enabled",
                                 expected="Disabled")
         return None
-    return per_gpu(context, judge, "MIG is off on all {count} GPU(s).",
+    return per_gpu(context, judge, said("gpu.mig.all_good"),
                    reported=lambda gpu: gpu.mig_enabled is not None or gpu.mig_pending is not None or queried(gpu),
                    unreported=said("gpu.mig.unreported"))
 
@@ -290,7 +290,7 @@ def gpu_compute_mode(context: CheckContext) -> list[Finding]:
             return context.warn(said("gpu.compute_mode.exclusive", index=gpu.index, mode=gpu.compute_mode), gpu=gpu,
                                 observed=gpu.compute_mode, expected="Default")
         return None
-    return per_gpu(context, judge, "Compute mode is Default on all {count} GPU(s).",
+    return per_gpu(context, judge, said("gpu.compute_mode.all_good"),
                    reported=lambda gpu: gpu.compute_mode is not None,
                    unreported=said("gpu.compute_mode.unreported"))
 
@@ -306,7 +306,7 @@ def gpu_ecc_mode(context: CheckContext) -> list[Finding]:
             return context.warn(said("gpu.ecc_mode.pending", index=gpu.index), gpu=gpu,
                                 observed={"current": gpu.ecc_enabled, "pending": gpu.ecc_pending})
         return None
-    return per_gpu(context, judge, "ECC is as expected on all {count} GPU(s).",
+    return per_gpu(context, judge, said("gpu.ecc_mode.all_good"),
                    reported=lambda gpu: gpu.ecc_enabled is not None or gpu.ecc_pending is not None or queried(gpu),
                    unreported=said("gpu.ecc_mode.unreported"))
 
@@ -321,7 +321,7 @@ def gpu_busy(context: CheckContext) -> list[Finding]:
                                 observed=len(compute), expected=0)
         return None
     return per_gpu(context, judge,
-                   "No compute processes on any of {count} GPU(s) (memory the driver reserves is not a process).",
+                   said("gpu.busy.all_good"),
                    reported=lambda gpu: gpu.processes is not None,
                    unreported=said("gpu.busy.unreported"))
 

@@ -12,10 +12,11 @@ from gpuready.checks.kernel_judge import (SXID_REF, XidGroup, is_nvlink_xid, jud
 from gpuready.checks.nvlink import ranges
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, kernel_log_missing, per_gpu
 from gpuready.facts.types import Facts, GpuFacts, KernelEvent
+from gpuready.i18n import said
 from gpuready.knowledge import thresholds, xid_entry
 from gpuready.model import Finding
 
-_REMAP_UNREPORTED = "Row remapping not reported (pre-Ampere GPU, or not in this run)."
+_REMAP_UNREPORTED = said("health.row_remap.unreported")
 _REMAP_REF = "NVIDIA GPU memory error management, row remapping: " \
              "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
 
@@ -25,7 +26,7 @@ def health_xid(context: CheckContext) -> list[Finding]:
     """Every Xid but the NVLink ones (nvlink.errors), and a GPU fallen off the bus without a number (as Xid 79); the
     status of a line is the one kernel judge's (checks/kernel_judge.py)."""
     facts = context.facts
-    if missing := kernel_log_missing(context, "Xid"):
+    if missing := kernel_log_missing(context, said("health.xid.what")):
         return [missing]
     window = _window(facts)
     gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
@@ -223,8 +224,9 @@ def health_inforom(context: CheckContext) -> list[Finding]:
         return None
     if all(gpu.inforom_valid is None for gpu in context.gpus) and not log_corrupt:
         return [context.skip("infoROM validity not reported (nvml.json or plain nvidia-smi warnings hold it).")]
-    findings = per_gpu(context, judge, "infoROM valid on all {count} GPU(s).",
-                       reported=lambda gpu: gpu.inforom_valid is not None or log_corrupt, unreported="")
+    findings = per_gpu(context, judge, said("health.inforom.all_good"),
+                       reported=lambda gpu: gpu.inforom_valid is not None or log_corrupt,
+                       unreported=said("health.inforom.unreported"))
     if log_corrupt and all(finding.status.value == "pass" for finding in findings):
         return [context.fail("The kernel log reports a corrupted infoROM.", fix="Run `nvidia-smi` to see which GPU; "
                              "contact the vendor.", refs=["NVML nvmlDeviceValidateInforom"])]
@@ -277,10 +279,9 @@ def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
                                   "ones (corrected errors are handled by ECC; not a fault).", gpu=gpu,
                                   observed={"corrected_volatile": corrected})
         return None
-    return per_gpu(context, judge, "No uncorrectable ECC errors on any of {count} GPU(s).",
+    return per_gpu(context, judge, said("health.ecc_uncorrected.all_good"),
                    reported=lambda gpu: counted(gpu) or gpu.bus_id in logged,
-                   unreported="No ECC counters reported (ECC off, or a GPU without ECC), and no Xid 48/94/95 for "
-                              "these GPUs in the kernel log.")
+                   unreported=said("health.ecc_uncorrected.unreported"))
 
 
 def _ecc_from_log(context: CheckContext, gpu: GpuFacts, evidence: _Evidence, uptime: float | None) -> Finding:
@@ -327,11 +328,10 @@ def health_retired_pages(context: CheckContext) -> list[Finding]:
                or gpu.retired_pages_pending is not None]
     if not retires and any(gpu.remap_pending is not None for gpu in context.gpus):
         return [context.passed("Page retirement not used: these GPUs remap rows instead (see health.row_remap_*).")]
-    return per_gpu(context, judge, "Retired pages within limits on all {count} GPU(s).",
+    return per_gpu(context, judge, said("health.retired_pages.all_good"),
                    reported=lambda gpu: gpu.retired_pages_sbe is not None or gpu.retired_pages_dbe is not None
                    or gpu.retired_pages_pending is not None,
-                   unreported="Page retirement not reported: GPUs from Ampere on remap rows instead (see "
-                              "health.row_remap_*), or no nvml.json / nvidia-smi -q in this run.")
+                   unreported=said("health.retired_pages.unreported"))
 
 
 @check("health.row_remap_pending", "No row remap waiting for a reset")
@@ -362,7 +362,7 @@ def health_row_remap_pending(context: CheckContext) -> list[Finding]:
                 f"the {_marker_name(mark)} {_when(mark, uptime)}, which applies it.", gpu=gpu,
                 observed={"kernel_log": _summarize(evidence, uptime), "history": True}, refs=[_REMAP_REF])
         return None
-    return per_gpu(context, judge, "No row remap pending on any of {count} GPU(s).",
+    return per_gpu(context, judge, said("health.row_remap_pending.all_good"),
                    reported=lambda gpu: gpu.remap_pending is not None or gpu.bus_id in logged,
                    unreported=_REMAP_UNREPORTED)
 
@@ -392,7 +392,7 @@ def health_row_remap_failure(context: CheckContext) -> list[Finding]:
                                   "uncorrectable errors; remapping works as designed.", gpu=gpu,
                                   observed={"uncorrectable_rows": gpu.remapped_rows_uncorrectable})
         return None
-    return per_gpu(context, judge, "No row remap failure on any of {count} GPU(s).",
+    return per_gpu(context, judge, said("health.row_remap_failure.all_good"),
                    reported=lambda gpu: gpu.remap_failure is not None or gpu.bus_id in logged,
                    unreported=_REMAP_UNREPORTED)
 
@@ -415,6 +415,6 @@ def health_pcie_replay(context: CheckContext) -> list[Finding]:
                                     "need the slot set one generation lower.", refs=[limit["source"]])
         return context.passed(f"GPU{gpu.index}: {replays:,} PCIe replays since boot ({rate:.2f}/min), below "
                               f"{limit['warn_above_per_minute']}/min: not a fault.", gpu=gpu, observed=replays)
-    return per_gpu(context, judge, "No PCIe replays on any of {count} GPU(s).",
+    return per_gpu(context, judge, said("health.pcie_replay.all_good"),
                    reported=lambda gpu: gpu.pcie_replay_count is not None,
-                   unreported="No PCIe replay counters reported.")
+                   unreported=said("health.pcie_replay.unreported"))

@@ -25,6 +25,7 @@ from gpuready.checks.gpu import allocation
 from gpuready.checks.kernel_judge import is_nvlink_xid, judge_xid, line_severity, nvlink_xids, worst
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, kernel_log_missing
 from gpuready.facts.types import GpuFacts, KernelEvent
+from gpuready.i18n import said
 from gpuready.knowledge import GpuSpec, gpu_spec, load_table, thresholds
 from gpuready.model import Finding, Status
 
@@ -357,7 +358,7 @@ def nvlink_errors(context: CheckContext) -> list[Finding]:
     """NVLink Xids per GPU (an Xid 45 "caused by previous Xid 145" counts as that error); NVSwitch SXids are
     health.sxid's. The status of each line is the one kernel judge's (checks/kernel_judge.py)."""
     facts = context.facts
-    if missing := kernel_log_missing(context, "NVLink errors"):
+    if missing := kernel_log_missing(context, said("nvlink.errors.what")):
         return [missing]
     gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
     per_gpu: dict[str | None, list[tuple[int, KernelEvent, bool]]] = defaultdict(list)

@@ -27,7 +27,7 @@ def pcie_link_degraded(context: CheckContext) -> list[Finding]:
                      ratio=current / maximum, gpu=_gpu_label(gpu), select=f" -s {gpu.bus_id}" if gpu.bus_id else ""),
                 gpu=gpu, observed=f"x{current}", expected=f"x{maximum}", refs=[_PCIE_REF])
         return None
-    return per_gpu(context, judge, "All {count} GPU(s) run at their full PCIe link width.",
+    return per_gpu(context, judge, said("pcie.link_degraded.all_good"),
                    reported=lambda gpu: gpu.pcie_width_current is not None,
                    unreported=said("pcie.link_degraded.unreported"))
 
@@ -56,8 +56,7 @@ def pcie_gen_degraded(context: CheckContext) -> list[Finding]:
                                   gpu=gpu, observed=f"Gen{current}", expected=f"Gen{link_max} under load")
         return None
     return per_gpu(context, judge,
-                   "All {count} GPU(s) have a slot of their PCIe generation (current generation judged under load "
-                   "by `gpuready validate`).",
+                   said("pcie.gen_degraded.all_good"),
                    reported=lambda gpu: (gpu.pcie_gen_host_max or gpu.pcie_gen_max) is not None,
                    unreported=said("pcie.gen_degraded.unreported"))
 

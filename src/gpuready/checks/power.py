@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from gpuready.checks.registry import CheckContext, check, per_gpu
 from gpuready.facts.types import GpuFacts
-from gpuready.i18n import finding_text, said
+from gpuready.i18n import finding_text, said, said_again
 from gpuready.knowledge import clock_reasons, gpu_spec, platform_spec, thresholds
 from gpuready.model import Finding
 
@@ -37,7 +37,7 @@ def power_limit(context: CheckContext) -> list[Finding]:
                 refs=["NVML nvmlDeviceGetEnforcedPowerLimit / DefaultLimit",
                                                           tolerance["source"]])
         return None
-    return per_gpu(context, judge, "All {count} GPU(s) run at their default power limit.",
+    return per_gpu(context, judge, said("power.limit.all_good"),
                    reported=lambda gpu: gpu.power_limit_w is not None,
                    unreported=said("power.limit.unreported"))
 
@@ -135,7 +135,7 @@ def power_brake(context: CheckContext) -> list[Finding]:
             return context.passed(said("power.brake.with_thermal", index=gpu.index), gpu=gpu,
                                   observed=sorted(reasons), refs=[ref])
         return None
-    return per_gpu(context, judge, "No power brake on any of the {count} GPU(s).",
+    return per_gpu(context, judge, said("power.brake.all_good"),
                    reported=lambda gpu: gpu.clock_event_reasons is not None,
                    unreported=said("power.brake.unreported"))
 
@@ -174,16 +174,13 @@ def thermal_current(context: CheckContext) -> list[Finding]:
                                 refs=[limits["source"]])
         return brake_note
     findings = per_gpu(context, judge,
-                       "All {count} GPU(s) are below their slowdown temperature with no thermal or hardware slowdown.",
+                       said("thermal.current.all_good"),
                    reported=lambda gpu: gpu.temperature_c is not None or gpu.clock_event_reasons is not None,
                    unreported=said("thermal.current.unreported"))
     capped = [gpu.index for gpu in context.gpus if "sw_power_cap" in (gpu.clock_event_reasons or ())]
     if capped and all(finding.status.value == "pass" for finding in findings):
         gpus = f"GPU{', GPU'.join(map(str, capped))}"
         first = findings[0]
-        if first.message_id:  # the catalogue's `_sw_cap` variant says it
-            findings[0] = replace(first, **finding_text(said(f"{first.message_id}_sw_cap", **first.message_values,
-                                                             gpus=gpus)))
-        else:  # per_gpu's all-good pass (English until per_gpu takes a catalogue text)
-            first.message += f" SW power cap active on {gpus}: normal, the GPU holds its power limit."
+        findings[0] = replace(first, **finding_text(said("thermal.current.sw_cap", judged=said_again(first),
+                                                         gpus=gpus)))
     return findings

@@ -21,12 +21,12 @@ MAX_EVIDENCE_LINES = 5
 FACT_SOURCES = {
     "gpus": "nvml.json / nvidia-smi-q.xml / nvidia-smi-q.txt / nvidia-smi.txt",
     "topology": "nvidia-smi-topo.txt",
-    "p2p_read": "nvidia-smi-topo-p2p.txt or nvml.json",
+    "p2p_read": "nvidia-smi-topo-p2p.txt / nvml.json",
     "kernel_log": "dmesg.txt",
     "pci_devices": "lspci-vv.txt",
     "torch": "torch.json",
     "env": "env.txt",
-    "ib_ports": "sysfs.txt or ibv_devinfo.txt",
+    "ib_ports": "sysfs.txt / ibv_devinfo.txt",
     "net_interfaces": "sysfs.txt",
     "host.memory_total_bytes": "meminfo.txt",
     "host.cpu_count": "cpuinfo.txt",
@@ -35,8 +35,8 @@ FACT_SOURCES = {
     "host.memlock_limit_bytes": "ulimit.txt",
     "host.uptime_s": "uptime.txt",
     "host.kernel_modules": "modules.txt",
-    "driver_version": "nvml.json / nvidia-smi output",
-    "rendezvous_port_free": "a live run (not in bundles)",
+    "driver_version": "nvml.json / nvidia-smi",
+    "rendezvous_port_free": "gpuready check",
 }
 
 
@@ -133,7 +133,7 @@ def run_checks(facts: Facts, options: CheckOptions | None = None, only: Iterable
         context = CheckContext(facts=facts, options=options, check_id=entry.id)
         missing = [need for need in entry.needs if _fact(facts, need) is None]
         if entry.needs_gpus and not facts.gpus:
-            findings.append(context.skip("No NVIDIA GPU is visible, so there is nothing to judge (see gpu.present)."))
+            findings.append(context.skip(said("registry.no_gpu")))
             continue
         if missing:
             sources = ", ".join(f"{need} ({FACT_SOURCES.get(need, need)})" for need in missing)
@@ -142,18 +142,19 @@ def run_checks(facts: Facts, options: CheckOptions | None = None, only: Iterable
         try:
             produced = list(entry.function(context))
         except Exception as error:  # a bug in a check is reported, the other checks still run
-            produced = [context.finding(Status.ERROR, f"The check itself failed: {type(error).__name__}: {error}",
-                                        fix="Report this at the gpuready issue tracker with the bundle attached.")]
-        findings.extend(produced or [context.passed("Nothing to flag.")])
+            produced = [context.finding(Status.ERROR, said("registry.check_crashed", error=type(error).__name__,
+                                                           detail=str(error)))]
+        findings.extend(produced or [context.passed(said("registry.nothing_to_flag"))])
     return findings
 
 
-def per_gpu(context: CheckContext, judge: Callable[[GpuFacts], Finding | None], all_good: str, *,
-            reported: Callable[[GpuFacts], bool], unreported: str) -> list[Finding]:
+def per_gpu(context: CheckContext, judge: Callable[[GpuFacts], Finding | None], all_good: Said, *,
+            reported: Callable[[GpuFacts], bool], unreported: Said) -> list[Finding]:
     """One finding per GPU that is flagged, and a single pass for the rest.
 
     Only GPUs that report the facts the judge needs (`reported`) are judged or counted in the pass: a run where
-    none does is one `skip` saying `unreported`, never a pass on nothing.
+    none does is one `skip` saying `unreported`, never a pass on nothing. `all_good` gets the number of GPUs judged
+    as `count`.
     """
     gpus = [gpu for gpu in context.gpus if reported(gpu)]
     if not gpus:
@@ -163,8 +164,9 @@ def per_gpu(context: CheckContext, judge: Callable[[GpuFacts], Finding | None], 
     if problems:
         return flagged
     unjudged = len(context.gpus) - len(gpus)
-    note = f" {unjudged} other GPU(s) do not report it." if unjudged else ""
-    return flagged or [context.passed(all_good.format(count=len(gpus)) + note)]
+    judged = said(all_good.msg_id, **all_good.values, count=len(gpus))
+    return flagged or [context.passed(said("registry.all_good_others_unreported", judged=judged, unjudged=unjudged)
+                                      if unjudged else judged)]
 
 
 # The sources that query the driver per GPU in depth (modes, fabric, retirement): not lists or matrices.
@@ -176,15 +178,13 @@ def queried(gpu: GpuFacts) -> bool:
     return any(source in _DEEP_SOURCES for source in gpu.source_files())
 
 
-def kernel_log_missing(context: CheckContext, what: str) -> Finding | None:
+def kernel_log_missing(context: CheckContext, what: Said) -> Finding | None:
     """A skip saying why the kernel log is not there (unreadable without root, or not in the bundle), else None."""
     facts = context.facts
     if facts.kernel_log is not None:
         return None
-    reason = "the kernel log was not readable (dmesg needs root or group adm)" \
-        if facts.kernel_log_readable is False else "no dmesg.txt in this run"
-    return context.skip(f"{what} not judged: {reason}.",
-                        fix="sudo gpuready check, or `sudo dmesg > dmesg.txt` into the bundle")
+    reason = "unreadable" if facts.kernel_log_readable is False else "absent"
+    return context.skip(said(f"registry.kernel_log_{reason}", what=what))
 
 
 def kernel_evidence(events: list[KernelEvent], limit: int = MAX_EVIDENCE_LINES) -> list[Evidence]:

@@ -144,8 +144,8 @@ def gpu_fabric(context: CheckContext) -> list[Finding]:
         if not any(queried(gpu) for gpu in context.gpus):
             return [context.skip(said("gpu.fabric.unreported"))]
         return [context.passed(said("gpu.fabric.none"))]
-    states = per_gpu(context, judge, "NVSwitch fabric registration is complete on all {count} GPU(s).",
-                     reported=lambda gpu: gpu.fabric_state is not None, unreported="")
+    states = per_gpu(context, judge, said("gpu.fabric.all_good"),
+                     reported=lambda gpu: gpu.fabric_state is not None, unreported=said("gpu.fabric.unreported"))
     problems = [finding for finding in logged if finding.status.value != "pass"]
     return problems + [finding for finding in states if finding.status.value != "pass" or not problems]
 

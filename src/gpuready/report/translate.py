@@ -6,27 +6,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuready.i18n import DEFAULT_LANGUAGE, catalogue
+from gpuready.i18n import DEFAULT_LANGUAGE, text_in
 
 
 def in_language(document: dict, lang: str) -> dict:
     """`document` with its findings' message and fix in `lang` where the catalogue has them (a shallow copy)."""
     if lang == DEFAULT_LANGUAGE or not isinstance(document.get("findings"), list):
         return document
-    texts = catalogue(lang)
-    return {**document, "findings": [_translated(finding, texts) for finding in document["findings"]]}
+    return {**document, "findings": [_translated(finding, lang) for finding in document["findings"]]}
 
 
-def _translated(finding: Any, texts: dict[str, str]) -> Any:
+def _translated(finding: Any, lang: str) -> Any:
     if not isinstance(finding, dict) or not isinstance(finding.get("message_id"), str):
         return finding
     values = finding.get("message_values") if isinstance(finding.get("message_values"), dict) else {}
     msg_id = finding["message_id"]
     translated = dict(finding)
     for key, text_id in (("message", msg_id), ("fix", f"{msg_id}.fix")):
-        if text_id in texts and finding.get(key) is not None:
-            try:
-                translated[key] = texts[text_id].format(**values)
-            except (KeyError, IndexError, ValueError, TypeError):  # a hand-edited document: its English stays
-                pass
+        if finding.get(key) is not None and (text := text_in(lang, text_id, values)) is not None:
+            translated[key] = text
     return translated
