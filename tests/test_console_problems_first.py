@@ -10,6 +10,7 @@ import re
 from collections import Counter
 
 import pytest
+from rich.cells import cell_len
 from rich.console import Console
 
 from conftest import FIXTURES, PUBLIC
@@ -163,7 +164,31 @@ def test_the_verdict_names_the_machine_of_the_evidence(dgx):
     assert render(check_document(PUBLIC / "xid")).startswith("unknown host: NOT READY\n")
     assert render(dgx).startswith("4 machines: NOT READY\n")
     assert render({"verdict": "ready"}).startswith("unknown host: READY\n")
-    assert render(dgx, lang="zh").startswith("4 machines: 未就绪 NOT READY\n")
+    assert render(dgx, lang="zh").startswith("4 台机器: 未就绪 NOT READY\n")
+    assert render(check_document(PUBLIC / "xid"), lang="zh").startswith("未知主机 unknown host: 未就绪 NOT READY\n")
+
+
+def test_each_machine_shows_its_own_gpus(dgx):
+    """Files from 4 machines: each machine's GPUs under its name (the table showed the first machine's only), and a
+    model that 8 GPUs share said once, so a GPU is one line at 80 columns."""
+    out = render(dgx)
+    lines = out.splitlines()
+    for machine in dgx["facts"]["machines"]:
+        assert machine["machine"] in lines
+        assert all(gpu["bus_id"] in out for gpu in machine["gpus"] if gpu["bus_id"])
+    assert lines.count("8 × NVIDIA H100 80GB HBM3") == 3  # the 4th machine's files (topology) name no model
+    assert "0    0000:19:00.0  80 GiB  ?   Gen?/? x?/?     700 W        27 °C" in lines
+    assert "0    0000:18:00.0  80 GiB  ?   Gen5/5 x16/16   700 W        30 °C" in lines
+
+
+def test_chinese_wraps_between_characters_and_never_before_closing_punctuation(dgx):
+    """rich wraps at spaces only, and moved a whole Chinese clause to the next line; a CJK line breaks between
+    characters (the line is filled) but never puts `，` or `）` at the start of a line."""
+    lines = render(dgx, lang="zh").splitlines()
+    start = lines.index("  这些文件来自 4 台机器（主机名或 NVIDIA 驱动不同），已逐台判断，没有当作一台机")
+    assert lines[start + 1].startswith("  器：machine 1 (driver 550.90.07)")
+    assert not [line for line in lines if line.lstrip()[:1] in tuple("，。、；：）")]
+    assert max(map(cell_len, lines)) <= WIDTH
 
 
 def test_a_cpu_only_run_prints_no_machine_verdict():

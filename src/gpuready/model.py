@@ -17,6 +17,8 @@ from typing import Any
 from gpuready.facts.units import normalize_bus_id
 
 SCHEMA_VERSION = "1.0"
+UNKNOWN_HOST = "unknown host"
+"""The host of evidence that names none (never the machine reading it); the console says it in the reader's language."""
 # Findings about unreadable input files: status `error`, but exit code 2, not 3.
 INPUT_CHECK_ID = "bundle.unreadable"
 # A bundle entry not read (a link, a folder, a special file): status `warn`.

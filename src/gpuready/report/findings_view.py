@@ -12,8 +12,9 @@ from collections import Counter
 from rich.console import Console
 from rich.text import Text
 
-from gpuready.model import Status, Verdict
-from gpuready.report.document import KNOWN_STATUSES, Finding, host_of, judges_machine, mapping, status_rank
+from gpuready.model import UNKNOWN_HOST, Status, Verdict
+from gpuready.report.document import (KNOWN_STATUSES, Finding, host_of, judges_machine, mapping, sequence,
+                                      status_rank)
 from gpuready.report.gpu_groups import Row, group_rows
 from gpuready.report.paragraph import print_paragraph
 from gpuready.report.safe_text import printable
@@ -37,7 +38,7 @@ def render_header(document: dict, findings: list[Finding], console: Console, lab
         verdict = document.get("verdict")
         verdicts = mapping(document.get("verdicts"))
         style = VERDICT_STYLE.get(verdict, "") if isinstance(verdict, str) else ""
-        print_paragraph(console, Text.assemble((f"{host_of(document, labels['unknown_host'])}: ", "bold"),
+        print_paragraph(console, Text.assemble((f"{_machine_label(document, labels)}: ", "bold"),
                                     (verdict_label(verdict, labels), style or VERDICT_STYLE[Verdict.UNKNOWN.value])))
         print_paragraph(console, Text(f"({labels['single_node']}: {verdict_label(verdicts.get('single_node'), labels)}; "
                            f"{labels['multi_node']}: {verdict_label(verdicts.get('multi_node'), labels)}; "
@@ -54,6 +55,16 @@ def render_header(document: dict, findings: list[Finding], console: Console, lab
     unrecognised = sum(n for status, n in counts.items() if status not in KNOWN_STATUSES)
     if unrecognised:
         print_paragraph(console, Text(labels["status_unrecognised"].format(n=unrecognised), style=UNRECOGNISED_STYLE))
+
+
+def _machine_label(document: dict, labels: dict) -> str:
+    """The machine the verdict is about, in the reader's language where gpuready named it (several machines, or files
+    that name none); a host name as the document has it."""
+    machines = sequence(mapping(document.get("facts")).get("machines"))
+    if len(machines) > 1:
+        return labels["machines"].format(n=len(machines))
+    host = host_of(document, labels["unknown_host"])
+    return labels["unknown_host"] if host == UNKNOWN_HOST else host
 
 
 def render_findings(document: dict, findings: list[Finding], console: Console, labels: dict, verbose: bool) -> None:

@@ -7,14 +7,13 @@ no box-drawing characters (`plain`): a log or an e-mail shows them as mojibake.
 
 from __future__ import annotations
 
-import unicodedata
-
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from gpuready.report.document import mapping, number, sequence, subject_label, text
+from gpuready.report.paragraph import is_wide, print_paragraph
 from gpuready.report.safe_text import printable
 
 
@@ -32,13 +31,9 @@ def bilingual_header(label: str) -> str:
     """`温度 temp` as two lines, Chinese above English: rich measures a wrapped header of double-width characters
     short and crops the table's last column at 80 columns (measured with rich 13); two lines never need wrapping."""
     for position, character in enumerate(label):
-        if character == " " and position and _is_wide(label[position - 1]):
+        if character == " " and position and is_wide(label[position - 1]):
             return f"{label[:position]}\n{label[position + 1:]}"
     return label
-
-
-def _is_wide(character: str) -> bool:
-    return unicodedata.east_asian_width(character) in ("W", "F")
 
 
 def keep_whole(target: Table, position: int, cells: list[str]) -> None:
@@ -47,22 +42,49 @@ def keep_whole(target: Table, position: int, cells: list[str]) -> None:
 
 
 def render_inventory(document: dict, console: Console, labels: dict, plain: bool) -> None:
-    gpus = [mapping(gpu) for gpu in sequence(mapping(document.get("facts")).get("gpus"))]
+    """The GPUs of the machine, or of each machine where the files came from several (`facts.machines`)."""
+    facts = mapping(document.get("facts"))
+    machines = [mapping(machine) for machine in sequence(facts.get("machines"))]
+    if len(machines) < 2:
+        _render_gpus(facts, console, labels, plain)
+        return
+    for machine in machines:
+        console.print()
+        print_paragraph(console, Text(text(machine.get("machine")), style="bold"))
+        _render_gpus(machine, console, labels, plain)
+
+
+def _render_gpus(facts: dict, console: Console, labels: dict, plain: bool) -> None:
+    """One row per GPU; a model that several GPUs share is said once above the table (a DGX's `NVIDIA H100 80GB HBM3`
+    in each row took two lines per GPU at 80 columns)."""
+    gpus = [mapping(gpu) for gpu in sequence(facts.get("gpus"))]
     if not gpus:
         return
-    inventory = table(labels["inventory"], plain, frame=False)
+    names = [gpu.get("name") for gpu in gpus]
+    shared_model = names[0] if len(gpus) > 1 and isinstance(names[0], str) and names.count(names[0]) == len(gpus) \
+        else None
+    if shared_model is not None:
+        print_paragraph(console, Text(labels["gpu_models"].format(count=len(gpus), model=shared_model)))
+    columns = [label for position, label in enumerate(labels["inventory"])
+               if position != _MODEL_COLUMN or shared_model is None]
+    inventory = table(columns, plain, frame=False)
     bus_ids = [text(gpu.get("bus_id")) for gpu in gpus]
     keep_whole(inventory, 1, bus_ids)
     for gpu, bus_id in zip(gpus, bus_ids):
         memory = number(gpu.get("memory_total_bytes"))
         power = number(gpu.get("power_limit_w"))
         temperature = number(gpu.get("temperature_c"))
-        cells = (text(gpu.get("index")), bus_id, text(gpu.get("name")),
+        cells = [text(gpu.get("index")), bus_id, text(gpu.get("name")),
                  f"{memory / 2**30:,.0f} GiB" if memory else "?", text(gpu.get("compute_capability")),
                  text(gpu.get("pcie")), f"{power:.0f} W" if power else "?",
-                 f"{temperature:.0f} °C" if temperature is not None else "?")
+                 f"{temperature:.0f} °C" if temperature is not None else "?"]
+        if shared_model is not None:
+            del cells[_MODEL_COLUMN]
         inventory.add_row(*(Text(cell) for cell in cells))
     console.print(inventory)
+
+
+_MODEL_COLUMN = 2
 
 
 LATENCY_NAME = "latency_us"

@@ -15,7 +15,8 @@ from gpuready.facts.machines import split_bundle
 from gpuready.facts.types import Facts
 from gpuready.knowledge import gpu_spec, thresholds
 from gpuready.i18n import Said, finding_text, said
-from gpuready.model import INPUT_CHECK_ID, SKIPPED_CHECK_ID, TRUNCATED_CHECK_ID, Finding, Report, Status, Subject
+from gpuready.model import (INPUT_CHECK_ID, SKIPPED_CHECK_ID, TRUNCATED_CHECK_ID, UNKNOWN_HOST, Finding, Report, Status,
+                            Subject)
 
 
 def port_is_free(port: int) -> bool:
@@ -67,8 +68,6 @@ def not_enough_evidence(facts: Facts) -> str | None:
 
 
 MIXED_MACHINES_ID = "bundle.mixed_machines"
-UNKNOWN_HOST = "unknown host"
-"""The machine of files that name none (never the machine reading them)."""
 
 
 def check_files(files: dict[str, str], options: CheckOptions, fail_on_warn: bool = False,
@@ -96,7 +95,8 @@ def check_files(files: dict[str, str], options: CheckOptions, fail_on_warn: bool
                               in zip(reports, parts)])
     report = Report(tool_version=__version__, host=f"{len(parts)} machines",
                     findings=[mixed] + [finding for part_report in reports for finding in part_report.findings],
-                    facts={**reports[0].facts, "machines": [report.facts for report in reports]},
+                    facts={**reports[0].facts,
+                           "machines": [{"machine": report.host, **report.facts} for report in reports]},
                     input_error=any(part_report.input_error for part_report in reports), fail_on_warn=fail_on_warn,
                     multi_node=multi_node,
                     not_enough_evidence="; ".join(f"{part_report.host}: {part_report.not_enough_evidence}"
