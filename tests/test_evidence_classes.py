@@ -85,7 +85,7 @@ def test_a_q_head_without_gpu_sections_is_not_the_driver_seeing_no_gpu(tmp_path)
     checked, diagnosed = both(tmp_path / "q.txt")
     for report in (checked, diagnosed):
         assert problems(report) == [] and report.verdict().value == "unknown"
-        assert "the driver announces 8, but no GPU section came with it" in report.not_enough_evidence
+        assert "the driver announces 8, but no GPU section came with it" in report.not_enough_evidence.english()
 
 
 def test_files_of_several_machines_are_judged_one_by_one():

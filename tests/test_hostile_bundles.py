@@ -218,7 +218,7 @@ def test_nothing_read_is_unknown_and_exit_2_with_the_list(tmp_path, capsys, kind
     report = report_for(bundle)
     assert report.verdict() == Verdict.UNKNOWN and report.exit_code() == 2
     for item in listed:
-        assert item in report.not_enough_evidence
+        assert item in report.not_enough_evidence.english()
     assert main(["check", "--bundle", str(bundle), "--json"]) == 2
     document = json.loads(capsys.readouterr().out)
     assert document["verdict"] == "unknown" and document["exit_code"] == 2

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gpuready.facts.units import normalize_bus_id
+from gpuready.i18n import Said, json_values
 
 SCHEMA_VERSION = "1.0"
 UNKNOWN_HOST = "unknown host"
@@ -214,9 +215,10 @@ class Report:
     """`SIGINT`, `SIGTERM` or `SIGHUP` (None with `interrupted`: Ctrl-C)."""
     multi_node: bool = False
     """The machine is meant for multi-node work: the top-level verdict and exit code include `network.*`."""
-    not_enough_evidence: str | None = None
+    not_enough_evidence: Said | None = None
     """Why the evidence does not show the GPUs (verdict `unknown`, exit code 2, unless a finding fails: a failure about
-    the machine makes the verdict `not_ready`, any failure makes the exit code 1)."""
+    the machine makes the verdict `not_ready`, any failure makes the exit code 1). The document keeps the English and
+    the catalogue id and values that render it in another language."""
     sections: dict[str, Any] = field(default_factory=dict)
     """A verb's own top-level parts of the document (plan: `strategies`, `inference`, `batch`, `power`, `cost`)."""
 
@@ -259,7 +261,10 @@ class Report:
             "verdict": self.verdict().value,
             "verdicts": {name: verdict.value for name, verdict in self.verdicts().items()},
             "judged_for": "multi_node" if self.multi_node else "single_node",
-            "not_enough_evidence": self.not_enough_evidence,
+            "not_enough_evidence": self.not_enough_evidence.english() if self.not_enough_evidence else None,
+            **({"not_enough_evidence_text": {"message_id": self.not_enough_evidence.msg_id,
+                                             "message_values": json_values(self.not_enough_evidence.values)}}
+               if self.not_enough_evidence else {}),
             "exit_code": self.exit_code(),
             "findings": [_finding_to_dict(finding) for finding in self.findings],
             "measurements": [to_jsonable(m) for m in self.measurements],

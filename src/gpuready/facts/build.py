@@ -40,6 +40,10 @@ SKIPPED = "skipped: "
 READ_IN_PART = "read in part: "
 
 
+UNRECOGNISED = "ignored: not a tool output gpuready recognises"
+"""The state of a file that is no tool output gpuready knows (`facts.sources`)."""
+
+
 def classify_files(files: dict[str, str]) -> tuple[dict[str, list[tuple[str, str]]], dict[str, str]]:
     """kind → [(file name, text)], bundle names by name and any other file by its content; plus the unrecognised.
 
@@ -50,7 +54,7 @@ def classify_files(files: dict[str, str]) -> tuple[dict[str, list[tuple[str, str
     for name in sorted(files, key=lambda name: (name not in BUNDLE_FILES, name)):
         kind = kinds.get(name) or (name if name in BUNDLE_FILES else kind_of(files[name]))
         if kind is None:
-            unrecognised[name] = "ignored: not a tool output gpuready recognises"
+            unrecognised[name] = UNRECOGNISED
         else:
             by_kind.setdefault(kind, []).append((name, files[name]))
     return by_kind, unrecognised

@@ -10,10 +10,16 @@ from gpuready.i18n import DEFAULT_LANGUAGE, text_in
 
 
 def in_language(document: dict, lang: str) -> dict:
-    """`document` with its findings' message and fix in `lang` where the catalogue has them (a shallow copy)."""
+    """`document` with its findings' message and fix, and why the evidence is not enough, in `lang` where the
+    catalogue has them (a shallow copy)."""
     if lang == DEFAULT_LANGUAGE or not isinstance(document.get("findings"), list):
         return document
-    return {**document, "findings": [_translated(finding, lang) for finding in document["findings"]]}
+    translated = {**document, "findings": [_translated(finding, lang) for finding in document["findings"]]}
+    said = document.get("not_enough_evidence_text")
+    if document.get("not_enough_evidence") and isinstance(said, dict) and isinstance(said.get("message_id"), str):
+        values = said.get("message_values") if isinstance(said.get("message_values"), dict) else {}
+        translated["not_enough_evidence"] = text_in(lang, said["message_id"], values) or document["not_enough_evidence"]
+    return translated
 
 
 def _translated(finding: Any, lang: str) -> Any:

@@ -10,7 +10,7 @@ from gpuready.bundle.collect import collect
 from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.reader import read_bundle
 from gpuready.checks.registry import CheckOptions, run_checks
-from gpuready.facts.build import READ_IN_PART, SKIPPED, build_facts
+from gpuready.facts.build import READ_IN_PART, SKIPPED, UNRECOGNISED, build_facts
 from gpuready.facts.machines import split_bundle
 from gpuready.facts.types import Facts
 from gpuready.knowledge import gpu_spec, thresholds
@@ -45,7 +45,7 @@ DRIVER_STATE_SOURCES = ("nvml.json", "nvidia-smi-q.xml", "nvidia-smi-q.txt", "nv
                         "nvidia-smi-nvlink-s.txt", "nvidia-smi-L.txt", "cuda-p2p.txt")
 
 
-def not_enough_evidence(facts: Facts) -> str | None:
+def not_enough_evidence(facts: Facts) -> Said | None:
     """Why the inputs do not show the GPUs' state, or None where the driver reports them (or says there are none).
 
     A `ready` needs evidence that names GPUs and shows the driver reaching them: lspci or a kernel log name GPUs the
@@ -56,15 +56,22 @@ def not_enough_evidence(facts: Facts) -> str | None:
         return None  # NVML answered and counted no GPU: gpu.present judges that
     if any(source in DRIVER_STATE_SOURCES for gpu in facts.gpus or [] for source in gpu.source_files()):
         return None
-    read = [f"{name} ({state})" for name, state in facts.sources.items() if state != "missing"]
+    read = [_file_state(name, state) for name, state in facts.sources.items() if state != "missing"]
     named = sorted({source for gpu in facts.gpus or [] for source in gpu.source_files()})
     wanted = ", ".join(f"`{BUNDLE_FILES[name].split(' (')[0]}` ({name})" for name in DRIVER_STATE_SOURCES)
-    what = (f"{', '.join(named)} name(s) {len(facts.gpus or [])} GPU(s) but not their state" if named else
-            "no file names a GPU" + (f" (the driver announces {facts.gpus_announced}, but no GPU section came with it)"
-                                     if facts.gpus_announced else ""))
-    return (f"Not enough evidence: {what}, so readiness cannot be judged. Read: {'; '.join(read) or 'nothing'}. "
-            f"The GPUs' state comes from any of {wanted}; or run `gpuready collect` on the machine and check that "
-            "bundle.")
+    what = (said("evidence.named_without_state", files=", ".join(named), count=len(facts.gpus or [])) if named else
+            said("evidence.no_gpu_announced", announced=facts.gpus_announced) if facts.gpus_announced else
+            said("evidence.no_gpu_named"))
+    return said("evidence.not_enough", what=what, read=read or [said("evidence.read_nothing")], wanted=wanted)
+
+
+def _file_state(name: str, state: str) -> Said:
+    """`notes.txt (ignored: …)`; a file that was parsed by its name alone."""
+    if state.startswith("parsed"):
+        return said("evidence.file_parsed", name=name)
+    if state == UNRECOGNISED:
+        return said("evidence.file_unrecognised", name=name)
+    return said("evidence.file_state", name=name, state=state)
 
 
 MIXED_MACHINES_ID = "bundle.mixed_machines"
@@ -99,10 +106,15 @@ def check_files(files: dict[str, str], options: CheckOptions, fail_on_warn: bool
                            "machines": [{"machine": report.host, **report.facts} for report in reports]},
                     input_error=any(part_report.input_error for part_report in reports), fail_on_warn=fail_on_warn,
                     multi_node=multi_node,
-                    not_enough_evidence="; ".join(f"{part_report.host}: {part_report.not_enough_evidence}"
-                                                  for part_report in reports if part_report.not_enough_evidence)
-                    or None)
+                    not_enough_evidence=_of_each_machine(reports))
     return report, all_facts
+
+
+def _of_each_machine(reports: list[Report]) -> Said | None:
+    """Why each machine whose files do not show its GPUs cannot be judged, named by machine."""
+    lacking = [said("evidence.of_machine", machine=report.host, why=report.not_enough_evidence)
+               for report in reports if report.not_enough_evidence]
+    return said("evidence.of_machines", machines=lacking) if lacking else None
 
 
 def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False, multi_node: bool = False) -> Report:

@@ -434,9 +434,7 @@ def _check(scanner: Scanner) -> tuple[Report | None, object | None]:
     return report, machines[0]
 
 
-_LOGS_ONLY = ("Not enough evidence: the inputs hold no tool output that shows the GPUs (nvidia-smi, nvidia-smi -q, a "
-              "gpuready bundle) and no kernel-log line, so the machine's readiness cannot be judged; the findings "
-              "are about the job the logs show.")
+_LOGS_ONLY = said("evidence.logs_only")
 
 
 def rank(findings: list[Finding]) -> list[Finding]:
