@@ -131,7 +131,8 @@ class K8sNodeReader(Reader):
         return found
 
     @staticmethod
-    def _gpu_label(node: _Node) -> str | None:
+    def _gpu_label(node: _Node) -> str | Said | None:
+        """The label that says the node has NVIDIA GPUs, as `key=value`; the PCI one with what it means."""
         labels = node.labels
         if labels.get("nvidia.com/gpu.present") == "true":
             product = labels.get("nvidia.com/gpu.product")
@@ -140,7 +141,7 @@ class K8sNodeReader(Reader):
             if labels.get(key) not in (None, "", "0"):
                 return f"{key}={labels[key]}"
         if labels.get("feature.node.kubernetes.io/pci-10de.present") == "true":
-            return "feature.node.kubernetes.io/pci-10de.present=true (an NVIDIA PCI device)"
+            return said("k8s.gpu_not_advertised.label.pci_10de")
         return None
 
     def _node_finding(self, context: DiagnoseContext, node: _Node) -> Finding | None:
@@ -158,7 +159,8 @@ class K8sNodeReader(Reader):
         label = self._gpu_label(node)
         lines = sorted([line for section in read for line in section.lines] + node.label_lines,
                        key=lambda line: (line.source, line.number))
-        observed = {"node": node.name, "capacity": cap, "allocatable": alloc, "label": label,
+        observed = {"node": node.name, "capacity": cap, "allocatable": alloc,
+                    "label": label.english() if isinstance(label, Said) else label,
                     "mig": mig or None}
         if mig and not cap and not alloc:
             return Finding(check_id="k8s.gpu_not_advertised", status=Status.PASS, subject=Subject(host=host),

@@ -464,12 +464,20 @@ def rank(findings: list[Finding]) -> list[Finding]:
     return ordered
 
 
+_KIND_WORDS = {"unreadable": "diagnose.inputs.unreadable", "log": "diagnose.inputs.log",
+               "binary": "diagnose.inputs.binary", "flight recorder": "diagnose.inputs.flight_recorder",
+               "flight recorder (pickle, not read)": "diagnose.inputs.flight_recorder_pickle"}
+"""The kinds of input diagnose names in words (the catalogue's); the others are the bundle file names whose parser
+read them (`nvidia-smi-q.txt`), said as they are."""
+
+
 def _nothing_found(scanner: Scanner, host: str) -> Finding:
     read = [entry for entry in scanner.files if entry.note is None or entry.lines]
     kinds = Counter(entry.kind or "unreadable" for entry in scanner.files)
+    counted = [said(_KIND_WORDS[kind], count=count) if kind in _KIND_WORDS else
+               said("diagnose.inputs.file", count=count, kind=kind) for kind, count in sorted(kinds.items())]
     return Finding(check_id="diagnose.nothing_found", status=Status.PASS, subject=Subject(host=host),
-                   **finding_text(said("diagnose.nothing_found", read=len(read),
-                                       kinds=", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())))),
+                   **finding_text(said("diagnose.nothing_found", read=len(read), kinds=counted)),
                    observed={"files": len(scanner.files)})
 
 

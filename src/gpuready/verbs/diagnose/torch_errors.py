@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gpuready.facts import nccl_log as nccl_parse
 from gpuready.facts import torch_errors as parse
+from gpuready.i18n import Said, finding_text, said
 from gpuready.knowledge import driver_requirement, load_table
 from gpuready.model import Finding, Status, Subject
 from gpuready.verbs.diagnose.evidence import DiagnoseContext, Line, Reader, quote
@@ -24,26 +25,11 @@ MAX_RANKS = 4096
 MAX_ITEMS = 16
 """Lines kept per kind of event (network errors, NCCL errors, failures, flight-recorder dumps…)."""
 
-FR_ENV = ("TORCH_NCCL_TRACE_BUFFER_SIZE=2000 (TORCH_FR_BUFFER_SIZE in newer torch) and TORCH_NCCL_DUMP_ON_TIMEOUT=1")
-FR_ANALYSE = "`torchfrtrace <dump_dir>` (or `python -m torch.distributed.flight_recorder.fr_trace <dump_dir>`)"
 REFS_TIMEOUT = ["torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (watchdog messages)",
                 "pytorch/tutorials flight_recorder_tutorial.rst"]
-SIGNAL_ADVICE = {
-    -9: ("SIGKILL: most likely the host's OOM killer (host RAM, not GPU memory)",
-         "on that host run `dmesg -T | grep -i -E 'out of memory|killed process'` (or `journalctl -k | grep -i oom`); "
-         "lower host-memory use (dataloader workers, pinned buffers, model loading on every rank) or add RAM / "
-         "raise the container or Slurm memory limit"),
-    -6: ("SIGABRT: the process aborted itself (the NCCL watchdog after a timeout, or a C++ exception)",
-         "read that rank's stderr just above the abort (a `Watchdog caught collective operation timeout` or "
-         "`terminate called after throwing` names why)"),
-    -11: ("SIGSEGV: a crash in native code (CUDA, NCCL, an extension)",
-          "run `gpuready diagnose` on that host's dmesg for Xid errors; rerun the rank with "
-          "`TORCH_SHOW_CPP_STACKTRACES=1` and `python -X faulthandler`"),
-    -7: ("SIGBUS: usually /dev/shm too small (containers default to 64 MB)",
-         "give the container more shared memory (`docker run --shm-size=16g` or `--ipc=host`)"),
-    -15: ("SIGTERM: stopped from outside (the scheduler, a time limit, `kill`)",
-          "check the scheduler's record for the job (`sacct -j <job>`, `kubectl describe pod`) for the reason"),
-}
+EXPLAINED_SIGNALS = ("SIGKILL", "SIGABRT", "SIGSEGV", "SIGBUS", "SIGTERM")
+"""Exits by these signals are explained: what each means (`torch.rank_failed.exit.sigkill` … in the catalogue) and
+what to do about it (`torch.rank_failed.exit.sigkill.advice` …)."""
 
 
 @dataclass
@@ -371,20 +357,17 @@ class TorchErrorReader(Reader):
         rank, timeout, line = self.gloo_timeouts[0]
         waited = sorted({r for r, *_ in self.gloo_timeouts if r is not None})
         others = sorted(self.ranks_seen - set(waited))
-        suspects = (f"rank(s) {', '.join(map(str, others))}, which did not time out themselves" if others else
-                    "the other rank(s), which this input does not show timing out")
-        who = f"rank(s) {', '.join(map(str, waited))}" if waited else "a rank"
+        suspects = (said("gloo.timeout.suspects.ranks", ranks=", ".join(map(str, others))) if others else
+                    said("gloo.timeout.suspects.unseen"))
+        who = said("gloo.timeout.who.ranks", ranks=", ".join(map(str, waited))) if waited else \
+            said("gloo.timeout.who.unknown")
+        text = said("gloo.timeout.peer_missing", who=who, seconds=timeout.timeout_ms / 1000,
+                    operation=timeout.operation, suspects=suspects)
         return Finding(
-            check_id="gloo.timeout", status=Status.FAIL, subject=Subject(host=host, rank=rank),
-            message=(f"{who} waited {timeout.timeout_ms / 1000:g} s in a gloo collective ({timeout.operation}) and "
-                     f"timed out: a peer never joined it. The suspect is {suspects}: hung, stopped, or slower than "
-                     "the timeout; the rank that timed out is the one that waited, not the cause."),
+            check_id="gloo.timeout", status=Status.FAIL, subject=Subject(host=host, rank=rank), **finding_text(text),
             observed={"timeout_ms": timeout.timeout_ms, "operation": timeout.operation, "timed_out_ranks": waited,
                       "other_ranks_seen": others},
             expected="every rank joins each collective within the timeout",
-            fix="Look at the suspect rank's own log and stack (`py-spy dump --pid PID`); a rank stuck in data loading "
-                "or a checkpoint write is the usual cause; raise the timeout (init_process_group(timeout=...)) only "
-                "where that rank is slow on purpose.",
             evidence=quote([item[2] for item in self.gloo_timeouts]))
 
     def _oom_finding(self, host: str) -> Finding | None:
@@ -393,18 +376,15 @@ class TorchErrorReader(Reader):
         rank, oom, line, _ = self.ooms[0]
         ranks = sorted({r for r, *_ in self.ooms if r is not None})
         gib = lambda value: f"{value / 2**30:.2f} GiB" if value is not None else "?"  # noqa: E731
-        where = f"rank {rank}" if rank is not None else "one process"
-        device = f" on cuda:{oom.cuda_device}" if oom.cuda_device is not None else ""
+        where = said("torch.oom.where." + ("rank" if rank is not None else "process")
+                     + ("_device" if oom.cuda_device is not None else ""), rank=rank, device=oom.cuda_device)
+        known = oom.free_bytes is not None or oom.total_bytes is not None  # an older torch names the allocation only
+        text = said("torch.oom.cuda" if known else "torch.oom.cuda.tried", where=where, tried=gib(oom.tried_bytes),
+                    free=gib(oom.free_bytes), total=gib(oom.total_bytes))
         return Finding(
-            check_id="torch.oom", status=Status.FAIL, subject=Subject(host=host, rank=rank),
-            message=(f"CUDA out of memory on {where}{device}: tried to allocate {gib(oom.tried_bytes)} with "
-                     f"{gib(oom.free_bytes)} free of {gib(oom.total_bytes)}; the other ranks then wait for it."),
+            check_id="torch.oom", status=Status.FAIL, subject=Subject(host=host, rank=rank), **finding_text(text),
             observed={"rank": rank, "ranks": ranks, "cuda_device": oom.cuda_device, "tried_bytes": oom.tried_bytes,
                       "free_bytes": oom.free_bytes, "total_bytes": oom.total_bytes},
-            fix=("Reduce memory per GPU on that rank: smaller micro-batch with gradient accumulation, activation "
-                 "checkpointing, bf16, or shard more (FSDP / ZeRO-3); check `gpuready plan` for the estimate; where "
-                 "reserved-but-unallocated memory is large set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; "
-                 "check no other process holds that GPU (`nvidia-smi`)."),
             refs=["https://pytorch.org/docs/stable/notes/cuda.html#environment-variables"],
             evidence=quote([entry[2] for entry in self.ooms]))
 
@@ -427,30 +407,18 @@ class TorchErrorReader(Reader):
             elif mismatch.kind == "nccl_symbol":
                 found.append(Finding(
                     check_id="software.nccl", status=Status.FAIL, subject=Subject(host=host, rank=rank),
-                    message=(f"torch's CUDA library needs {mismatch.symbol}, which the libnccl it loaded lacks: an "
-                             f"older NCCL is found first."),
+                    **finding_text(said("software.nccl.log.undefined_symbol", symbol=mismatch.symbol)),
                     observed={"kind": mismatch.kind, "symbol": mismatch.symbol, "library": mismatch.library},
-                    fix=("Find which libnccl is loaded: `pip list | grep -i nccl` (two nvidia-nccl-cuXX wheels, or one "
-                         "older than torch's pin), `echo $LD_LIBRARY_PATH` (a system NCCL first) and `ldconfig -p | "
-                         "grep nccl`; uninstall the extra wheel / drop the path, or `pip install --force-reinstall "
-                         "torch` so its pinned nvidia-nccl wheel comes back."),
                     refs=[NCCL_TROUBLESHOOTING], evidence=quote(lines)))
             elif mismatch.kind == "nccl_arch":
                 banners = list(self.nccl_versions.items())
                 versions = [version for version, _line in banners]
                 found.append(Finding(
                     check_id="software.nccl", status=Status.FAIL, subject=Subject(host=host, rank=rank),
-                    message=("NCCL's kernels do not run on this GPU (`invalid device function` / `no kernel image` "
-                             "inside NCCL" + (f", NCCL {', '.join(versions)}" if versions else "")
-                             + "): the NCCL build lacks the GPU's architecture, an NCCL older than the GPU "
-                               "generation or one built for other GPUs."),
+                    **finding_text(said("software.nccl.log.no_kernels", versions=said(
+                        "software.nccl.log.no_kernels.versions", versions=", ".join(versions)) if versions else "")),
                     observed={"kind": mismatch.kind, "nccl_versions": versions, "torch_cuda": build},
                     expected="an NCCL built for this GPU's architecture",
-                    fix=("Use the NCCL that ships with a torch wheel built for this GPU (`python -c 'import torch; "
-                         "print(torch.cuda.nccl.version(), torch.cuda.get_arch_list())'`), and no older libnccl in "
-                         "front of it: check `LD_LIBRARY_PATH`, `LD_PRELOAD`, `ldconfig -p | grep nccl` and "
-                         "`pip list | grep -i nccl`; for nccl-tests or a framework linked to a system NCCL, install "
-                         "the NCCL release that supports this GPU."),
                     refs=[NCCL_TROUBLESHOOTING,
                           "https://docs.nvidia.com/deeplearning/nccl/release-notes/rel_2-7-3.html (2.7.3: 'Added "
                           "support for A100 GPU': an NCCL release adds each GPU generation)"],
@@ -466,37 +434,29 @@ class TorchErrorReader(Reader):
                           "cuda_error": mismatch.cuda_error, "torch_cuda": build}
         requirement = driver_requirement(build) if build else None
         if requirement:
-            need = (f"install NVIDIA driver >= {requirement.minimum} (>= {requirement.full_feature} for full "
-                    f"CUDA {build} support)" if requirement.full_feature else
-                    f"install NVIDIA driver >= {requirement.minimum}")
+            need = said("software.driver_cuda.log.need.full" if requirement.full_feature else
+                        "software.driver_cuda.log.need.minimum", minimum=requirement.minimum,
+                        full_feature=requirement.full_feature, build=build)
             refs = [requirement.minimum_source] + ([requirement.full_feature_source]
                                                    if requirement.full_feature_source else [])
             observed["required_driver"] = requirement.minimum
         else:
-            need = ("install a driver new enough for the CUDA the program was built with (torch: `python -c 'import "
-                    "torch; print(torch.version.cuda)'`; a container: its CUDA_VERSION): " + _driver_floors())
+            need = said("software.driver_cuda.log.need.floors", floors=_driver_floors())
             refs = ["src/gpuready/knowledge/cuda_driver.toml"]
+        built = said("software.driver_cuda.log.built", build=build) if build else ""
         if mismatch.kind == "forward_compat":
-            message = ("CUDA error 804, `forward compatibility was attempted on non supported HW`: a CUDA newer than "
-                       "the host driver was started through CUDA's forward-compatibility library (a container's "
-                       "cuda-compat libcuda), which only data-centre GPUs can use"
-                       + (f"; torch is built for CUDA {build}." if build else "."))
-            fix = (need[0].upper() + need[1:] + ", or run an image / torch wheel built for the CUDA the host driver "
-                   "supports (`nvidia-smi` prints it as 'CUDA Version'); on GeForce / RTX workstation GPUs take "
-                   "/usr/local/cuda/compat out of LD_LIBRARY_PATH.")
+            text = said("software.driver_cuda.log.forward_compat", built=built, need=need)
             refs = refs + ["https://docs.nvidia.com/deploy/cuda-compatibility/ (forward compatibility: data-centre "
                            "GPUs only)"]
         else:
-            supports = f" (it supports CUDA {driver_cuda}, `found version {driver_api}`)" if driver_cuda else ""
-            message = (f"The NVIDIA driver is older than the CUDA runtime the program was built with{supports}"
-                       + (f"; torch is built for CUDA {build}." if build else "."))
-            alt = (f", or install a torch wheel built for CUDA <= {driver_cuda} "
-                   f"(`pip install torch --index-url https://download.pytorch.org/whl/cu{driver_cuda.replace('.', '')}`"
-                   " where that build exists)") if driver_cuda else ""
-            fix = need + alt + "; check with `nvidia-smi` (Driver Version) afterwards."
+            supports = said("software.driver_cuda.log.supports", driver_cuda=driver_cuda,
+                            driver_api=driver_api) if driver_cuda else ""
+            alt = said("software.driver_cuda.log.older_wheel", driver_cuda=driver_cuda,
+                       index="cu" + driver_cuda.replace(".", "")) if driver_cuda else ""
+            text = said("software.driver_cuda.log.too_old", supports=supports, built=built, need=need, alt=alt)
         return Finding(check_id="software.driver_cuda", status=Status.FAIL, subject=Subject(host=host, rank=rank),
-                       message=message, observed=observed,
-                       expected=f">= {requirement.minimum}" if requirement else None, fix=fix, refs=refs,
+                       **finding_text(text), observed=observed,
+                       expected=f">= {requirement.minimum}" if requirement else None, refs=refs,
                        evidence=quote(lines))
 
     def _p2p_finding(self, host: str) -> Finding | None:
@@ -505,13 +465,7 @@ class TorchErrorReader(Reader):
         return Finding(
             check_id="nccl.p2p_unsupported", status=Status.FAIL,
             subject=Subject(host=host, rank=parse.line_rank(self.p2p[0].text)),
-            message="CUDA refused peer-to-peer access between two of the GPUs (cudaErrorPeerAccessUnsupported).",
-            observed={"lines": len(self.p2p)},
-            fix=("See which pairs lack P2P: `nvidia-smi topo -p2p r` and `nvidia-smi topo -m`. Consumer GPUs (RTX "
-                 "3090/4090/5090) often have none: set NCCL_P2P_DISABLE=1 (NCCL then goes through shared memory) and "
-                 "turn off code that enables peer access itself (vLLM: --disable-custom-all-reduce). On data-centre "
-                 "GPUs check ACS / IOMMU in the BIOS and `gpuready check`'s pcie.* findings, and whether a VM hides "
-                 "the PCIe topology."),
+            **finding_text(said("nccl.p2p_unsupported.cuda")), observed={"lines": len(self.p2p)},
             refs=["shared/reference/anchors-planning-diagnosis.md §5 (ACS / IOMMU / P2P)"],
             evidence=quote(self.p2p))
 
@@ -529,33 +483,34 @@ class TorchErrorReader(Reader):
             exitcode, rank, local, fhost = first.exitcode, None, first.local_rank, None
             lines = [line]
         name = parse.SIGNALS.get(exitcode) if exitcode is not None else None
-        if exitcode is not None and exitcode in SIGNAL_ADVICE:
-            meaning, advice = SIGNAL_ADVICE[exitcode]
+        if name in EXPLAINED_SIGNALS:
+            cause = f"torch.rank_failed.exit.{name.lower()}"
         elif exitcode is not None and exitcode > 0:
-            meaning = f"exit code {exitcode}: a Python exception in the training script"
-            advice = ("read that rank's traceback (its log, or the error_file torchrun names; decorate main with "
-                      "`@torch.distributed.elastic.multiprocessing.errors.record` so it is captured)")
+            cause = "torch.rank_failed.exit.exception"
         else:
-            meaning, advice = f"exit code {exitcode}", "read that rank's log for the reason"
-        who = f"rank {rank} (local_rank {local})" if rank is not None else f"local_rank {local}"
-        where = f" on {fhost}" if fhost else ""
+            cause = "torch.rank_failed.exit.other"
+        rank_part = "torch.rank_failed.who." + ("rank" if rank is not None else "local_rank" if local is not None
+                                                 else "process")
+        who = said(rank_part + ("_on_host" if fhost else ""), rank=rank, local_rank=local, host=fhost)
         consequence = "torch.oom" if self.ooms and (rank is None or rank in {r for r, *_ in self.ooms}) else None
         found = [Finding(
             check_id="torch.rank_failed", status=Status.FAIL, subject=Subject(host=fhost or host, rank=rank),
-            message=f"The first process to fail was {who}{where}: {meaning}; torchrun then stopped the others.",
+            **finding_text(said("torch.rank_failed.first", who=who, meaning=said(cause, code=exitcode),
+                                advice=said(f"{cause}.advice"))),
             observed={"rank": rank, "local_rank": local, "exitcode": exitcode, "signal": name,
                       "host": fhost, "pid": root.pid if root else None,
                       "traceback": root.traceback if root else None,
                       "other_failures": max(0, len(self.failures) - 1)},
-            fix=f"Start with {who}{where}: {advice}.", consequence_of=consequence,
+            consequence_of=consequence,
             refs=["torch/distributed/elastic/multiprocessing/errors/__init__.py (ChildFailedError)"],
             evidence=quote(lines))]
         if self.closing:
+            text = said("torch.ranks_terminated.sigterm", processes=len(self.closing),
+                        who=said(rank_part, rank=rank, local_rank=local))
             found.append(Finding(
                 check_id="torch.ranks_terminated", status=Status.WARN, subject=Subject(host=fhost or host),
-                message=f"torchrun sent SIGTERM to {len(self.closing)} other process(es) after the first failure.",
-                observed={"processes": len(self.closing)}, consequence_of="torch.rank_failed",
-                fix=f"Nothing to fix on these ranks; fix {who} first.", evidence=quote(self.closing)))
+                **finding_text(text), observed={"processes": len(self.closing)}, consequence_of="torch.rank_failed",
+                evidence=quote(self.closing)))
         return found
 
     def _timeout_finding(self, host: str, oom: Finding | None) -> Finding | None:
@@ -577,17 +532,12 @@ class TorchErrorReader(Reader):
         suspects = sorted(behind) or sorted(r for r in failed if r not in at_target) or absent
         op = example.op if example else "?"
         timeout_ms = example.timeout_ms if example else None
+        ranks = ", ".join(map(str, at_target))
         if suspects:
-            who = ", ".join(str(r) for r in suspects)
-            reason = ("behind (a lower SeqNum)" if behind else
-                      "failed earlier" if suspects and set(suspects) <= failed else "absent from these logs")
-            message = (f"{op} SeqNum {target} timed out on rank(s) {', '.join(map(str, at_target))}"
-                       f"{f' after {timeout_ms} ms' if timeout_ms else ''}; rank(s) {who} never started it "
-                       f"({reason}).")
+            reason = "behind" if behind else "failed" if set(suspects) <= failed else "absent"
+            msg_id = "nccl.timeout.watchdog"
         else:
-            message = (f"{op} SeqNum {target} timed out on every rank in these logs "
-                       f"({', '.join(map(str, at_target))}); the rank that never reached it is not among them, or all "
-                       f"are stuck inside NCCL (network / GPU).")
+            reason, msg_id = None, "nccl.timeout.watchdog.all"
         lines = [self.timeouts[r][1] for r in sorted(self.timeouts, key=lambda r: self.timeouts[r][2])]
         lines += [line for _, line in self.status.values()]
         lines.sort(key=lambda line: (line.source, line.number))
@@ -596,11 +546,15 @@ class TorchErrorReader(Reader):
                 self.ooms[0][3] < min(item[2] for item in self.timeouts.values()):
             consequence = "torch.oom"
         target_rank = suspects[0] if len(suspects) == 1 else None
-        look = f"rank {suspects[0]}'s" if len(suspects) == 1 else (
-            f"ranks {', '.join(map(str, suspects))}'" if suspects else "every rank's")
+        look = said("nccl.timeout.watchdog.look.rank", rank=suspects[0]) if len(suspects) == 1 else \
+            said("nccl.timeout.watchdog.look.ranks", ranks=", ".join(map(str, suspects))) if suspects else \
+            said("nccl.timeout.watchdog.look.every")
+        text = said(msg_id, op=op, seq=target, ranks=ranks, suspects=", ".join(map(str, suspects)),
+                    after=said("nccl.timeout.watchdog.after", ms=timeout_ms) if timeout_ms else "",
+                    reason=said(f"nccl.timeout.watchdog.reason.{reason}") if reason else "", look=look)
         return Finding(
             check_id="nccl.timeout", status=Status.FAIL, subject=Subject(host=host, rank=target_rank),
-            message=message,
+            **finding_text(text),
             observed={"collective": op, "seq": target, "numel_in": example.numel_in if example else None,
                       "numel_out": example.numel_out if example else None, "timeout_ms": timeout_ms,
                       "timed_out": {r: s for r, s in sorted(seqs.items())}, "ranks_at_seq": at_target,
@@ -608,9 +562,6 @@ class TorchErrorReader(Reader):
                       "last_enqueued": {r: s.last_enqueued for r, (s, _) in sorted(self.status.items())},
                       "last_completed": {r: s.last_completed for r, (s, _) in sorted(self.status.items())}},
             expected=f"every rank enqueues SeqNum {target}",
-            fix=(f"Read {look} log around SeqNum {target} (an exception, OOM, data-loader stall or a skipped "
-                 f"collective there); set {FR_ENV} and rerun to get flight-recorder dumps, then {FR_ANALYSE} names "
-                 f"the missing rank; run `gpuready diagnose` on that host's `dmesg -T` for Xid / OOM-killer lines."),
             refs=REFS_TIMEOUT, consequence_of=consequence, evidence=quote(lines))
 
     def _nccl_error_findings(self, host: str, oom, versions, p2p, failed) -> list[Finding]:
@@ -642,11 +593,13 @@ class TorchErrorReader(Reader):
                             and r["rank"] is not None})
             found.append(Finding(
                 check_id="nccl.error", status=Status.FAIL, subject=Subject(host=host, rank=record["rank"]),
-                message=(f"{kind} raised by torch" + (f" on rank(s) {', '.join(map(str, ranks))}" if ranks else "")
-                         + (f": {last}" if last else ".")),
+                **finding_text(said("nccl.error.torch" + (".last" if last else ""),
+                                    kind=record["kind"] or said("nccl.error.torch.unnamed"),
+                                    on_ranks=said("nccl.error.torch.on_ranks", ranks=", ".join(map(str, ranks)))
+                                    if ranks else "", last=last, advice=_nccl_advice(kind, last))),
                 observed={"kind": kind, "last_error": last, "where": record["where"],
                           "nccl_version": record["version"], "ranks": ranks},
-                fix=_nccl_fix(kind, last), consequence_of=consequence,
+                consequence_of=consequence,
                 refs=["https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"],
                 evidence=quote(record["lines"] + same)))
         return found
@@ -660,14 +613,12 @@ class TorchErrorReader(Reader):
         for (target_host, port, kind), items in by_target.items():
             error, line = items[0]
             lines = [l for _, l in items]
-            target = f"{target_host}:{port}" if target_host else "the rendezvous store (MASTER_ADDR:MASTER_PORT)"
+            target = f"{target_host}:{port}" if target_host else said("network.rendezvous.store")
             if kind == "in_use":
                 found.append(Finding(
                     check_id="network.port_in_use", status=Status.FAIL, subject=Subject(host=host),
-                    message=f"The rendezvous store could not listen on {target}: the port is already in use.",
-                    observed={"host": target_host, "port": port}, evidence=quote(lines),
-                    fix=(f"Another job (or a leftover process) holds port {port}: `ss -ltnp | grep :{port}`; stop it "
-                         "or pick another MASTER_PORT / --master_port / --rdzv_endpoint port.")))
+                    **finding_text(said("network.port_in_use.rendezvous", target=target, port=port)),
+                    observed={"host": target_host, "port": port}, evidence=quote(lines)))
                 continue
             filtered = kind == "timeout" and target_host is not None and target_host in answering
             consequence = None
@@ -677,33 +628,22 @@ class TorchErrorReader(Reader):
                     (l for e, l in self.network if e.host == target_host and e.kind in ("refused", "reset")), None)
                 found.append(Finding(
                     check_id="network.firewall", status=Status.WARN, subject=Subject(host=host),
-                    message=(f"Connecting to {target} timed out although {target_host} answers elsewhere in these "
-                             f"logs: the port looks filtered (a firewall or security group drops it)."),
+                    **finding_text(said("network.firewall.rendezvous", target=target, host=target_host, port=port)),
                     observed={"host": target_host, "port": port},
-                    fix=(f"Open TCP port {port} (and NCCL's port range, see /proc/sys/net/ipv4/ip_local_port_range) "
-                         f"on {target_host} for the other nodes: `sudo ufw allow {port}/tcp` / `firewall-cmd "
-                         f"--add-port={port}/tcp`, or the cloud security group; test with `nc -zv {target_host} "
-                         f"{port}` from another node."),
                     refs=["shared/reference/anchors-planning-diagnosis.md §5 (Ports)"],
                     evidence=quote(lines + ([proof] if proof else []))))
-            advice = {
-                "refused": (f"nothing listens on {target}: start rank 0 first (it hosts the store), check "
-                            "MASTER_ADDR / MASTER_PORT are the same on every node and name rank 0's host"),
-                "reset": (f"{target} dropped the connection: the store process on rank 0 exited or restarted "
-                          "(read rank 0's log), or a proxy / load balancer sits in between"),
-                "timeout": (f"no answer from {target}: check MASTER_ADDR resolves to an address the other nodes "
-                            f"reach (`ping`, `nc -zv {target_host or '$MASTER_ADDR'} {port or '$MASTER_PORT'}`), the "
-                            "firewall, and that rank 0 started"),
-                "store_timeout": ("not all ranks joined the store in time: a node did not start or could not reach "
-                                  "MASTER_ADDR:MASTER_PORT; read the missing nodes' logs"),
-            }.get(kind, f"check that {target} is reachable from every node and that rank 0 is running")
+            advice = kind if kind in ("refused", "reset", "timeout", "store_timeout") else "other"
+            # the sentence starts with the target where the connection was reset: the store's name, capitalised
+            subject_target = target if target_host or advice != "reset" else said("network.rendezvous.store.first")
+            text = said("network.unreachable.rendezvous", target=target, reason=_network_reason(error.reason),
+                        advice=said(f"network.unreachable.rendezvous.{advice}", target=subject_target,
+                                    nc_host=target_host or "$MASTER_ADDR", nc_port=port or "$MASTER_PORT"),
+                        peer=target_host or "HOST", port_option=f" --port {port}" if port else "")
             found.append(Finding(
                 check_id="network.unreachable", status=Status.FAIL, subject=Subject(host=host),
-                message=f"Rendezvous / TCPStore connection to {target} failed: {error.reason}.",
+                **finding_text(text),
                 observed={"host": target_host, "port": port, "kind": kind, "reason": error.reason,
                           "attempts": len(items)},
-                fix=advice[0].upper() + advice[1:] + f"; `gpuready diagnose net --peers {target_host or 'HOST'}"
-                    f"{f' --port {port}' if port else ''}` (on each node) tests ports and name resolution.",
                 consequence_of=consequence, evidence=quote(lines),
                 refs=["https://pytorch.org/docs/stable/distributed.html#environment-variable-initialization"]))
         return found
@@ -713,12 +653,8 @@ class TorchErrorReader(Reader):
         for source, line in self.pickles:
             found.append(Finding(
                 check_id="nccl.flight_recorder_unread", status=Status.WARN, subject=Subject(host=host),
-                message=(f"{source} is a pickled flight-recorder dump; it was not read (unpickling a file from a "
-                         "ticket can run arbitrary code)."),
+                **finding_text(said("nccl.flight_recorder_unread.pickle", source=source)),
                 observed={"file": source, "format": "pickle"},
-                fix=(f"On a machine you trust, analyse the dumps with {FR_ANALYSE} and attach its output, or have "
-                     "the job write JSON dumps (torch._C._distributed_c10d._dump_nccl_trace_json()) and give those "
-                     "to `gpuready diagnose`."),
                 evidence=quote([line]) if line else []))
         if not self.dumps:
             return found
@@ -741,16 +677,13 @@ class TorchErrorReader(Reader):
                 progress = known[lagging]
                 found.append(Finding(
                     check_id="nccl.rank_behind", status=Status.FAIL, subject=Subject(host=host, rank=lagging),
-                    message=(f"Flight recorder, process group {name}: rank(s) {', '.join(map(str, behind))} never "
-                             f"enqueued collective {progress.last_enqueued + 1} ({known[max(known, key=lambda r: known[r].last_enqueued)].last_op}) "
-                             f"that others reached (up to {top}); rank {lagging}'s last was {progress.last_enqueued} "
-                             f"({progress.last_op})."),
+                    **finding_text(said(
+                        "nccl.rank_behind.flight_recorder", group=name, behind=", ".join(map(str, behind)),
+                        next=progress.last_enqueued + 1, top=top, rank=lagging, last=progress.last_enqueued,
+                        next_op=known[max(known, key=lambda r: known[r].last_enqueued)].last_op,
+                        last_op=progress.last_op)),
                     observed={"process_group": name, "ranks": table, "behind": behind, "files": sources},
                     expected=f"every rank at collective {top}",
-                    fix=(f"Look at what rank {lagging} did after collective {progress.last_enqueued} (its log, its "
-                         f"Python stack: `py-spy dump --pid <pid>`); a rank that skips a collective (a data-dependent "
-                         f"branch) or stalls on data / an exception desynchronises the group; {FR_ANALYSE} prints "
-                         "the same verdict."),
                     refs=REFS_TIMEOUT))
             else:
                 stuck = sorted((r for r, p in known.items() if p.stuck_seq is not None),
@@ -758,46 +691,46 @@ class TorchErrorReader(Reader):
                 status = Status.FAIL if stuck else Status.PASS
                 found.append(Finding(
                     check_id="nccl.flight_recorder", status=status, subject=Subject(host=host),
-                    message=(f"Flight recorder, process group {name}: every rank reached collective {top}"
-                             + (f"; it is not completed on rank(s) {', '.join(map(str, stuck))}: all are stuck "
-                                f"inside the same NCCL call (network or GPU), not desynchronised." if stuck
-                                else " and completed it.")),
+                    **finding_text(said("nccl.flight_recorder." + ("stuck" if stuck else "completed"), group=name,
+                                        top=top, stuck=", ".join(map(str, stuck)))),
                     observed={"process_group": name, "ranks": table, "stuck": stuck, "files": sources},
-                    fix=("Look below NCCL: `gpuready diagnose` on each host's dmesg (Xid, link errors) and on an "
-                         "NCCL_DEBUG=INFO log; run `gpuready validate` for the interconnect.") if stuck else None,
                     refs=REFS_TIMEOUT))
         return found
 
 
-def _nccl_fix(kind: str, last: str | None) -> str:
+def _nccl_advice(kind: str, last: str | None) -> Said:
+    """What to do about an NCCL error torch raised, by its kind (`nccl.error.torch.advice.*` in the catalogue)."""
     text = (last or "").lower()
     if kind == "ncclRemoteError":
-        return ("Another rank exited or its link failed: find the first rank that failed (torchrun's Root Cause, "
-                "its log) and fix that; if none did, look at the network path named in the last error "
-                "(`gpuready diagnose` on an NCCL_DEBUG=INFO log and on dmesg for IB / NIC errors).")
+        return said("nccl.error.torch.advice.remote")
     if kind == "ncclUnhandledCudaError":
-        return ("A CUDA call inside NCCL failed: rerun with NCCL_DEBUG=INFO to see it; `gpuready diagnose` the "
-                "host's dmesg for Xid errors; check driver / CUDA / NCCL versions match (`gpuready check`).")
+        return said("nccl.error.torch.advice.cuda")
     if kind == "ncclInvalidUsage":
-        return ("The program called NCCL wrongly (mismatched tensor sizes / dtypes across ranks, two ranks on one "
-                "GPU: set torch.cuda.set_device(local_rank) before init_process_group); rerun with NCCL_DEBUG=WARN "
-                "for the exact complaint and TORCH_DISTRIBUTED_DEBUG=DETAIL.")
+        return said("nccl.error.torch.advice.usage")
     if "connection" in text or "socket" in text or "net" in text or "peer" in text:
-        return ("A network connection between ranks failed: set NCCL_SOCKET_IFNAME to the interface the nodes "
-                "share (e.g. `=eth0`, not docker0 / lo), check NCCL_IB_HCA, and `gpuready diagnose` an "
-                "NCCL_DEBUG=INFO log from every node.")
-    return ("Rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and give the log to `gpuready diagnose`; check "
-            "/dev/shm size in containers (--shm-size, --ipc=host) and `ulimit -l` (memlock) for system errors.")
+        return said("nccl.error.torch.advice.network")
+    return said("nccl.error.torch.advice.other")
+
+
+def _network_reason(reason: str) -> str | Said:
+    """The reason a rendezvous connection failed: quoted from the log, except the two that facts/torch_errors.py
+    words itself (a timeout's duration, no reason given), which come from the catalogue."""
+    if reason.startswith("connect timed out after "):
+        return said("network.unreachable.rendezvous.reason.timed_out", after=reason[len("connect timed out after "):])
+    if reason == "connection failed":
+        return said("network.unreachable.rendezvous.reason.failed")
+    return reason.rstrip(".")  # the sentence ends with its own full stop
 
 
 NCCL_TROUBLESHOOTING = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 TORCH_INDEX = "https://download.pytorch.org/whl/"
 
 
-def _driver_floors() -> str:
-    """`CUDA 11.x needs >= 450.80.02, 12.x >= 525.60.13, …` from knowledge/cuda_driver.toml."""
+def _driver_floors() -> list[Said]:
+    """`11.x needs >= 450.80.02`, `12.x needs >= 525.60.13`, … from knowledge/cuda_driver.toml."""
     rows = sorted(load_table("cuda_driver").get("minor_compat", []), key=lambda row: int(row["cuda_major"]))
-    return "CUDA " + ", ".join(f"{row['cuda_major']}.x needs >= {row['min_driver_linux']}" for row in rows)
+    return [said("software.driver_cuda.log.floor", major=row["cuda_major"], driver=row["min_driver_linux"])
+            for row in rows]
 
 
 def _sm(arch: str | None) -> tuple[int, int] | None:
@@ -832,41 +765,31 @@ def _arch_finding(host: str, rank: int | None, same: list, build: str | None, to
     observed = {"kind": "arch", "arch": arch, "gpu_name": name, "supported": supported, "torch_cuda": build,
                 "wheel_index": wheel["index"] if wheel else None}
     refs = ["torch/cuda/__init__.py (_check_capability: the capability warning)"]
+    values: dict[str, object] = {"arch": arch}
     if arch:
-        message = (f"This torch build has no kernels for {name + ' ' if name else 'the GPU '}({arch})"
-                   + (f"; it supports {' '.join(supported)}" if supported else "") + ": CUDA kernels fail with "
-                   "'no kernel image is available for execution on the device'.")
-    else:
-        message = ("A CUDA kernel could not start: 'no kernel image is available for execution on the device': the "
-                   "program (torch, a CUDA extension or another CUDA binary) was built without this GPU's "
-                   "architecture.")
+        values["gpu"] = said("software.torch_arch.log.gpu." + ("named" if name else "unnamed"), name=name, arch=arch)
+        values["supports"] = said("software.torch_arch.log.supports", archs=" ".join(supported)) if supported else ""
     if wheel:
         requirement = driver_requirement(wheel["cuda"])
-        driver = (f"; that CUDA needs NVIDIA driver >= {requirement.minimum}"
-                  + (f", >= {requirement.full_feature} for all of CUDA {wheel['cuda']}" if requirement.full_feature
-                     else "") if requirement else "")
-        fix = (f"Install a torch wheel built for {arch}: `pip install --force-reinstall torch --index-url "
-               f"{TORCH_INDEX}{wheel['index']}` (CUDA {wheel['cuda']} or newer{driver}); check with `python -c "
-               f"'import torch; print(torch.cuda.get_arch_list())'`. Rebuild CUDA extensions (flash-attn, apex, …) "
-               f"for it too (TORCH_CUDA_ARCH_LIST).")
+        msg_id = "software.torch_arch.log.wheel"
+        values.update(index_url=f"{TORCH_INDEX}{wheel['index']}", cuda=wheel["cuda"], driver=said(
+            "software.torch_arch.log.wheel_driver" + ("_full" if requirement.full_feature else ""),
+            minimum=requirement.minimum, full_feature=requirement.full_feature, cuda=wheel["cuda"])
+            if requirement else "")
         refs.append(wheel["source"])
         if requirement:
             refs.append(requirement.minimum_source)
     elif arch:
-        fix = (f"No current PyTorch CUDA wheel in gpuready's table has kernels for {arch}: install an older torch "
-               f"release whose `torch.cuda.get_arch_list()` includes it, or build torch from source with "
-               f"TORCH_CUDA_ARCH_LIST set to it.")
+        msg_id = "software.torch_arch.log.no_wheel"
         refs.append("src/gpuready/knowledge/torch_wheels.toml")
     else:
-        indexes = "; ".join(f"{row['index']}: {' '.join(row['archs'])}" for row in load_table("torch_wheels")["wheel"])
-        fix = ("Compare the GPU's architecture (`nvidia-smi --query-gpu=compute_cap --format=csv`) with "
-               "`python -c 'import torch; print(torch.cuda.get_arch_list())'` and install the torch wheel that "
-               f"covers it ({indexes}); a CUDA extension built for other GPUs is rebuilt with TORCH_CUDA_ARCH_LIST, "
-               "another CUDA program with `-gencode arch=compute_XY,code=sm_XY` for the GPU's capability.")
+        msg_id = "software.torch_arch.log.no_kernel_image"
+        values["indexes"] = "; ".join(f"{row['index']}: {' '.join(row['archs'])}"
+                                      for row in load_table("torch_wheels")["wheel"])
         refs.append("src/gpuready/knowledge/torch_wheels.toml")
     if torch_cuda:
         lines = lines + [torch_cuda[1]]
     return Finding(check_id="software.torch_arch", status=Status.FAIL, subject=Subject(host=host, rank=rank),
-                   message=message, observed=observed,
+                   **finding_text(said(msg_id, **values)), observed=observed,
                    expected=f"{arch} in torch.cuda.get_arch_list()" if arch else None,
-                   fix=fix, refs=refs, evidence=quote(lines))
+                   refs=refs, evidence=quote(lines))
