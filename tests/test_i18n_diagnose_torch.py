@@ -125,9 +125,13 @@ def _strings(values: object) -> list[str]:
     return [values] if isinstance(values, str) else []
 
 
+QUOTED_TERMS = ("No space left on device", "NVIDIA device plugin")
+"""An errno's text that a template quotes, and a product's name."""
+
+
 def _without_names(text: str, values: dict) -> str:
     """`text` less what stays as it is in any language: commands in backticks, quoted error strings, the values."""
-    for value in sorted(_strings(values), key=len, reverse=True):
+    for value in sorted(_strings(values) + list(QUOTED_TERMS), key=len, reverse=True):
         if value:
             text = text.replace(value, " ")
     return re.sub(r"`[^`]*`|'[^']*'", " ", text)
@@ -276,3 +280,42 @@ def test_every_part_fills_in_both_languages():
     for msg_id in ids:
         values = {name: 1 for name in placeholders(catalogue("en")[msg_id])}
         assert message(msg_id, "en", **values) and message(msg_id, "zh", **values)
+
+
+@pytest.mark.parametrize("folder", ["host", "dcgm", "k8s"])
+def test_host_dcgm_and_k8s_findings_read_chinese(folder):
+    """Their ids are the kind of fix; what the tool saw (how the OOM killer acted, whose memory ran out, which
+    DataLoader error, where DCGM failed) are nested parts, so the English is as it was and the Chinese is whole."""
+    from gpuready.verbs.diagnose.dcgm import DcgmDiagReader
+    from gpuready.verbs.diagnose.host import HostLogReader
+
+    document = diagnose([FIXTURES / "diagnose" / folder],
+                        readers=lambda: [HostLogReader(), DcgmDiagReader(), K8sNodeReader()]).to_dict()
+    assert document["findings"]
+    chinese = in_language(document, "zh")["findings"]
+    for english, finding in zip(document["findings"], chinese):
+        assert finding.get("message_id"), english["message"]
+        for key in ("message", "fix"):
+            if finding.get(key) is not None:
+                assert re.search(r"[\u4e00-\u9fff]", finding[key]), finding[key]
+                left = _english_phrases(_without_names(finding[key], finding["message_values"]))
+                assert not left, (finding["message_id"], key, left)
+
+
+def test_a_host_oom_is_said_in_parts():
+    from gpuready.verbs.diagnose.host import HostLogReader
+
+    reader = feed_text(HostLogReader(), "dmesg.txt",
+                       "[100.1] python invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0\n"
+                       "[100.2] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+                       "oom_memcg=/kubepods/pod1,task_memcg=/kubepods/pod1,task=python,pid=4242,uid=0\n"
+                       "[100.3] Memory cgroup out of memory: Killed process 4242 (python) total-vm:9000000kB, "
+                       "anon-rss:4194304kB, file-rss:0kB, shmem-rss:0kB\n")
+    finding = reader.findings(DiagnoseContext(host="node1"))[0]
+    assert finding.message_id == "host.oom.limit"
+    assert finding.message == ("The Linux OOM killer killed python (pid 4242), 4.0 GiB resident (anon-rss): a memory "
+                               "cgroup ran out (the container's or job's memory limit, /kubepods/pod1), not the whole "
+                               "host.")
+    assert message(finding.message_id, "zh", **finding.message_values) == (
+        "Linux OOM killer 杀掉了 python (pid 4242)，常驻内存 4.0 GiB（anon-rss）：耗尽的是某个内存 cgroup（容器或作业的"
+        "内存上限，/kubepods/pod1），而不是整台主机。")

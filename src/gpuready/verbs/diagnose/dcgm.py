@@ -27,7 +27,7 @@ _DEPLOYMENT_FIXES = {
     "graphics processes": "graphics_processes", "page retirement/row remap": "row_remap",
     "permissions and os blocks": "permissions", "inforom": "inforom",
 }
-"""DCGM's deployment tests → the kind of fix (`dcgm.diag_failed.<kind>.…` in the catalogue)."""
+"""DCGM's deployment tests → the kind of fix (`dcgm.diag_failed.<kind>` in the catalogue)."""
 
 
 @dataclass
@@ -121,9 +121,10 @@ class DcgmDiagReader(Reader):
                 observed=observed, refs=REFS, evidence=quote(lines))
         status = Status.FAIL if test.result == "Fail" else Status.WARN
         verb = "failed" if test.result == "Fail" else "warned"
-        # one catalogue id per kind of fix, result, where and whether DCGM gave a reason
-        text = said(f"dcgm.diag_failed.{_fix_kind(test, reasons)}.{verb}.{where}{reason}", test=name,
-                    gpus=", ".join(map(str, gpus)), reason=reasons[0] if reasons else None,
+        # the kind of fix picks the id (its fix); what DCGM said, where and whether it gave a reason, the summary
+        summary = said(f"dcgm.diag_failed.summary.{verb}.{where}{reason}", test=name, gpus=", ".join(map(str, gpus)),
+                       reason=reasons[0] if reasons else None)
+        text = said(f"dcgm.diag_failed.{_fix_kind(test, reasons)}", summary=summary,
                     gpu=str(gpus[0]) if len(gpus) == 1 else "<gpu>")
         return Finding(
             check_id="dcgm.diag_failed", status=status, subject=subject, **finding_text(text),

@@ -80,14 +80,16 @@ class HostLogReader(Reader):
         seen_by_launcher = [line for kill, line in self.sigkills if kill.pid in kill_pids]
         who = ", ".join(f"{name or '?'} (pid {pid})" if pid is not None else f"{name or '?'}"
                         for name, pid in list(victims)[:4]) + (" …" if len(victims) > 4 else "")
-        # one catalogue id per variant: what the killer did, whose memory ran out (the fix follows it), the launcher
-        # seeing the same pid die, several victims
+        # whose memory ran out picks the id (its fix: a cgroup's limit or the host's RAM); what the killer did, the
+        # launcher seeing the same pid die and several victims are its parts
         what = ("killed_rss" if rss is not None else "killed") if victims else "ran"
         scope = ("memcg" if memcg else "cgroup") if cgroup else "host"
-        msg_id = (f"host.oom.{what}.{scope}" + (".sigkill" if seen_by_launcher else "")
-                  + (".several" if len(victims) > 1 else ""))
-        text = said(msg_id, who=who, rss=_size(rss * 1024) if rss is not None else None,
-                    invokers=", ".join(invokers[:4]) or "?", memcg=memcg, killed=len(victims))
+        text = said("host.oom." + ("limit" if cgroup else "host"),
+                    what=said(f"host.oom.what.{what}", who=who, rss=_size(rss * 1024) if rss is not None else None,
+                              invokers=", ".join(invokers[:4]) or "?"),
+                    scope=said(f"host.oom.scope.{scope}", memcg=memcg),
+                    launcher=said("host.oom.launcher") if seen_by_launcher else "",
+                    several=said("host.oom.several", killed=len(victims)) if len(victims) > 1 else "")
         lines = _in_order([line for _, line in named] + seen_by_launcher + [line for _, line in self.ooms])
         return Finding(
             check_id="host.oom", status=Status.FAIL, subject=Subject(host=host), **finding_text(text),
@@ -121,11 +123,10 @@ class HostLogReader(Reader):
         kinds = sorted({shm.kind for shm, _ in self.shm})
         pids = sorted({shm.pid for shm, _ in self.shm if shm.pid is not None})
         paths = sorted({shm.path for shm, _ in self.shm if shm.path})[:4]
-        # one catalogue id per set of kinds (bus_error, no_space, write_failed), and for a single line
-        msg_id = "host.shm." + "-".join(kinds) + (".one_line" if self.shm_lines == 1 else "")
+        text = said("host.shm.too_small" + (".one_line" if self.shm_lines == 1 else ""), lines=self.shm_lines,
+                    what=[said(f"host.shm.kind.{kind}") for kind in kinds])  # bus_error, no_space, write_failed
         return Finding(
-            check_id="host.shm", status=Status.FAIL, subject=Subject(host=host),
-            **finding_text(said(msg_id, lines=self.shm_lines)),
+            check_id="host.shm", status=Status.FAIL, subject=Subject(host=host), **finding_text(text),
             observed={"kinds": kinds, "worker_pids": pids, "files": paths, "lines": self.shm_lines},
             expected="/dev/shm large enough for num_workers × prefetch_factor batches (several GiB)",
             refs=[thresholds("host_shm")["source"],
