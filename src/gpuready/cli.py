@@ -1,7 +1,9 @@
 """Command line: find the verb, let it register its options and run, and turn what escapes into an exit code.
 
-Each verb's module has `SUMMARY`, `add_arguments(parser)` and `run(args) -> exit code` (and may have
-`DESCRIPTION`); shared options come from option_groups, so one concept has one spelling in every verb.
+Each verb's module has `add_arguments(parser)` and `run(args) -> exit code`; its summary and description are the
+catalogue's `cli.verb.<verb>` (and `cli.verb.<verb>.description`); shared options come from option_groups, so one
+concept has one spelling in every verb. The language (--lang anywhere before a launch's `--`, else the environment) is
+known before the parser is built: its help, its errors and the notices are in that language.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import warnings
 from types import ModuleType
 
 from gpuready import __version__
+from gpuready.i18n import DEFAULT_LANGUAGE, LANGUAGES, catalogue, choose_language, message, said
 from gpuready.model import ExitCode
 from gpuready.option_groups import add_old_spellings
 from gpuready.report.safe_text import tell
@@ -40,14 +43,18 @@ def verb_module(verb: str) -> ModuleType:
     return importlib.import_module(VERB_MODULES[verb])
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every verb, or of `only` one (a run imports the modules of its own verb alone)."""
-    parser = Parser(prog="gpuready", description="Is this machine ready for multi-GPU PyTorch training?")
-    parser.add_argument("--version", action="version", version=f"gpuready {__version__}")
+def build_parser(only: str | None = None, lang: str = DEFAULT_LANGUAGE) -> argparse.ArgumentParser:
+    """The parser of every verb, or of `only` one (a run imports the modules of its own verb alone), speaking
+    `lang`."""
+    parser = Parser(prog="gpuready", description=said("cli.description"), lang=lang)
+    parser.add_argument("--version", action="version", version=f"gpuready {__version__}",
+                        help=said("cli.argparse.version"))
     verbs = parser.add_subparsers(dest="verb", parser_class=Parser)
     for verb in VERBS if only is None else (only,):
         module = verb_module(verb)
-        sub = verbs.add_parser(verb, help=module.SUMMARY, description=getattr(module, "DESCRIPTION", None))
+        description = f"cli.verb.{verb}.description"
+        sub = verbs.add_parser(verb, help=parser.text(said(f"cli.verb.{verb}")), lang=lang,
+                               description=said(description) if description in catalogue(DEFAULT_LANGUAGE) else None)
         module.add_arguments(sub)
         add_old_spellings(sub, verb)
     return parser
@@ -77,42 +84,60 @@ def _reader_gone() -> int:
     return BROKEN_PIPE_EXIT
 
 
-def _split(argv: list[str]) -> tuple[list[str], list[str]]:
-    """(gpuready's arguments with the verb first, the job's command after `launch ... --`)."""
+def _language(argv: list[str]) -> str:
+    """The language of this run: the last --lang before a launch's `--` (where it names one), else the environment."""
+    words = argv[:argv.index("--")] if "--" in argv else argv
+    named = None
+    for word, following in zip(words, [*words[1:], None]):
+        if word == "--lang" or word.startswith("--lang="):
+            named = word.partition("=")[2] if "=" in word else following
+    return choose_language(named if named in LANGUAGES else None)
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(gpuready's arguments with the verb first, the job's command after `launch ... --`, a --lang given before the
+    verb: `gpuready --lang zh plan …`)."""
+    leading: list[str] = []
+    while argv[:1] == ["--lang"] and len(argv) > 1 or argv[:1] and argv[0].startswith("--lang="):
+        taken = 1 if "=" in argv[0] else 2
+        leading, argv = [*leading, *argv[:taken]], argv[taken:]
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["check", *argv]  # check is the default verb
     elif argv[0] not in VERBS + ("-h", "--help", "--version"):
         raise unknown_verb(argv[0], VERBS)
     if argv[0] == "launch" and "--" in argv:  # what follows `--` is the job's own command line, untouched
         split = argv.index("--")
-        return argv[:split], argv[split + 1:]
-    return argv, []
+        return argv[:split], argv[split + 1:], leading
+    return argv, [], leading
 
 
 def _main(argv: list[str] | None) -> int:
     # torch warns on import where numpy is absent; gpuready needs no numpy (the [torch] extra brings it anyway)
     warnings.filterwarnings("ignore", message=r"Failed to initialize NumPy", category=UserWarning)
     argv = list(sys.argv[1:] if argv is None else argv)
+    lang = _language(argv)
     try:
-        argv, command = _split(argv)
+        argv, command, leading = _split(argv)
         verb = argv[0] if argv[0] in VERBS else None
-        args = build_parser(verb).parse_args(argv)
+        parser = build_parser(verb, lang)
+        if verb and "--lang" in parser.verb_parser(verb).visible_options():  # the verb's own option (for its report)
+            argv = [verb, *leading, *argv[1:]]
+        args = parser.parse_args(argv)
         args.argv, args.command = argv, command
         return verb_module(args.verb).run(args)
     except UsageError as error:
-        tell(error)
+        tell(error.text(lang))
         return ExitCode.USAGE
     except BrokenPipeError:
         raise
     except KeyboardInterrupt:
-        tell("interrupted")
+        tell(message("cli.interrupted", lang))
         return ExitCode.INTERRUPTED
     except Stopped as stop:  # before any rank started: nothing measured
-        tell(f"stopped by {stop.name} before anything was measured")
+        tell(message("cli.stopped", lang, signal=stop.name))
         return exit_code_for(stop.name)
     except Exception as error:  # a bug of ours: one sentence, exit 3; GPUREADY_DEBUG=1 shows the traceback
         if os.environ.get("GPUREADY_DEBUG"):
             raise
-        tell(f"internal error ({type(error).__name__}: {error}); rerun with GPUREADY_DEBUG=1 and "
-             "report it")
+        tell(message("cli.internal_error", lang, error=f"{type(error).__name__}: {error}"))
         return ExitCode.TOOL_ERROR

@@ -4,16 +4,22 @@ verbs share (target GPUs, model, training run, cluster, power, output, input lim
 A verb adds an option by its concept name (`add(parser, "nnodes")`), so one concept has one spelling, one type and
 one unit everywhere; a verb may word the meaning or the default for itself. Names follow torchrun (--nnodes,
 --nproc-per-node, --rdzv-endpoint) and Hugging Face (a model's config.json) where those exist.
+
+Meanings are catalogue text (domain `cli`: `cli.option.<concept>`, a verb's own `cli.<verb>.<option>`), which the
+parser (gpuready.usage.Parser) says in the user's language.
 """
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from gpuready import option_kinds as kind
+from gpuready.i18n import DEFAULT_LANGUAGE, Said, message, said
+from gpuready.usage import in_language
 
 if TYPE_CHECKING:
     from gpuready.bundle.archive import InputLimits
@@ -21,90 +27,71 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Option:
+    """An option; what it does is the catalogue's `cli.option.<concept>` (domain `cli`), without its range: --help
+    appends the type's range and unit."""
+
     flags: tuple[str, ...]
-    meaning: str
-    """What the option does, without its range: --help appends the type's range and unit."""
     settings: dict[str, Any] = field(default_factory=dict)
     """argparse's keywords: type, metavar, choices, action, default."""
 
 
 OPTIONS: dict[str, Option] = {
     # what is judged or measured
-    "bundle": Option(("--bundle",), "read a support bundle (folder or .tar.gz) instead of this machine",
-                     {"type": Path, "metavar": "PATH"}),
-    "fast": Option(("--fast",), "do not import torch (versions from package metadata)", {"action": "store_true"}),
-    "gpus": Option(("--gpus",), "GPUs to use: NVML indices, bus ids or UUIDs, comma-separated", {"metavar": "LIST"}),
-    "device": Option(("--device",), "where to run: cuda (one rank per GPU), cpu (CPU ranks), auto (cuda where there "
-                                    "is a GPU)", {"choices": ("auto", "cuda", "cpu"), "default": "auto"}),
-    "ranks": Option(("--ranks",), "ranks to start", {"type": kind.RANKS, "metavar": "N"}),
-    "oversubscribe": Option(("--oversubscribe",), "allow more CPU ranks than usable CPUs (up to 4 per CPU)",
-                            {"action": "store_true"}),
-    "exclusive": Option(("--exclusive",), "fail before anything runs when another process computes on a selected GPU",
-                        {"action": "store_true"}),
-    "timeout": Option(("--timeout",), "seconds one operation may take before its rank counts as hung",
-                      {"type": kind.TIMEOUT_S, "metavar": "S"}),
-    "startup_timeout": Option(("--startup-timeout",), "seconds for the ranks to start and connect (default 300)",
-                              {"type": kind.TIMEOUT_S, "default": 300.0, "metavar": "S"}),
-    "interval": Option(("--interval",), "sampling interval (default 1 s)",
-                       {"type": kind.INTERVAL_S, "default": 1.0, "metavar": "S"}),
-    "log_dir": Option(("--log-dir",), "rank logs and NCCL flight-recorder dumps", {"type": Path, "metavar": "DIR"}),
+    "bundle": Option(("--bundle",), {"type": Path, "metavar": "PATH"}),
+    "fast": Option(("--fast",), {"action": "store_true"}),
+    "gpus": Option(("--gpus",), {"metavar": "LIST"}),
+    "device": Option(("--device",), {"choices": ("auto", "cuda", "cpu"), "default": "auto"}),
+    "ranks": Option(("--ranks",), {"type": kind.RANKS, "metavar": "N"}),
+    "oversubscribe": Option(("--oversubscribe",), {"action": "store_true"}),
+    "exclusive": Option(("--exclusive",), {"action": "store_true"}),
+    "timeout": Option(("--timeout",), {"type": kind.TIMEOUT_S, "metavar": "S"}),
+    "startup_timeout": Option(("--startup-timeout",), {"type": kind.TIMEOUT_S, "default": 300.0, "metavar": "S"}),
+    "interval": Option(("--interval",), {"type": kind.INTERVAL_S, "default": 1.0, "metavar": "S"}),
+    "log_dir": Option(("--log-dir",), {"type": Path, "metavar": "DIR"}),
     # cluster (torchrun's names)
-    "nnodes": Option(("--nnodes",), "nodes the job spans", {"type": kind.NODES, "metavar": "N"}),
-    "nproc_per_node": Option(("--nproc-per-node",), "processes per node, one per GPU (default: the GPUs here)",
-                             {"type": kind.PROCS_PER_NODE, "metavar": "G"}),
-    "rdzv_endpoint": Option(("--rdzv-endpoint",), "torchrun rendezvous endpoint with --nnodes, the same on every node",
-                            {"metavar": "HOST:PORT"}),
+    "nnodes": Option(("--nnodes",), {"type": kind.NODES, "metavar": "N"}),
+    "nproc_per_node": Option(("--nproc-per-node",), {"type": kind.PROCS_PER_NODE, "metavar": "G"}),
+    "rdzv_endpoint": Option(("--rdzv-endpoint",), {"metavar": "HOST:PORT"}),
     # the model (a preset, a Hugging Face config.json, or its shape)
-    "preset": Option(("--preset",), "a model preset", {"metavar": "NAME"}),
-    "model_config": Option(("--model-config",), "a Hugging Face config.json (no weights; a regular file, at most "
-                                                "1 MiB)", {"type": Path, "metavar": "FILE"}),
-    "family": Option(("--family",), "the architecture of an explicit shape",
-                     {"choices": ("gpt2", "llama"), "default": "gpt2"}),
-    **{name: Option((f"--{name.replace('_', '-')}",), meaning, {"type": kind.SHAPE[name], "metavar": "N"})
-       for name, meaning in (("layers", "transformer layers"), ("hidden", "model width"), ("heads", "attention heads"),
-                             ("kv_heads", "key/value heads (grouped-query attention; default --heads)"),
-                             ("ffn_hidden", "MLP width (Hugging Face: intermediate_size or n_inner)"),
-                             ("vocab", "vocabulary size"))},
+    "preset": Option(("--preset",), {"metavar": "NAME"}),
+    "model_config": Option(("--model-config",), {"type": Path, "metavar": "FILE"}),
+    "family": Option(("--family",), {"choices": ("gpt2", "llama"), "default": "gpt2"}),
+    **{name: Option((f"--{name.replace('_', '-')}",), {"type": kind.SHAPE[name], "metavar": "N"})
+       for name in kind.SHAPE},
     # the training run
-    "seq": Option(("--seq",), "sequence length", {"type": kind.TOKENS, "metavar": "S"}),
-    "micro_batch": Option(("--micro-batch",), "sequences per GPU per step", {"type": kind.MICRO_BATCH, "metavar": "B"}),
-    "global_batch": Option(("--global-batch",), "sequences per optimizer step, all GPUs together",
-                           {"type": kind.GLOBAL_BATCH, "metavar": "B"}),
-    "precision": Option(("--precision",), "amp-bf16: bf16 autocast over fp32 weights; bf16: bf16 weights", {"choices": ("amp-bf16", "bf16"), "default": "amp-bf16"}),
-    "recompute": Option(("--recompute",), "activation recomputation", {"choices": ("none", "selective", "full"),
-                                                                      "default": "none"}),
-    "validate_report": Option(("--validate-report",), "a validate report (--out): its measured figures replace "
-                                                      "assumptions", {"type": Path, "metavar": "REPORT"}),
-    "strategies": Option(("--strategies",), "parallel strategies to consider, comma-separated", {"metavar": "LIST"}),
+    "seq": Option(("--seq",), {"type": kind.TOKENS, "metavar": "S"}),
+    "micro_batch": Option(("--micro-batch",), {"type": kind.MICRO_BATCH, "metavar": "B"}),
+    "global_batch": Option(("--global-batch",), {"type": kind.GLOBAL_BATCH, "metavar": "B"}),
+    "precision": Option(("--precision",), {"choices": ("amp-bf16", "bf16"), "default": "amp-bf16"}),
+    "recompute": Option(("--recompute",), {"choices": ("none", "selective", "full"), "default": "none"}),
+    "validate_report": Option(("--validate-report",), {"type": Path, "metavar": "REPORT"}),
+    "strategies": Option(("--strategies",), {"metavar": "LIST"}),
     # power
-    "psu_watts": Option(("--psu-watts",), "PSU capacity, to judge the power budget",
-                        {"type": kind.WATTS, "metavar": "W"}),
-    "circuit": Option(("--circuit",), "the branch circuit, to judge the power budget",
-                      {"type": kind.circuit, "metavar": "CIRCUIT"}),
+    "psu_watts": Option(("--psu-watts",), {"type": kind.WATTS, "metavar": "W"}),
+    "circuit": Option(("--circuit",), {"type": kind.circuit, "metavar": "CIRCUIT"}),
     # output
-    "json": Option(("--json",), "print only the JSON report", {"action": "store_true"}),
-    "out": Option(("--out",), "also write the JSON report to FILE, a regular file whose folder exists (checked "
-                              "before any work), or - for the JSON alone on stdout", {"type": Path, "metavar": "FILE"}),
-    "fail_on": Option(("--fail-on",), "warn: warnings exit 1 too", {"choices": ("fail", "warn"), "default": "fail"}),
-    "verbose": Option(("--verbose", "-v"), "list skipped checks too", {"action": "store_true"}),
-    "lang": Option(("--lang",), "English or Chinese (zh); default: GPUREADY_LANG, else LANGUAGE / LC_ALL / "
-                                "LC_MESSAGES / LANG (zh_* is Chinese)", {"choices": ("en", "zh"), "default": None}),
+    "json": Option(("--json",), {"action": "store_true"}),
+    "out": Option(("--out",), {"type": Path, "metavar": "FILE"}),
+    "fail_on": Option(("--fail-on",), {"choices": ("fail", "warn"), "default": "fail"}),
+    "verbose": Option(("--verbose", "-v"), {"action": "store_true"}),
+    "lang": Option(("--lang",), {"choices": ("en", "zh"), "default": None}),
 }
 
 
-def add(parser: argparse.ArgumentParser | argparse._ArgumentGroup, name: str, meaning: str | None = None,
+def add(parser: argparse.ArgumentParser | argparse._ArgumentGroup, name: str, meaning: Said | None = None,
         **settings: Any) -> argparse.Action:
-    """Add the option of concept `name`; `meaning` and `settings` (a default, choices) may be the verb's own."""
+    """Add the option of concept `name`; `meaning` and `settings` (a default, choices) may be the verb's own. The
+    parser (gpuready.usage.Parser, or its group) renders the help in the user's language."""
     option = OPTIONS[name]
     merged = {**option.settings, **settings}
-    return parser.add_argument(*option.flags, dest=name, help=with_range(option.meaning if meaning is None else meaning,
+    return parser.add_argument(*option.flags, dest=name, help=with_range(meaning or said(f"cli.option.{name}"),
                                                                          merged.get("type")), **merged)
 
 
-def with_range(meaning: str, kind_of: Any) -> str:
-    """An option's help with its type, range and unit, from the argparse type itself."""
-    describe = getattr(kind_of, "describe", "")
-    return "; ".join(part for part in (meaning, describe) if part)
+def with_range(meaning: Said, kind_of: Any) -> Said:
+    """An option's help with its type, range and unit, from the argparse type itself (option_kinds)."""
+    range_words = getattr(kind_of, "range_words", None)
+    return said("cli.help.with_range", meaning=meaning, range=range_words) if range_words else meaning
 
 
 def add_target_gpus(parser: argparse.ArgumentParser, *, gpu_list: bool = True) -> None:
@@ -115,19 +102,22 @@ def add_target_gpus(parser: argparse.ArgumentParser, *, gpu_list: bool = True) -
     add(parser, "exclusive")
 
 
-def add_cluster(parser: argparse.ArgumentParser, *, ranks_meaning: str) -> None:
+def add_cluster(parser: argparse.ArgumentParser, *, ranks_meaning: Said) -> None:
     """A run over several nodes through torchrun: the same command on every node."""
-    add(parser, "nnodes", "run on N nodes: builds and runs the torchrun command")
+    add(parser, "nnodes", said("cli.option.nnodes.torchrun"))
     add(parser, "nproc_per_node", ranks_meaning)
     add(parser, "rdzv_endpoint")
 
 
-def add_model(parser: argparse.ArgumentParser, *, default_note: str = "") -> None:
+def add_model(parser: argparse.ArgumentParser, *, default_note: Said | None = None) -> None:
     """The model: a preset, a Hugging Face config.json, or its shape (--family and the dimensions)."""
     from gpuready.shapes import PRESETS
-    group = parser.add_argument_group("model (a preset, a Hugging Face config.json, or its shape)")
-    add(group, "preset", "a model preset" + (f" ({default_note})" if default_note else "") + ": " + "|".join(PRESETS),
-        type=preset, choices=tuple(PRESETS))
+    group = parser.add_argument_group(said("cli.group.model"))
+    meaning = said("cli.option.preset")
+    if default_note:
+        meaning = said("cli.help.note", meaning=meaning, note=default_note)
+    add(group, "preset", said("cli.help.names", meaning=meaning, names="|".join(PRESETS)),
+        type=preset_type(getattr(parser, "lang", DEFAULT_LANGUAGE)), choices=tuple(PRESETS))
     add(group, "model_config")
     add(group, "family")
     for name in kind.SHAPE:
@@ -148,18 +138,16 @@ def add_output(parser: argparse.ArgumentParser) -> None:
 def add_input_limits(parser: argparse.ArgumentParser, *, whole_run: bool) -> None:
     """What is read of the inputs (README, "Input limits"): the defaults keep a run under 500 MB of memory."""
     from gpuready.bundle.archive import DEFAULT_LIMITS, MIB as BYTES_PER_MIB
-    limits = parser.add_argument_group("input limits")
+    limits = parser.add_argument_group(said("cli.group.input_limits"))
     limits.add_argument("--max-members", type=kind.MEMBERS, metavar="N", default=DEFAULT_LIMITS.max_members,
-                        help=with_range("archive members and folder entries looked at "
-                                        f"(default {DEFAULT_LIMITS.max_members})", kind.MEMBERS))
-    for name, field_name, what in (
-            ("--max-archive-mib", "max_archive_bytes", "inflated from one archive or compressed file"),
-            ("--max-file-mib", "max_file_bytes", "read of one tool output parsed whole"),
-            ("--max-held-mib", "max_held_bytes", "of all tool outputs parsed whole, together"),
-            *((("--max-input-mib", "max_input_bytes", "read from all inputs in one run"),) if whole_run else ())):
+                        help=with_range(said("cli.option.max_members", default=DEFAULT_LIMITS.max_members),
+                                        kind.MEMBERS))
+    for name, field_name in (("--max-archive-mib", "max_archive_bytes"), ("--max-file-mib", "max_file_bytes"),
+                             ("--max-held-mib", "max_held_bytes"),
+                             *((("--max-input-mib", "max_input_bytes"),) if whole_run else ())):
         default_mib = getattr(DEFAULT_LIMITS, field_name) // BYTES_PER_MIB
         limits.add_argument(name, type=kind.MIB, metavar="MIB", dest=field_name, default=default_mib,
-                            help=with_range(f"MiB {what} (default {default_mib})", kind.MIB))
+                            help=with_range(said(f"cli.option.{field_name}", default=default_mib), kind.MIB))
 
 
 def input_limits(args: argparse.Namespace) -> InputLimits:
@@ -192,7 +180,7 @@ class Renamed:
     """Where the old spelling stores its value, where it is not the new option's (plan's --gpus was a total)."""
     kind_of: Any = None
     """The old spelling's own type, where it is not the new option's."""
-    note: str = ""
+    note: Said | None = None
 
 
 RENAMED: dict[str, tuple[Renamed, ...]] = {
@@ -200,7 +188,7 @@ RENAMED: dict[str, tuple[Renamed, ...]] = {
     "plan": (Renamed("--hf-config", "--model-config"), Renamed("--nodes", "--nnodes"),
              Renamed("--measured", "--validate-report"), Renamed("--strategy", "--strategies"),
              Renamed("--gpus", "--nproc-per-node", dest="gpus_total", kind_of=kind.ALL_GPUS,
-                     note=" (GPUs per node, times --nnodes; --gpus names GPUs, as in validate and burn)")),
+                     note=said("cli.renamed.plan_gpus"))),
     "bench": (Renamed("--ffn", "--ffn-hidden"),),
     "launch": (Renamed("--gpus-per-node", "--nproc-per-node"),),
 }
@@ -208,7 +196,7 @@ RENAMED: dict[str, tuple[Renamed, ...]] = {
 
 
 class _OldSpelling(argparse.Action):
-    """Stores like the new option, after a one-line notice."""
+    """Stores like the new option, after a one-line notice in the parser's language."""
 
     def __init__(self, option_strings: list[str], dest: str, *, renamed: Renamed, **settings: Any):
         super().__init__(option_strings, dest, **settings)
@@ -217,8 +205,10 @@ class _OldSpelling(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         from gpuready.report.safe_text import tell
-        tell(f"{self.renamed.old} is now {self.renamed.new}{self.renamed.note}; the old spelling goes in the next "
-             "release")
+        names = {"old": self.renamed.old, "new": self.renamed.new}
+        notice = said("cli.renamed.note", note=self.renamed.note, **names) if self.renamed.note \
+            else said("cli.renamed", **names)
+        tell(in_language(notice, getattr(parser, "lang", DEFAULT_LANGUAGE)))
         setattr(namespace, self.dest, values)
 
 
@@ -231,11 +221,15 @@ def add_old_spellings(parser: argparse.ArgumentParser, verb: str) -> None:
                             metavar=new.metavar, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
-def preset(text: str) -> str:
-    """--preset's type: an old bench name becomes its new one (with the notice); others pass to argparse's choices."""
-    new = OLD_PRESETS.get(text)
-    if new is None:
-        return text
-    from gpuready.report.safe_text import tell
-    tell(f"preset {text} is now {new}; the old name goes in the next release")
-    return new
+@lru_cache(maxsize=None)
+def preset_type(lang: str) -> Callable[[str], str]:
+    """--preset's type (one per language, so that plan's and bench's are one): an old bench name becomes its new one,
+    with the notice in `lang`; others pass to argparse's choices."""
+    def preset(text: str) -> str:
+        new = OLD_PRESETS.get(text)
+        if new is None:
+            return text
+        from gpuready.report.safe_text import tell
+        tell(message("cli.renamed.preset", lang, old=text, new=new))
+        return new
+    return preset

@@ -1,6 +1,7 @@
 """The README's table of every option, read from the parsers themselves: `python -m gpuready.option_table`.
 
-A test compares the README with this output, so the table cannot drift from --help.
+A test compares the README with this output, so the table cannot drift from --help. The README is English: the
+table is read from the English parser whatever the user's language.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def option_rows(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, str
 def option_table() -> str:
     from gpuready.cli import build_parser
     lines = [BEGIN, "", "| verb | option | type, range, unit | default | meaning |", "|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in option_rows(build_parser())]
+    lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in option_rows(build_parser(lang="en"))]
     return "\n".join([*lines, "", END])
 
 

@@ -178,14 +178,14 @@ SUMMARY = "inventory and static checks (default verb)"
 def add_arguments(parser) -> None:
     from gpuready import option_groups as groups
     from gpuready import option_kinds as kind
+    from gpuready.i18n import said
     groups.add(parser, "bundle")
     groups.add(parser, "fast")
     groups.add_power(parser)
     parser.add_argument("--expect-gpus", type=kind.EXPECTED_GPUS, metavar="N",
-                        help=groups.with_range("fail unless exactly N GPUs are visible", kind.EXPECTED_GPUS))
-    parser.add_argument("--multi-node", action="store_true",
-                        help="the machine is for multi-node jobs: network findings decide the verdict and exit code")
-    groups.add(parser, "nnodes", "nodes the job will span; N > 1 implies --multi-node")
+                        help=groups.with_range(said("cli.check.expect_gpus"), kind.EXPECTED_GPUS))
+    parser.add_argument("--multi-node", action="store_true", help=said("cli.check.multi_node"))
+    groups.add(parser, "nnodes", said("cli.check.nnodes"))
     groups.add_input_limits(parser, whole_run=False)
     groups.add_output(parser)
 

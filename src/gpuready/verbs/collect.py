@@ -32,18 +32,12 @@ SUMMARY = "write a support bundle of this machine"
 
 def add_arguments(parser) -> None:
     from gpuready import option_groups as groups
-    parser.add_argument("--out", metavar="DIR|FILE.tar.gz",
-                        help="a new or empty folder (its parent must exist), or an archive name ending in .tar.gz "
-                             "or .tgz (implies --tar); default: gpuready-bundle-HOSTNAME.tar.gz in the current folder")
-    parser.add_argument("--tar", action="store_true",
-                        help="write one .tar.gz at exactly --out (NAME becomes NAME.tar.gz; never a folder)")
-    parser.add_argument("--force", action="store_true",
-                        help="remove the contents of the --out folder first (refused unless it holds only bundle "
-                             "files), or replace an existing archive")
-    parser.add_argument("--redact", action="store_true",
-                        help="replace serials, UUIDs, host names (this machine's and those named in env and logs), "
-                             "IP and MAC addresses by stable placeholders")
-    groups.add(parser, "fast", "do not import torch")
+    from gpuready.i18n import said
+    parser.add_argument("--out", metavar="DIR|FILE.tar.gz", help=said("cli.collect.out"))
+    parser.add_argument("--tar", action="store_true", help=said("cli.collect.tar"))
+    parser.add_argument("--force", action="store_true", help=said("cli.collect.force"))
+    parser.add_argument("--redact", action="store_true", help=said("cli.collect.redact"))
+    groups.add(parser, "fast", said("cli.collect.fast"))
 
 
 def run(args) -> int:

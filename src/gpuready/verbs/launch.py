@@ -603,22 +603,19 @@ DESCRIPTION = ("gpuready launch torchrun|slurm|k8s [options] -- train.py ARGS (o
 def add_arguments(parser) -> None:
     from gpuready import option_groups as groups
     from gpuready import option_kinds as kind
-    parser.add_argument("kind", choices=("torchrun", "slurm", "k8s"),
-                        help="what to write: a torchrun command, an sbatch script or a Kubernetes manifest")
-    groups.add(parser, "nnodes", "nodes the job spans (default 1)", default=1)
-    groups.add(parser, "nproc_per_node", "GPUs per node (default: those of --bundle's node; with --run, this "
-                                         "machine's)")
-    groups.add(parser, "bundle", "a target node's support bundle (`gpuready collect` there): its GPUs, NICs and CPUs "
-                                 "fill the script; without it those values are left for you to set, each marked")
-    parser.add_argument("--image", metavar="IMG", help="container image (k8s; slurm with pyxis)")
+    from gpuready.i18n import said
+    parser.add_argument("kind", choices=("torchrun", "slurm", "k8s"), help=said("cli.launch.kind"))
+    groups.add(parser, "nnodes", said("cli.launch.nnodes"), default=1)
+    groups.add(parser, "nproc_per_node", said("cli.launch.nproc_per_node"))
+    groups.add(parser, "bundle", said("cli.launch.bundle"))
+    parser.add_argument("--image", metavar="IMG", help=said("cli.launch.image"))
     parser.add_argument("--k8s-kind", choices=("job", "jobset", "trainjob"), default="job",
-                        help="the Kubernetes resource: an indexed Job, a JobSet or a Kubeflow TrainJob")
+                        help=said("cli.launch.k8s_kind"))
     parser.add_argument("--port", type=kind.ANY_PORT, default=DEFAULT_PORT, metavar="P",
-                        help=groups.with_range("rendezvous port (0: a free one here)", kind.ANY_PORT))
-    parser.add_argument("--name", default="train", metavar="NAME", help="the job's name")
-    parser.add_argument("--reports", default=DEFAULT_REPORTS, metavar="DIR",
-                        help="with `-- validate`: the shared folder each node writes its report to")
-    parser.add_argument("--run", action="store_true", help="torchrun: run it here instead of printing it")
+                        help=groups.with_range(said("cli.launch.port"), kind.ANY_PORT))
+    parser.add_argument("--name", default="train", metavar="NAME", help=said("cli.launch.name"))
+    parser.add_argument("--reports", default=DEFAULT_REPORTS, metavar="DIR", help=said("cli.launch.reports"))
+    parser.add_argument("--run", action="store_true", help=said("cli.launch.run"))
 
 
 def run(args) -> int:

@@ -281,15 +281,16 @@ SUMMARY = "watch GPU health beside a training job"
 def add_arguments(parser) -> None:
     from gpuready import option_groups as groups
     from gpuready import option_kinds as kind
+    from gpuready.i18n import said
     groups.add(parser, "interval")
-    parser.add_argument("--jsonl", type=Path, metavar="FILE", help="append events and samples to FILE")
+    parser.add_argument("--jsonl", type=Path, metavar="FILE", help=said("cli.monitor.jsonl"))
     parser.add_argument("--prometheus-port", type=kind.PORT, metavar="N",
-                        help=groups.with_range("serve metrics for Prometheus on port N", kind.PORT))
+                        help=groups.with_range(said("cli.monitor.prometheus_port"), kind.PORT))
     parser.add_argument("--prometheus-address", default="127.0.0.1", metavar="ADDR",
-                        help="address the metrics server listens on (default 127.0.0.1; 0.0.0.0: every interface)")
+                        help=said("cli.monitor.prometheus_address"))
     parser.add_argument("--count", type=kind.SAMPLES, metavar="N",
-                        help=groups.with_range("stop after N samples (default: until Ctrl-C)", kind.SAMPLES))
-    parser.add_argument("--quiet", action="store_true", help="no live table; events only")
+                        help=groups.with_range(said("cli.monitor.count"), kind.SAMPLES))
+    parser.add_argument("--quiet", action="store_true", help=said("cli.monitor.quiet"))
 
 
 def run(args) -> int:

@@ -21,31 +21,29 @@ STRATEGIES = ("ddp", "fsdp2", "fsdp2-noreshard")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    groups.add_model(parser, default_note="default gpt2-small; tiny with --device cpu")
-    train = parser.add_argument_group("training run")
-    groups.add(train, "seq", "sequence length (default 2048; 32 for tiny)")
-    groups.add(train, "micro_batch", "per GPU, the same in every run (default 4)", default=4)
-    groups.add(train, "global_batch", "strong scaling by gradient accumulation")
+    from gpuready.i18n import said
+    groups.add_model(parser, default_note=said("cli.bench.preset_note"))
+    train = parser.add_argument_group(said("cli.group.training_run"))
+    groups.add(train, "seq", said("cli.bench.seq"))
+    groups.add(train, "micro_batch", said("cli.bench.micro_batch"), default=4)
+    groups.add(train, "global_batch", said("cli.bench.global_batch"))
     groups.add(train, "precision")
     groups.add(train, "recompute", choices=("none", "full"))
-    train.add_argument("--compile", action="store_true", help="torch.compile the model")
+    train.add_argument("--compile", action="store_true", help=said("cli.bench.compile"))
     train.add_argument("--steps", type=kind.STEPS, default=20, metavar="N",
-                       help=groups.with_range("measured steps (after --warmup; default 20)", kind.STEPS))
+                       help=groups.with_range(said("cli.bench.steps"), kind.STEPS))
     train.add_argument("--warmup", type=kind.WARMUP, default=5, metavar="N",
-                       help=groups.with_range("steps run before the measured ones (default 5)", kind.WARMUP))
-    groups.add(train, "strategies", f"multi-GPU runs: {', '.join(STRATEGIES)}", default="ddp,fsdp2")
+                       help=groups.with_range(said("cli.bench.warmup"), kind.WARMUP))
+    groups.add(train, "strategies", said("cli.bench.strategies", strategies=", ".join(STRATEGIES)), default="ddp,fsdp2")
     groups.add(parser, "device")
-    groups.add(parser, "ranks", "GPUs (default all) or CPU ranks (default 2)")
+    groups.add(parser, "ranks", said("cli.bench.ranks"))
     groups.add_target_gpus(parser, gpu_list=False)
-    groups.add(parser, "timeout", "longest one step may take (default 300)", default=300.0)
-    groups.add(parser, "startup_timeout", "longest the ranks may take to start and form their group (default 300)")
-    groups.add_cluster(parser, ranks_meaning="ranks per node with --nnodes (default: GPUs)")
-    groups.add(parser, "validate_report", "MFU against the matmul rate this validate report measured (default: the "
-                                          "rate the 1-GPU run measures)")
-    parser.add_argument("--data", action="store_true",
-                        help="also: DataLoader throughput by worker count against what the GPUs consume")
-    parser.add_argument("--data-path", type=Path, metavar="DIR",
-                        help="also: read this folder's files against what training needs")
+    groups.add(parser, "timeout", said("cli.bench.timeout"), default=300.0)
+    groups.add(parser, "startup_timeout", said("cli.bench.startup_timeout"))
+    groups.add_cluster(parser, ranks_meaning=said("cli.option.nproc_per_node.ranks"))
+    groups.add(parser, "validate_report", said("cli.bench.validate_report"))
+    parser.add_argument("--data", action="store_true", help=said("cli.bench.data"))
+    parser.add_argument("--data-path", type=Path, metavar="DIR", help=said("cli.bench.data_path"))
     groups.add(parser, "log_dir")
     groups.add_output(parser)
 

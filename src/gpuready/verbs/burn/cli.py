@@ -16,21 +16,18 @@ SUMMARY = "full load on every GPU with silent-error detection and telemetry"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--duration", default="30m",
-                        help="how long the GEMM window lasts: 30m, 90s, 1h (default 30m); above 0 s, at most 168h")
-    groups.add(parser, "gpus", "GPUs to burn: NVML indices, bus ids or UUIDs, comma-separated")
-    parser.add_argument("--dtype", choices=("bf16", "fp16", "tf32", "fp32", "fp64"),
-                        help="default bf16 where every GPU has it, else fp32")
-    parser.add_argument("--self-test", action="store_true",
-                        help="corrupt one result on purpose: must end in burn.errors")
+    from gpuready.i18n import said
+    parser.add_argument("--duration", default="30m", help=said("cli.burn.duration"))
+    groups.add(parser, "gpus", said("cli.burn.gpus"))
+    parser.add_argument("--dtype", choices=("bf16", "fp16", "tf32", "fp32", "fp64"), help=said("cli.burn.dtype"))
+    parser.add_argument("--self-test", action="store_true", help=said("cli.burn.self_test"))
     groups.add(parser, "exclusive")
     groups.add(parser, "device")
-    groups.add(parser, "ranks", "CPU workers with --device cpu (default 1, at most one per usable CPU); on GPUs burn "
-                                "only the first N selected GPUs")
-    groups.add(parser, "oversubscribe", "allow more CPU workers than usable CPUs (up to 4 per CPU)")
-    groups.add(parser, "interval", "telemetry interval (default 1 s)")
-    groups.add(parser, "timeout", "a worker silent this long counts as lost (default 60 s)", default=60.0)
-    groups.add(parser, "log_dir", "worker logs")
+    groups.add(parser, "ranks", said("cli.burn.ranks"))
+    groups.add(parser, "oversubscribe", said("cli.burn.oversubscribe"))
+    groups.add(parser, "interval", said("cli.burn.interval"))
+    groups.add(parser, "timeout", said("cli.burn.timeout"), default=60.0)
+    groups.add(parser, "log_dir", said("cli.burn.log_dir"))
     groups.add_output(parser)
 
 

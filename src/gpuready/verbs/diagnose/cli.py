@@ -16,15 +16,14 @@ DESCRIPTION = ("gpuready diagnose PATH...: files, folders or bundles (any names;
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="files, folders, bundles; or `net`")
+    from gpuready.i18n import said
+    parser.add_argument("paths", nargs="+", metavar="PATH", help=said("cli.diagnose.paths"))
     parser.add_argument("--expect", type=kind.GB_PER_S, metavar="GB/S",
-                        help=groups.with_range("the busbw nccl-tests should reach here (where the inputs hold no "
-                                               "topology)", kind.GB_PER_S))
-    parser.add_argument("--peers", metavar="HOST[,HOST]", help="with `net`: the other nodes")
+                        help=groups.with_range(said("cli.diagnose.expect"), kind.GB_PER_S))
+    parser.add_argument("--peers", metavar="HOST[,HOST]", help=said("cli.diagnose.peers"))
     parser.add_argument("--port", type=kind.PORT, default=29500, metavar="N",
-                        help=groups.with_range("with `net`: the rendezvous port", kind.PORT))
-    parser.add_argument("--shared-path", type=Path, metavar="DIR",
-                        help="with `net`: a folder every node should see with the same content")
+                        help=groups.with_range(said("cli.diagnose.port"), kind.PORT))
+    parser.add_argument("--shared-path", type=Path, metavar="DIR", help=said("cli.diagnose.shared_path"))
     groups.add_input_limits(parser, whole_run=True)
     groups.add_output(parser)
 

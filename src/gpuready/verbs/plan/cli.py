@@ -15,50 +15,48 @@ SUMMARY = "does the model fit, with which strategy, how fast; batch/LR, power, c
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gpuready.i18n import said
     groups.add_model(parser)
-    run_group = parser.add_argument_group("training run")
-    groups.add(run_group, "seq", "sequence length (default 1024)", default=1024)
-    groups.add(run_group, "micro_batch", "sequences per GPU per step (default 1)", default=1)
+    run_group = parser.add_argument_group(said("cli.group.training_run"))
+    groups.add(run_group, "seq", said("cli.plan.seq"), default=1024)
+    groups.add(run_group, "micro_batch", said("cli.plan.micro_batch"), default=1)
     groups.add(run_group, "global_batch")
     groups.add(run_group, "precision")
     run_group.add_argument("--optimizer", choices=("adamw", "sgd", "adafactor"), default="adamw",
-                           help="the optimizer whose states are counted")
+                           help=said("cli.plan.optimizer"))
     groups.add(run_group, "recompute")
     run_group.add_argument("--attention", choices=("flash", "eager"), default="flash",
-                           help="flash: the attention scores are never held whole; eager: they are")
-    groups.add(run_group, "strategies", "only these strategies (ddp, zero1, zero2, fsdp, tp=2, ...)")
-    run_group.add_argument("--task", choices=("train", "infer"), default="train",
-                           help="infer: weights and KV cache per tensor-parallel degree")
+                           help=said("cli.plan.attention"))
+    groups.add(run_group, "strategies", said("cli.plan.strategies"))
+    run_group.add_argument("--task", choices=("train", "infer"), default="train", help=said("cli.plan.task"))
     run_group.add_argument("--batch", type=kind.MICRO_BATCH, default=1, metavar="B",
-                           help=groups.with_range("with --task infer: concurrent sequences", kind.MICRO_BATCH))
+                           help=groups.with_range(said("cli.plan.batch"), kind.MICRO_BATCH))
     run_group.add_argument("--context", type=kind.TOKENS, metavar="S",
-                           help=groups.with_range("with --task infer: context length (default --seq)", kind.TOKENS))
-    where = parser.add_argument_group("machine (default: this one)")
-    where.add_argument("--machine", metavar="COUNTxMODEL", help="a machine described: 8xH100-SXM, 2xRTX4090")
-    groups.add(where, "bundle", "the machine of a support bundle")
-    groups.add(where, "nnodes", "nodes of the machine (default 1)", default=1)
-    groups.add(where, "nproc_per_node", "plan for G GPUs per node (default: the machine's)")
-    groups.add(where, "validate_report", "a validate report (--out): its TFLOP/s, busbw and host copy figures "
-                                         "replace assumptions")
-    scale = parser.add_argument_group("batch and learning rate from a known-good run")
+                           help=groups.with_range(said("cli.plan.context"), kind.TOKENS))
+    where = parser.add_argument_group(said("cli.group.machine"))
+    where.add_argument("--machine", metavar="COUNTxMODEL", help=said("cli.plan.machine"))
+    groups.add(where, "bundle", said("cli.plan.bundle"))
+    groups.add(where, "nnodes", said("cli.plan.nnodes"), default=1)
+    groups.add(where, "nproc_per_node", said("cli.plan.nproc_per_node"))
+    groups.add(where, "validate_report", said("cli.plan.validate_report"))
+    scale = parser.add_argument_group(said("cli.group.known_good_run"))
     scale.add_argument("--known-batch", type=kind.GLOBAL_BATCH, metavar="B",
-                       help=groups.with_range("the global batch of a run that trained well", kind.GLOBAL_BATCH))
+                       help=groups.with_range(said("cli.plan.known_batch"), kind.GLOBAL_BATCH))
     scale.add_argument("--known-lr", type=kind.LEARNING_RATE, metavar="LR",
-                       help=groups.with_range("its learning rate", kind.LEARNING_RATE))
+                       help=groups.with_range(said("cli.plan.known_lr"), kind.LEARNING_RATE))
     scale.add_argument("--known-gpus", type=kind.ALL_GPUS, metavar="N",
-                       help=groups.with_range("its GPUs, all nodes together", kind.ALL_GPUS))
-    money = parser.add_argument_group("power and cost")
+                       help=groups.with_range(said("cli.plan.known_gpus"), kind.ALL_GPUS))
+    money = parser.add_argument_group(said("cli.group.power_and_cost"))
     groups.add_power(money)
     money.add_argument("--room-c", type=kind.ROOM_C, metavar="C",
-                       help=groups.with_range("the room's air temperature", kind.ROOM_C))
+                       help=groups.with_range(said("cli.plan.room_c"), kind.ROOM_C))
     money.add_argument("--price-kwh", type=kind.PRICE_KWH, metavar="PRICE",
-                       help=groups.with_range("the electricity price", kind.PRICE_KWH))
+                       help=groups.with_range(said("cli.plan.price_kwh"), kind.PRICE_KWH))
     money.add_argument("--horizon-months", type=kind.MONTHS, default=36, metavar="M",
-                       help=groups.with_range("how long the cost comparison runs (default 36)", kind.MONTHS))
+                       help=groups.with_range(said("cli.plan.horizon_months"), kind.MONTHS))
     money.add_argument("--utilisation", type=kind.UTILISATION, default=0.6, metavar="0..1",
-                       help=groups.with_range("share of the time the GPUs work (default 0.6)", kind.UTILISATION))
-    money.add_argument("--prices", type=Path, metavar="FILE",
-                       help="a TOML file of prices overriding the defaults (a regular file, at most 1 MiB)")
+                       help=groups.with_range(said("cli.plan.utilisation"), kind.UTILISATION))
+    money.add_argument("--prices", type=Path, metavar="FILE", help=said("cli.plan.prices"))
     groups.add_output(parser)
 
 

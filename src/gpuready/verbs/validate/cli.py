@@ -17,25 +17,22 @@ SUMMARY = "measure compute, transfers, P2P, collectives and a DDP run"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    groups.add(parser, "device", "cuda: one rank per GPU with NCCL; cpu: gloo ranks (collectives, ddp)")
+    from gpuready.i18n import said
+    groups.add(parser, "device", said("cli.validate.device"))
     parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
-                        help="auto: nccl on GPUs, gloo on CPUs; gloo on GPUs lets ranks share a GPU")
-    groups.add(parser, "ranks", "ranks to start (default: every GPU; 2 on cpu); at most one per GPU, or one per "
-                                "usable CPU on cpu")
+                        help=said("cli.validate.backend"))
+    groups.add(parser, "ranks", said("cli.validate.ranks"))
     groups.add_target_gpus(parser)
-    parser.add_argument("--only", metavar="LIST", help="workloads: compute,transfer,p2p,collectives,ddp")
-    parser.add_argument("--quick", action="store_true", help="a smoke pass: fewer sizes and iterations")
-    groups.add(parser, "timeout", "seconds one operation may take before its rank counts as hung (default 120)",
-               default=120.0)
+    parser.add_argument("--only", metavar="LIST", help=said("cli.validate.only"))
+    parser.add_argument("--quick", action="store_true", help=said("cli.validate.quick"))
+    groups.add(parser, "timeout", said("cli.validate.timeout"), default=120.0)
     groups.add(parser, "startup_timeout")
     parser.add_argument("--deadline", type=kind.RUN_S, metavar="S",
-                        help=groups.with_range("seconds the whole run may take, the end included (default: start-up "
-                                               "timeout + 4x the printed plan, at least 120 s, + one --timeout)",
-                                               kind.RUN_S))
+                        help=groups.with_range(said("cli.validate.deadline"), kind.RUN_S))
     parser.add_argument("--max-bytes", type=kind.size_bytes, metavar="SIZE",
-                        help=groups.with_range("largest collective size", kind.size_bytes))
+                        help=groups.with_range(said("cli.validate.max_bytes"), kind.size_bytes))
     groups.add(parser, "log_dir")
-    groups.add_cluster(parser, ranks_meaning="ranks per node with --nnodes (default: GPUs)")
+    groups.add_cluster(parser, ranks_meaning=said("cli.option.nproc_per_node.ranks"))
     groups.add_output(parser)
 
 
