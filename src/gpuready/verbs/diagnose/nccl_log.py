@@ -6,6 +6,10 @@ short one.
 
 Rules and fixes follow NVIDIA's NCCL troubleshooting guide and maintainers' answers in NVIDIA/nccl issues (#199 and
 #667 ACS, #286 interfaces, #290/#342/#525 /dev/shm, #451 IB in containers); see the `refs` of each finding.
+
+Every message and fix is catalogue text (locale/<lang>/LC_MESSAGES/diagnose_nccl.po: `nccl.*` the findings,
+`nccl_log.*` their parts), so a cause chosen here (which error, which transport, why an interface is unreachable) is a
+nested id, and only names, numbers and what the log said are values.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuready.facts import nccl_log as parse
+from gpuready.i18n import Said, finding_text, said
 from gpuready.model import Finding, Status, Subject
 from gpuready.verbs.diagnose.evidence import MAX_EVIDENCE, DiagnoseContext, Line, Reader, quote
 
@@ -30,11 +35,10 @@ REF_SHM = "NVIDIA/nccl#290, #342, #525 (/dev/shm is 64 MB in Docker by default)"
 REF_ACS = "NVIDIA/nccl#199, #667 (P2P hangs: disable ACS / VT-d; NCCL_P2P_DISABLE=1 only works around)"
 REF_IB = "NVIDIA/nccl#451 (IB device not reachable inside a container)"
 
-# Interfaces that cannot carry traffic between nodes: loopback, container and VM bridges.
-_BAD_NAMES = (("lo", "loopback"), ("docker", "Docker bridge"), ("virbr", "libvirt bridge"),
-              ("br-", "Docker network bridge"), ("veth", "container veth pair"))
-_SECONDARY = {"SocketError": "socket error", "RemoteExited": "remote process exited",
-              "ResultError": "NCCL error code"}
+# Interfaces that cannot carry traffic between nodes: loopback, container and VM bridges (the catalogue's
+# `nccl_log.iface.<why>` says which).
+_BAD_NAMES = (("lo", "loopback"), ("docker", "docker_bridge"), ("virbr", "libvirt_bridge"),
+              ("br-", "docker_network_bridge"), ("veth", "veth"))
 
 
 @dataclass
@@ -62,7 +66,7 @@ def _put(table: dict, key, factory):
 
 
 def _bad_interface(iface: parse.Interface) -> str | None:
-    """Why this interface cannot reach another node, or None."""
+    """Why this interface cannot reach another node (a key of `nccl_log.iface.<why>`), or None."""
     for prefix, why in _BAD_NAMES:
         if iface.name == prefix or (prefix != "lo" and iface.name.startswith(prefix)):
             return why
@@ -74,7 +78,7 @@ def _bad_interface(iface: parse.Interface) -> str | None:
     if ip.is_loopback:
         return "loopback"
     if ip.is_link_local:
-        return "link-local address"
+        return "link_local"
     return None
 
 
@@ -321,16 +325,13 @@ class NcclLogReader(Reader):
                 f"{host or '?'}" + (f" rank {','.join(map(str, ranks))}" if (ranks := self._ranks_of(host, pid)) else "")
                 for host, pid in keys})
         lines = [self.versions[keys[0]][1] for _version, keys in sorted(by_version.items())]
-        where = "; ".join(f"{version} on {', '.join(places[:4])}" + (" …" if len(places) > 4 else "")
-                          for version, places in observed.items())
+        where = [said("nccl_log.version_on", version=version,
+                      places=", ".join(places[:4]) + (" …" if len(places) > 4 else ""))
+                 for version, places in observed.items()]
         return [Finding(
             check_id="nccl.version_mismatch", status=Status.FAIL, subject=Subject(host=context.host),
-            message=f"Ranks run different NCCL versions: {where}. NCCL's wire protocol must match on every rank; "
-                    "mixed versions hang or fail at init or in the first collectives.",
+            **finding_text(said("nccl.version_mismatch", where=where)),
             observed=observed, expected="one NCCL version on every rank",
-            fix="Use the same NCCL everywhere: the same container image or the same torch wheel on every node "
-                "(`python -c 'import torch; print(torch.cuda.nccl.version())'` on each); check LD_LIBRARY_PATH / "
-                "LD_PRELOAD for a second libnccl.so.2.",
             refs=[DOCS_TROUBLESHOOTING, "NVIDIA/nccl#286 (maintainer: the NCCL version needs to match)"],
             evidence=quote(lines))]
 
@@ -339,19 +340,15 @@ class NcclLogReader(Reader):
         serious = self._multi_node() or bool(self.connect) or self.nranks > len(self.rank_host or {}) > 0
         for host, entry in self.bad_interfaces.items():
             interfaces = entry["interfaces"]
-            names = ", ".join(f"{name} ({why})" for name, why in interfaces.items())
+            names = _comma([said(f"nccl_log.iface.{why}", iface=name) for name, why in interfaces.items()])
             status = Status.FAIL if serious else Status.WARN
             first = next(iter(interfaces)).split(":")[0]
+            reach = said("nccl_log.unreachable_there" + ("" if serious else ".one_node"))
             found.append(Finding(
                 check_id="nccl.wrong_interface", status=status,
                 subject=self._subject(context, None if host == "?" else host, entry["bucket"].lines, nic=first),
-                message=f"NCCL uses {names} for its sockets; "
-                        + ("other nodes cannot reach it there." if serious else
-                           "harmless on one node, but no other node can reach it there."),
+                **finding_text(said("nccl.wrong_interface.log", interfaces=names, reach=reach)),
                 observed=sorted(interfaces), expected="an interface routable between the nodes (eth*, ens*, ib*, bond*)",
-                fix="Set NCCL_SOCKET_IFNAME to the inter-node interface (e.g. `NCCL_SOCKET_IFNAME=eth0`, or exclude: "
-                    "`NCCL_SOCKET_IFNAME=^lo,docker0,virbr0`); check with `ip -br addr` on every node. In Docker run with "
-                    "`--network=host`.",
                 refs=[DOCS_ENV, REF_IFNAME], evidence=quote(entry["bucket"].lines)))
         if len(self.host_address) > 1:
             by_address: dict[str, list[str]] = {}
@@ -366,37 +363,31 @@ class NcclLogReader(Reader):
                 address, hosts = next(iter(shared.items()))
                 found.append(Finding(
                     check_id="nccl.wrong_interface", status=Status.FAIL, subject=Subject(host=context.host),
-                    message=f"Hosts {', '.join(hosts)} all use the address {address}: a container bridge network "
-                            "(each container's private eth0), not an address the nodes can reach each other by.",
+                    **finding_text(said("nccl.wrong_interface.shared_address", hosts=", ".join(hosts),
+                                        address=address)),
                     observed=observed, expected="a distinct routable address per node",
-                    fix="Run the containers with `--network=host` (Kubernetes: hostNetwork: true, or a secondary "
-                        "network), then set NCCL_SOCKET_IFNAME to the node's interface.",
                     refs=[DOCS_ENV, REF_IFNAME], evidence=quote(lines)))
             elif len(nets) > 1:
+                places = ", ".join(f"{host} {address}" for host, address in list(observed.items())[:6])
                 found.append(Finding(
                     check_id="nccl.wrong_interface", status=Status.FAIL, subject=Subject(host=context.host),
-                    message="The hosts' NCCL interfaces are on different subnets (" + ", ".join(
-                        f"{host} {address}" for host, address in list(observed.items())[:6])
-                            + "; compared at /16, the log has no netmask): NCCL picked a different network on "
-                              "different nodes.",
+                    **finding_text(said("nccl.wrong_interface.subnets", places=places)),
                     observed=observed, expected="one network shared by all nodes",
-                    fix="Set NCCL_SOCKET_IFNAME on every node to the interface of the shared network (names may "
-                        "differ per node: `NCCL_SOCKET_IFNAME=eno1,eth0`, or per-node /etc/nccl.conf).",
                     refs=[DOCS_ENV, REF_IFNAME], evidence=quote(lines)))
         return found
 
-    def _ib_expected(self, context: DiagnoseContext) -> str | None:
+    def _ib_expected(self, context: DiagnoseContext) -> Said | None:
         """Why InfiniBand/RoCE was expected here, or None."""
         if self.ib_hosts:
-            return f"{next(iter(self.ib_hosts))} uses NET/IB"
+            return said("nccl_log.ib_expected.uses_ib", host=next(iter(self.ib_hosts)))
         if any("open_device" in reasons for reasons in self.ib_missing.values()):
-            return "an IB device exists but could not be opened"
+            return said("nccl_log.ib_expected.open_device")
         if self.env.get("NCCL_IB_DISABLE", ("1",))[0].strip() == "0":
-            return "NCCL_IB_DISABLE=0 is set"
+            return said("nccl_log.ib_expected.ib_disable_0")
         if "NCCL_IB_HCA" in self.env:
-            return f"NCCL_IB_HCA={self.env['NCCL_IB_HCA'][0]} is set"
+            return said("nccl_log.ib_expected.ib_hca", hca=self.env["NCCL_IB_HCA"][0])
         if context.options.get("expect_ib"):
-            return "IB is expected (--expect)"
+            return said("nccl_log.ib_expected.option")
         return None
 
     def _ib_missing(self, context: DiagnoseContext) -> list[Finding]:
@@ -411,25 +402,15 @@ class NcclLogReader(Reader):
             groups.setdefault(frozenset(reasons), []).append(host)
         found = []
         for reason_set, hosts in groups.items():
-            why, fix = [], []
-            if "libibverbs" in reason_set:
-                why.append("libibverbs is not installed where NCCL runs (a container image without rdma-core)")
-                fix.append("install rdma-core in the image (`apt-get install libibverbs1 ibverbs-providers "
-                           "librdmacm1`)")
-            if "open_device" in reason_set:
-                why.append("an IB device is listed but cannot be opened (/dev/infiniband/uverbs* not passed into "
-                           "the container, or no permission)")
-                fix.append("pass the devices: `docker run --device=/dev/infiniband --cap-add=IPC_LOCK "
-                           "--ulimit memlock=-1`, or the Kubernetes RDMA device plugin (rdma/hca resource)")
-            if "no_device" in reason_set:
-                why.append("no IB/RoCE device is visible (none installed, its driver not loaded, or /dev/infiniband "
-                           "not in the container)")
-                fix.append("on the host check `ibstat` / `ibv_devinfo`; in a container add "
-                           "`--device=/dev/infiniband` or the Kubernetes RDMA device plugin")
-            if "no_active_port" in reason_set:
-                why.append("the IB ports are not active")
-                fix.append("check `ibstat` (State: Active, Physical state: LinkUp): cable, switch port, subnet "
-                           "manager (`sminfo`)")
+            # each reason NCCL's log gives, and its remedy, in this order
+            reasons = [reason for reason in ("libibverbs", "open_device", "no_device", "no_active_port")
+                       if reason in reason_set]
+            why = [said(f"nccl_log.ib_why.{reason}") for reason in reasons]
+            remedies = [said(f"nccl_log.ib_remedy.{reason}") for reason in reasons]
+            fallback = (said("nccl_log.ib_fallback.expected", expected=expected) if expected
+                        else said("nccl_log.ib_fallback.slow"))
+            text = (said("nccl.ib_missing.hosts", hosts=len(hosts), why=why, fallback=fallback, remedies=remedies)
+                    if len(hosts) > 1 else said("nccl.ib_missing", why=why, fallback=fallback, remedies=remedies))
             lines = sorted((line for host in hosts for bucket in self.ib_missing[host].values()
                             for line in bucket.lines), key=lambda line: (line.source, line.number))
             status = Status.FAIL if expected else Status.WARN
@@ -437,12 +418,9 @@ class NcclLogReader(Reader):
             found.append(Finding(
                 check_id="nccl.ib_missing", status=status,
                 subject=self._subject(context, hosts[0], lines) if len(hosts) == 1 else Subject(host=context.host),
-                message="NCCL cannot use InfiniBand/RoCE" + (f" on {len(hosts)} hosts" if len(hosts) > 1 else "")
-                        + ": " + "; ".join(why) + ". It falls back to TCP sockets"
-                        + (f" although {expected}." if expected else " (slow between nodes, if IB exists)."),
+                **finding_text(text),
                 observed={"reasons": sorted(reason_set), "hosts": named[:32]},
                 expected="NET/IB : Using [0]mlx5_…" if expected else None,
-                fix="; ".join(fix) + ". Then NCCL_DEBUG=INFO should print `NET/IB : Using [0]mlx5_0:1/IB`.",
                 refs=[DOCS_TROUBLESHOOTING, REF_IB], evidence=quote(lines)))
         return found
 
@@ -451,19 +429,16 @@ class NcclLogReader(Reader):
         for host, bucket in self.shm.items():
             sizes = sorted(self.shm_sizes.get(host, ()))
             errors = sorted(self.shm_errors.get(host, ()))
-            size_text = (" of " + ", ".join(f"{size:,} bytes ({size / 2**20:.1f} MiB)" for size in sizes[:3])
-                         if sizes else "")
+            detail = (said("nccl_log.lines_error", lines=_lines(bucket.count), error=errors[0]) if errors
+                      else _lines(bucket.count))
+            text = (said("nccl.shm_too_small.sizes", detail=detail, sizes=_comma([
+                        said("nccl_log.bytes", bytes=size, mib=size / 2**20) for size in sizes[:3]]))
+                    if sizes else said("nccl.shm_too_small", detail=detail))
             found.append(Finding(
                 check_id="nccl.shm_too_small", status=Status.FAIL, subject=self._subject(context, host, bucket.lines),
-                message=f"NCCL could not create its shared-memory segments{size_text} in /dev/shm "
-                        f"({bucket.count} line{'s' * (bucket.count > 1)}"
-                        + (f"; {errors[0]}" if errors else "") + "): /dev/shm is too small or full. Docker gives "
-                        "containers 64 MB by default; each pair of local ranks needs segments of this size.",
+                **finding_text(text),
                 observed={"size_bytes": sizes, "errors": errors, "lines": bucket.count},
                 expected="/dev/shm large enough for every local rank pair (1 GiB or more)",
-                fix="Docker: `--shm-size=1g` (or `--ipc=host`); Kubernetes: mount an emptyDir with `medium: Memory` "
-                    "on /dev/shm; check `df -h /dev/shm` and remove stale /dev/shm/nccl-* files. NCCL_SHM_DISABLE=1 "
-                    "only avoids SHM (slower).",
                 refs=[DOCS_TROUBLESHOOTING, REF_SHM], evidence=quote(bucket.lines)))
         return found
 
@@ -473,18 +448,15 @@ class NcclLogReader(Reader):
             peers = sorted(self.connect_peers.get(host, ()))
             errors = sorted(self.connect_errors.get(host, ()))
             final = self.connect_final.get(host, False)
+            who = said("nccl_log.peer." + ("many" if len(peers) > 1 else "one" if peers else "unnamed"),
+                       peers=", ".join(peers[:4]))
             found.append(Finding(
                 check_id="network.unreachable", status=Status.FAIL if final else Status.WARN,
                 subject=self._subject(context, host, bucket.lines),
-                message=f"NCCL could not connect to its peer{'s' * (len(peers) > 1)}"
-                        + (f" {', '.join(peers[:4])}" if peers else "") + f": {', '.join(errors)}"
-                        + ("" if final else " (NCCL was retrying)") + f" ({bucket.count} line"
-                        + "s" * (bucket.count > 1) + ").",
+                **finding_text(said("nccl.unreachable" + ("" if final else ".retrying"), who=who,
+                                    errors=", ".join(errors), lines=_lines(bucket.count))),
                 observed={"peers": peers, "errors": errors, "lines": bucket.count},
                 expected="TCP connections between all ranks",
-                fix="Check the path from this host to the peer: `ping`, `nc -zv <peer> <port>`; open the firewall "
-                    "for NCCL's ports (or pin them with /proc/sys/net/ipv4/ip_local_port_range); make sure "
-                    "NCCL_SOCKET_IFNAME names an interface on the shared network and the peer process was alive.",
                 refs=[DOCS_TROUBLESHOOTING], evidence=quote(bucket.lines), consequence_of=root))
         return found
 
@@ -506,20 +478,18 @@ class NcclLogReader(Reader):
                 first_line.setdefault(("inter" if between else "intra", kind), line)
         observed = {"intra_node": {k: len(v) for k, v in sorted(intra.items())},
                     "inter_node": {k: len(v) for k, v in sorted(inter.items())}}
-        summary = "; ".join(
-            f"{where}: " + ", ".join(f"{kind} ({len(pairs)} rank pair{'s' * (len(pairs) > 1)}, e.g. "
-                                      f"{pairs[0][0]}→{pairs[0][1]})" for kind, pairs in sorted(table.items()))
-            for where, table in (("within nodes", intra), ("between nodes", inter)) if table)
+        summary = [said(f"nccl_log.transport.{where}", kinds=_comma([
+                       said("nccl_log.transport_kind." + ("many" if len(pairs) > 1 else "one"), kind=kind,
+                            pairs=len(pairs), src=pairs[0][0], dst=pairs[0][1])
+                       for kind, pairs in sorted(table.items())]))
+                   for where, table in (("within", intra), ("between", inter)) if table]
         found = []
         expected_ib = self._ib_expected(context)
         if "NET/Socket" in inter and expected_ib:
             found.append(Finding(
                 check_id="nccl.transport", status=Status.WARN, subject=Subject(host=context.host),
-                message=f"NCCL sends between nodes over TCP sockets (NET/Socket) although {expected_ib}: "
-                        f"inter-node bandwidth is a fraction of IB's. {summary}.",
+                **finding_text(said("nccl.transport.socket", expected=expected_ib, summary=summary)),
                 observed=observed, expected={"inter_node": "NET/IB"},
-                fix="See nccl.ib_missing; check `ibstat`, NCCL_IB_DISABLE / NCCL_NET / NCCL_IB_HCA in the "
-                    "environment, and that every node sees /dev/infiniband.",
                 refs=[DOCS_TROUBLESHOOTING, REF_IB], evidence=quote(self.transport_lines["NET/Socket"].lines)))
         if "SHM" in intra:
             cause = self._p2p_off_cause()
@@ -527,34 +497,26 @@ class NcclLogReader(Reader):
             env_lines = [self.env[name][1] for name in ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL") if name in self.env]
             found.append(Finding(
                 check_id="nccl.transport", status=Status.WARN, subject=Subject(host=context.host),
-                message=f"Ranks on the same node talk through host shared memory (SHM), not GPU peer-to-peer: "
-                        f"{cause}. {summary}.",
+                **finding_text(said("nccl.transport.shm", cause=cause, summary=summary)),
                 observed=observed, expected={"intra_node": "P2P (NVLink or PCIe)"},
-                fix="Check `nvidia-smi topo -p2p r` and `nvidia-smi topo -m`; unset NCCL_P2P_DISABLE / "
-                    "NCCL_P2P_LEVEL if set; `lspci -vvv | grep ACSCtl` (ACS on PCIe switches blocks P2P: disable ACS in "
-                    "the BIOS or with setpci), and `iommu=pt` / VT-d off where the IOMMU translates P2P.",
                 refs=[DOCS_TROUBLESHOOTING, REF_ACS], evidence=quote(env_lines + lines)))
         if not found:
             found.append(Finding(
                 check_id="nccl.transport", status=Status.PASS, subject=Subject(host=context.host),
-                message=f"NCCL transports: {summary}." + (
-                    " TCP sockets between nodes: fine for Ethernet-only clusters, a bottleneck for large models."
-                    if "NET/Socket" in inter else ""),
+                **finding_text(said("nccl.transport.pass" + (".socket" if "NET/Socket" in inter else ""),
+                                    summary=summary)),
                 observed=observed, refs=[DOCS_TROUBLESHOOTING],
                 evidence=quote([line for bucket in self.transport_lines.values() for line in bucket.lines[:1]])))
         return found
 
-    def _p2p_off_cause(self) -> str:
+    def _p2p_off_cause(self) -> Said:
         if "NCCL_P2P_DISABLE" in self.env and self.env["NCCL_P2P_DISABLE"][0].strip() not in ("0", ""):
-            return "P2P is disabled by NCCL_P2P_DISABLE=" + self.env["NCCL_P2P_DISABLE"][0]
+            return said("nccl_log.p2p_off.disabled", value=self.env["NCCL_P2P_DISABLE"][0])
         if "NCCL_P2P_LEVEL" in self.env:
-            return ("P2P is limited by NCCL_P2P_LEVEL=" + self.env["NCCL_P2P_LEVEL"][0]
-                    + " (set in the environment)")
+            return said("nccl_log.p2p_off.level", value=self.env["NCCL_P2P_LEVEL"][0])
         if self.p2p_unavailable.count:
-            return ("NCCL could not enable P2P between the GPUs (ACS or the IOMMU blocking PCIe peer traffic, or GPUs "
-                    "without P2P support)")
-        return ("P2P was not chosen: disabled (NCCL_P2P_DISABLE/LEVEL in a config file), blocked by ACS/IOMMU, or "
-                "the GPUs sit on different CPU sockets where NCCL prefers SHM")
+            return said("nccl_log.p2p_off.unavailable")
+        return said("nccl_log.p2p_off.not_chosen")
 
     def _p2p_hang(self, context: DiagnoseContext) -> list[Finding]:
         stuck = [(key, line) for key, (phase, line) in self.proc_phase.items() if phase == "p2p"]
@@ -567,16 +529,9 @@ class NcclLogReader(Reader):
         return [Finding(
             check_id="nccl.p2p_hang", status=Status.FAIL if timed_out else Status.WARN,
             subject=self._subject(context, host, [stuck[0][1]]),
-            message=f"The log stops after NCCL set up P2P channels ({where}) with no `Init COMPLETE` or "
-                    "`Connected all rings` after them" + (", then a collective timed out" if timed_out else "")
-                    + ": the classic P2P hang, where PCIe peer writes are dropped by ACS on a PCIe switch or by the "
-                      "IOMMU.",
+            **finding_text(said("nccl.p2p_hang" + (".timed_out" if timed_out else ""), where=where)),
             observed={"stuck": len(stuck), "timeouts": self.timeouts.count},
             expected="Init COMPLETE after the P2P channel set-up",
-            fix="`sudo lspci -vvv | grep ACSCtl` (any `SrcValid+` on a bridge above the GPUs blocks P2P): disable ACS "
-                "in the BIOS or with `setpci -s <bridge> ECAP_ACS+0x6.w=0000`; boot with `iommu=pt` (or VT-d/AMD-Vi "
-                "off); check `nvidia-smi topo -p2p r`. NCCL_P2P_DISABLE=1 confirms the diagnosis (it runs, slower) "
-                "but is not a cure.",
             refs=[DOCS_TROUBLESHOOTING, REF_ACS], evidence=quote(lines))]
 
     def _warn_findings(self, context: DiagnoseContext, root: str | None, root_seq: int) -> list[Finding]:
@@ -587,17 +542,13 @@ class NcclLogReader(Reader):
             if not linked and kind in _RAISED_BY_TORCH and "torch" in context.readers \
                     and not any(_nccl_level(line) for line in bucket.lines):
                 continue  # an error as PyTorch raised it, not a line of NCCL's log: the torch reader reports it
-            what = _SECONDARY[kind]
-            if kind == "ResultError":
-                what = "NCCL error " + ", ".join(self.result_codes)
+            what = said(f"nccl_log.secondary.{kind}", codes=", ".join(self.result_codes))
             host = _host_of(bucket.lines)
             found.append(Finding(
                 check_id="nccl.warn", status=Status.WARN if linked else Status.FAIL,
                 subject=self._subject(context, host, bucket.lines),
-                message=(f"{what} ({bucket.count} line{'s' * (bucket.count > 1)}): "
-                         + (f"a consequence of {root}, not a separate fault." if linked else
-                            "no cause of it in this log; the first rank to fail is the one to look at "
-                            "(rerun with NCCL_DEBUG=INFO and collect every rank's log).")),
+                **finding_text(said("nccl.warn.consequence" if linked else "nccl.warn.uncaused", what=what,
+                                    lines=_lines(bucket.count), root=root)),
                 observed={"lines": bucket.count}, evidence=quote(bucket.lines),
                 consequence_of=root if linked else None, refs=[DOCS_TROUBLESHOOTING]))
         for key, bucket in self.warns.items():
@@ -608,14 +559,14 @@ class NcclLogReader(Reader):
             found.append(Finding(
                 check_id="nccl.warn", status=Status.WARN, subject=self._subject(context, _host_of(bucket.lines),
                                                                                 bucket.lines),
-                message=f"NCCL WARN {_message_of(bucket.lines[0])} ({bucket.count}×)"
-                        + (f": follows from {cause}." if linked else "."),
+                **finding_text(said("nccl.warn.line" + (".follows" if linked else ""),
+                                    warn=_message_of(bucket.lines[0]), count=bucket.count, cause=cause)),
                 observed={"lines": bucket.count, "pattern": key}, evidence=quote(bucket.lines),
                 consequence_of=cause if linked else None, refs=[DOCS_TROUBLESHOOTING]))
         if self.warns_dropped:
             found.append(Finding(
                 check_id="nccl.warn", status=Status.WARN, subject=Subject(host=context.host),
-                message=f"{self.warns_dropped} more NCCL WARN lines of other kinds were counted but not kept.",
+                **finding_text(said("nccl.warn.dropped", count=self.warns_dropped)),
                 observed={"lines": self.warns_dropped}))
         return found
 
@@ -648,6 +599,19 @@ def _first_seq(table: dict, nested: bool = False) -> int:
 def _first_seq_ib(table: dict) -> int:
     seqs = [bucket.first_seq for reasons in table.values() for bucket in reasons.values()]
     return min(seqs) if seqs else 1 << 62
+
+
+def _lines(count: int) -> Said:
+    """`1 line` / `N lines`."""
+    return said("nccl_log.lines.one") if count == 1 else said("nccl_log.lines.many", count=count)
+
+
+def _comma(items: list[Said]) -> Said | None:
+    """Catalogue parts as one comma list (`a, b, c`; in Chinese `a、b、c`): the list separator of the catalogue is
+    `; `, which a list inside a sentence of `;`-separated parts would blur."""
+    if len(items) <= 1:
+        return items[0] if items else None
+    return said("nccl_log.comma", head=items[0], tail=_comma(items[1:]))
 
 
 def _host_of(lines: list[Line]) -> str | None:

@@ -7,6 +7,8 @@ Findings:
   `# Avg bus bandwidth` averages every size (small ones drag it down) and is never judged by itself.
 - `nccl_tests.wrong`: a row with #wrong > 0 is corrupted data (fail, the rows quoted).
 - `nccl_tests.out_of_bounds`: `# Out of bounds values : N FAILED` with N > 0 (fail).
+
+Messages and fixes: the catalogue's `nccl_tests.*` (locale/<lang>/LC_MESSAGES/diagnose_nccl_tests.po).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 
 from gpuready.facts import nccl_tests as parse
 from gpuready.facts.types import Facts, GpuFacts
+from gpuready.i18n import Said, finding_text, said
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Status, Subject
 from gpuready.verbs.diagnose.evidence import MAX_EVIDENCE, DiagnoseContext, Line, Reader, quote
@@ -28,12 +31,6 @@ MAX_RANK_LINES = 1024
 MAX_HOSTS = 256
 LARGEST_KEPT = 3
 """Rows at the largest sizes kept per run (quoted with the best row)."""
-
-FIX_LOW = ("Rerun at large sizes (`all_reduce_perf -b 8 -e 8G -f 2`) and compare with `gpuready validate` on the "
-           "same GPUs; check `nvidia-smi topo -m`, `nvidia-smi nvlink -s`, ACS/IOMMU (pcie.acs_iommu) and NCCL_P2P_* / "
-           "NCCL_SHM_* / NCCL_ALGO variables.")
-FIX_WRONG = ("Data came back wrong: rerun with NCCL_P2P_DISABLE=1, then NCCL_SHM_DISABLE=1, to find the transport at "
-             "fault; check the kernel log for Xid 48/63/64/74/79/94/95, ECC counters and ACS/IOMMU.")
 
 
 @dataclass
@@ -187,30 +184,30 @@ class NcclTestsReader(Reader):
         if self.runs_dropped:
             found.append(Finding(check_id="nccl_tests.busbw_low", status=Status.SKIP,
                                  subject=Subject(host=context.host),
-                                 message=f"{self.runs_dropped} more nccl-tests run(s) after the first {MAX_RUNS} were "
-                                         "not judged for bandwidth (their rows still count for #wrong)."))
+                                 **finding_text(said("nccl_tests.runs_dropped", count=self.runs_dropped,
+                                                     max_runs=MAX_RUNS))))
         found.extend(self._wrong(context))
         found.extend(self._out_of_bounds(context))
         return found
 
-    def _collective(self, run: _Run) -> tuple[str | None, int | None, str]:
-        """(collective, ranks, how the rank count is known)."""
+    def _collective(self, run: _Run) -> tuple[str | None, int | None, bool]:
+        """(collective, ranks, whether the rank count is inferred from busbw/algbw rather than read in the header)."""
         redop, root, ratio = run.shape or (None, None, None)
         header_ranks = run.rank_lines or None
         collective = run.test or parse.infer_collective(redop, root, ratio, header_ranks)
         if header_ranks:
-            return collective, header_ranks, "from the header"
+            return collective, header_ranks, False
         if collective and ratio is not None and (ranks := parse.ranks_from_ratio(collective, ratio)):
-            return collective, ranks, "inferred from busbw/algbw"
-        return collective, None, ""
+            return collective, ranks, True
+        return collective, None, False
 
-    def _gpus_of_run(self, run: _Run, facts: Facts | None, ranks: int | None) -> tuple[list[GpuFacts] | None, str]:
+    def _gpus_of_run(self, run: _Run, facts: Facts | None,
+                     ranks: int | None) -> tuple[list[GpuFacts] | None, Said | None]:
         """The GPUs (from the facts among the inputs) the run used, or None and why not."""
         if facts is None or not facts.gpus:
-            return None, "no nvidia-smi / topology file among the inputs"
+            return None, said("nccl_tests.why_not.no_facts")
         if len(run.hosts) > 1:
-            return None, (f"{ranks or run.rank_lines} ranks on {len(run.hosts)} hosts: the network between them bounds "
-                          "busbw, which one node's topology does not say")
+            return None, said("nccl_tests.why_not.hosts", ranks=ranks or run.rank_lines, hosts=len(run.hosts))
         if run.ranks and len(run.ranks) == run.rank_lines:
             by_bus = {}
             for gpu in facts.gpus:
@@ -219,24 +216,23 @@ class NcclTestsReader(Reader):
                     by_bus[bus] = gpu
             matched = [by_bus.get(rank.bus_number()) for rank in run.ranks.values()]
             if all(matched) and len({id(gpu) for gpu in matched}) == len(matched):
-                return matched, ""
+                return matched, None
         if ranks is not None and ranks == len(facts.gpus):
-            return list(facts.gpus), ""
-        return None, (f"the run's {ranks or 'unknown number of'} ranks do not match the {len(facts.gpus)} GPU(s) "
-                      "in the inputs")
+            return list(facts.gpus), None
+        return None, said("nccl_tests.why_not.ranks" if ranks else "nccl_tests.why_not.ranks_unknown", ranks=ranks,
+                          gpus=len(facts.gpus))
 
     def _busbw(self, run: _Run, context: DiagnoseContext) -> Finding | None:
         if not run.rows and run.avg is None and not run.skipped:
             return None
-        collective, ranks, ranks_how = self._collective(run)
+        collective, ranks, inferred = self._collective(run)
         model = run.models.most_common(1)[0][0] if run.models else None
         host = next(iter(run.hosts)) if len(run.hosts) == 1 else context.host
         subject = Subject(host=host)
-        what = self._describe(run, collective, ranks, ranks_how, model)
-        skipped = (f" {run.skipped} row(s) cut or mixed with other output were skipped."
-                   if run.skipped else "")
-        avg_note = (f" The footer's Avg bus bandwidth ({run.avg[0]:g} GB/s) averages every size and is not judged."
-                    if run.avg else "")
+        # the optional closing sentences are nested catalogue text, or "" where they do not apply
+        notes = {"run": self._describe(run, collective, ranks, inferred, model),
+                 "skipped": said("nccl_tests.note.skipped", count=run.skipped) if run.skipped else "",
+                 "avg_note": said("nccl_tests.note.avg", avg=run.avg[0]) if run.avg else ""}
         minimum = thresholds("nccl")["min_judged_bytes"]
         refs = [thresholds("nccl")["source"]]
         observed_base = {"collective": collective, "ranks": ranks, "gpu_model": model, "hosts": len(run.hosts) or None,
@@ -244,49 +240,46 @@ class NcclTestsReader(Reader):
                          "rows_skipped": run.skipped}
         if run.best is None:
             if not run.rows:
-                message = (f"{what}: only the footer `# Avg bus bandwidth : {run.avg[0]:g}` GB/s, which averages busbw "
-                           "over every size, small ones included, so it is never judged by itself; give the output "
-                           f"with its rows (sizes >= {minimum // 2**20} MiB)." if run.avg else
-                           f"{what}: no complete row to judge.") + skipped
+                text = (said("nccl_tests.busbw_low.footer_only", **notes, avg_value=run.avg[0],
+                             min_mib=minimum // 2**20) if run.avg
+                        else said("nccl_tests.busbw_low.no_row", **notes))
             else:
-                message = (f"{what}: the largest size is {run.max_size / 2**20:,.2f} MiB, below the "
-                           f"{minimum // 2**20} MiB where busbw is judged (small sizes measure latency); rerun with "
-                           "`-e 8G`." + avg_note + skipped)
+                text = said("nccl_tests.busbw_low.too_small", **notes, max_mib=run.max_size / 2**20,
+                            min_mib=minimum // 2**20)
             evidence = quote(([run.avg[1]] if run.avg and not run.rows else []) + run.skipped_lines)
-            return Finding(check_id="nccl_tests.busbw_low", status=Status.SKIP, subject=subject, message=message,
-                           observed=observed_base, refs=refs, evidence=evidence)
+            return Finding(check_id="nccl_tests.busbw_low", status=Status.SKIP, subject=subject,
+                           **finding_text(text), observed=observed_base, refs=refs, evidence=evidence)
         row, line = run.best
         busbw, placement = row.best()
         rows_quoted = sorted([line] + [item[1] for item in run.largest if item[1] is not line],
                              key=lambda quoted: quoted.number)
         observed = {**observed_base, "busbw_gb_per_s": busbw, "size_bytes": row.size_bytes, "placement": placement}
-        figure = f"busbw {busbw:,.1f} GB/s at {row.size_bytes / 2**20:,.0f} MiB ({placement})"
+        figure = said("nccl_tests.figure", busbw=busbw, mib=row.size_bytes / 2**20, placement=placement)
         if ranks == 1:
             return Finding(check_id="nccl_tests.busbw_low", status=Status.SKIP, subject=subject,
-                           message=f"{what}: one rank moves no data between GPUs (busbw 0 by definition); run one "
-                                   "rank per GPU (`-g N` or mpirun -np N).", observed=observed, refs=refs,
-                           evidence=quote(rows_quoted))
+                           **finding_text(said("nccl_tests.busbw_low.one_rank", run=notes["run"])),
+                           observed=observed, refs=refs, evidence=quote(rows_quoted))
         given = context.options.get("expect_busbw_gb_per_s")
         expected: expect.Expected | None = None
-        why_not = ""
+        why_not: Said | None = None
         if given:
             expected = expect.Expected(float(given), f"--expect {float(given):g} GB/s (given)")
         elif collective in (None, "send_recv") or collective not in ("all_reduce", "all_gather", "reduce_scatter",
                                                                       "all_to_all", "broadcast", "reduce"):
-            why_not = (f"{collective or 'an unrecognised collective'} is not judged against the topology"
-                       if collective else "the rows do not say which collective this is")
+            why_not = (said("nccl_tests.why_not.collective", collective=collective) if collective
+                       else said("nccl_tests.why_not.no_collective"))
         else:
             gpus, why_not = self._gpus_of_run(run, context.facts, ranks)
             if gpus is not None:
                 name = model or next((gpu.name for gpu in gpus if gpu.name), None)
                 expected = expect.nccl_busbw(context.facts, gpus, name)
                 if expected is None:
-                    why_not = f"the topology among the inputs gives no busbw expectation for {name or 'these GPUs'}"
+                    why_not = (said("nccl_tests.why_not.no_expectation", name=name) if name
+                               else said("nccl_tests.why_not.no_expectation.unnamed"))
         if expected is None:
             return Finding(check_id="nccl_tests.busbw_low", status=Status.SKIP, subject=subject,
-                           message=f"{what}: measured {figure}; not judged: {why_not}. Give `--expect GB/s` (what "
-                                   "this machine should reach) or the nvidia-smi -q and `nvidia-smi topo -m` output "
-                                   "of the same machine." + avg_note + skipped,
+                           **finding_text(said("nccl_tests.busbw_low.not_judged", **notes, figure=figure,
+                                               why_not=why_not)),
                            observed=observed, refs=refs, evidence=quote(rows_quoted))
         limits = thresholds("validate")
         if busbw < expected.value * limits["low_fail_fraction"]:
@@ -295,50 +288,47 @@ class NcclTestsReader(Reader):
             status = Status.WARN
         else:
             status = Status.PASS
-        return Finding(check_id="nccl_tests.busbw_low", status=status, subject=subject,
-                       message=f"{what}: {figure}, {busbw / expected.value:.0%} of the {expected.value:,.1f} GB/s "
-                               "expected." + avg_note + skipped,
+        text = said("nccl_tests.busbw_low." + ("pass" if status == Status.PASS else "low"), **notes, figure=figure,
+                    ratio=busbw / expected.value, expected=expected.value)
+        return Finding(check_id="nccl_tests.busbw_low", status=status, subject=subject, **finding_text(text),
                        observed=observed, expected=round(expected.value, 2),
-                       fix=FIX_LOW if status != Status.PASS else None,
                        refs=[expected.source, limits["source"], *refs], evidence=quote(rows_quoted))
 
     @staticmethod
-    def _describe(run: _Run, collective: str | None, ranks: int | None, ranks_how: str, model: str | None) -> str:
-        name = run.test or collective or "nccl-tests"
+    def _describe(run: _Run, collective: str | None, ranks: int | None, inferred: bool, model: str | None) -> Said:
+        """`nccl-tests all_reduce over 8× H100 on host (file)`: the run, by what its output says."""
+        name: str | Said = run.test or collective or "nccl-tests"
         if collective == "all_gather" and not run.test:
-            name = "all_gather (or alltoall: same factor)"
-        parts = []
+            name = said("nccl_tests.name.all_gather")
+        gpus: str | Said | None = model
         if ranks:
-            gpus = f"{ranks}× {model}" if model else f"{ranks} ranks"
-            parts.append(gpus + (f" ({ranks_how})" if ranks_how and ranks_how != "from the header" else ""))
-        elif model:
-            parts.append(model)
-        if len(run.hosts) > 1:
-            parts.append(f"on {len(run.hosts)} hosts")
-        elif len(run.hosts) == 1:
-            parts.append(f"on {next(iter(run.hosts))}")
-        return f"nccl-tests {name}" + (f" over {' '.join(parts)}" if parts else "") + f" ({run.source})"
+            gpus = said("nccl_tests.gpus.model", ranks=ranks, model=model) if model else \
+                said("nccl_tests.gpus.ranks", ranks=ranks)
+            if inferred:
+                gpus = said("nccl_tests.gpus.inferred", gpus=gpus)
+        where = (said("nccl_tests.where.hosts", hosts=len(run.hosts)) if len(run.hosts) > 1 else
+                 said("nccl_tests.where.host", host=next(iter(run.hosts))) if run.hosts else None)
+        variant = ("nccl_tests.run" + (".gpus" if gpus else "") + (".where" if where else ""))
+        return said(variant, name=name, gpus=gpus, where=where, source=run.source)
 
     def _wrong(self, context: DiagnoseContext) -> list[Finding]:
         subject = Subject(host=context.host)
         if self.wrong_count:
             first = self.wrong[0][0]
             return [Finding(check_id="nccl_tests.wrong", status=Status.FAIL, subject=subject,
-                            message=f"nccl-tests data check: {self.wrong_count} row(s) with wrong elements (#wrong > 0), "
-                                    f"first at {first.size_bytes} B {first.dtype} with {first.wrong()} wrong: the "
-                                    "collective returned corrupted data.",
-                            observed=self.wrong_count, expected=0, fix=FIX_WRONG,
+                            **finding_text(said("nccl_tests.wrong.found", count=self.wrong_count,
+                                                size=first.size_bytes, dtype=first.dtype, wrong=first.wrong())),
+                            observed=self.wrong_count, expected=0,
                             refs=["nccl-tests data check (-c 1): #wrong counts elements that differ from the exactly "
                                   "predictable result, summed over ranks (src/common.cu)"],
                             evidence=quote([line for _, line in self.wrong]))]
         if self.rows_checked:
             return [Finding(check_id="nccl_tests.wrong", status=Status.PASS, subject=subject,
-                            message=f"nccl-tests data check: {self.rows_checked} row(s) checked, none wrong.",
+                            **finding_text(said("nccl_tests.wrong.none", count=self.rows_checked)),
                             observed=0, expected=0)]
         if self.rows_unchecked:
             return [Finding(check_id="nccl_tests.wrong", status=Status.SKIP, subject=subject,
-                            message=f"nccl-tests data check: {self.rows_unchecked} row(s) without a #wrong count "
-                                    "(`-c 0` prints N/A; old versions print a float error): data not judged.")]
+                            **finding_text(said("nccl_tests.wrong.unchecked", count=self.rows_unchecked)))]
         return []
 
     def _out_of_bounds(self, context: DiagnoseContext) -> list[Finding]:
@@ -346,13 +336,13 @@ class NcclTestsReader(Reader):
         if self.out_of_bounds_bad_count:
             worst = max(value for value, _ in self.out_of_bounds_bad)
             return [Finding(check_id="nccl_tests.out_of_bounds", status=Status.FAIL, subject=subject,
-                            message=f"nccl-tests reported out-of-bounds values in {self.out_of_bounds_bad_count} "
-                                    f"run(s) (up to {worst}): results differed from the expected data.",
-                            observed=worst, expected=0, fix=FIX_WRONG,
+                            **finding_text(said("nccl_tests.out_of_bounds.found", count=self.out_of_bounds_bad_count,
+                                                worst=worst)),
+                            observed=worst, expected=0,
                             refs=["nccl-tests footer `# Out of bounds values : N FAILED` (src/common.cu)"],
                             evidence=quote([line for _, line in self.out_of_bounds_bad]))]
         if self.out_of_bounds_ok is not None:
             return [Finding(check_id="nccl_tests.out_of_bounds", status=Status.PASS, subject=subject,
-                            message="nccl-tests reported no out-of-bounds values.", observed=0, expected=0,
+                            **finding_text(said("nccl_tests.out_of_bounds.none")), observed=0, expected=0,
                             evidence=quote([self.out_of_bounds_ok]))]
         return []

@@ -9,6 +9,8 @@ folder (`network.shared_path`) to compare across nodes.
 
 Nothing here changes the machine; every outside program runs with a short timeout; only the given peers are
 contacted (one UDP `connect`, which sends no packet, and one TCP connect per peer).
+
+Messages and fixes: the catalogue's `net.*` (locale/<lang>/LC_MESSAGES/diagnose_net.po).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gpuready import __version__
+from gpuready.i18n import Said, finding_text, said
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Report, Status, Subject
 
@@ -264,37 +267,54 @@ def tcp_probe(address: str, port: int, timeout_s: float) -> tuple[str, str | Non
 def read_firewall_rules(timeout_s: float = FIREWALL_TIMEOUT_S) -> dict[str, dict[str, Any]]:
     """`nft list ruleset` and `iptables -S` as this user, each with a timeout; never via sudo.
 
-    Per tool: {"readable": bool, "text" | "why": ...}."""
+    Per tool: {"readable": bool, "text" | "why": ...}; where not readable, `reason` says which way (not_installed,
+    timeout with `timeout_s`, exit_code with `exit_code`; else `why` is the tool's or the system's own words)."""
     results: dict[str, dict[str, Any]] = {}
     for tool, command in (("nft", ["nft", "list", "ruleset"]), ("iptables", ["iptables", "-S"])):
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
                                   stdin=subprocess.DEVNULL, errors="replace")
         except FileNotFoundError:
-            results[tool] = {"readable": False, "why": "not installed"}
+            results[tool] = {"readable": False, "why": "not installed", "reason": "not_installed"}
             continue
         except subprocess.TimeoutExpired:
-            results[tool] = {"readable": False, "why": f"no answer within {timeout_s:g} s"}
+            results[tool] = {"readable": False, "why": f"no answer within {timeout_s:g} s", "reason": "timeout",
+                             "timeout_s": timeout_s}
             continue
         except OSError as error:
             results[tool] = {"readable": False, "why": str(error)}
             continue
-        if done.returncode != 0:
-            results[tool] = {"readable": False,
-                             "why": (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[0][:200]}
+        if done.returncode != 0 and done.stderr.strip():
+            results[tool] = {"readable": False, "why": done.stderr.strip().splitlines()[0][:200]}
+        elif done.returncode != 0:
+            results[tool] = {"readable": False, "why": f"exit code {done.returncode}", "reason": "exit_code",
+                             "exit_code": done.returncode}
         else:
             results[tool] = {"readable": True, "text": done.stdout[:200_000]}
     return results
 
 
-def judge_firewall_rules(rules: dict[str, dict[str, Any]], port: int) -> tuple[Status, str, dict[str, Any]]:
+def _unread_why(tool: str, result: dict[str, Any]) -> Said:
+    """Why one tool's rules were not read, in the catalogue's words (the tool's own error text as it is)."""
+    reason = result.get("reason")
+    if reason == "not_installed":
+        return said("net.firewall_rules.why.not_installed", tool=tool)
+    if reason == "timeout":
+        return said("net.firewall_rules.why.timeout", tool=tool, seconds=result.get("timeout_s"))
+    if reason == "exit_code":
+        return said("net.firewall_rules.why.exit_code", tool=tool, code=result.get("exit_code"))
+    return said("net.firewall_rules.why.error", tool=tool, error=str(result.get("why")))
+
+
+def judge_firewall_rules(rules: dict[str, dict[str, Any]], port: int) -> tuple[Status, Said, dict[str, Any]]:
     """Does inbound traffic get filtered, and does any rule name the port? A heuristic on the rule text."""
     readable = {tool: result["text"] for tool, result in rules.items() if result.get("readable")}
     if not readable:
         why = "; ".join(f"{tool}: {result.get('why')}" for tool, result in rules.items())
-        installed = [tool for tool, result in rules.items() if result.get("why") != "not installed"]
-        hint = (" Reading them needs root: `sudo nft list ruleset` / `sudo iptables -S`." if installed else "")
-        return Status.SKIP, f"Firewall rules not read ({why}).{hint}", {"why": why}
+        installed = [tool for tool, result in rules.items() if result.get("reason") != "not_installed"]
+        reasons = [_unread_why(tool, result) for tool, result in rules.items()]
+        return (Status.SKIP, said("net.firewall_rules.unread" + (".root" if installed else ""), why=reasons),
+                {"why": why})
     filtering, mentions = [], []
     for tool, text in readable.items():
         for line in text.splitlines():
@@ -312,11 +332,10 @@ def judge_firewall_rules(rules: dict[str, dict[str, Any]], port: int) -> tuple[S
                 mentions.append(f"{tool}: {stripped}")
     observed = {"tools": sorted(readable), "filtering": filtering[:10], "port_rules": mentions[:10]}
     if filtering and not mentions:
-        return (Status.WARN, f"Inbound traffic is filtered here ({filtering[0]}) and no rule names port {port}: "
-                             "peers may not reach the rendezvous or NCCL's ports on this node.", observed)
+        return Status.WARN, said("net.firewall_rules.filtered", rule=filtering[0], port=port), observed
     if filtering:
-        return Status.PASS, f"Inbound filtering is on and {len(mentions)} rule(s) name port {port}.", observed
-    return Status.PASS, f"No inbound DROP/REJECT rule found ({', '.join(sorted(readable))}).", observed
+        return Status.PASS, said("net.firewall_rules.port_rules", count=len(mentions), port=port), observed
+    return Status.PASS, said("net.firewall_rules.open", tools=", ".join(sorted(readable))), observed
 
 
 def shared_path_digest(folder: Path, *, hash_bytes_per_file: int = SHARED_HASH_BYTES_PER_FILE,
@@ -393,14 +412,6 @@ def shared_path_digest(folder: Path, *, hash_bytes_per_file: int = SHARED_HASH_B
 
 # --- the verb ------------------------------------------------------------------------------------------------------
 
-def _firewall_fix(port: int) -> str:
-    return (f"On the peer, open TCP {port} (and NCCL's ports, see net.ipv4.ip_local_port_range) to the cluster "
-            f"subnet: `sudo nft add rule inet filter input tcp dport {port} accept`, or "
-            f"`sudo iptables -I INPUT -p tcp --dport {port} -j ACCEPT`, or `sudo ufw allow {port}/tcp`, or "
-            f"`sudo firewall-cmd --add-port={port}/tcp --permanent && sudo firewall-cmd --reload`; in a cloud, "
-            "allow the port (or all traffic within the group) in the security group / firewall rules of both nodes.")
-
-
 class _Net:
     def __init__(self, host: str, port: int, timeout_s: float, entries: list[IfAddr], settings: dict[str, str]):
         self.host, self.port, self.timeout_s = host, port, timeout_s
@@ -409,31 +420,25 @@ class _Net:
         rank = os.environ.get("RANK")
         self.rank = int(rank) if rank and rank.isdigit() else None
 
-    def add(self, check_id: str, status: Status, message: str, *, nic: str | None = None, **fields: Any) -> None:
-        self.findings.append(Finding(check_id=check_id, status=status, message=message,
+    def add(self, check_id: str, status: Status, text: Said, *, nic: str | None = None, **fields: Any) -> None:
+        """A finding whose message and fix are `text`'s (the fix from the catalogue's `<id>.fix`)."""
+        self.findings.append(Finding(check_id=check_id, status=status, **finding_text(text),
                                      subject=Subject(host=self.host, nic=nic, rank=self.rank), **fields))
 
     def hostname(self) -> None:
         try:
             addresses = resolve(self.host)
         except (socket.gaierror, UnicodeError) as error:
-            self.add("network.hostname", Status.WARN, f"This host's name {self.host!r} does not resolve here "
-                     f"({error}): launchers that use $(hostname) as MASTER_ADDR will fail.",
-                     observed=str(error), expected="resolves to an address peers can reach",
-                     fix="Add it to DNS or /etc/hosts with the cluster-network address.", refs=[TORCH_ENV_REF])
+            self.add("network.hostname", Status.WARN, said("net.hostname.unresolved", host=self.host, error=str(error)),
+                     observed=str(error), expected="resolves to an address peers can reach", refs=[TORCH_ENV_REF])
             return
         if all(_is_loopback_ip(address) for address in addresses):
             self.add("network.hostname", Status.WARN,
-                     f"This host's name {self.host!r} resolves only to loopback ({', '.join(addresses)}) here: gloo "
-                     "picks its interface from this name, and an address taken from $(hostname) on this node "
-                     "(MASTER_ADDR, --rdzv-endpoint) is loopback, so other nodes cannot connect back.",
-                     observed=addresses, expected="a cluster-network address",
-                     fix=f"In /etc/hosts map {self.host} to its cluster-network address instead of 127.0.1.1, or set "
-                         "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME and pass --master-addr / --rdzv-endpoint with that "
-                         "address.", refs=[HOSTS_127011_REF, TORCH_ENV_REF])
+                     said("net.hostname.loopback", host=self.host, addresses=", ".join(addresses)),
+                     observed=addresses, expected="a cluster-network address", refs=[HOSTS_127011_REF, TORCH_ENV_REF])
         else:
-            self.add("network.hostname", Status.PASS, f"This host's name {self.host!r} resolves to "
-                     f"{', '.join(addresses)}.", observed=addresses)
+            self.add("network.hostname", Status.PASS,
+                     said("net.hostname.pass", host=self.host, addresses=", ".join(addresses)), observed=addresses)
 
     def peer(self, peer: str) -> dict[str, Any]:
         facts: dict[str, Any] = {"peer": peer}
@@ -441,22 +446,17 @@ class _Net:
             addresses = resolve(peer)
         except (socket.gaierror, UnicodeError) as error:
             facts["resolve_error"] = str(error)
-            self.add("network.resolve", Status.FAIL, f"Peer {peer!r} does not resolve: {error}.",
-                     observed={"peer": peer, "error": str(error)}, expected="an address",
-                     fix=f"Check the name (`getent hosts {peer}`), DNS (/etc/resolv.conf) or add it to /etc/hosts on "
-                         "every node; or use the peer's IP address.", refs=[TORCH_ENV_REF])
+            self.add("network.resolve", Status.FAIL, said("net.resolve.fail", peer=peer, error=str(error)),
+                     observed={"peer": peer, "error": str(error)}, expected="an address", refs=[TORCH_ENV_REF])
             return facts
         facts["addresses"] = addresses
         address = addresses[0]
         if _is_loopback_ip(address) and not is_loopback_name(peer):
-            self.add("network.resolve", Status.WARN, f"Peer {peer!r} resolves to loopback {address}: from this "
-                     "node that name means itself, so a rendezvous or NCCL address built from it is unreachable "
-                     "from other nodes (the /etc/hosts 127.0.1.1 hostname mapping does this).",
+            self.add("network.resolve", Status.WARN, said("net.resolve.loopback", peer=peer, address=address),
                      observed={"peer": peer, "addresses": addresses}, expected="a cluster-network address",
-                     fix=f"Map {peer} to its cluster-network address in /etc/hosts (replace the 127.0.1.1 line) or "
-                         "in DNS; or pass the IP address.", refs=[HOSTS_127011_REF, TORCH_ENV_REF])
+                     refs=[HOSTS_127011_REF, TORCH_ENV_REF])
         else:
-            self.add("network.resolve", Status.PASS, f"Peer {peer!r} resolves to {', '.join(addresses)}.",
+            self.add("network.resolve", Status.PASS, said("net.resolve.pass", peer=peer, addresses=", ".join(addresses)),
                      observed={"peer": peer, "addresses": addresses})
 
         source = route_source(address, self.port)
@@ -470,67 +470,58 @@ class _Net:
     def _port(self, peer: str, address: str, route_nic: str | None, facts: dict[str, Any]) -> None:
         outcome, error = tcp_probe(address, self.port, self.timeout_s)
         facts["port"] = {"port": self.port, "outcome": outcome, "error": error}
-        target = f"{peer} ({address}) TCP {self.port}"
+        target = {"peer": peer, "address": address, "port": self.port}
         observed = {"peer": peer, "address": address, "port": self.port, "outcome": outcome, "error": error}
         if outcome == "connected":
-            self.add("network.peer_port", Status.PASS, f"Connected to {target}.", nic=route_nic, observed=observed)
+            self.add("network.peer_port", Status.PASS, said("net.peer_port.connected", **target), nic=route_nic,
+                     observed=observed)
         elif outcome == "refused":
-            self.add("network.peer_port", Status.FAIL, f"{target}: connection refused, nothing listens there (the peer "
-                     "answered, so the path is open).", nic=route_nic, observed=observed, expected="a listener",
-                     fix="Start the job (or the rendezvous host, rank 0 / the --rdzv-endpoint node) first, and check "
-                         f"it listens on a reachable address: `ss -ltnp 'sport = :{self.port}'` on {peer}.",
-                     refs=[TORCH_ENV_REF])
+            self.add("network.peer_port", Status.FAIL, said("net.peer_port.refused", **target), nic=route_nic,
+                     observed=observed, expected="a listener", refs=[TORCH_ENV_REF])
         elif outcome == "timeout":
-            self.add("network.peer_port", Status.FAIL, f"{target}: timed out after {self.timeout_s:g} s, the packets are "
-                     "dropped on the way (filtered).", nic=route_nic, observed=observed,
-                     expected="connected or refused",
-                     fix=_firewall_fix(self.port), refs=[NCCL_NET_TROUBLE_REF])
-            self.add("network.firewall", Status.WARN, f"A firewall likely drops TCP {self.port} between this node "
-                     f"and {peer}: a silent timeout, not a refusal.", nic=route_nic, observed=observed,
-                     expected="port open within the cluster", fix=_firewall_fix(self.port), refs=[NCCL_NET_TROUBLE_REF])
-        else:
-            self.add("network.peer_port", Status.FAIL, f"{target}: {error}.", nic=route_nic, observed=observed,
-                     expected="connected",
-                     fix=f"No route to {address}: check `ip route get {address}`, the subnet and the peer's link.",
+            self.add("network.peer_port", Status.FAIL, said("net.peer_port.timeout", **target, seconds=self.timeout_s),
+                     nic=route_nic, observed=observed, expected="connected or refused", refs=[NCCL_NET_TROUBLE_REF])
+            self.add("network.firewall", Status.WARN, said("net.firewall.timeout", peer=peer, port=self.port),
+                     nic=route_nic, observed=observed, expected="port open within the cluster",
                      refs=[NCCL_NET_TROUBLE_REF])
+        else:
+            self.add("network.peer_port", Status.FAIL, said("net.peer_port.unreachable", **target, error=error),
+                     nic=route_nic, observed=observed, expected="connected", refs=[NCCL_NET_TROUBLE_REF])
 
     def _nccl(self, peer: str, address: str, route_nic: str | None, facts: dict[str, Any]) -> None:
         ifname = self.settings.get("NCCL_SOCKET_IFNAME")
         picks = nccl_socket_interfaces(self.entries, ifname, self.settings.get("NCCL_SOCKET_FAMILY"),
                                        self.settings.get("NCCL_COMM_ID"))
         facts["nccl_interfaces"] = picks
-        setting = (f"NCCL_SOCKET_IFNAME={ifname} (from {self.settings.get('NCCL_SOCKET_IFNAME.source')})"
-                   if ifname else "NCCL's default order")
+        source = self.settings.get("NCCL_SOCKET_IFNAME.source")
+        setting = (said("net.setting.environment", ifname=ifname) if source == "environment" else
+                   said("net.setting.file", ifname=ifname, source=source) if ifname else said("net.setting.default"))
         observed = {"peer": peer, "nccl_interfaces": picks, "route_interface": route_nic,
                     "NCCL_SOCKET_IFNAME": ifname}
         refs = [NCCL_ENV_REF, NCCL_SOCKET_SRC_REF]
         if _is_loopback_ip(address):
-            self.add("nccl.wrong_interface", Status.SKIP, f"Peer {peer!r} is this host ({address}): any local "
-                     "interface reaches it.", observed=observed, refs=refs)
+            self.add("nccl.wrong_interface", Status.SKIP, said("net.nccl_interface.this_host", peer=peer, address=address),
+                     observed=observed, refs=refs)
             return
         if not picks:
-            self.add("nccl.wrong_interface", Status.FAIL, f"{setting} selects no interface here: NCCL fails at init "
-                     "('no socket interface found').", observed=observed, expected=route_nic,
-                     fix=f"export NCCL_SOCKET_IFNAME=={route_nic}" if route_nic else "Set NCCL_SOCKET_IFNAME to the "
-                         "cluster-network interface.", refs=refs)
+            self.add("nccl.wrong_interface", Status.FAIL,
+                     said("net.nccl_interface.none" + (".route" if route_nic else ""), setting=setting,
+                          route_nic=route_nic),
+                     observed=observed, expected=route_nic, refs=refs)
             return
         if route_nic is None:
-            self.add("nccl.wrong_interface", Status.SKIP, f"No local route to {address} was found, so NCCL's pick "
-                     f"({picks[0]}) cannot be compared.", observed=observed, refs=refs)
+            self.add("nccl.wrong_interface", Status.SKIP, said("net.nccl_interface.no_route", address=address,
+                                                               pick=picks[0]), observed=observed, refs=refs)
             return
         if picks[0] != route_nic:
             self.add("nccl.wrong_interface", Status.FAIL,
-                     f"NCCL would bootstrap over {picks[0]} ({setting}) but {peer} is reached through {route_nic}: "
-                     "peers would be sent an address on the wrong network and init hangs or fails.",
-                     nic=picks[0], observed=observed, expected=route_nic,
-                     fix=f"export NCCL_SOCKET_IFNAME=={route_nic} (and GLOO_SOCKET_IFNAME={route_nic} for gloo) on "
-                         "every node, naming each node's cluster interface.", refs=refs)
+                     said("net.nccl_interface.mismatch", pick=picks[0], setting=setting, peer=peer, route_nic=route_nic),
+                     nic=picks[0], observed=observed, expected=route_nic, refs=refs)
             return
         others = [name for name in picks[1:] if name != route_nic]
-        extra = (f"; its socket transport would also use {', '.join(others)} (pin one with "
-                 f"NCCL_SOCKET_IFNAME=={route_nic} if those do not reach the peers)") if others else ""
-        self.add("nccl.wrong_interface", Status.PASS, f"NCCL would use {route_nic} ({setting}), the interface that "
-                 f"reaches {peer}{extra}.", nic=route_nic, observed=observed, refs=refs)
+        self.add("nccl.wrong_interface", Status.PASS,
+                 said("net.nccl_interface.pass" + (".others" if others else ""), route_nic=route_nic, setting=setting,
+                      peer=peer, others=", ".join(others)), nic=route_nic, observed=observed, refs=refs)
 
     def _mtu(self, peer: str, route_nic: str | None, nccl_nics: list[str], facts: dict[str, Any]) -> None:
         """The MTU of the routing interface and, towards another host, of the one NCCL would bootstrap over."""
@@ -540,22 +531,18 @@ class _Net:
         for name, mtu in mtus.items():
             observed = {"peer": peer, "interface": name, "mtu": mtu}
             if mtu is None:
-                self.add("network.mtu", Status.SKIP, f"MTU of {name} is not readable.", nic=name, observed=observed)
+                self.add("network.mtu", Status.SKIP, said("net.mtu.unknown", nic=name), nic=name, observed=observed)
             elif mtu < MIN_MTU:
-                self.add("network.mtu", Status.WARN, f"{name} (towards {peer}) has MTU {mtu}, below {MIN_MTU}: a "
-                         "tunnel or overlay; every segment carries less.", nic=name, observed=observed,
-                         expected=f">= {MIN_MTU}, the same on every node",
-                         fix=f"Check `ip link show {name}` on every node; use the underlying cluster NIC if there is "
-                             "one.", refs=[MTU_REF])
+                self.add("network.mtu", Status.WARN, said("net.mtu.low", nic=name, peer=peer, mtu=mtu, min_mtu=MIN_MTU),
+                         nic=name, observed=observed, expected=f">= {MIN_MTU}, the same on every node", refs=[MTU_REF])
             else:
-                self.add("network.mtu", Status.PASS, f"{name} (towards {peer}) has MTU {mtu}; compare it across "
-                         "nodes (jumbo frames must match end to end).", nic=name, observed=observed, refs=[MTU_REF])
+                self.add("network.mtu", Status.PASS, said("net.mtu.pass", nic=name, peer=peer, mtu=mtu), nic=name,
+                         observed=observed, refs=[MTU_REF])
 
     def firewall_rules(self) -> dict[str, Any]:
         rules = read_firewall_rules()
-        status, message, observed = judge_firewall_rules(rules, self.port)
-        self.add("network.firewall_rules", status, message, observed=observed,
-                 fix=_firewall_fix(self.port) if status == Status.WARN else None,
+        status, text, observed = judge_firewall_rules(rules, self.port)
+        self.add("network.firewall_rules", status, text, observed=observed,
                  refs=[NCCL_NET_TROUBLE_REF] if status != Status.SKIP else [])
         return {tool: {key: value for key, value in result.items() if key != "text"} for tool, result in rules.items()}
 
@@ -563,16 +550,19 @@ class _Net:
         try:
             digest = shared_path_digest(folder)
         except OSError as error:
-            self.add("network.shared_path", Status.FAIL, f"Shared path {str(folder)!r} is not readable here: {error}.",
-                     observed=str(error), expected="a readable folder, the same on every node",
-                     fix="Mount the shared file system on this node at the same path (check `findmnt`).")
+            text = (said("net.shared_path.not_a_folder", path=str(folder)) if isinstance(error, NotADirectoryError)
+                    else said("net.shared_path.unreadable", path=str(folder), error=str(error)))
+            self.add("network.shared_path", Status.FAIL, text, observed=str(error),
+                     expected="a readable folder, the same on every node")
             return None
         under_torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
-        where = (f" (rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']})" if under_torchrun else "")
-        partial = " (content-limited: see method)" if digest["method"]["content_limited"] else ""
+        # the optional parts are nested catalogue text, or "" where they do not apply
+        where = said("net.shared_path.rank", rank=os.environ["RANK"], world=os.environ["WORLD_SIZE"]) \
+            if under_torchrun else ""
+        partial = said("net.shared_path.partial") if digest["method"]["content_limited"] else ""
         self.add("network.shared_path", Status.PASS,
-                 f"{folder}: {digest['files']} files, {digest['bytes']} bytes, digest {digest['digest'][:16]}"
-                 f"{partial}{where}; run the same command on every node and compare the digests.",
+                 said("net.shared_path.digest", path=str(folder), files=digest["files"], bytes=digest["bytes"],
+                      digest=digest["digest"][:16], partial=partial, where=where),
                  observed=digest, expected="the same digest on every node")
         return digest
 
