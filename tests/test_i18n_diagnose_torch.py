@@ -319,3 +319,13 @@ def test_a_host_oom_is_said_in_parts():
     assert message(finding.message_id, "zh", **finding.message_values) == (
         "Linux OOM killer 杀掉了 python (pid 4242)，常驻内存 4.0 GiB（anon-rss）：耗尽的是某个内存 cgroup（容器或作业的"
         "内存上限，/kubepods/pod1），而不是整台主机。")
+
+
+def test_an_input_that_cannot_be_read_is_said_in_either_language(tmp_path):
+    from gpuready.verbs.diagnose.run import InputError
+
+    with pytest.raises(InputError) as raised:
+        diagnose([tmp_path / "nope.log"], readers=_readers)
+    assert str(raised.value) == f"{tmp_path / 'nope.log'}: no such file or folder"
+    sentence = raised.value.sentence
+    assert message(sentence.msg_id, "zh", **sentence.values) == f"{tmp_path / 'nope.log'}：没有这个文件或文件夹"

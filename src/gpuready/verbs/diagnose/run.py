@@ -28,7 +28,7 @@ from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
 from gpuready.facts.kernel_log import MARKERS as KERNEL_MARKERS
 from gpuready.facts.kernel_log import NumberedLine
-from gpuready.i18n import finding_text, said
+from gpuready.i18n import Said, finding_text, said
 from gpuready.model import Finding, Report, Status, Subject
 from gpuready.verbs.diagnose.evidence import MAX_LINE_CHARS, DiagnoseContext, Line, Reader, clean
 from gpuready.verbs.diagnose.torch_errors import may_be_flight_recorder
@@ -45,7 +45,15 @@ _STATUS_ORDER = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2, Status.PASS: 3
 
 
 class InputError(Exception):
-    """A path given on the command line cannot be read at all (exit 2, one sentence)."""
+    """A path given on the command line cannot be read at all (exit 2, one sentence): a `Said` (`diagnose.input.*`),
+    whose English `str()` gives."""
+
+    def __init__(self, sentence: Said):
+        super().__init__(sentence)
+        self.sentence = sentence
+
+    def __str__(self) -> str:
+        return self.sentence.english()
 
 
 @dataclass
@@ -143,7 +151,7 @@ class Scanner:
         elif path.exists():
             self._note(str(path), "not a regular file or folder: not read")
         else:
-            raise InputError(f"{path}: no such file or folder")
+            raise InputError(said("diagnose.input.missing", path=str(path)))
 
     def _note(self, name: str, note: str, kind: str | None = None) -> None:
         """An input not read (or read in part), listed up to MAX_FILES entries; beyond, counted."""
@@ -189,7 +197,8 @@ class Scanner:
                     self.add_stream(name, raw, path)
         except READ_ERRORS as error:
             if given and not self.files:
-                raise InputError(f"{path} cannot be read ({getattr(error, 'strerror', None) or error})") from None
+                raise InputError(said("diagnose.input.unreadable", path=str(path),
+                                      reason=str(getattr(error, "strerror", None) or error))) from None
             self._note(name, f"cannot be read ({getattr(error, 'strerror', None) or error})")
 
     def _read_archive(self, path: Path, name: str, tar_format: str, *, given: bool) -> None:
@@ -222,14 +231,13 @@ class Scanner:
                 self._note(name, f"read in part: {walk.stopped_at}; those after {walk.last_name} were not read")
             if walk.damage:
                 if given and not walk.count:
-                    raise InputError(f"{path} is not a readable archive ({walk.damage})")
+                    raise InputError(said("diagnose.input.damaged", path=str(path), damage=walk.damage))
                 self._note(name, f"damaged: what follows was not read ({walk.damage})")
             elif given and not walk.count:
-                raise InputError(f"{path} holds no member that could be read (an empty archive)")
+                raise InputError(said("diagnose.input.empty_archive", path=str(path)))
             if given and not read_any and not walk.damage:
-                looked_at = f"its first {walk.count} members" if walk.stopped_at else f"its {walk.count} member(s)"
-                raise InputError(f"{path} holds no file diagnose can read: {looked_at} are folders, links, devices "
-                                 "or names that leave the archive")
+                raise InputError(said("diagnose.input.nothing_readable" + (".first" if walk.stopped_at else ""),
+                                      path=str(path), count=walk.count))
 
     def add_stream(self, name: str, raw: BinaryIO, path: Path | None = None, *, base: str | None = None) -> None:
         """`path`: the file on disk, where there is one (a reader may take it whole: a flight-recorder dump);
