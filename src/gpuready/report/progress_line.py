@@ -4,6 +4,11 @@ On a terminal (stderr is a TTY): one line rewritten in place: phase, step k/n, t
 Elsewhere (a log, a pipe): the plan, then one plain line per phase change (no carriage return, no escape sequence).
 Always on stderr, never on stdout; the verbs leave it off with --json. Each verb has a `describe` function that turns
 the ranks' posts into a Status; the display does the rest.
+
+Every word of the line comes from the message catalogue (domain `progress`) in the reader's language: a Status keeps
+its parts as `Words` (English text that knows its catalogue id), a rank's phase is looked up as `progress.phase.<name>`,
+and what a rank says it is doing (its operation: a collective's name and size, a step number) is shown as the rank
+posted it.
 """
 
 from __future__ import annotations
@@ -14,8 +19,42 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from gpuready.i18n import DEFAULT_LANGUAGE, Said, catalogue, choose_language, message, said
 from gpuready.report.safe_text import printable
 from gpuready.runner.progress import FINAL_PHASES
+
+
+class Words(str):
+    """Catalogue text as a plain English `str` (what a Status compares and a log shows), that the line says again in
+    the reader's language."""
+
+    said: Said
+
+    def __new__(cls, text: Said) -> "Words":
+        words = super().__new__(cls, text.english())
+        words.said = text
+        return words
+
+
+def words(msg_id: str, **values: object) -> Words:
+    return Words(said(msg_id, **values))
+
+
+def in_language(text: object, lang: str) -> str:
+    """`text` in `lang`: Words or a Said from the catalogue; anything else (what a rank posted) as it is."""
+    text = text.said if isinstance(text, Words) else text
+    return message(text.msg_id, lang, **text.values) if isinstance(text, Said) else str(text)
+
+
+def _phase(phase: str) -> Said | str:
+    """A rank's or the verb's phase: the catalogue's `progress.phase.<name>` where it names it, else as posted."""
+    msg_id = f"progress.phase.{phase}"
+    return said(msg_id) if msg_id in catalogue(DEFAULT_LANGUAGE) else phase
+
+
+def phase_words(phase: str) -> Words | str:
+    text = _phase(phase)
+    return Words(text) if isinstance(text, Said) else text
 
 
 @dataclass(kw_only=True)
@@ -33,26 +72,32 @@ class Status:
     """What the lowest rank said it is doing."""
 
 
-def duration(seconds: float) -> str:
+def duration(seconds: float, lang: str = DEFAULT_LANGUAGE) -> str:
     seconds = round(abs(seconds))
-    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"
+    return message("progress.duration.seconds", lang, seconds=seconds) if seconds < 60 else \
+        message("progress.duration.minutes", lang, minutes=seconds // 60, seconds=seconds % 60)
 
 
-def time_left(left_s: float | None) -> str:
+def time_left(left_s: float | None, lang: str = DEFAULT_LANGUAGE) -> str:
     if left_s is None:
-        return "time left: estimating"
+        return message("progress.left.estimating", lang)
     if 0 <= left_s < 1:
-        return "almost done"
-    return f"about {duration(left_s)} left" if left_s >= 0 else f"{duration(left_s)} past the plan"
+        return message("progress.left.almost_done", lang)
+    return message("progress.left" if left_s >= 0 else "progress.left.past_plan", lang,
+                   duration=duration(left_s, lang))
 
 
 class ProgressLine:
     """Call it with the ranks' posts (runner.local.run_local's `on_progress`); close() when the run ends."""
 
-    def __init__(self, verb: str, plan: str, describe: Callable[..., Status], *,
-                 extra: Callable[[dict], Any] | None = None, stream: Any = None):
-        """`extra`: on a terminal, a rich renderable of the posts shown above the line (burn's telemetry table)."""
+    def __init__(self, verb: str, plan: str | Said, describe: Callable[..., Status], *,
+                 extra: Callable[[dict], Any] | None = None, stream: Any = None, lang: str | None = None):
+        """`extra`: on a terminal, a rich renderable of the posts shown above the line (burn's telemetry table).
+        `plan`: what the run will do (`validate_plan`, `burn_plan`, `bench_plan` say it from the catalogue).
+        `lang`: the reader's language (`choose_language(args.lang)`); None: from the environment (GPUREADY_LANG, the
+        locale)."""
         self.verb, self.describe, self.extra = verb, describe, extra
+        self.lang = lang or choose_language()
         self.stream = stream or sys.stderr
         self.started = time.monotonic()
         self.last_phase: str | None = None
@@ -63,7 +108,7 @@ class ProgressLine:
             self.live = Live(console=Console(file=self.stream), auto_refresh=False, transient=False,
                              redirect_stdout=False)
             self.live.start()
-        self._print(f"gpuready {verb}: {printable(plan)}")
+        self._print(message("progress.header", self.lang, verb=verb, plan=printable(in_language(plan, self.lang))))
 
     def __call__(self, posts: dict, **context: Any) -> None:
         status = self.describe(posts, time.monotonic() - self.started, **context)
@@ -77,14 +122,16 @@ class ProgressLine:
         self.last_phase = status.phase
 
     def line(self, status: Status, elapsed: bool = True) -> str:
-        parts = [f"{self.verb}: {status.phase}"]
+        lang = self.lang
+        parts = [message("progress.phase", lang, verb=self.verb, phase=in_language(status.phase, lang))]
         if status.step is not None and status.steps:
             parts[0] += f" {status.step}/{status.steps}{status.step_unit}"
-        parts += [status.rate] if status.rate else []
-        parts += [f"{duration(time.monotonic() - self.started)} elapsed"] if elapsed else []
-        parts += [time_left(status.left_s)]
-        parts += [status.detail] if status.detail else []
-        return printable(", ".join(parts))
+        parts += [in_language(status.rate, lang)] if status.rate else []
+        parts += [message("progress.elapsed", lang, duration=duration(time.monotonic() - self.started, lang))] \
+            if elapsed else []
+        parts += [time_left(status.left_s, lang)]
+        parts += [in_language(status.detail, lang)] if status.detail else []
+        return printable(message("progress.separator", lang).join(parts))
 
     def _print(self, text: str) -> None:
         try:
@@ -112,10 +159,11 @@ def validate_progress(predicted_s: float, workloads: list[str]) -> Callable[...,
     def describe(posts: dict, elapsed_s: float) -> Status:
         post = lowest(posts)
         if post is None:
-            return Status(phase="launching", left_s=predicted_s - elapsed_s)
+            return Status(phase=phase_words("launching"), left_s=predicted_s - elapsed_s)
         place = workloads.index(post.phase) + 1 if post.phase in workloads else None
         left_s = 0.0 if post.phase in FINAL_PHASES else predicted_s - elapsed_s
-        return Status(phase=post.phase, step=place, steps=len(workloads), left_s=left_s, detail=post.operation)
+        return Status(phase=phase_words(post.phase), step=place, steps=len(workloads), left_s=left_s,
+                      detail=post.operation)
     return describe
 
 
@@ -157,10 +205,11 @@ class BenchProgress:
             else:
                 left = (self.steps - (step or self.steps)) * step_s
             left += (len(self.runs) - run - 1) * (self.overhead_s + self.steps * step_s)
-        rate = f"{self.tokens_per_step(strategy, world_size) / self.step_s[run]:,.0f} tokens/s" \
+        rate = words("progress.rate.tokens", tokens_per_s=self.tokens_per_step(strategy, world_size) / self.step_s[run]) \
             if run in self.step_s else None
-        return Status(phase=f"{strategy}×{world_size} {stage}", step=step, steps=self.steps if step else None,
-                      rate=rate, left_s=left, detail=f"run {run + 1}/{len(self.runs)}")
+        return Status(phase=words("progress.bench.phase", run=f"{strategy}×{world_size}", stage=_phase(stage)),
+                      step=step, steps=self.steps if step else None, rate=rate, left_s=left,
+                      detail=words("progress.bench.run", run=run + 1, runs=len(self.runs)))
 
 
 _GEMMS = re.compile(r"([\d,]+) GEMMs, ([\d,.]+) TFLOP/s, (\d+) error")
@@ -181,14 +230,38 @@ def burn_progress(duration_s: float, startup_s: float, samples: Callable[[], int
             from gpuready.workloads.burn import PUBLISH_EVERY_S
             window.append(elapsed_s - PUBLISH_EVERY_S)  # the first figures come one publication after it began
         left = window[0] + duration_s - elapsed_s if window else startup_s + duration_s - elapsed_s
-        rate = None
+        parts: dict[str, object] = {}
         if figures:
-            gemms, tflops, errors = (sum(float(match.group(i).replace(",", "")) for match in figures) for i in (1, 2, 3))
-            rate = f"{gemms:,.0f} GEMMs, {tflops:,.0f} TFLOP/s, {errors:.0f} error(s)"
+            parts.update(zip(("gemms", "tflops", "errors"), (
+                sum(float(match.group(i).replace(",", "")) for match in figures) for i in (1, 2, 3))))
         if samples is not None:
-            rate = f"{rate + ', ' if rate else ''}{samples()} telemetry samples"
+            parts["samples"] = samples()
+        rate = words("progress.rate.gemms" + ("_samples" if samples is not None else ""), **parts) if figures else \
+            words("progress.rate.samples", **parts) if samples is not None else None
         step = min(duration_s, elapsed_s - window[0]) if window and phase == "gemm" else None
-        return Status(phase=phase, step=None if step is None else round(max(step, 0)), steps=round(duration_s),
-                      step_unit=" s", rate=rate, left_s=max(left, 0.0) if phase not in FINAL_PHASES else 0.0,
-                      detail=f"{len(posts)} worker(s) reporting" if posts else "")
+        return Status(phase=phase_words(phase), step=None if step is None else round(max(step, 0)),
+                      steps=round(duration_s), step_unit=" s", rate=rate,
+                      left_s=max(left, 0.0) if phase not in FINAL_PHASES else 0.0,
+                      detail=words("progress.burn.workers", count=len(posts)) if posts else "")
     return describe
+
+
+# -- what each verb's run will do: the line's first line (`gpuready VERB: PLAN`) --------------------------------------
+
+def validate_plan(ranks: int, device: str, workloads: list[str], quick: bool, predicted_s: float) -> Said:
+    """`2 rank(s) on cpu, workloads collectives, ddp (quick); predicted about 40 s`."""
+    return said("progress.plan.validate.quick" if quick else "progress.plan.validate", ranks=ranks, device=device,
+                workloads=", ".join(workloads), predicted_s=predicted_s)
+
+
+def burn_plan(workers: int, device: str, dtype: str, duration_s: float) -> Said:
+    """`1 worker(s) on cpu, fp32 GEMMs for 4 s after a memory pattern`."""
+    return said("progress.plan.burn", workers=workers, device=device, dtype=dtype, duration_s=duration_s)
+
+
+def bench_plan(model: str, ranks: int, device: str, runs: list[tuple[str, int]], warmup_steps: int,
+               steps: int) -> Said:
+    """`tiny on 2 cpu rank(s), runs single×1, ddp×2; 1 warm-up + 6 measured steps each`."""
+    return said("progress.plan.bench", model=model, ranks=ranks, device=device,
+                runs=", ".join(f"{strategy}×{world_size}" for strategy, world_size in runs), warmup_steps=warmup_steps,
+                steps=steps)

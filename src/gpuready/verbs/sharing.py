@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuready import __version__
 from gpuready.facts.gpu_users import GpuUsers, shared
+from gpuready.i18n import Said, catalogue, finding_text, json_values, said, said_again
 from gpuready.model import Finding, GpuRef, Report, Status, Subject
 
 LOW_FIGURE_CHECKS = frozenset({"compute.low", "compute.straggler", "memory_bw.low", "transfer.low", "p2p.low",
@@ -32,6 +33,31 @@ def users_of(subject_gpu: Any, users: dict[int, GpuUsers]) -> GpuUsers | None:
         and not getattr(subject_gpu, "bus_id", None) else None
 
 
+def holders(entry: GpuUsers) -> list[Said]:
+    """The other processes on one GPU, each `pid P (name) holding X GiB`, in the reader's language."""
+    described = []
+    for process in entry.processes:
+        used = process.get("used_memory_bytes")
+        held = f"{used / 2**30:,.1f} GiB" if isinstance(used, int) else said("sharing.memory_unknown")
+        described.append(said("sharing.process", pid=process.get("pid"), name=process["name"], held=held)
+                         if process.get("name") else said("sharing.process.unnamed", pid=process.get("pid"), held=held))
+    return described
+
+
+def add_note(finding: Any, msg_id: str, **values: object) -> None:
+    """`finding` said again inside `msg_id` (`{judged}` and a note after it); its fix stays, in every language, by
+    `<msg_id>.fix` = `{judged_fix}`. A finding outside the catalogue gets the English note appended."""
+    if finding.message_id is None:
+        finding.message = said(msg_id, judged=finding.message.rstrip(), **values).english()
+        return
+    judged = said_again(finding)
+    if finding.fix is not None and f"{judged.msg_id}.fix" in catalogue("en"):
+        values["judged_fix"] = Said(f"{judged.msg_id}.fix", judged.values)
+    text = said(msg_id, judged=judged, **values)
+    finding.message, finding.message_id, finding.message_values = \
+        text.english(), text.msg_id, json_values(text.values)
+
+
 def blame_sharing(findings: list[Any], users: dict[int, GpuUsers] | None) -> None:
     """Every non-pass low-figure finding on a shared GPU says the other process is the likely cause."""
     for finding in findings:
@@ -39,8 +65,7 @@ def blame_sharing(findings: list[Any], users: dict[int, GpuUsers] | None) -> Non
             continue
         entry = users_of(finding.subject.gpu, shared(users))
         if entry is not None:
-            finding.message = (finding.message.rstrip() + f" Another process shares this GPU ({entry.describe()}): "
-                               "the likely cause.")
+            add_note(finding, "sharing.blamed", holders=holders(entry))
 
 
 def sharing_findings(verb: str, host: str, users: dict[int, GpuUsers] | None, exclusive: bool,
@@ -50,23 +75,21 @@ def sharing_findings(verb: str, host: str, users: dict[int, GpuUsers] | None, ex
     check_id = f"{verb}.gpu_shared"
     if users is None:
         return [Finding(check_id=check_id, status=Status.SKIP, subject=Subject(host=host),
-                        message="NVML could not list the GPUs' compute processes: sharing was not checked.")]
+                        **finding_text(said("sharing.not_checked")))]
     findings = []
     for index, entry in sorted(shared(users).items()):
         status = Status.FAIL if exclusive else Status.WARN
-        tail = ("--exclusive: nothing was started." if not ran else
-                "Its figures are not this GPU's alone: low throughput, power or clocks are likely that process's.")
         findings.append(Finding(
             check_id=check_id, status=status,
             subject=Subject(host=host, gpu=GpuRef(index=index, bus_id=entry.bus_id, uuid=entry.uuid)),
-            message=f"GPU {index} is shared with another process: {entry.describe()}. {tail}",
+            **finding_text(said("sharing.shared" if ran else "sharing.shared.refused", index=index,
+                                holders=holders(entry))),
             observed=[{"pid": p.get("pid"), "name": p.get("name"), "used_memory_bytes": p.get("used_memory_bytes")}
                       for p in entry.processes],
-            expected="no other compute process",
-            fix="Stop the other process or pick free GPUs with --gpus; --exclusive refuses shared GPUs."))
+            expected="no other compute process"))
     if not findings:
         findings.append(Finding(check_id=check_id, status=Status.PASS, subject=Subject(host=host),
-                                message=f"No other compute process on the {len(users)} selected GPU(s).",
+                                **finding_text(said("sharing.none", count=len(users))),
                                 observed=[], expected="no other compute process"))
     return findings
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpuready.i18n import Said, finding_text, said
 from gpuready.model import Finding, Measurement, Status, Subject
 
 BATCH_SIZE = 32
@@ -40,13 +41,7 @@ PER_SAMPLE_WORK = (f"generate a 3x{IMAGE_SOURCE_HW}x{IMAGE_SOURCE_HW} uint8 imag
 
 DATALOADER_REFS = ["https://pytorch.org/docs/stable/data.html (DataLoader: num_workers, pin_memory, "
                    "persistent_workers)"]
-DATALOADER_FIX = ("Raise DataLoader(num_workers=...) towards the CPU cores per GPU, set persistent_workers=True and "
-                  "pin_memory=True (with .to(device, non_blocking=True)), and move decoding/augmentation offline "
-                  "(pre-processed, pre-tokenised or pre-resized data) or onto the GPU (e.g. NVIDIA DALI)")
 STORAGE_REFS = ["https://fio.readthedocs.io/en/latest/fio_doc.html (sequential and random read jobs, --readonly)"]
-STORAGE_FIX = ("Put the training data on faster storage (local NVMe, a RAID0 of NVMe, a parallel file system) or "
-               "stage it to local disk before training; pack small files into large shards (WebDataset, "
-               "TFRecord, MosaicML streaming) so reads are sequential; cache the data set in RAM if it fits")
 
 SEQUENTIAL_BLOCK = 1 << 20
 RANDOM_BLOCKS = tuple(1 << shift for shift in range(12, 21))
@@ -154,13 +149,13 @@ def dataloader_throughput(*, needed_samples_per_s: float | None, workers: tuple[
     versions = {"torch": str(torch.__version__)}
     measurements: list[Measurement] = []
     best: dict[int, float] = {}
-    errors: list[str] = []
+    errors: list[Said] = []
     for count in measured_counts:
         for pin in pins:
             try:
                 rate, timed, elapsed = _time_loader(dataset, count, pin)
             except Exception as exc:  # a worker that dies is one bad row, not a crash of the bench
-                errors.append(f"{count} workers: {type(exc).__name__}: {exc}")
+                errors.append(said("bench.dataloader.worker_failed", count=count, error=f"{type(exc).__name__}: {exc}"))
                 continue
             method = {"workers": count, "batch": BATCH_SIZE, "pin_memory": pin if pin_note is None else pin_note,
                       "samples": samples, "timed_samples": timed, "timed_s": round(elapsed, 4),
@@ -173,51 +168,46 @@ def dataloader_throughput(*, needed_samples_per_s: float | None, workers: tuple[
 
 
 def _judge_dataloader(subject: Subject, needed: float | None, best: dict[int, float], skipped: list[int],
-                      cpus: int, errors: list[str]) -> Finding:
+                      cpus: int, errors: list[Said]) -> Finding:
     check_id = "bench.dataloader_bottleneck"
     observed = {str(count): rate for count, rate in sorted(best.items())}
-    notes = ""
-    if skipped:
-        notes += f" Worker counts {', '.join(map(str, skipped))} were not run (more than 2 × {cpus} CPUs)."
-    if errors:
-        notes += " Failed: " + "; ".join(errors) + "."
+    skipped_note = said("bench.dataloader.skipped_counts", counts=", ".join(map(str, skipped)), cpus=cpus) \
+        if skipped else None
+    failed_note = said("bench.dataloader.failed", errors=errors) if errors else None
+    notes = said("bench.dataloader.both", skipped=skipped_note, failed=failed_note) if skipped_note and failed_note \
+        else skipped_note or failed_note or ""
+
+    def finding(status: Status, text: Said, **kwargs: object) -> Finding:
+        return Finding(check_id=check_id, status=status, subject=subject, **finding_text(text),
+                       refs=list(DATALOADER_REFS), **kwargs)
+
     if needed is None:
-        return Finding(check_id=check_id, status=Status.SKIP, subject=subject, observed=observed or None,
-                       message="Data loader not judged: give the rate the GPUs consume (samples/s: tokens/s ÷ "
-                               "sequence length, or images/s)." + notes, refs=list(DATALOADER_REFS))
+        return finding(Status.SKIP, said("bench.dataloader.not_judged", notes=notes), observed=observed or None)
     if not best:
-        return Finding(check_id=check_id, status=Status.ERROR, subject=subject, expected=needed,
-                       message="No DataLoader configuration could be measured." + notes,
-                       fix=DATALOADER_FIX, refs=list(DATALOADER_REFS))
+        return finding(Status.ERROR, said("bench.dataloader.none", notes=notes), expected=needed)
     keeping_up = [count for count in sorted(best) if best[count] >= needed]
     largest = max(best)
-    top_rate = max(best.values())
     if not keeping_up:
-        return Finding(check_id=check_id, status=Status.FAIL, subject=subject, observed=observed, expected=needed,
-                       message=f"No worker count keeps up: the best DataLoader gave {top_rate:,.0f} samples/s, the "
-                               f"GPUs consume {needed:,.0f} samples/s." + notes,
-                       fix=DATALOADER_FIX, refs=list(DATALOADER_REFS))
+        return finding(Status.FAIL, said("bench.dataloader.slow", best=max(best.values()), needed=needed, notes=notes),
+                       observed=observed, expected=needed)
     smallest = keeping_up[0]
     if smallest == largest and len(best) > 1:
-        return Finding(check_id=check_id, status=Status.WARN, subject=subject, observed=observed, expected=needed,
-                       message=f"Only the largest worker count ({largest}) keeps up: {best[largest]:,.0f} samples/s "
-                               f"for {needed:,.0f} needed, little headroom." + notes,
-                       fix=DATALOADER_FIX, refs=list(DATALOADER_REFS))
-    return Finding(check_id=check_id, status=Status.PASS, subject=subject, observed=observed, expected=needed,
-                   message=f"num_workers={smallest} keeps up: {best[smallest]:,.0f} samples/s for {needed:,.0f} "
-                           f"needed." + notes, refs=list(DATALOADER_REFS))
+        return finding(Status.WARN, said("bench.dataloader.largest_only", workers=largest, rate=best[largest],
+                                         needed=needed, notes=notes), observed=observed, expected=needed)
+    return finding(Status.PASS, said("bench.dataloader.keeps_up", workers=smallest, rate=best[smallest], needed=needed,
+                                     notes=notes), observed=observed, expected=needed)
 
 
 # ------------------------------------------------------------------------------------------------ storage
 
-def _files_under(path: Path, max_bytes: int) -> tuple[list[tuple[str, int]], str | None]:
+def _files_under(path: Path, max_bytes: int) -> tuple[list[tuple[str, int]], Said | None]:
     """(regular files with their sizes, bounded so the sum stays within max_bytes (the last one counted in part);
     why nothing could be listed, or None). Links are not followed."""
     files: list[tuple[str, int]] = []
     total = 0
     problems: list[str] = []
     if not path.is_dir():
-        return [], f"{path} is not a readable folder"
+        return [], said("bench.storage.not_a_folder", path=str(path))
 
     def onerror(exc: OSError) -> None:
         problems.append(str(exc))
@@ -237,7 +227,7 @@ def _files_under(path: Path, max_bytes: int) -> tuple[list[tuple[str, int]], str
             if total >= max_bytes:
                 return files, None
     if not files and problems:
-        return [], f"{path} could not be read ({problems[0]})"
+        return [], said("bench.storage.unreadable", path=str(path), problem=problems[0])
     return files, None
 
 
@@ -373,16 +363,16 @@ def storage_throughput(path: Path, *, needed_bytes_per_s: float | None, host: st
     path = Path(path)
     files, why_not = _files_under(path, max(int(max_bytes), 1))
     if not files:
-        sentence = (f"Storage not measured: {why_not}." if why_not
-                    else f"Storage not measured: {path} holds no readable non-empty regular file.")
-        return [], [Finding(check_id=check_id, status=Status.SKIP, subject=subject, message=sentence,
+        sentence = said("bench.storage.not_measured", why=why_not) if why_not \
+            else said("bench.storage.no_files", path=str(path))
+        return [], [Finding(check_id=check_id, status=Status.SKIP, subject=subject, **finding_text(sentence),
                             refs=list(STORAGE_REFS))]
 
     total = sum(size for _, size in files)
     half = max(float(timeout_s), 1.0) / 2
     measurements: list[Measurement] = []
     rates: dict[str, float] = {}
-    notes: list[str] = []
+    notes: list[Said] = []
     for mode, name in (("sequential", "storage_sequential_read_bytes_per_s"),
                        ("random", "storage_random_read_bytes_per_s")):
         random_mode = mode == "random"
@@ -394,40 +384,39 @@ def storage_throughput(path: Path, *, needed_bytes_per_s: float | None, host: st
             method["tool"] = "fio"
         except Exception as exc:  # no fio, or fio refused: the built-in reader
             if shutil.which("fio"):
-                notes.append(f"fio failed for the {mode} pass ({exc}); the built-in reader was used")
+                notes.append(said("bench.storage.fio_failed", mode=said(f"bench.storage.{mode}"), error=str(exc)))
             read_bytes, seconds, used = _builtin_read(files, random_mode, time.perf_counter() + half, total)
             how = " + ".join(sorted(used)) or "none"
             method["tool"] = "built-in reader"
         method.update({"method": how, "bytes_read": read_bytes, "seconds": round(seconds, 4)})
         if read_bytes <= 0 or seconds <= 0:
-            notes.append(f"the {mode} pass read nothing")
+            notes.append(said("bench.storage.read_nothing", mode=said(f"bench.storage.{mode}")))
             continue
         rate = read_bytes / seconds
         rates[mode] = rate
         measurements.append(Measurement(name=name, subject=subject, value=rate, unit="bytes_per_s",
                                         method=method, samples=[rate]))
 
-    note = (" " + "; ".join(notes).capitalize() + ".") if notes else ""
+    note = said("bench.storage.notes", notes=notes) if notes else ""
     observed = {mode: rate for mode, rate in rates.items()}
     if not rates:
-        finding = Finding(check_id=check_id, status=Status.SKIP, subject=subject,
-                          message=f"Storage not measured: nothing could be read under {path}.{note}",
-                          refs=list(STORAGE_REFS))
+        finding = Finding(check_id=check_id, status=Status.SKIP, subject=subject, refs=list(STORAGE_REFS),
+                          **finding_text(said("bench.storage.nothing_read", path=str(path), notes=note)))
     elif needed_bytes_per_s is None:
         finding = Finding(check_id=check_id, status=Status.SKIP, subject=subject, observed=observed,
-                          message="Storage not judged: give the bytes/s the training reads." + note,
-                          refs=list(STORAGE_REFS))
+                          **finding_text(said("bench.storage.not_judged", notes=note)), refs=list(STORAGE_REFS))
     else:
         needed = float(needed_bytes_per_s)
         seq, rnd = rates.get("sequential"), rates.get("random")
-        text = ", ".join(f"{mode} {rate / 1e6:,.1f} MB/s" for mode, rate in rates.items())
+        text = said("bench.storage.rates." + ("both" if len(rates) > 1 else next(iter(rates))),
+                    **{mode: rate / 1e6 for mode, rate in rates.items()})
         if seq is not None and seq < needed:
-            status, message = Status.FAIL, f"Storage is too slow even for sequential reads: {text}"
+            status, msg_id = Status.FAIL, "bench.storage.too_slow"
         elif rnd is not None and rnd < needed:
-            status, message = Status.WARN, f"Random reads fall short (shuffled small files will starve): {text}"
+            status, msg_id = Status.WARN, "bench.storage.random_short"
         else:
-            status, message = Status.PASS, f"Storage keeps up: {text}"
+            status, msg_id = Status.PASS, "bench.storage.keeps_up"
         finding = Finding(check_id=check_id, status=status, subject=subject, observed=observed, expected=needed,
-                          message=f"{message}, {needed / 1e6:,.1f} MB/s needed.{note}",
-                          fix=None if status == Status.PASS else STORAGE_FIX, refs=list(STORAGE_REFS))
+                          **finding_text(said(msg_id, rates=text, needed=needed / 1e6, notes=note)),
+                          refs=list(STORAGE_REFS))
     return measurements, [finding]

@@ -15,17 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuready.checks.kernel_judge import nvml_xid_findings
+from gpuready.i18n import Said, finding_text, said
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Measurement, Status, Subject
 
 _SCALING = thresholds("bench_scaling")
-SCALING_EXPECTED: dict[str, tuple[float, str]] = {
-    "nvlink": (_SCALING["nvlink"], "every GPU on NVLink/NVSwitch"),
-    "pcie_p2p": (_SCALING["pcie_p2p"], "PCIe with peer-to-peer"),
-    "pcie_host": (_SCALING["pcie_host"], "PCIe without peer-to-peer (gradients staged through host memory)"),
-    "multi_node": (_SCALING["multi_node"], "across nodes"),
-}
-"""Data-parallel scaling efficiency each topology allows, by key (thresholds.toml [bench_scaling] says why)."""
+SCALING_EXPECTED: dict[str, tuple[float, Said]] = {
+    key: (_SCALING[key], said(f"bench.topology.{key}")) for key in ("nvlink", "pcie_p2p", "pcie_host", "multi_node")}
+"""Data-parallel scaling efficiency each topology allows, by key (thresholds.toml [bench_scaling] says why), and the
+topology in words."""
 SCALING_SOURCE = _SCALING["source"]
 SCALING_FAIL_MARGIN = _SCALING["fail_margin"]
 """Below expectation − this margin a finding fails (below the expectation it warns)."""
@@ -43,6 +41,10 @@ THROTTLE_SOURCE = ("gpuready default (as burn, thresholds.toml [burn] throttle_w
                    f"> {THROTTLE_WARN_SHARE:.0%} of samples throttled")
 
 OOM_PATTERNS = ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation")
+
+
+def _english(text: str | Said) -> str:
+    return text.english() if isinstance(text, Said) else text
 
 
 def precision_key(precision: str | None) -> str:
@@ -99,7 +101,8 @@ class RunFigures:
     strategy: str
     world_size: int
     ok: bool
-    errors: list[tuple[int, str]] = field(default_factory=list)
+    errors: list[tuple[int, str | Said]] = field(default_factory=list)
+    """(rank, what it said or what the judge says of it)."""
     first: dict[str, Any] = field(default_factory=dict)
     """The lowest rank's result (its shape, precision and versions speak for the run)."""
     step_times_s: list[float] = field(default_factory=list)
@@ -120,13 +123,15 @@ class RunFigures:
     """Skipped because the model states alone exceed one device's memory (a sizing fact, like an OOM)."""
 
     @property
-    def label(self) -> str:
-        unit = "CPU rank" if self.device_type == "cpu" else "GPU"
-        return f"{self.strategy} on {self.world_size} {unit}{'' if self.world_size == 1 else 's'}"
+    def label(self) -> Said:
+        """`ddp on 2 GPUs`, `single on 1 CPU rank`: the run in words."""
+        unit = "cpu_rank" if self.device_type == "cpu" else "gpu"
+        return said(f"bench.run.{unit}{'' if self.world_size == 1 else 's'}", strategy=self.strategy,
+                    count=self.world_size)
 
     @property
     def oom(self) -> bool:
-        return any(any(p in error.lower() for p in OOM_PATTERNS) for _, error in self.errors)
+        return any(any(p in _english(error).lower() for p in OOM_PATTERNS) for _, error in self.errors)
 
 
 class BenchJudge:
@@ -176,8 +181,10 @@ class BenchJudge:
     def subject(self, rank: int | None = None) -> Subject:
         return Subject(host=self.host, rank=rank)
 
-    def add(self, check_id: str, status: Status, message: str, rank: int | None = None, **kwargs: Any) -> Finding:
-        finding = Finding(check_id=check_id, status=status, subject=self.subject(rank), message=message, **kwargs)
+    def add(self, check_id: str, status: Status, text: Said, rank: int | None = None, **kwargs: Any) -> Finding:
+        """`kwargs` may override the catalogue's fix (`fix=None`: a pass needs no next step)."""
+        finding = Finding(check_id=check_id, status=status, subject=self.subject(rank),
+                          **{**finding_text(text), **kwargs})
         self.findings.append(finding)
         return finding
 
@@ -233,11 +240,12 @@ class BenchJudge:
         self._decision()
         sharing = shared(self.users)
         if sharing:
-            names = ", ".join(f"GPU {index} ({entry.describe()})" for index, entry in sorted(sharing.items()))
+            from gpuready.verbs.sharing import add_note, holders
+            gpus = [said("bench.shared_gpu", index=index, holders=holders(entry))
+                    for index, entry in sorted(sharing.items())]
             for finding in self.findings:
                 if finding.check_id in ("bench.scaling_low", "bench.mfu_low") and finding.status != Status.PASS:
-                    finding.message = (finding.message.rstrip() + f" Another process shares {names}: the likely "
-                                       "cause.")
+                    add_note(finding, "bench.blamed", gpus=gpus)
 
     def _reduce(self, run: dict[str, Any]) -> RunFigures:
         results = run.get("results") or {}
@@ -257,21 +265,21 @@ class BenchJudge:
             if "error" in result:
                 figures.errors.append((_rank_key(rank), str(result["error"])))
             elif result.get("partial"):  # published before the rank stopped: its figures are not the run's
-                timed = len(result.get("step_times_s") or [])
-                figures.errors.append((_rank_key(rank), f"stopped after {timed} of {result.get('steps', '?')} "
-                                                        "measured steps"))
+                figures.errors.append((_rank_key(rank), said("bench.rank.partial", timed=len(
+                    result.get("step_times_s") or []), steps=result.get("steps", "?"))))
             elif not result.get("step_times_s"):
-                figures.errors.append((_rank_key(rank), "no timed steps"))
+                figures.errors.append((_rank_key(rank), said("bench.rank.no_steps")))
             else:
                 good.append((_rank_key(rank), result))
         # the watchdog's failures, first to fail first: the rank that ended is named before those it took along
         reported = {_rank_key(rank) for rank in results}
-        watched = [(int(f["rank"]), str(f.get("detail") or f.get("kind") or "failed"))
-                   for f in run.get("failures") or [] if int(f["rank"]) not in reported]
+        watched: list[tuple[int, str | Said]] = [
+            (int(f["rank"]), str(detail) if (detail := f.get("detail") or f.get("kind")) else said("bench.rank.failed"))
+            for f in run.get("failures") or [] if int(f["rank"]) not in reported]
         figures.errors[:0] = watched
         missing = sorted(set(range(world_size)) - reported - {rank for rank, _ in watched})
         for rank in missing:
-            figures.errors.append((rank, "no result (the rank ended or hung before it reported)"))
+            figures.errors.append((rank, said("bench.rank.no_result")))
         if good:
             figures.first = good[0][1]
         if figures.errors or not good:
@@ -281,8 +289,8 @@ class BenchJudge:
         figures.step_median_s = _median(figures.step_times_s)
         tokens = float(figures.first.get("tokens_per_step") or 0)
         if figures.step_median_s <= 0 or tokens <= 0:
-            figures.errors.append((good[0][0], f"unusable figures: tokens_per_step {tokens}, median step "
-                                               f"{figures.step_median_s} s"))
+            figures.errors.append((good[0][0], said("bench.rank.unusable", tokens=tokens,
+                                                    step_s=figures.step_median_s)))
             return figures
         figures.ok = True
         figures.tokens_per_s = tokens / figures.step_median_s
@@ -296,7 +304,7 @@ class BenchJudge:
     def _run(self, run: RunFigures) -> None:
         self._xids(run)
         if run.skipped is not None:
-            self.add("bench.run_failed", Status.SKIP, f"{run.label} was not run: {run.skipped}.")
+            self.add("bench.run_failed", Status.SKIP, said("bench.run.skipped", run=run.label, why=run.skipped))
             return
         if not run.ok:
             self._failed(run)
@@ -326,21 +334,13 @@ class BenchJudge:
 
     def _failed(self, run: RunFigures) -> None:
         if not run.errors:
-            run.errors.append((0, "no rank returned a result"))
+            run.errors.append((0, said("bench.rank.none_returned")))
         rank, error = run.errors[0]
-        more = f" ({len(run.errors) - 1} more rank(s) failed too)" if len(run.errors) > 1 else ""
-        if run.oom:
-            fix = ("The model's states and activations do not fit with this strategy: use FSDP (--strategies fsdp2), "
-                   "lower --micro-batch or --seq, turn on activation recompute, or add tensor parallelism; "
-                   "`gpuready plan` estimates the memory per strategy.")
-            self.add("bench.run_failed", Status.WARN,
-                     f"{run.label} ran out of GPU memory on rank {rank}: {error}{more}.", rank=rank,
-                     observed=[{"rank": r, "error": e} for r, e in run.errors], expected="no error", fix=fix)
-        else:
-            self.add("bench.run_failed", Status.FAIL, f"{run.label} failed on rank {rank}: {error}{more}.", rank=rank,
-                     observed=[{"rank": r, "error": e} for r, e in run.errors], expected="no error",
-                     fix="Read the rank's log in --log-dir; rerun with NCCL_DEBUG=INFO; `gpuready validate` checks "
-                         "the GPUs and links one by one.")
+        msg_id = "bench.run.oom" if run.oom else "bench.run.failed"
+        self.add("bench.run_failed", Status.WARN if run.oom else Status.FAIL,
+                 said(msg_id + (".more" if len(run.errors) > 1 else ""), run=run.label, rank=rank, error=error,
+                      more=len(run.errors) - 1), rank=rank,
+                 observed=[{"rank": r, "error": _english(e)} for r, e in run.errors], expected="no error")
 
     def _mfu(self, run: RunFigures) -> None:
         flops_per_token = run.first.get("flops_per_token")
@@ -358,54 +358,42 @@ class BenchJudge:
             self.measure("mfu_vs_measured_matmul", run, achieved_tflops / (run.world_size * measured), "fraction",
                          peak_tflops_per_gpu=round(measured, 1), peak_source=source)
         if self.on_cpu:
-            self.add("bench.mfu_low", Status.SKIP, f"{run.label}: MFU on CPU ranks is not judged (no datasheet "
-                                                   "peak; CPU ranks only check the code path).")
+            self.add("bench.mfu_low", Status.SKIP, said("bench.mfu.cpu", run=run.label))
             return
         dtype = precision_key(run.first.get("precision"))
         if run.mfu is None:
-            self.add("bench.mfu_low", Status.SKIP, f"{run.label}: no datasheet {dtype} peak for this GPU, so MFU is "
-                                                   "not judged.")
+            self.add("bench.mfu_low", Status.SKIP, said("bench.mfu.no_peak", run=run.label, dtype=dtype))
         elif dtype not in MFU_JUDGED_PRECISIONS:
-            self.add("bench.mfu_low", Status.SKIP, f"{run.label}: MFU {run.mfu:.1%} of the {dtype} peak; only "
-                                                   "bf16/fp16 runs are judged.", observed=round(run.mfu, 4))
+            self.add("bench.mfu_low", Status.SKIP, said("bench.mfu.not_judged", run=run.label, mfu=run.mfu, dtype=dtype),
+                     observed=round(run.mfu, 4))
         else:
             status = Status.WARN if run.mfu < MFU_WARN_BELOW else Status.PASS
+            per_gpu = achieved_tflops / run.world_size
+            versus = said("bench.mfu.versus_validate" if self.validate_tflops else "bench.mfu.versus_matmul",
+                          share=per_gpu / measured, measured=measured) if measured else ""
             self.add("bench.mfu_low", status,
-                     f"{run.label}: MFU {run.mfu:.1%} of the {peak:,.0f} TFLOP/s {dtype} dense peak per GPU "
-                     f"({achieved_tflops / run.world_size:,.0f} TFLOP/s per GPU achieved)"
-                     + (f", {achieved_tflops / run.world_size / measured:.0%} of the {measured:,.0f} TFLOP/s "
-                        + ("validate measured" if self.validate_tflops else "its bf16 matmul measured")
-                        if measured else "")
-                     + (f"; below {MFU_WARN_BELOW:.0%}." if status == Status.WARN else "."),
-                     observed=round(run.mfu, 4), expected=f">= {MFU_WARN_BELOW}", refs=[MFU_SOURCE],
-                     fix=("Raise the micro-batch where memory allows, use a fused/flash attention kernel and "
-                          "torch.compile, check the data loader; profile one step (torch.profiler)."
-                          if status == Status.WARN else None))
+                     said("bench.mfu.low" if status == Status.WARN else "bench.mfu", run=run.label, mfu=run.mfu,
+                          peak=peak, dtype=dtype, achieved=per_gpu, versus=versus, threshold=MFU_WARN_BELOW),
+                     observed=round(run.mfu, 4), expected=f">= {MFU_WARN_BELOW}", refs=[MFU_SOURCE])
 
     def _memory(self, run: RunFigures) -> None:
         if self.on_cpu or run.reserved_bytes is None:
             return
         if not self.gpu_memory_bytes:
-            self.add("bench.memory_headroom", Status.SKIP, f"{run.label}: the GPU's memory size is unknown, so "
-                                                           "headroom is not judged.")
+            self.add("bench.memory_headroom", Status.SKIP, said("bench.memory.unknown", run=run.label))
             return
         share = run.reserved_bytes / self.gpu_memory_bytes
         self.headroom[(run.strategy, run.world_size)] = share
-        gib = lambda value: f"{value / 2**30:,.1f} GiB"
-        text = f"{run.label}: {gib(run.reserved_bytes)} of {gib(self.gpu_memory_bytes)} reserved ({share:.0%})"
-        common = dict(observed=round(share, 4), refs=[MEMORY_SOURCE])
+        values = dict(run=run.label, reserved_gib=run.reserved_bytes / 2**30, total_gib=self.gpu_memory_bytes / 2**30,
+                      share=share)
+        common = dict(observed=round(share, 4), expected=f"<= {MEMORY_WARN_ABOVE}", refs=[MEMORY_SOURCE])
         if share > MEMORY_WARN_ABOVE:
-            self.add("bench.memory_headroom", Status.WARN, text + ": close to out-of-memory.",
-                     expected=f"<= {MEMORY_WARN_ABOVE}", **common,
-                     fix="Shard the model states (FSDP), turn on activation recompute, lower the micro-batch, or "
-                         "add tensor parallelism.")
-        elif share < MEMORY_ROOM_BELOW:
-            micro = run.first.get("micro_batch")
-            room = f"; room to raise the micro-batch to ~{self.micro_batch_room(run)}" if micro else ""
-            self.add("bench.memory_headroom", Status.PASS, text + room + ".", expected=f"<= {MEMORY_WARN_ABOVE}",
-                     **common)
+            self.add("bench.memory_headroom", Status.WARN, said("bench.memory.tight", **values), **common)
+        elif share < MEMORY_ROOM_BELOW and run.first.get("micro_batch"):
+            self.add("bench.memory_headroom", Status.PASS,
+                     said("bench.memory.room", micro_batch=self.micro_batch_room(run), **values), **common)
         else:
-            self.add("bench.memory_headroom", Status.PASS, text + ".", expected=f"<= {MEMORY_WARN_ABOVE}", **common)
+            self.add("bench.memory_headroom", Status.PASS, said("bench.memory", **values), **common)
 
     def micro_batch_room(self, run: RunFigures) -> int:
         """Micro-batch that fills ~90 % of the GPU if the whole footprint grew with it (conservative: the model
@@ -417,30 +405,27 @@ class BenchJudge:
         """Xids NVML reported during the run's measured window, judged as everywhere (checks/kernel_judge.py)."""
         events = [tuple(event) for event in (run.telemetry or {}).get("xids") or [] if tuple(event) not in self.xids_seen]
         self.xids_seen.update(events)  # a failed run's summary holds every Xid so far: each is said once
-        self.findings += nvml_xid_findings("bench.xid", events, lambda index: self.subject(None), run.label)
+        self.findings += nvml_xid_findings("bench.xid", events, lambda index: self.subject(None),
+                                           said("bench.xid.during", run=run.label))
 
     def _throttle(self, run: RunFigures) -> None:
         summary = run.telemetry
         if self.on_cpu or not summary or summary.get("throttle_share") is None:
             return
         share = float(summary["throttle_share"])
-        reasons = ", ".join(summary.get("reasons") or []) or "reasons not reported"
-        extra = "; ".join(part for part in (
-            f"median power {summary['power_w_median']:.0f} W" if summary.get("power_w_median") is not None else "",
-            f"max temperature {summary['temp_c_max']:.0f} °C" if summary.get("temp_c_max") is not None else "",
-            f"median SM clock {summary['sm_clock_mhz_median']:.0f} MHz"
-            if summary.get("sm_clock_mhz_median") is not None else "") if part)
+        reasons = ", ".join(summary.get("reasons") or []) or said("bench.throttle.no_reasons")
+        extra = [said(msg_id, value=summary[key]) for key, msg_id in (
+            ("power_w_median", "bench.throttle.power"), ("temp_c_max", "bench.throttle.temperature"),
+            ("sm_clock_mhz_median", "bench.throttle.clock")) if summary.get(key) is not None]
+        values = dict(run=run.label, share=share, reasons=reasons, extra=extra)
         if share > THROTTLE_WARN_SHARE:
-            self.add("bench.throttled", Status.WARN,
-                     f"{run.label}: clocks throttled in {share:.0%} of samples ({reasons})"
-                     + (f"; {extra}" if extra else "") + ": the figures are below what the GPUs can do.",
+            self.add("bench.throttled", Status.WARN, said("bench.throttle.high" + (".figures" if extra else ""), **values),
                      observed={"throttle_share": round(share, 4), "reasons": summary.get("reasons") or []},
-                     expected=f"<= {THROTTLE_WARN_SHARE}", refs=[THROTTLE_SOURCE],
-                     fix="Check cooling and the power limit (`gpuready burn` tests each GPU under load).")
-        else:
-            self.add("bench.throttled", Status.PASS, f"{run.label}: throttled in {share:.0%} of samples"
-                     + (f" ({extra})." if extra else "."), observed={"throttle_share": round(share, 4)},
                      expected=f"<= {THROTTLE_WARN_SHARE}", refs=[THROTTLE_SOURCE])
+        else:
+            self.add("bench.throttled", Status.PASS, said("bench.throttle" + (".figures" if extra else ""), **values),
+                     observed={"throttle_share": round(share, 4)}, expected=f"<= {THROTTLE_WARN_SHARE}",
+                     refs=[THROTTLE_SOURCE])
 
     # -- scaling ------------------------------------------------------------------------------
     def _scaling(self) -> None:
@@ -449,8 +434,7 @@ class BenchJudge:
             if run.world_size < 2 or not run.ok:
                 continue
             if single is None:
-                self.add("bench.scaling_low", Status.SKIP, f"{run.label}: no successful 1-GPU run to compare with, "
-                                                           "so scaling is not measured.")
+                self.add("bench.scaling_low", Status.SKIP, said("bench.scaling.no_baseline", run=run.label))
                 continue
             efficiency = run.tokens_per_s / (run.world_size * single.tokens_per_s)
             # the N-GPU step against the 1-GPU step doing the same work per GPU
@@ -460,7 +444,7 @@ class BenchJudge:
             key = topology_of(self.machine, run.world_size, self.host_path, self.topology)
             expected, topology_text = SCALING_EXPECTED[key]
             if self.host_path and key == "pcie_host":
-                topology_text += f" ({self.host_path})"
+                topology_text = said("bench.topology.why", topology=topology_text, why=self.host_path)
             self.scaling[(run.strategy, run.world_size)] = {
                 "efficiency": efficiency, "exposed_s": exposed, "exposed_share": exposed_share, "topology": key,
                 "topology_text": topology_text, "expected": expected, "run": run}
@@ -474,25 +458,20 @@ class BenchJudge:
                          single_step_s=round(single.step_median_s, 6), **common)
             self.measure("exposed_communication_share", run, exposed_share, "fraction",
                          formula="exposed_communication_s / median step(N)", **common)
-            numbers = (f"{run.label}: {run.tokens_per_s:,.0f} tokens/s vs {single.tokens_per_s:,.0f} on one GPU, "
-                       f"scaling efficiency {efficiency:.2f}")
+            numbers = said("bench.scaling.numbers", run=run.label, tokens_per_s=run.tokens_per_s,
+                           single_tokens_per_s=single.tokens_per_s, efficiency=efficiency)
             if self.on_cpu:
-                self.add("bench.scaling_low", Status.SKIP, numbers + "; scaling on CPU ranks is not judged (gloo "
-                                                                     "on CPUs says nothing about GPU links).",
+                self.add("bench.scaling_low", Status.SKIP, said("bench.scaling.cpu", numbers=numbers),
                          observed=round(efficiency, 4))
                 continue
             observed = round(efficiency, 4)
             status = (Status.PASS if observed >= expected else
                       Status.WARN if observed >= round(expected - SCALING_FAIL_MARGIN, 4) else Status.FAIL)
-            message = (numbers + f" ({'at or above' if status == Status.PASS else 'below'} the {expected:.2f} "
-                       f"expected {topology_text}); exposed communication {max(0.0, exposed) * 1e3:,.1f} ms "
-                       f"({exposed_share:.0%} of the step).")
-            self.add("bench.scaling_low", status, message, observed=observed, expected=f">= {expected:.2f}",
-                     refs=[SCALING_SOURCE],
-                     fix=None if status == Status.PASS else
-                     ("Check the links (`gpuready validate`: nccl.busbw_low, p2p.low; `gpuready check`: ACS, IOMMU, "
-                      "topology.p2p), overlap the gradient all-reduce (DDP bucket_cap_mb, FSDP prefetch), raise "
-                      "the micro-batch or gradient accumulation so communication is a smaller share of the step."))
+            self.add("bench.scaling_low", status,
+                     said("bench.scaling" if status == Status.PASS else "bench.scaling.low", numbers=numbers,
+                          expected=expected, topology=topology_text, exposed_ms=max(0.0, exposed) * 1e3,
+                          exposed_share=exposed_share),
+                     observed=observed, expected=f">= {expected:.2f}", refs=[SCALING_SOURCE])
 
     # -- decision -----------------------------------------------------------------------------
     def _decision(self) -> None:
@@ -501,79 +480,71 @@ class BenchJudge:
         self.add("bench.decision", status, text, observed=observed or None,
                  refs=[SCALING_SOURCE, MFU_SOURCE, MEMORY_SOURCE])
 
-    def _decide(self) -> tuple[Status, str]:
+    def _decide(self) -> tuple[Status, Said]:
         good = [run for run in self.figures if run.ok]
         if self.on_cpu:
-            figures = "; ".join(f"{run.label} {run.tokens_per_s:,.0f} tokens/s" for run in good) or "no run finished"
-            return Status.PASS, (f"CPU ranks only check the code path ({figures}); their speed says nothing about "
-                                 "GPUs: run `gpuready bench` on the GPU machine for a decision.")
+            figures = [said("bench.run.tokens", run=run.label, tokens_per_s=run.tokens_per_s) for run in good] \
+                or said("bench.decision.none_finished")
+            return Status.PASS, said("bench.decision.cpu", figures=figures)
         memory_tight = [run for run in self.figures
                         if (run.oom or run.too_big
                             or self.headroom.get((run.strategy, run.world_size), 0.0) > MEMORY_WARN_ABOVE)
                         and run.strategy in ("single", "ddp")]
         if memory_tight:
             run = memory_tight[0]
-            why = ("ran out of GPU memory" if run.oom else "cannot hold the model states" if run.too_big else
-                   f"reserved {self.headroom[(run.strategy, run.world_size)]:.0%} of GPU memory")
+            why = (said("bench.why.oom") if run.oom else said("bench.why.too_big") if run.too_big else
+                   said("bench.why.reserved", share=self.headroom[(run.strategy, run.world_size)]))
             if max(r.world_size for r in self.figures) == 1:  # one GPU here: nothing to shard across
-                return Status.WARN, (f"Shrink the step first: {run.label} {why}, and with one GPU there is nothing "
-                                     "to shard the model across. Lower --micro-batch or --seq, turn on --recompute "
-                                     "full, or take a smaller model; FSDP or TP need more GPUs (`gpuready plan` "
-                                     "estimates how many).")
+                return Status.WARN, said("bench.decision.shrink", run=run.label, why=why)
             sharded_too_big = [r for r in self.figures if r.strategy.startswith("fsdp") and r.too_big]
             if sharded_too_big:
-                return Status.WARN, (f"Add GPUs or shard further: {run.label} {why}, and so does "
-                                     f"{sharded_too_big[0].label} with the states sharded. `gpuready plan` finds a "
-                                     "layout that fits (more GPUs, tensor or pipeline parallelism, offload).")
+                return Status.WARN, said("bench.decision.add_gpus_or_shard", run=run.label, why=why,
+                                         sharded=sharded_too_big[0].label)
             sharded = [r for r in good if r.strategy.startswith("fsdp")]
-            also = (f"; {sharded[0].label} ran at {sharded[0].tokens_per_s:,.0f} tokens/s" if sharded else "")
-            return Status.WARN, (f"Switch to FSDP or add TP: {run.label} {why}{also}. A replica of the model per GPU "
-                                 "does not fit with room to spare.")
+            if sharded:
+                return Status.WARN, said("bench.decision.shard.measured", run=run.label, why=why,
+                                         sharded=sharded[0].label, tokens_per_s=sharded[0].tokens_per_s)
+            return Status.WARN, said("bench.decision.shard", run=run.label, why=why)
         if self.dataloader_ok is False:
-            return Status.WARN, ("Fix the data path first: the input pipeline does not keep the GPUs fed, so "
-                                 "neither more GPUs nor a faster interconnect would help"
-                                 + (f" ({self._best_text()})." if good else "."))
+            return Status.WARN, said("bench.decision.data.best", best=self._best_text()) if good else \
+                said("bench.decision.data")
         if not good:
-            return Status.WARN, "Measure next: no run finished; fix the failing runs (bench.run_failed) first."
+            return Status.WARN, said("bench.decision.nothing_finished")
         best = self._best_scaled()
         if best is None:
             single = next((run for run in good if run.world_size == 1), None)
-            what = (f"{single.label} {single.tokens_per_s:,.0f} tokens/s" if single else self._best_text())
-            return Status.WARN, (f"Measure next: a run on one GPU and on several to compare ({what}); scaling "
-                                 "cannot be judged from one side.")
+            what = said("bench.run.tokens", run=single.label, tokens_per_s=single.tokens_per_s) if single \
+                else self._best_text()
+            return Status.WARN, said("bench.decision.one_side", what=what)
         scaled = self.scaling[(best.strategy, best.world_size)]
         efficiency, expected = scaled["efficiency"], scaled["expected"]
         mfu = best.mfu if best.mfu is not None else next((r.mfu for r in good if r.world_size == 1), None)
-        mfu_text = f"MFU {mfu:.0%}" if mfu is not None else "MFU unknown (no datasheet peak)"
-        numbers = (f"{best.label} {best.tokens_per_s:,.0f} tokens/s, scaling efficiency {efficiency:.2f} "
-                   f"(expected {expected:.2f} {scaled['topology_text']})")
+        mfu_text = said("bench.decision.mfu", mfu=mfu) if mfu is not None else said("bench.decision.mfu_unknown")
+        numbers = said("bench.decision.numbers", run=best.label, tokens_per_s=best.tokens_per_s, efficiency=efficiency,
+                       expected=expected, topology=scaled["topology_text"])
         if round(efficiency, 4) < expected:
-            return Status.WARN, (f"Fix communication first: {numbers}; exposed communication "
-                                 f"{max(0.0, scaled['exposed_s']) * 1e3:,.1f} ms, {scaled['exposed_share']:.0%} of "
-                                 f"each step. More GPUs over this {scaled['topology_text']} path add less than "
-                                 "they cost.")
+            return Status.WARN, said("bench.decision.communication", numbers=numbers,
+                                     exposed_ms=max(0.0, scaled["exposed_s"]) * 1e3,
+                                     exposed_share=scaled["exposed_share"], topology=scaled["topology_text"])
         if mfu is None:
-            return Status.PASS, (f"Already good: {numbers}, {mfu_text}. Measure next: MFU against a known peak "
-                                 "(run `gpuready validate` for the measured matmul TFLOP/s).")
+            return Status.PASS, said("bench.decision.good_mfu_unknown", numbers=numbers, mfu=mfu_text)
         if mfu < MFU_WARN_BELOW:
-            room = ""
             share = self.headroom.get((best.strategy, best.world_size))
+            values = dict(numbers=numbers, mfu=mfu_text, threshold=MFU_WARN_BELOW)
             if share is not None and share < MEMORY_ROOM_BELOW and best.first.get("micro_batch"):
-                room = f"; memory allows a micro-batch of ~{self.micro_batch_room(best)}"
-            return Status.WARN, (f"Measure next: the single-GPU step. Scaling is fine ({numbers}) but {mfu_text} is "
-                                 f"below {MFU_WARN_BELOW:.0%}{room}: profile one step (kernels, attention, data "
-                                 "loader) before adding GPUs.")
-        return Status.PASS, (f"Add GPUs: {numbers}, {mfu_text}. The job scales; more GPUs over the same kind of "
-                             "link should add throughput almost linearly.")
+                return Status.WARN, said("bench.decision.single_step.room", micro_batch=self.micro_batch_room(best),
+                                         **values)
+            return Status.WARN, said("bench.decision.single_step", **values)
+        return Status.PASS, said("bench.decision.add_gpus", numbers=numbers, mfu=mfu_text)
 
     def _best_scaled(self) -> RunFigures | None:
         """The multi-GPU run the decision rests on: the most GPUs, then the most tokens/s."""
         scaled = [entry["run"] for entry in self.scaling.values()]
         return max(scaled, key=lambda run: (run.world_size, run.tokens_per_s), default=None)
 
-    def _best_text(self) -> str:
+    def _best_text(self) -> Said:
         best = max((run for run in self.figures if run.ok), key=lambda run: run.tokens_per_s)
-        return f"{best.label} {best.tokens_per_s:,.0f} tokens/s"
+        return said("bench.run.tokens", run=best.label, tokens_per_s=best.tokens_per_s)
 
 
 def judge_bench(host: str, runs: list[dict[str, Any]], **context: Any) -> tuple[list[Measurement], list[Finding]]:

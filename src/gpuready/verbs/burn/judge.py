@@ -9,6 +9,7 @@ from typing import Any
 
 from gpuready.checks.kernel_judge import nvml_xid_findings
 from gpuready.facts.clock_reasons import REASON_BITS
+from gpuready.i18n import Said, finding_text, said
 from gpuready.knowledge import clock_reasons, thresholds
 from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
 from gpuready.telemetry import Telemetry
@@ -36,15 +37,8 @@ def _share(mask_values: list[int], mask: int) -> float:
     return sum(1 for value in mask_values if value & mask) / len(mask_values) if mask_values else 0.0
 
 
-FAILURE_CAUSES = {
-    "out_of_memory": ("CUDA ran out of memory", "Free the GPU (see who holds its memory: `nvidia-smi`) and rerun."),
-    "illegal_address": ("an illegal memory access (a fault on the GPU)",
-                        "Check `dmesg` for Xid 13/31/43; rerun; RMA if it repeats on this GPU only."),
-    "launch_failure": ("a kernel launch failure", "Check `dmesg` for Xid; rerun; RMA if it repeats on this GPU only."),
-    "device_lost": ("the GPU was lost or became unusable",
-                    "Check `dmesg` for Xid 79/119/48 and the GPU's power and seating; reboot; RMA if it repeats."),
-    "other": ("an exception in the worker", "Read the worker log in --log-dir; rerun."),
-}
+FAILURE_CAUSES = ("out_of_memory", "illegal_address", "launch_failure", "device_lost", "other")
+"""What a worker's exception can mean: each has its sentence and fix in the catalogue (`burn.failed.<cause>`)."""
 _CAUSE_PATTERNS = [
     ("out_of_memory", ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation")),
     ("illegal_address", ("illegal memory access", "illegal address", "misaligned address")),
@@ -53,6 +47,17 @@ _CAUSE_PATTERNS = [
                      "uncorrectable ecc", "ecc error", "cuda-capable device(s) is/are busy or unavailable",
                      "device not ready", "unknown error", "cudaerrordevicesunavailable")),
 ]
+
+
+def _sizing(sizing: object) -> object:
+    """The worker's note on how much memory it tested, in the catalogue's words where it is one of the worker's own
+    (workloads/burn.py); anything else as it came."""
+    from gpuready.workloads.burn import MEMORY_CAP_BYTES, MEMORY_FREE_SHARE
+    for text in (said("burn.sizing.cuda", share=MEMORY_FREE_SHARE, cap_gib=MEMORY_CAP_BYTES / 2**30),
+                 said("burn.sizing.cpu")):
+        if sizing == text.english():
+            return text
+    return sizing
 
 
 def classify_failure(error: str) -> str:
@@ -83,9 +88,11 @@ class BurnJudge:
                      bus_id=gpu.identity.get("bus_id"), uuid=gpu.identity.get("uuid"))
         return Subject(host=self.host, gpu=ref if gpu.identity else None, rank=gpu.rank)
 
-    def add(self, check_id: str, status: Status, gpu: BurnGpu | None, message: str, **kwargs: Any) -> None:
+    def add(self, check_id: str, status: Status, gpu: BurnGpu | None, text: Said, **kwargs: Any) -> None:
+        """`kwargs` may override the catalogue's fix (`fix=None`: a pass needs no next step)."""
         subject = self.subject(gpu) if gpu else Subject(host=self.host)
-        self.findings.append(Finding(check_id=check_id, status=status, subject=subject, message=message, **kwargs))
+        self.findings.append(Finding(check_id=check_id, status=status, subject=subject,
+                                     **{**finding_text(text), **kwargs}))
 
     def window(self, gpu: BurnGpu, skip_first_s: float = 0.0) -> tuple[float, float] | None:
         """The GEMM window in telemetry time (seconds since sampling began)."""
@@ -121,23 +128,24 @@ class BurnJudge:
             errors = result.get("errors", [])
             if errors or memory_wrong:
                 first = errors[0] if errors else None
-                detail = (f"{len(errors)} checked product(s) wrong, first at GEMM {first['iteration']} with "
-                          f"{first['elements']} element(s) off by up to {first['max_abs_error']:.3g} "
-                          f"(tolerance {result['tolerance_abs']:.3g})") if first else ""
+                details = [said("burn.errors.gemm", count=len(errors), iteration=first["iteration"],
+                                elements=first["elements"], max_error=first["max_abs_error"],
+                                tolerance=result["tolerance_abs"])] if first else []
                 if memory_wrong:
-                    detail += ("; " if detail else "") + f"{memory_wrong} memory word(s) read back wrong"
+                    details.append(said("burn.errors.memory", count=memory_wrong))
                 self.add("burn.errors", Status.FAIL, gpu,
-                         f"Silent errors on {self.subject(gpu).label()}: "
-                         f"{detail}." + (" (--self-test: the deliberate fault was caught.)" if self.self_test else ""),
+                         said("burn.errors.self_test" if self.self_test else "burn.errors",
+                              gpu=self.subject(gpu).label(), details=details),
                          observed={"gemm_errors": errors[:10], "memory_wrong_words": memory_wrong}, expected=0,
-                         fix="Take the GPU out of service; rerun `gpuready burn` to confirm, then `dcgmi diag -r 3`; "
-                             "RMA if errors repeat.", refs=["gpu-burn method: compare against a reference product"])
+                         refs=["gpu-burn method: compare against a reference product"])
             else:
+                memory = result["memory"]
+                values = dict(iterations=result["iterations"], dtype=result["dtype"], n=result["n"],
+                              gib=memory["bytes"] / 2**30)
                 self.add("burn.errors", Status.PASS, gpu,
-                         f"{result['iterations']:,} {result['dtype']} GEMMs ({result['n']}³) matched the reference; "
-                         f"memory pattern over {result['memory']['bytes'] / 2**30:,.1f} GiB read back intact"
-                         + (f" ({result['memory']['sizing']}: {result['memory']['free_bytes_at_start'] / 2**30:,.1f} "
-                            "GiB free)." if result["memory"].get("free_bytes_at_start") else "."),
+                         said("burn.errors.none_sized", sizing=_sizing(memory.get("sizing")),
+                              free_gib=memory["free_bytes_at_start"] / 2**30, **values)
+                         if memory.get("free_bytes_at_start") else said("burn.errors.none", **values),
                          observed=0, expected=0)
             checksums[(gpu.identity.get("name") or "cpu", result["dtype"])].append(gpu)
         for (name, dtype), group in checksums.items():
@@ -147,11 +155,9 @@ class BurnJudge:
                 for gpu in group:
                     if round(gpu.result["reference_checksum"], 3) != majority:
                         self.add("burn.errors", Status.FAIL, gpu,
-                                 f"The reference product differs from the other {name} GPUs' (checksum "
-                                 f"{gpu.result['reference_checksum']:.6g} vs {majority:.6g}).",
-                                 observed=gpu.result["reference_checksum"], expected=majority,
-                                 fix="Identical GPUs must compute identical products: test this GPU alone; RMA if "
-                                     "confirmed.")
+                                 said("burn.errors.checksum", name=name, checksum=gpu.result["reference_checksum"],
+                                      majority=majority),
+                                 observed=gpu.result["reference_checksum"], expected=majority)
 
     def _lost(self) -> None:
         lost_ranks = {failure.rank: failure for failure in self.failures if failure.kind in ("hang", "exit", "start")}
@@ -159,11 +165,10 @@ class BurnJudge:
             telemetry_lost = self.telemetry is not None and gpu.nvml_index in self.telemetry.lost_at
             failure = lost_ranks.get(gpu.rank)
             if failure or telemetry_lost:
-                how = failure.detail if failure else "stopped answering NVML"
+                how = failure.detail if failure else said("burn.gpu_lost.nvml")
                 self.add("burn.gpu_lost", Status.FAIL, gpu,
-                         f"GPU {gpu.identity.get('bus_id') or gpu.rank} was lost during the burn: {how}; the other "
-                         "GPUs went on.", observed=how, expected="answers until the end",
-                         fix="Check `dmesg` for Xid 79/119 and the GPU's power and seating; reboot; RMA if it repeats.")
+                         said("burn.gpu_lost", gpu=gpu.identity.get("bus_id") or gpu.rank, how=how),
+                         observed=failure.detail if failure else how.english(), expected="answers until the end")
         for failure in self.failures:
             if failure.kind == "workload":
                 gpu = next((gpu for gpu in self.gpus if gpu.rank == failure.rank), None)
@@ -173,18 +178,19 @@ class BurnJudge:
     def _failed(self, gpu: BurnGpu | None, error: str) -> None:
         """burn.failed: the worker raised (not a wrong result: those are burn.errors), with its cause."""
         from gpuready.verbs.sharing import users_of
+        from gpuready.verbs.sharing import holders
         cause = classify_failure(error)
-        text, fix = FAILURE_CAUSES[cause]
-        message = f"The burn worker stopped: {text} ({error.splitlines()[0][:300] if error else 'no detail'})."
+        msg_id = f"burn.failed.{cause}"
+        values: dict[str, Any] = {"error": error.splitlines()[0][:300] if error else said("burn.failed.no_detail")}
         observed: dict[str, Any] = {"cause": cause, "error": error}
         if cause == "out_of_memory":
             entry = users_of(self.subject(gpu).gpu, self.users or {}) if gpu else None
             if entry is not None and entry.processes:
-                message += f" Other processes hold memory on this GPU: {entry.describe()}."
+                msg_id, values["holders"] = f"{msg_id}.held", holders(entry)
                 observed["holders"] = entry.processes
             elif self.users is not None:
-                message += " No other compute process was seen on this GPU."
-        self.add("burn.failed", Status.FAIL, gpu, message, observed=observed, expected="no exception", fix=fix)
+                msg_id += ".alone"
+        self.add("burn.failed", Status.FAIL, gpu, said(msg_id, **values), observed=observed, expected="no exception")
 
     def _throughput(self) -> None:
         figures = {gpu.rank: gpu.result["tflops"] for gpu in self.gpus if gpu.result and "tflops" in gpu.result}
@@ -205,10 +211,8 @@ class BurnJudge:
             self._against_datasheet(gpu, figures[gpu.rank])
             if len(figures) > 1 and figures[gpu.rank] < best * (1 - self.limits["straggler_fraction"]):
                 self.add("burn.straggler", Status.WARN, gpu,
-                         f"{figures[gpu.rank]:,.0f} TFLOP/s sustained, {1 - figures[gpu.rank] / best:.0%} below the "
-                         f"best GPU ({best:,.0f}).", observed=round(figures[gpu.rank], 1), expected=round(best, 1),
-                         fix="Compare its clocks, power and temperature series with its peers'.",
-                         refs=[self.limits["source"]])
+                         said("burn.straggler", value=figures[gpu.rank], below=1 - figures[gpu.rank] / best, best=best),
+                         observed=round(figures[gpu.rank], 1), expected=round(best, 1), refs=[self.limits["source"]])
 
     def expected_tflops(self, gpu: BurnGpu) -> tuple[float, dict[str, Any]] | None:
         """Datasheet dense peak × sustained-load efficiency × (enforced / default power limit where below)."""
@@ -256,35 +260,31 @@ class BurnJudge:
         status = (Status.FAIL if fraction < table["low_fail_fraction"] else
                   Status.WARN if fraction < table["low_warn_fraction"] else Status.PASS)
         dtype = gpu.result["dtype"]
-        how = (f"{basis['peak_tflops_dense']:,.1f} dense × {basis['efficiency']:.2f} sustained"
-               + (f" × {basis['power_scale']:.2f} power limit" if basis["power_scale"] < 1 else "")
-               + ("" if basis["expected_source"] != "unmeasured" else f"; the {dtype} efficiency is unmeasured, "
-                  "a conservative default"))
+        how = said("burn.expected.power_scaled" if basis["power_scale"] < 1 else "burn.expected",
+                   peak=basis["peak_tflops_dense"], efficiency=basis["efficiency"], scale=basis["power_scale"])
+        if basis["expected_source"] == "unmeasured":
+            how = said("burn.expected.unmeasured", basis=how, dtype=dtype)
         self.add("burn.throughput_low", status, gpu,
-                 f"{value:,.1f} {dtype} TFLOP/s sustained, {fraction:.0%} of the {expected:,.1f} expected ({how}).",
+                 said("burn.throughput", value=value, dtype=dtype, fraction=fraction, expected=expected, how=how),
                  observed=round(value, 1), expected=round(expected, 1),
-                 fix=None if status == Status.PASS else
-                 "Check its clocks, throttle reasons, power limit and temperature series; another process on the GPU "
-                 "(burn.gpu_shared) also lowers it.",
                  refs=[basis["expected_source"] if basis["expected_source"] != "unmeasured" else table["source"],
-                       basis["peak_source"]])
+                       basis["peak_source"]], **({"fix": None} if status == Status.PASS else {}))
 
     # -- telemetry ----------------------------------------------------------------------------
     def _xid(self) -> None:
         events = self.telemetry.xid_events
         if self.telemetry.xid_source == "none":
-            self.add("burn.xid", Status.SKIP, None, "Xid events not watched (NVML event API unavailable).")
+            self.add("burn.xid", Status.SKIP, None, said("burn.xid.not_watched"))
             return
         if not events:
-            self.add("burn.xid", Status.PASS, None, f"No Xid during the burn ({self.telemetry.xid_source}).")
+            self.add("burn.xid", Status.PASS, None, said("burn.xid.none", source=self.telemetry.xid_source))
             return
         def subject_of(index: int | None) -> Subject:
             gpu = next((gpu for gpu in self.gpus if gpu.nvml_index == index), None)
             return self.subject(gpu) if gpu else Subject(host=self.host)
         # the one kernel judge: check and diagnose give the same Xid number the same status
-        self.findings += nvml_xid_findings("burn.xid", events, subject_of, "the burn", application_note=(
-            " The application here is gpuready's own GEMM loop: if it repeats on this GPU only, treat it as the "
-            "GPU's."))
+        self.findings += nvml_xid_findings("burn.xid", events, subject_of, said("burn.xid.during"),
+                                           application_note=said("burn.xid.application"))
 
     def _telemetry(self, gpu: BurnGpu) -> None:
         telemetry, index = self.telemetry, gpu.nvml_index
@@ -293,17 +293,13 @@ class BurnJudge:
             return
         start, end = window
         reasons = [int(value) for value in telemetry.values(index, "clock_event_reasons", start, end)]
-        for check_id, mask, what in (("burn.throttle_thermal", THERMAL_MASK, "thermal slowdown"),
-                                     ("burn.throttle_hw", HARDWARE_MASK, "hardware slowdown / power brake")):
+        for check_id, mask in (("burn.throttle_thermal", THERMAL_MASK), ("burn.throttle_hw", HARDWARE_MASK)):
             share = _share(reasons, mask)
             status = Status.FAIL if share > self.limits["throttle_fail_share"] else \
                 Status.WARN if share > self.limits["throttle_warn_share"] else Status.PASS
-            self.add(check_id, status, gpu, f"{what.capitalize()} active in {share:.0%} of the GEMM window's samples.",
+            self.add(check_id, status, gpu, said(check_id, share=share),
                      observed=round(share, 3), expected=f"<= {self.limits['throttle_warn_share']:.0%}",
-                     fix=None if status == Status.PASS else
-                     ("Improve cooling (fans, airflow, inlet temperature)." if "thermal" in check_id
-                      else "Check PSU capacity and power cables; HW slowdown also follows overheating."),
-                     refs=[self.limits["source"]])
+                     refs=[self.limits["source"]], **({"fix": None} if status == Status.PASS else {}))
         self._temperature(gpu, start, end)
         self._power(gpu, reasons)
         self._ecc(gpu)
@@ -317,17 +313,16 @@ class BurnJudge:
         rule = self.limits["temperature_rule_of_thumb_c"]
         slowdown = gpu.slowdown_c
         if slowdown is not None and peak >= slowdown:
-            status, why = Status.FAIL, f"reached its slowdown temperature {slowdown:.0f} °C"
+            status, why = Status.FAIL, said("burn.temperature.reached", slowdown=slowdown)
         elif (slowdown is not None and peak >= slowdown - self.limits["temperature_margin_c"]) or peak >= rule:
-            status, why = Status.WARN, f"came within {self.limits['temperature_margin_c']} °C of its slowdown " \
-                                       f"temperature or above {rule} °C"
+            status, why = Status.WARN, said("burn.temperature.close", margin=self.limits["temperature_margin_c"],
+                                            rule=rule)
         else:
-            status, why = Status.PASS, "stayed clear of its slowdown temperature" + \
-                (f" ({slowdown:.0f} °C)" if slowdown is not None else "")
-        self.add("burn.temperature", status, gpu, f"Peak {peak:.0f} °C under full load: {why}.", observed=peak,
+            status, why = Status.PASS, said("burn.temperature.clear_of", slowdown=slowdown) \
+                if slowdown is not None else said("burn.temperature.clear")
+        self.add("burn.temperature", status, gpu, said("burn.temperature", peak=peak, why=why), observed=peak,
                  expected=f"< {slowdown - self.limits['temperature_margin_c']:.0f} °C" if slowdown else f"< {rule} °C",
-                 fix=None if status == Status.PASS else "Improve cooling before long runs.",
-                 refs=[self.limits["source"]])
+                 refs=[self.limits["source"]], **({"fix": None} if status == Status.PASS else {}))
 
     def _power(self, gpu: BurnGpu, reasons: list[int]) -> None:
         window = self.window(gpu, skip_first_s=self.limits["power_skip_first_s"])
@@ -347,11 +342,9 @@ class BurnJudge:
         fraction = mean / limit
         status = Status.WARN if fraction < self.limits["power_low_fraction"] and capped < 0.5 else Status.PASS
         self.add("burn.power", status, gpu,
-                 f"Sustained {mean:,.0f} W = {fraction:.0%} of the {limit:,.0f} W limit"
-                 + (f"; power-capped ({capped:.0%} of samples show SW power cap): the load is as heavy as the limit "
-                    "allows" if capped >= 0.5 else "; not power-capped"), observed=round(mean, 1), expected=limit,
-                 fix=None if status == Status.PASS else "The GPU did not reach its limit without being capped: check "
-                 "clocks and throttle reasons, and that nothing else limited the load.", refs=[self.limits["source"]])
+                 said("burn.power.capped" if capped >= 0.5 else "burn.power.uncapped", watts=mean, fraction=fraction,
+                      limit=limit, capped=capped), observed=round(mean, 1), expected=limit,
+                 refs=[self.limits["source"]], **({"fix": None} if status == Status.PASS else {}))
 
     def _ecc(self, gpu: BurnGpu) -> None:
         for metric, status_if_grew in (("ecc_uncorrected", Status.FAIL), ("ecc_corrected", Status.PASS)):
@@ -360,15 +353,10 @@ class BurnJudge:
                 continue
             grew = values[-1] - values[0]
             if grew > 0:
-                self.add("burn.ecc", status_if_grew, gpu,
-                         f"{grew:.0f} new {'uncorrectable' if metric == 'ecc_uncorrected' else 'corrected'} ECC "
-                         "error(s) during the burn" + ("" if status_if_grew == Status.FAIL else
-                                                       " (corrected by ECC; noted, not a fault)") + ".",
-                         observed=grew, expected=0,
-                         fix="Drain the GPU; reset it so the row remap applies; RMA if it repeats."
-                         if status_if_grew == Status.FAIL else None)
+                self.add("burn.ecc", status_if_grew, gpu, said(f"burn.ecc.{metric}", count=grew), observed=grew,
+                         expected=0)
                 return
-        self.add("burn.ecc", Status.PASS, gpu, "No new ECC errors during the burn.", observed=0, expected=0)
+        self.add("burn.ecc", Status.PASS, gpu, said("burn.ecc.none"), observed=0, expected=0)
 
     def _clocks(self, gpu: BurnGpu, reasons: list[int]) -> None:
         """A lasting step down in SM clock that the power cap does not explain."""
@@ -379,7 +367,7 @@ class BurnJudge:
         clocks = self.telemetry.values(gpu.nvml_index, "sm_clock_mhz", start, end)
         masks = [int(value) for value in self.telemetry.values(gpu.nvml_index, "clock_event_reasons", start, end)]
         if len(clocks) < 9:
-            self.add("burn.clock_instability", Status.SKIP, gpu, "GEMM window too short to judge clock stability.")
+            self.add("burn.clock_instability", Status.SKIP, gpu, said("burn.clocks.too_short"))
             return
         third = len(clocks) // 3
         first, last = statistics.median(clocks[:third]), statistics.median(clocks[-third:])
@@ -389,13 +377,11 @@ class BurnJudge:
         step_down = last < first * (1 - self.limits["clock_step_fraction"])
         if step_down and (unexplained > 0 or capped < 0.5):
             self.add("burn.clock_instability", Status.WARN, gpu,
-                     f"SM clock stepped down from a median {first:,.0f} MHz to {last:,.0f} MHz over the run, "
-                     "not explained by the power cap.", observed={"first_third_mhz": first, "last_third_mhz": last},
+                     said("burn.clocks.stepped_down", first=first, last=last),
+                     observed={"first_third_mhz": first, "last_third_mhz": last},
                      expected=f">= {first * (1 - self.limits['clock_step_fraction']):,.0f} MHz",
-                     fix="Check cooling and throttle reasons over time (the report's series).",
                      refs=[self.limits["source"]])
         else:
             self.add("burn.clock_instability", Status.PASS, gpu,
-                     f"SM clock median {first:,.0f} → {last:,.0f} MHz"
-                     + (" (swings under the power cap are normal)" if capped >= 0.5 else "") + ".",
+                     said("burn.clocks.capped" if capped >= 0.5 else "burn.clocks.steady", first=first, last=last),
                      observed={"first_third_mhz": first, "last_third_mhz": last})

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready import __version__
+from gpuready.i18n import catalogue, finding_text, said
 from gpuready.model import Finding, Report, Status, Subject
 from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
 from gpuready.verbs.plan.machine import Machine, MachineError, machine_from_description, machine_from_facts
@@ -184,10 +185,8 @@ def run_plan(options: PlanOptions) -> Report:
             report.findings.append(_fit_finding(host, machine, rows))
         else:  # memory only: nothing says how much memory a GPU has
             report.sections["strategies"] = [_memory_document(c, memory.memory_per_gpu(setup, c)) for c in candidates]
-            report.findings.append(Finding(
-                check_id="plan.fits", status=Status.SKIP, subject=Subject(host=host),
-                message="No GPU here and no --machine: per-GPU memory is estimated, but whether it fits is not judged.",
-                fix="Give --machine COUNTxMODEL (e.g. 8xH100-SXM) or --bundle PATH."))
+            report.findings.append(Finding(check_id="plan.fits", status=Status.SKIP, subject=Subject(host=host),
+                                           **finding_text(said("plan.fits.no_machine"))))
     if options.known_batch and options.known_lr and options.known_gpus:
         from gpuready.verbs.plan.batch import scale_batch
         report.sections["batch"] = scale_batch(known_batch=options.known_batch, known_lr=options.known_lr,
@@ -224,38 +223,45 @@ def _memory_document(candidate: Any, breakdown: Any) -> dict[str, Any]:
 def _fit_finding(host: str, machine: Machine, rows: list[Any]) -> Finding:
     fitting = [row for row in rows if row.fits]
     gib = machine.memory_bytes_per_gpu / 2**30 if machine.memory_bytes_per_gpu else None
+    gpus = said("plan.gpus.sized", count=machine.gpus, name=machine.gpu_name, gib=gib) if gib else \
+        said("plan.gpus", count=machine.gpus, name=machine.gpu_name)
     if not fitting:
         smallest = min(rows, key=lambda row: row.memory.total) if rows else None
-        return Finding(check_id="plan.fits", status=Status.FAIL, subject=Subject(host=host),
-                       message=(f"No strategy fits {machine.gpus}× {machine.gpu_name}"
-                                + (f" ({gib:,.0f} GiB each)" if gib else "")
-                                + (f": the smallest, {smallest.strategy.name}, needs "
-                                   f"{smallest.memory.total / 2**30:,.1f} GiB per GPU." if smallest else ".")),
-                       fix="Fewer layers or a shorter --seq, --recompute full, a smaller --micro-batch, more GPUs, "
-                           "or CPU offload.")
+        text = said("plan.fits.none", gpus=gpus, smallest=smallest.strategy.name,
+                    gib=smallest.memory.total / 2**30) if smallest else said("plan.fits.none.no_strategy", gpus=gpus)
+        return Finding(check_id="plan.fits", status=Status.FAIL, subject=Subject(host=host), **finding_text(text))
     best = fitting[0]
-    return Finding(check_id="plan.fits", status=Status.PASS, subject=Subject(host=host),
-                   message=(f"{len(fitting)} of {len(rows)} strategies fit {machine.gpus}× {machine.gpu_name}; best: "
-                            f"{best.strategy.name} at {best.memory.total / 2**30:,.1f} GiB per GPU"
-                            + (f", about {best.step_time_s:.2f} s per step ({best.bottleneck}-bound)"
-                               if best.step_time_s else "") + "."),
+    values = dict(fitting=len(fitting), strategies=len(rows), gpus=said("plan.gpus", count=machine.gpus,
+                                                                         name=machine.gpu_name),
+                  best=best.strategy.name, gib=best.memory.total / 2**30)
+    text = said("plan.fits.step", step_s=best.step_time_s, bound=_bound(best.bottleneck), **values) \
+        if best.step_time_s else said("plan.fits", **values)
+    return Finding(check_id="plan.fits", status=Status.PASS, subject=Subject(host=host), **finding_text(text),
                    observed={"best": best.strategy.name, "fitting": [row.strategy.name for row in fitting]})
+
+
+def _bound(bottleneck: str) -> object:
+    """`compute-bound`, `communication-bound`, …: what limits the step, in words."""
+    msg_id = f"plan.bound.{bottleneck.replace(' ', '_')}"
+    return said(msg_id) if msg_id in catalogue("en") else said("plan.bound", bottleneck=bottleneck)
 
 
 def _inference_finding(host: str, rows: list[dict[str, Any]]) -> Finding:
     fitting = [row for row in rows if row.get("fits")]
     if not fitting:
         return Finding(check_id="plan.infer_fits", status=Status.FAIL, subject=Subject(host=host),
-                       message="The weights and KV cache do not fit at any tensor-parallel degree of this machine.",
-                       observed=rows)
+                       **finding_text(said("plan.infer_fits.none")), observed=rows)
     first = fitting[0]
     return Finding(check_id="plan.infer_fits", status=Status.PASS, subject=Subject(host=host),
-                   message=f"Fits with tensor parallelism {first.get('tp')}: "
-                           f"{first['total_bytes'] / 2**30:,.1f} GiB per GPU.", observed=first)
+                   **finding_text(said("plan.infer_fits", tp=first.get("tp"), gib=first["total_bytes"] / 2**30)),
+                   observed=first)
 
 
 def _findings_from(host: str, entries: list[dict[str, Any]]) -> list[Finding]:
+    """power.py's entries as findings; an entry that names its catalogue text (`message_id`, `message_values`) keeps
+    it, so that it renders in the reader's language."""
     return [Finding(check_id=entry["id"], status=Status(entry["status"]), subject=Subject(host=host),
                     message=entry["message"], fix=entry.get("fix"), observed=entry.get("observed"),
-                    expected=entry.get("expected"), refs=list(entry.get("refs", [])))
+                    expected=entry.get("expected"), refs=list(entry.get("refs", [])),
+                    message_id=entry.get("message_id"), message_values=entry.get("message_values"))
             for entry in entries]

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from gpuready.facts.types import Facts
+from gpuready.i18n import Said, finding_text, said
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
 from gpuready.verbs.validate import expect
@@ -14,6 +15,8 @@ from gpuready.runner.local import RunOutcome
 PEER_LOST = re.compile(r"closed by peer|reset by peer|broken pipe|connection refused|remote (process|peer|worker)|"
                        r"ncclRemoteError|peer .*(exited|crash)", re.IGNORECASE)
 """Errors a rank sees when another rank is gone (gloo, NCCL, the store): a consequence, never the first failure."""
+TRANSFERS_SAID = ("h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")
+"""Host copies the catalogue names in words (`validate.what.<key>`); another key is shown by its name."""
 
 
 class Judge:
@@ -38,8 +41,10 @@ class Judge:
         return Subject(host=result.get("host", self.host), gpu=self._gpu_ref(result), peer=peer,
                        rank=result.get("rank"))
 
-    def _finding(self, check_id: str, status: Status, subject: Subject, message: str, **kwargs: Any) -> None:
-        self.findings.append(Finding(check_id=check_id, status=status, subject=subject, message=message, **kwargs))
+    def _finding(self, check_id: str, status: Status, subject: Subject, text: Said, **kwargs: Any) -> None:
+        """`kwargs` may override the catalogue's fix (`fix=None`: a pass needs no next step)."""
+        self.findings.append(Finding(check_id=check_id, status=status, subject=subject,
+                                     **{**finding_text(text), **kwargs}))
 
     def _level(self, value: float, expected: float) -> Status:
         if value < expected * self.limits["low_fail_fraction"]:
@@ -56,16 +61,17 @@ class Judge:
             expected_source=expected.source if expected else None, method=method,
             samples=[round(sample, 3) for sample in samples or [value]], versions=versions))
 
-    def _judge_against(self, check_id: str, subject: Subject, what: str, value: float, unit: str,
-                       expected: expect.Expected | None, fix: str) -> None:
+    def _judge_against(self, check_id: str, subject: Subject, what: Said, value: float, unit: str,
+                       expected: expect.Expected | None) -> None:
+        """`validate.<check_id>`: the figure against its expectation; its fix (`.fix`) where it falls short."""
         if expected is None:
             return
         status = self._level(value, expected.value)
-        fraction = value / expected.value
-        message = (f"{what}: {value:,.1f} {unit}, {fraction:.0%} of the {expected.value:,.1f} {unit} expected.")
-        self._finding(check_id, status, subject, message, observed=round(value, 2),
-                      expected=round(expected.value, 2), fix=fix if status != Status.PASS else None,
-                      refs=[expected.source, self.limits["source"]])
+        text = said(f"validate.{check_id}", what=what, value=value, unit=unit, fraction=value / expected.value,
+                    expected=expected.value)
+        self._finding(check_id, status, subject, text, observed=round(value, 2), expected=round(expected.value, 2),
+                      refs=[expected.source, self.limits["source"]],
+                      **({"fix": None} if status == Status.PASS else {}))
 
     # -- workloads ------------------------------------------------------------------------------
     def judge_all(self) -> None:
@@ -87,20 +93,16 @@ class Judge:
                               rank=failure.rank)
             check_id = {"start": "ddp.init_failed", "hang": "validate.rank_hung"}.get(failure.kind,
                                                                                      "validate.rank_exited")
-            self._finding(check_id, Status.FAIL, subject,
-                          f"Rank {failure.rank} on {subject.host}"
-                          + (f" (GPU {progress.gpu})" if progress and progress.gpu else "")
-                          + f" {failure.detail}; the run was stopped.",
+            values = dict(rank=failure.rank, host=subject.host, detail=failure.detail,
+                          log_dir=str(self.outcome.log_dir))
+            text = said("validate.rank_failed.gpu", gpu=progress.gpu, **values) if progress and progress.gpu \
+                else said("validate.rank_failed", **values)
+            self._finding(check_id, Status.FAIL, subject, text,
                           observed=failure.detail, expected="every rank advances",
-                          fix="Look at that rank's log and flight-recorder dump in "
-                              f"{self.outcome.log_dir}; check the GPU with `gpuready check` (Xid, P2P, ACS); "
-                              "rerun with NCCL_DEBUG=INFO.",
                           refs=["PyTorch flight recorder: TORCH_NCCL_TRACE_BUFFER_SIZE / TORCH_NCCL_DUMP_ON_TIMEOUT"])
         for pid in self.outcome.unkillable:
             self._finding("validate.rank_unkillable", Status.FAIL, Subject(host=self.host),
-                          f"Process {pid} survived SIGKILL (uninterruptible sleep: typically a GPU that fell off "
-                          "the bus); it was left behind.", observed=pid,
-                          fix="Check `dmesg` for Xid 79; the node needs a reboot.")
+                          said("validate.rank_unkillable", pid=pid), observed=pid)
 
     def _first_to_fail(self) -> set[int]:
         """Ranks that failed on their own: ended or hung (the watchdog), or raised an error that is not the loss
@@ -121,11 +123,10 @@ class Judge:
             ended = sorted(first if PEER_LOST.search(data["error"]) else
                            {f.rank for f in self.outcome.failures if f.kind != "workload"} & first)
             # a peer that died, hung or raised first makes every other rank's next collective fail: say which
-            cause = (f" Likely a consequence of rank{'s' if len(ended) > 1 else ''} {', '.join(map(str, ended))} "
-                     "failing, ending or hanging first." if ended else "")
-            self._finding(check_id, Status.FAIL, self._subject(result),
-                          f"{name} failed on rank {result.get('rank')}: {data['error']}{cause}", observed=data["error"],
-                          fix="See the rank's log; rerun with NCCL_DEBUG=INFO.")
+            text = said("validate.workload_failed" + (".after_peers" if len(ended) > 1 else ".after_peer" if ended
+                                                      else ""), workload=name, rank=result.get("rank"),
+                        error=data["error"], peers=", ".join(map(str, ended)))
+            self._finding(check_id, Status.FAIL, self._subject(result), text, observed=data["error"])
             return None
         return data
 
@@ -144,9 +145,8 @@ class Judge:
                 expected = expect.matmul_tflops(name, dtype)
                 self._measure(f"matmul_tflops_{dtype}", subject, figure["tflops"], "tflops", expected,
                               figure["method"], result["versions"])
-                self._judge_against("compute.low", subject, f"{dtype} matmul", figure["tflops"], "TFLOP/s",
-                                    expected, "Check clocks and throttle reasons under load (`gpuready burn`), the "
-                                    "power limit (power.limit) and cooling.")
+                self._judge_against("compute.low", subject, said("validate.what.matmul", dtype=dtype),
+                                    figure["tflops"], "TFLOP/s", expected)
                 best[dtype] = max(best.get(dtype, 0.0), figure["tflops"])
                 rows.append((dtype, figure["tflops"], subject))
             memory = data.get("memory")
@@ -154,17 +154,15 @@ class Judge:
                 expected = expect.memory_copy(name)
                 self._measure("memory_copy_gb_per_s", subject, memory["gb_per_s"], "gb_per_s", expected,
                               memory["method"], result["versions"])
-                self._judge_against("memory_bw.low", subject, "device memory copy (read+write)",
-                                    memory["gb_per_s"], "GB/s", expected,
-                                    "Check memory clocks (`nvidia-smi -q -d CLOCK`) and ECC/row-remap health.")
+                self._judge_against("memory_bw.low", subject, said("validate.what.memory_copy"),
+                                    memory["gb_per_s"], "GB/s", expected)
         straggler = self.limits["straggler_fraction"]
         for dtype, value, subject in rows:
             if len(results) > 1 and value < best[dtype] * (1 - straggler):
                 self._finding("compute.straggler", Status.WARN, subject,
-                              f"{dtype} matmul {value:,.0f} TFLOP/s is {1 - value / best[dtype]:.0%} below the best GPU "
-                              f"({best[dtype]:,.0f}): the whole job runs at this GPU's pace.",
+                              said("validate.compute.straggler", dtype=dtype, value=value,
+                                   below=1 - value / best[dtype], best=best[dtype]),
                               observed=round(value, 1), expected=f">= {best[dtype] * (1 - straggler):,.0f}",
-                              fix="Compare its clocks, power and temperature with its peers (`gpuready burn`).",
                               refs=[self.limits["source"]])
 
     def _transfer(self, results: list[dict[str, Any]]) -> None:
@@ -180,11 +178,9 @@ class Judge:
                 self._measure(f"{key}_gb_per_s", subject, figure["gb_per_s"], "gb_per_s", expected,
                               figure["method"], result["versions"])
                 if expected:
-                    self._judge_against("transfer.low", subject, f"{key.replace('_', ' ')}", figure["gb_per_s"],
-                                        "GB/s", expected,
-                                        "The link may train below its generation or width under load: check "
-                                        "`sudo lspci -vv -s BUSID` LnkSta while busy, the slot and riser, and the "
-                                        "BIOS link-speed setting.")
+                    what = said(f"validate.what.{key}") if key in TRANSFERS_SAID else \
+                        said("validate.what.transfer", name=key.replace("_", " "))
+                    self._judge_against("transfer.low", subject, what, figure["gb_per_s"], "GB/s", expected)
 
     def _p2p(self, results: list[dict[str, Any]]) -> None:
         for result in results:
@@ -200,18 +196,18 @@ class Judge:
                                                uuid=gpu.uuid if gpu else None)
                 subject = Subject(host=result.get("host", self.host), gpu=ref(first, i), peer=ref(second, j))
                 if "error" in entry:
-                    self._finding("p2p.failed", Status.FAIL, subject, f"GPU{i}→GPU{j} copy failed: {entry['error']}",
-                                  observed=entry["error"], fix="Check topology.p2p and pcie.acs_iommu in `gpuready check`.")
+                    self._finding("p2p.failed", Status.FAIL, subject,
+                                  said("validate.p2p.failed", source=i, target=j, error=entry["error"]),
+                                  observed=entry["error"])
                     continue
                 expected = expect.p2p_copy(self.facts, first, second, name)
                 for direction in ("unidirectional", "bidirectional"):
                     figure = entry[direction]
                     self._measure(f"p2p_{direction}_gb_per_s", subject, figure["gb_per_s"], "gb_per_s",
                                   expected, figure["method"], result["versions"], figure["samples"])
-                self._judge_against("p2p.low", subject, f"GPU{i}→GPU{j} copy"
-                                    + ("" if entry["peer_access"] else " (no peer access: through host memory)"),
-                                    entry["unidirectional"]["gb_per_s"], "GB/s", expected,
-                                    "Check the link (`nvidia-smi topo -m`, `nvidia-smi nvlink -s`), ACS and the IOMMU.")
+                self._judge_against("p2p.low", subject, said("validate.what.p2p" if entry["peer_access"] else
+                                                             "validate.what.p2p_via_host", source=i, target=j),
+                                    entry["unidirectional"]["gb_per_s"], "GB/s", expected)
                 for size, latency in entry.get("latency_us", {}).items():
                     self._measure(f"p2p_latency_us_{size}B", subject, latency, "us", None,
                                   {"note": data.get("latency_note"), "bytes": int(size)}, result["versions"])
@@ -232,22 +228,18 @@ class Judge:
         if wrong:
             row = wrong[0]
             self._finding("nccl.failed", Status.FAIL, subject,
-                          f"Data check failed: {len(wrong)} result(s) wrong, first {row['collective']} "
-                          f"{row['size_bytes']} B {row['placement']} with {row['wrong']} wrong element(s).",
-                          observed=len(wrong), expected=0,
-                          fix="Rerun with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 to find the transport at fault; "
-                              "check ACS/IOMMU and Xid.", refs=["nccl-tests data check (-c 1)"])
+                          said("validate.nccl.data_wrong", count=len(wrong), collective=row["collective"],
+                               size_bytes=row["size_bytes"], placement=row["placement"], wrong=row["wrong"]),
+                          observed=len(wrong), expected=0, refs=["nccl-tests data check (-c 1)"])
         else:
+            values = dict(runs=len(data["rows"]), backend=data["backend"], ranks=data["world_size"])
             self._finding("nccl.failed", Status.PASS, subject,
-                          f"{len(data['rows'])} collective runs ({data['backend']}, {data['world_size']} ranks) all "
-                          "returned exactly the expected data."
-                          + (f" Not offered by {data['backend']} here: {', '.join(data['unsupported'])}."
-                             if data.get("unsupported") else ""), observed=0, expected=0)
+                          said("validate.nccl.data_ok.unsupported", unsupported=", ".join(data["unsupported"]),
+                               **values) if data.get("unsupported") else said("validate.nccl.data_ok", **values),
+                          observed=0, expected=0)
         single_rank = data["world_size"] < 2
         if single_rank:
-            self._finding("nccl.busbw_low", Status.SKIP, subject,
-                          "One rank: collectives move no data between GPUs, so bandwidth is not judged (the "
-                          "latencies below are launch overhead).")
+            self._finding("nccl.busbw_low", Status.SKIP, subject, said("validate.nccl.one_rank"))
         for collective in dict.fromkeys(row["collective"] for row in data["rows"]):
             rows = [row for row in data["rows"] if row["collective"] == collective]
             large = [row for row in rows if row["size_bytes"] >= minimum] or rows
@@ -267,10 +259,9 @@ class Judge:
                            "note": "time of one operation at the smallest size, launch overhead included"},
                           first["versions"])
             if collective != "send_recv" and not single_rank:
-                self._judge_against("nccl.busbw_low", subject, f"{collective} busbw at "
-                                    f"{peak['size_bytes'] / 2**20:,.0f} MiB", peak["busbw_gb_per_s"], "GB/s", expected,
-                                    "Compare with nccl-tests on the same GPUs; check topology.p2p, pcie.acs_iommu and "
-                                    "NCCL_P2P/SHM variables (software.env).")
+                self._judge_against("nccl.busbw_low", subject, said("validate.what.busbw", collective=collective,
+                                                                    mib=peak["size_bytes"] / 2**20),
+                                    peak["busbw_gb_per_s"], "GB/s", expected)
 
     def _shared_result(self, results: list[dict[str, Any]], name: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """A workload every rank runs together: errors of any rank are findings; one rank's data is the figure."""
@@ -286,23 +277,20 @@ class Judge:
             subject = Subject(host=result.get("host", self.host))
             problems = []
             if data["gradient_mismatched"]:
-                problems.append(f"gradients differ from the single-process reference in "
-                                f"{', '.join(data['gradient_mismatched'])} (worst {data['gradient_worst_ratio']:.1f}× the "
-                                "tolerance)")
+                problems.append(said("validate.ddp.gradients_differ", parameters=", ".join(data["gradient_mismatched"]),
+                                     worst=data["gradient_worst_ratio"]))
             if not data["parameters_identical"]:
-                problems.append(f"parameters of rank(s) {data['ranks_differing_from_rank0']} differ from rank 0")
+                problems.append(said("validate.ddp.parameters_differ", ranks=str(data["ranks_differing_from_rank0"])))
             fsdp = data.get("fsdp", {})
             if fsdp.get("status") == "fail":
-                problems.append(f"FSDP2 parameters differ from DDP's by {fsdp['max_abs_difference']:.2e}")
+                problems.append(said("validate.ddp.fsdp_differs", difference=fsdp["max_abs_difference"]))
             if problems:
-                self._finding("ddp.mismatch", Status.FAIL, subject, "DDP smoke test: " + "; ".join(problems) + ".",
-                              observed=data, fix="Rerun; if it persists, run `gpuready burn` for silent errors and "
-                                                 "check NCCL transports (NCCL_P2P_DISABLE=1 to compare).")
+                self._finding("ddp.mismatch", Status.FAIL, subject, said("validate.ddp.mismatch", problems=problems),
+                              observed=data)
             else:
-                fsdp_text = "FSDP2 step matches DDP" if fsdp.get("status") == "pass" else \
-                    f"FSDP2 {fsdp.get('status')}: {fsdp.get('reason', '')}"
+                fsdp_text = said("validate.ddp.fsdp_matches") if fsdp.get("status") == "pass" else \
+                    said("validate.ddp.fsdp_not_run", status=str(fsdp.get("status")), reason=fsdp.get("reason", ""))
                 self._finding("ddp.mismatch", Status.PASS, subject,
-                              f"DDP on {data['world_size']} rank(s): {data['steps']} steps, gradients equal the "
-                              f"single-process reference (worst {data['gradient_worst_ratio']:.2f}× tolerance), "
-                              f"parameters bitwise identical on every rank; {fsdp_text}.",
+                              said("validate.ddp.pass", world_size=data["world_size"], steps=data["steps"],
+                                   worst=data["gradient_worst_ratio"], fsdp=fsdp_text),
                               observed={"gradient_worst_ratio": data["gradient_worst_ratio"], "fsdp": fsdp})
