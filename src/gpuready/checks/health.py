@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from typing import Any
@@ -12,7 +13,7 @@ from gpuready.checks.kernel_judge import (SXID_REF, XidGroup, is_nvlink_xid, jud
 from gpuready.checks.nvlink import ranges
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, kernel_log_missing, per_gpu
 from gpuready.facts.types import Facts, GpuFacts, KernelEvent
-from gpuready.i18n import said
+from gpuready.i18n import Said, said
 from gpuready.knowledge import thresholds, xid_entry
 from gpuready.model import Finding
 
@@ -34,8 +35,7 @@ def health_xid(context: CheckContext) -> list[Finding]:
     events = [event for event in facts.kernel_log if event.kind == "fallen_off_bus"
               or (event.kind == "xid" and not is_nvlink_xid(event.code))]
     if not events:
-        return [context.passed(f"No Xid or fallen-off-the-bus messages in the kernel log ({window}); NVLink Xids are "
-                               "nvlink.errors'.")]
+        return [context.passed(said("health.xid.none", window=window))]
     findings = []
     grouped: dict[tuple[str | None, int, bool], list[KernelEvent]] = {}
     for event in events:
@@ -45,46 +45,52 @@ def health_xid(context: CheckContext) -> list[Finding]:
     for (bus_id, code, history), group in sorted(grouped.items(), key=lambda item: (
             str(item[0][0]), item[0][1] or 0, item[0][2])):
         gpu = gpu_by_bus.get(bus_id) if bus_id else None
-        where = f"GPU{gpu.index} ({bus_id})" if gpu else (bus_id or "an unnamed GPU")  # bus id, else the UUID
+        where = gpu_where(gpu, bus_id) if gpu or not bus_id else bus_id  # bus id, else the UUID
         outside = allocated.outside(bus_id) if bus_id and not bus_id.startswith("GPU-") else False
         judged = [judge_xid(code, detail, history=history, outside=outside)
                   for detail in dict.fromkeys(event.detail for event in group)]
         judgement = judged[-1]
         status = worst(item.status for item in judged)
         last = group[-1]
-        notes = [f"last {_when(last, facts.host.uptime_s)}", f"blame: {judgement.blame}"]
+        uptime = facts.host.uptime_s
+        notes = [said("health.xid.note.last", when=_when(last, uptime)),
+                 said("health.xid.note.blame", blame=judgement.blame_text)]
         if history:
-            notes.append(f"before the {_marker_name(last.superseded_by)} "
-                         f"{_when(last.superseded_by, facts.host.uptime_s)}, so history: the GPU state since then is "
-                         "what counts (ECC and row-remap counters, a new Xid)")
+            notes.append(said("health.xid.note.history", marker=_marker_name(last.superseded_by),
+                              when=_when(last.superseded_by, uptime)))
         if outside:
-            notes.append(f"the node has a faulty GPU outside this {allocated.container} container (not allocated "
-                         "to it): its jobs are not affected, but the node needs attention")
+            notes.append(said("health.xid.note.outside", container=allocated.container))
         cause = causes.get((bus_id, code, id(group[0].superseded_by)))
         if cause is not None:
-            notes.append(f"it follows from {cause[0]}: {cause[1]}")
+            notes.append(said("health.xid.note.follows", cause=cause[0], why=cause[1]))
         if judgement.blame == "application":
-            notes.append("the catalog blames the application: check the application first")
+            notes.append(said("xid.reason.application"))
         elif judgement.blame == "unknown":
-            notes.append("not in gpuready's catalog: look it up")
+            notes.append(said("health.xid.note.unknown"))
         entry = xid_entry(code)
+        action = said("health.xid.action_outside", action=judgement.action_text) if outside \
+            else judgement.action_text
         findings.append(context.finding(
             status,
-            f"{judgement.name} on {where}, {len(group)}×: {judgement.meaning.rstrip('.')} ({'; '.join(notes)}). "
-            f"Last: {last.line[:200]}",
+            said("health.xid.found", name=judgement.title, where=where, count=len(group),
+                 meaning=judgement.meaning_text, notes=notes, line=last.line[:200], action=action),
             gpu=gpu,
             observed={"xid": code, "count": len(group), "severity": entry["severity"] if entry else None,
                       "blame": judgement.blame, "history": history, "outside_allocation": outside,
-                      "why": "; ".join(judgement.reasons), "follows_from": cause[0] if cause else None,
-                      "last": _when(last, facts.host.uptime_s),
-                      "last_age_s": _age_s(last, facts.host.uptime_s)},
-            expected="no Xid",
-            fix=judgement.action + (" Tell the node's operator: the GPU is not in this container." if outside else ""),
-            refs=[judgement.ref], evidence=kernel_evidence(group)))
+                      "why": "; ".join(judgement.reasons), "follows_from": cause[0].english() if cause else None,
+                      "last": _when(last, uptime).english(), "last_age_s": _age_s(last, uptime)},
+            expected="no Xid", refs=[judgement.ref], evidence=kernel_evidence(group)))
     return findings
 
 
-def _cascade(events: list[KernelEvent]) -> dict[tuple[str | None, int, int], tuple[str, str]]:
+def gpu_where(gpu: GpuFacts | None, bus_id: str | None) -> Said:
+    """`GPU3 (0000:5d:00.0)`, `the GPU at 0000:5d:00.0` (a bus id no GPU of the run has) or `an unnamed GPU`."""
+    if gpu is not None:
+        return said("xid.where.gpu", index=gpu.index, bus_id=bus_id)
+    return said("xid.where.bus", bus_id=bus_id) if bus_id else said("xid.where.unnamed")
+
+
+def _cascade(events: list[KernelEvent]) -> dict[tuple[str | None, int, int], tuple[Said, Said]]:
     """(bus id, code, id of the load/reset that ends its period) → (root cause, why), for Xids that follow from an
     earlier error on the same GPU or from an NVSwitch SXid (kernel_judge.CASCADES)."""
     groups: dict[tuple[str | None, int, int], XidGroup] = {}
@@ -102,33 +108,33 @@ def _cascade(events: list[KernelEvent]) -> dict[tuple[str | None, int, int], tup
     return {key: roots[group] for key, group in groups.items() if group in roots}
 
 
-def _window(facts: Facts) -> str:
+def _window(facts: Facts) -> Said:
     """What the kernel log covers: since boot, and the last driver load in it."""
     loads = [event for event in facts.kernel_log or [] if event.kind == "driver_load"]
-    text = "the kernel log since boot"
     if loads:
-        text += f"; NVIDIA driver {loads[-1].detail} loaded {_when(loads[-1], facts.host.uptime_s)}"
-    return text
+        return said("health.window.loaded", version=loads[-1].detail, when=_when(loads[-1], facts.host.uptime_s))
+    return said("health.window")
 
 
 def _age_s(event: KernelEvent | None, uptime_s: float | None) -> float | None:
     """Seconds since the event: kernel timestamps count from boot, so the age is uptime minus the timestamp."""
-    if event is None or event.timestamp_s is None or uptime_s is None or event.timestamp_s > uptime_s:
-        return None
+    if event is None or event.timestamp_s is None or uptime_s is None or not math.isfinite(uptime_s) \
+            or event.timestamp_s > uptime_s:
+        return None  # an uptime that is not a number of seconds (NaN, inf) is no uptime
     return round(uptime_s - event.timestamp_s, 1)
 
 
-def _when(event: KernelEvent | None, uptime_s: float | None) -> str:
+def _when(event: KernelEvent | None, uptime_s: float | None) -> Said:
     if event is None:
-        return "at an unknown time"
+        return said("health.when.unknown")
     age = _age_s(event, uptime_s)
     if age is not None:
-        return f"{_duration(age)} ago (kernel time {event.timestamp_s:,.0f} s, uptime {uptime_s:,.0f} s)"
+        return said("health.when.ago", age=_duration(age), kernel_s=event.timestamp_s, uptime_s=uptime_s)
     if event.wall_time:
-        return f"at {event.wall_time}"
+        return said("health.when.at", wall_time=event.wall_time)
     if event.timestamp_s is not None:
-        return f"{_duration(event.timestamp_s)} after boot (uptime not in this run)"
-    return "at an unknown time (the log line has no time stamp)"
+        return said("health.when.after_boot", age=_duration(event.timestamp_s))
+    return said("health.when.no_stamp")
 
 
 def _duration(seconds: float) -> str:
@@ -138,12 +144,12 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def _marker_name(mark: KernelEvent | None) -> str:
+def _marker_name(mark: KernelEvent | None) -> Said:
     if mark is None:
-        return "driver reload"
+        return said("health.marker.reload")
     if mark.kind == "driver_load":
-        return f"driver (re)load (NVIDIA {mark.detail})"
-    return f"reset of this GPU ({mark.detail})"
+        return said("health.marker.load", version=mark.detail)
+    return said("health.marker.reset", detail=mark.detail)  # the log's words: `GPU reset executed`
 
 
 _Evidence = list[tuple[KernelEvent, KernelEvent | None]]
@@ -159,10 +165,10 @@ def _xid_evidence(context: CheckContext, codes: tuple[int, ...]) -> dict[str, _E
     return found
 
 
-def _summarize(evidence: _Evidence, uptime_s: float | None) -> str:
+def _summarize(evidence: _Evidence, uptime_s: float | None) -> Said:
     counts = Counter(event.code for event, _mark in evidence)
     listed = ", ".join(f"Xid {code} ×{count}" for code, count in sorted(counts.items()))
-    return f"{listed}, last {_when(evidence[-1][0], uptime_s)}"
+    return said("health.xid_summary", listed=listed, when=_when(evidence[-1][0], uptime_s))
 
 
 @check("health.sxid", "No NVSwitch SXid errors", needs=("kernel_log",), needs_gpus=False)
@@ -174,7 +180,7 @@ def health_sxid(context: CheckContext) -> list[Finding]:
             switch = _SWITCH.search(event.line)
             per_switch.setdefault((int(switch.group(1)) if switch else None, event.bus_id), []).append(event)
     if not per_switch:
-        return [context.passed("No NVSwitch SXid messages in the kernel log.")]
+        return [context.passed(said("health.sxid.none"))]
     return [_switch_errors(context, switch, bus_id, events)
             for (switch, bus_id), events in sorted(per_switch.items(), key=lambda item: (item[0][0] is None,
                                                                                            item[0][0] or 0))]
@@ -185,7 +191,8 @@ _SWITCH = re.compile(r"nvidia-nvswitch(\d{1,3})")
 
 def _switch_errors(context: CheckContext, switch: int | None, bus_id: str | None,
                    events: list[KernelEvent]) -> Finding:
-    where = f"NVSwitch {switch} ({bus_id})" if switch is not None else f"the NVSwitch at {bus_id}"
+    where = said("health.sxid.where", switch=switch, bus_id=bus_id) if switch is not None \
+        else said("health.sxid.where_bus", bus_id=bus_id)
     history = all(event.superseded_by is not None for event in events)
     by_code: dict[int | None, list[KernelEvent]] = {}
     for event in events:
@@ -197,18 +204,19 @@ def _switch_errors(context: CheckContext, switch: int | None, bus_id: str | None
         status = worst(item.status for item in judged)
         statuses.append(status)
         words = {line_severity(event.detail) for event in group}
-        state = "fatal" if "fatal" in words else "non-fatal" if "non-fatal" in words else "severity not stated"
+        state = "fatal" if "fatal" in words else "non_fatal" if "non-fatal" in words else "unstated"
         links = {link for event in group for link in event.links}
-        parts.append(f"SXid {code}, {len(group)} line(s) ({state})" + (f" on link(s) {ranges(links)}" if links else ""))
+        parts.append(said("health.sxid.part_links" if links else "health.sxid.part", code=code, count=len(group),
+                          state=said(f"health.sxid.state.{state}"), **({"links": ranges(links)} if links else {})))
         observed["sxids"][str(code)] = {"count": len(group), "fatal": "fatal" in words, "status": status.value,
                                         "links": sorted(links)}
-        actions.append(next(item.action for item in judged if item.status == status))
+        actions.append(next(item.action_text for item in judged if item.status == status))
     status = worst(statuses)
-    message = f"NVSwitch errors on {where}: {'; '.join(parts)}. Last: {events[-1].line[:200]}"
-    if history:
-        message += f" All before the {_marker_name(events[-1].superseded_by)}: history."
-    return context.finding(status, message, observed=observed, expected="no SXid",
-                           fix=actions[statuses.index(status)], refs=[SXID_REF], evidence=kernel_evidence(events))
+    values = {"where": where, "parts": parts, "line": events[-1].line[:200], "action": actions[statuses.index(status)]}
+    message = said("health.sxid.found_history", **values, marker=_marker_name(events[-1].superseded_by)) \
+        if history else said("health.sxid.found", **values)
+    return context.finding(status, message, observed=observed, expected="no SXid", refs=[SXID_REF],
+                           evidence=kernel_evidence(events))
 
 
 @check("health.inforom", "infoROM valid")
@@ -217,19 +225,16 @@ def health_inforom(context: CheckContext) -> list[Finding]:
 
     def judge(gpu: GpuFacts) -> Finding | None:
         if gpu.inforom_valid is False:
-            return context.fail(f"GPU{gpu.index}'s infoROM is corrupted: ECC and error history cannot be trusted "
-                                "or recorded.", gpu=gpu, observed="corrupted", expected="valid",
-                                fix="Contact the vendor for an infoROM reflash or RMA.",
-                                refs=["NVML nvmlDeviceValidateInforom"])
+            return context.fail(said("health.inforom.corrupted", index=gpu.index), gpu=gpu, observed="corrupted",
+                                expected="valid", refs=["NVML nvmlDeviceValidateInforom"])
         return None
     if all(gpu.inforom_valid is None for gpu in context.gpus) and not log_corrupt:
-        return [context.skip("infoROM validity not reported (nvml.json or plain nvidia-smi warnings hold it).")]
+        return [context.skip(said("health.inforom.not_reported"))]
     findings = per_gpu(context, judge, said("health.inforom.all_good"),
                        reported=lambda gpu: gpu.inforom_valid is not None or log_corrupt,
                        unreported=said("health.inforom.unreported"))
     if log_corrupt and all(finding.status.value == "pass" for finding in findings):
-        return [context.fail("The kernel log reports a corrupted infoROM.", fix="Run `nvidia-smi` to see which GPU; "
-                             "contact the vendor.", refs=["NVML nvmlDeviceValidateInforom"])]
+        return [context.fail(said("health.inforom.log_corrupted"), refs=["NVML nvmlDeviceValidateInforom"])]
     return findings
 
 
@@ -243,15 +248,11 @@ _KERNEL_LOG_REF = "NVIDIA Xid catalog (48 DBE, 94/95 contained/uncontained ECC, 
 def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
     cuda = [event for event in context.facts.kernel_log or [] if event.kind == "cuda_ecc"]
     if cuda:  # CUDA failed a job on it: the strongest evidence there is, whatever the counters said when read
-        return [context.fail(
-            f"CUDA stopped a job with 'uncorrectable ECC error encountered' ({len(cuda)} line(s)): a GPU's memory "
-            "returned data ECC could not correct; results were lost and the GPU needs a reset (row remap) or "
-            "replacement.", observed=cuda[-1].line[:200], expected="no uncorrectable ECC error",
-            fix="Find the GPU: `nvidia-smi -q -d ECC,ROW_REMAPPER` (volatile uncorrectable counts, remap pending) and "
-                "`dmesg | grep -i xid` (48/63/94/95); drain it, reset it or reboot, run `dcgmi diag -r 3`; RMA if "
-                "errors return.", refs=[_KERNEL_LOG_REF], evidence=kernel_evidence(cuda))]
+        return [context.fail(said("health.ecc_uncorrected.cuda", count=len(cuda)), observed=cuda[-1].line[:200],
+                             expected="no uncorrectable ECC error", refs=[_KERNEL_LOG_REF],
+                             evidence=kernel_evidence(cuda))]
     if not context.gpus:
-        return [context.skip("No NVIDIA GPU is visible, so there is nothing to judge (see gpu.present).")]
+        return [context.skip(said("registry.no_gpu"))]
     logged = _xid_evidence(context, _ECC_XIDS)
     uptime = context.facts.host.uptime_s
 
@@ -264,20 +265,15 @@ def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
         if not counted(gpu) and gpu.bus_id in logged:
             return _ecc_from_log(context, gpu, logged[gpu.bus_id], uptime)
         if volatile:
-            return context.fail(f"GPU{gpu.index} has {volatile} uncorrectable ECC error(s) since the last driver "
-                                "load: results may be wrong and jobs on it die.", gpu=gpu,
+            return context.fail(said("health.ecc_uncorrected.volatile", index=gpu.index, count=volatile), gpu=gpu,
                                 observed={"volatile": volatile, "aggregate": aggregate}, expected=0,
-                                fix="Drain the GPU, reset it or reboot (a row remap/page retirement applies then); "
-                                    "run `dcgmi diag -r 3`; RMA if errors return.",
                                 refs=["Xid 48 / 94 / 95", "NVML ECC"])
         if aggregate:
-            return context.warn(f"GPU{gpu.index} has {aggregate} uncorrectable ECC error(s) in its lifetime (none "
-                                "since the last driver load).", gpu=gpu, observed={"aggregate": aggregate},
-                                expected=0, fix="Watch it: check remapped rows/retired pages; RMA if the count grows.")
+            return context.warn(said("health.ecc_uncorrected.aggregate", index=gpu.index, count=aggregate), gpu=gpu,
+                                observed={"aggregate": aggregate}, expected=0)
         if corrected:
-            return context.passed(f"GPU{gpu.index}: {corrected} corrected ECC error(s) since boot, no uncorrectable "
-                                  "ones (corrected errors are handled by ECC; not a fault).", gpu=gpu,
-                                  observed={"corrected_volatile": corrected})
+            return context.passed(said("health.ecc_uncorrected.corrected", index=gpu.index, count=corrected),
+                                  gpu=gpu, observed={"corrected_volatile": corrected})
         return None
     return per_gpu(context, judge, said("health.ecc_uncorrected.all_good"),
                    reported=lambda gpu: counted(gpu) or gpu.bus_id in logged,
@@ -286,22 +282,16 @@ def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
 
 def _ecc_from_log(context: CheckContext, gpu: GpuFacts, evidence: _Evidence, uptime: float | None) -> Finding:
     current = [(event, mark) for event, mark in evidence if mark is None]
-    fix = (f"Read the counters: `nvidia-smi -q -d ECC,ROW_REMAPPER -i {gpu.index}`; drain the GPU, reset it "
-           f"(`sudo nvidia-smi -r -i {gpu.index}`) or reboot so the row remap applies; run `dcgmi diag -r 3`; "
-           "RMA if errors return.")
     if current:
-        return context.fail(
-            f"GPU{gpu.index}: the kernel log shows uncorrectable ECC errors ({_summarize(current, uptime)}) since the "
-            "last driver load; the ECC counters are not in this run, so the evidence is the kernel log.", gpu=gpu,
-            observed={"kernel_log": _summarize(current, uptime), "counters": None}, expected="no uncorrectable error",
-            fix=fix, refs=[_KERNEL_LOG_REF])
-    mark = evidence[-1][1]
-    return context.warn(
-        f"GPU{gpu.index}: the kernel log shows uncorrectable ECC errors ({_summarize(evidence, uptime)}) before the "
-        f"{_marker_name(mark)} {_when(mark, uptime)}: history. The ECC counters are not in this run; they would tell "
-        "whether errors continued.", gpu=gpu,
-        observed={"kernel_log": _summarize(evidence, uptime), "history": True, "counters": None},
-        expected="no uncorrectable error", fix=fix, refs=[_KERNEL_LOG_REF])
+        summary = _summarize(current, uptime)
+        return context.fail(said("health.ecc_uncorrected.log_current", index=gpu.index, summary=summary), gpu=gpu,
+                            observed={"kernel_log": summary.english(), "counters": None},
+                            expected="no uncorrectable error", refs=[_KERNEL_LOG_REF])
+    mark, summary = evidence[-1][1], _summarize(evidence, uptime)
+    return context.warn(said("health.ecc_uncorrected.log_history", index=gpu.index, summary=summary,
+                             marker=_marker_name(mark), when=_when(mark, uptime)), gpu=gpu,
+                        observed={"kernel_log": summary.english(), "history": True, "counters": None},
+                        expected="no uncorrectable error", refs=[_KERNEL_LOG_REF])
 
 
 @check("health.retired_pages", "Retired memory pages within limits")
@@ -311,23 +301,22 @@ def health_retired_pages(context: CheckContext) -> list[Finding]:
     def judge(gpu: GpuFacts) -> Finding | None:
         retired = (gpu.retired_pages_sbe or 0) + (gpu.retired_pages_dbe or 0)
         if gpu.retired_pages_pending:
-            return context.warn(f"GPU{gpu.index} has a page retirement pending: it applies at the next GPU reset or "
-                                "reboot.", gpu=gpu, observed={"retired": retired, "pending": True},
-                                expected="no pending retirement", fix="Reset the GPU (`sudo nvidia-smi -r -i "
-                                f"{gpu.index}` when idle) or reboot.", refs=[limit["source"]])
+            return context.warn(said("health.retired_pages.pending", index=gpu.index), gpu=gpu,
+                                observed={"retired": retired, "pending": True}, expected="no pending retirement",
+                                refs=[limit["source"]])
         if retired >= limit["fail_at"]:
-            return context.fail(f"GPU{gpu.index} has retired {retired} pages, at DCGM's limit of {limit['fail_at']}.",
-                                gpu=gpu, observed=retired, expected=f"< {limit['fail_at']}",
-                                fix="RMA the GPU.", refs=[limit["source"]])
+            return context.fail(said("health.retired_pages.at_limit", index=gpu.index, retired=retired,
+                                     limit=limit["fail_at"]),
+                                gpu=gpu, observed=retired, expected=f"< {limit['fail_at']}", refs=[limit["source"]])
         if retired >= limit["warn_at"]:
-            return context.warn(f"GPU{gpu.index} has retired {retired} pages (DCGM's soft limit is "
-                                f"{limit['warn_at']}).", gpu=gpu, observed=retired, expected=f"< {limit['warn_at']}",
-                                fix="Watch the count; plan an RMA if it grows.", refs=[limit["source"]])
+            return context.warn(said("health.retired_pages.soft_limit", index=gpu.index, retired=retired,
+                                     limit=limit["warn_at"]),
+                                gpu=gpu, observed=retired, expected=f"< {limit['warn_at']}", refs=[limit["source"]])
         return None
     retires = [gpu for gpu in context.gpus if gpu.retired_pages_sbe is not None or gpu.retired_pages_dbe is not None
                or gpu.retired_pages_pending is not None]
     if not retires and any(gpu.remap_pending is not None for gpu in context.gpus):
-        return [context.passed("Page retirement not used: these GPUs remap rows instead (see health.row_remap_*).")]
+        return [context.passed(said("health.retired_pages.not_used"))]
     return per_gpu(context, judge, said("health.retired_pages.all_good"),
                    reported=lambda gpu: gpu.retired_pages_sbe is not None or gpu.retired_pages_dbe is not None
                    or gpu.retired_pages_pending is not None,
@@ -338,29 +327,23 @@ def health_retired_pages(context: CheckContext) -> list[Finding]:
 def health_row_remap_pending(context: CheckContext) -> list[Finding]:
     logged = _xid_evidence(context, (63,))
     uptime = context.facts.host.uptime_s
-    fix = "Reset the GPU when idle (`sudo nvidia-smi -r -i {index}`) or reboot."
 
     def judge(gpu: GpuFacts) -> Finding | None:
         if gpu.remap_pending:
-            return context.fail(f"GPU{gpu.index} has a memory row remap pending: the faulty row stays in use until "
-                                "the GPU is reset.", gpu=gpu, observed="Pending: Yes", expected="No",
-                                fix=fix.format(index=gpu.index), refs=[_REMAP_REF])
+            return context.fail(said("health.row_remap_pending.pending", index=gpu.index), gpu=gpu,
+                                observed="Pending: Yes", expected="No", refs=[_REMAP_REF])
         if gpu.remap_pending is None and gpu.bus_id in logged:
             evidence = logged[gpu.bus_id]
             current = [(event, mark) for event, mark in evidence if mark is None]
             if current:
-                return context.fail(
-                    f"GPU{gpu.index}: the kernel log marks a memory row for remapping ({_summarize(current, uptime)}) "
-                    "and no GPU reset or driver reload follows: the remap is pending, the faulty row stays in use "
-                    "until the GPU is reset (the row-remapper state is not in this run).", gpu=gpu,
-                    observed={"kernel_log": _summarize(current, uptime), "pending": None}, expected="No",
-                    fix=fix.format(index=gpu.index) + f" Confirm with `nvidia-smi -q -d ROW_REMAPPER -i {gpu.index}`.",
-                    refs=[_REMAP_REF, _KERNEL_LOG_REF])
-            mark = evidence[-1][1]
-            return context.passed(
-                f"GPU{gpu.index}: the row remap the kernel log marked ({_summarize(evidence, uptime)}) was followed by "
-                f"the {_marker_name(mark)} {_when(mark, uptime)}, which applies it.", gpu=gpu,
-                observed={"kernel_log": _summarize(evidence, uptime), "history": True}, refs=[_REMAP_REF])
+                summary = _summarize(current, uptime)
+                return context.fail(said("health.row_remap_pending.log_pending", index=gpu.index, summary=summary),
+                                    gpu=gpu, observed={"kernel_log": summary.english(), "pending": None},
+                                    expected="No", refs=[_REMAP_REF, _KERNEL_LOG_REF])
+            mark, summary = evidence[-1][1], _summarize(evidence, uptime)
+            return context.passed(said("health.row_remap_pending.log_applied", index=gpu.index, summary=summary,
+                                       marker=_marker_name(mark), when=_when(mark, uptime)), gpu=gpu,
+                                  observed={"kernel_log": summary.english(), "history": True}, refs=[_REMAP_REF])
         return None
     return per_gpu(context, judge, said("health.row_remap_pending.all_good"),
                    reported=lambda gpu: gpu.remap_pending is not None or gpu.bus_id in logged,
@@ -374,22 +357,16 @@ def health_row_remap_failure(context: CheckContext) -> list[Finding]:
 
     def judge(gpu: GpuFacts) -> Finding | None:
         if gpu.remap_failure:
-            return context.fail(f"GPU{gpu.index} failed to remap a memory row: it has run out of spare rows.",
-                                gpu=gpu, observed="Remapping Failure Occurred: Yes", expected="No",
-                                fix="RMA the GPU (NVIDIA: a remap failure requires replacement).",
-                                refs=[_REMAP_REF])
+            return context.fail(said("health.row_remap_failure.failed", index=gpu.index), gpu=gpu,
+                                observed="Remapping Failure Occurred: Yes", expected="No", refs=[_REMAP_REF])
         if gpu.remap_failure is None and gpu.bus_id in logged:
-            evidence = logged[gpu.bus_id]
-            return context.fail(
-                f"GPU{gpu.index}: the kernel log shows a failed row remap ({_summarize(evidence, uptime)}): the faulty "
-                "memory could not be isolated. A reset or driver reload does not undo that, so an earlier one still "
-                "counts (the row-remapper state is not in this run).", gpu=gpu,
-                observed={"kernel_log": _summarize(evidence, uptime), "failure": None}, expected="no Xid 64",
-                fix=f"Confirm with `nvidia-smi -q -d ROW_REMAPPER -i {gpu.index}` (Remapping Failure Occurred); "
-                    "drain the GPU, run `dcgmi diag -r 3` and RMA it.", refs=[_REMAP_REF, _KERNEL_LOG_REF])
+            summary = _summarize(logged[gpu.bus_id], uptime)
+            return context.fail(said("health.row_remap_failure.log_failed", index=gpu.index, summary=summary),
+                                gpu=gpu, observed={"kernel_log": summary.english(), "failure": None},
+                                expected="no Xid 64", refs=[_REMAP_REF, _KERNEL_LOG_REF])
         if gpu.remapped_rows_uncorrectable:
-            return context.passed(f"GPU{gpu.index} has remapped {gpu.remapped_rows_uncorrectable} row(s) after "
-                                  "uncorrectable errors; remapping works as designed.", gpu=gpu,
+            return context.passed(said("health.row_remap_failure.remapped", index=gpu.index,
+                                       rows=gpu.remapped_rows_uncorrectable), gpu=gpu,
                                   observed={"uncorrectable_rows": gpu.remapped_rows_uncorrectable})
         return None
     return per_gpu(context, judge, said("health.row_remap_failure.all_good"),
@@ -400,6 +377,8 @@ def health_row_remap_failure(context: CheckContext) -> list[Finding]:
 @check("health.pcie_replay", "PCIe replay rate", needs=("host.uptime_s",))
 def health_pcie_replay(context: CheckContext) -> list[Finding]:
     limit = thresholds("pcie_replay")
+    if not math.isfinite(context.facts.host.uptime_s):
+        return [context.skip(said("health.pcie_replay.odd_uptime"))]
     minutes = max(context.facts.host.uptime_s / 60, 1.0)
 
     def judge(gpu: GpuFacts) -> Finding | None:
@@ -408,13 +387,11 @@ def health_pcie_replay(context: CheckContext) -> list[Finding]:
             return None
         rate = replays / minutes
         if rate > limit["warn_above_per_minute"]:
-            return context.warn(f"GPU{gpu.index} has {replays:,} PCIe replays since boot ({rate:.1f}/min on "
-                                "average): the link is retrying transfers.", gpu=gpu, observed=f"{rate:.1f}/min",
-                                expected=f"<= {limit['warn_above_per_minute']}/min",
-                                fix="Reseat the GPU/riser; check `lspci -vv` for AER errors; a marginal link may "
-                                    "need the slot set one generation lower.", refs=[limit["source"]])
-        return context.passed(f"GPU{gpu.index}: {replays:,} PCIe replays since boot ({rate:.2f}/min), below "
-                              f"{limit['warn_above_per_minute']}/min: not a fault.", gpu=gpu, observed=replays)
+            return context.warn(said("health.pcie_replay.high", index=gpu.index, replays=replays, rate=rate),
+                                gpu=gpu, observed=f"{rate:.1f}/min",
+                                expected=f"<= {limit['warn_above_per_minute']}/min", refs=[limit["source"]])
+        return context.passed(said("health.pcie_replay.low", index=gpu.index, replays=replays, rate=rate,
+                                   limit=limit["warn_above_per_minute"]), gpu=gpu, observed=replays)
     return per_gpu(context, judge, said("health.pcie_replay.all_good"),
                    reported=lambda gpu: gpu.pcie_replay_count is not None,
                    unreported=said("health.pcie_replay.unreported"))

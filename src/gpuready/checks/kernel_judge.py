@@ -3,14 +3,16 @@
 Every verb that sees such an event calls this: `check` and `check --bundle` (health.xid, health.sxid, nvlink.errors),
 `diagnose` (through those same checks), `burn` and `validate` (Xids NVML reported during the run) and `monitor`.
 The same line gets the same status everywhere. The rule and its sources are data: knowledge/xid.toml (`[judge]`,
-`[sxid]`, one row per Xid).
+`[sxid]`, one row per Xid); the texts a judgement prints (an Xid's meaning and action, why this status, the cascades)
+are the message catalogue's, domain knowledge_xid, so a finding built from them renders in English or Chinese.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from gpuready.i18n import Said, catalogue, finding_text, said
 from gpuready.knowledge import load_table, xid_entry
 from gpuready.model import Finding, Status
 
@@ -25,18 +27,52 @@ _LOWER = {Status.FAIL: Status.WARN, Status.WARN: Status.PASS, Status.PASS: Statu
 
 @dataclass(frozen=True)
 class EventJudgement:
+    """The texts are catalogue texts (domain knowledge_xid), to be parts of a finding in either language; `name`,
+    `meaning`, `action` and `reasons` are their English."""
+
     status: Status
-    name: str
+    title: Said
     """`Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS`, `Xid 201 (not in the catalog)`, `SXid 20034`."""
-    meaning: str
-    action: str
+    meaning_text: Said
+    """What the event means, without a closing full stop (it is a part of a sentence)."""
+    action_text: Said
     blame: str
     """`application`, `GPU`, `fabric`, `driver` or `unknown`: who the catalog points at."""
-    reasons: tuple[str, ...]
-    """Why this status, in words (catalog severity, the line's own word, history, another container's GPU)."""
+    reason_texts: tuple[Said, ...]
+    """Why this status (catalog severity, the line's own word, history, another container's GPU)."""
     ref: str
     nvlink: bool = False
     """An NVLink error: nvlink.errors reports it."""
+
+    @property
+    def name(self) -> str:
+        return self.title.english()
+
+    @property
+    def meaning(self) -> str:
+        return self.meaning_text.english()
+
+    @property
+    def action(self) -> str:
+        return self.action_text.english()
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return tuple(reason.english() for reason in self.reason_texts)
+
+    @property
+    def blame_text(self) -> Said:
+        return said(f"xid.blame.{self.blame.lower()}")
+
+
+def xid_text(code: int, field: str) -> Said:
+    """An Xid's `meaning` (without its full stop) or `action` from the catalogue (`xid.<code>.<field>`); a row added to
+    xid.toml since the catalogue was written says its English text."""
+    if f"xid.{code}.{field}" in catalogue("en"):
+        return said(f"xid.{code}.{field}")
+    entry = xid_entry(code) or {}
+    return said("xid.untranslated", text=str(entry.get(field, "")).rstrip(".") if field == "meaning"
+                else str(entry.get(field, "")))
 
 
 def line_severity(detail: str) -> str | None:
@@ -70,62 +106,62 @@ def judge_xid(code: int | None, detail: str = "", *, history: bool = False, outs
     rule = load_table("xid")["judge"]
     entry = xid_entry(code)
     if entry is None:
-        status = Status(rule["unknown_code"])
-        reasons = [f"Xid {code} is not in gpuready's catalog: look it up in NVIDIA's Xid catalog"]
-        judged = EventJudgement(status=status, name=f"Xid {code} (not in the catalog)",
-                                meaning="unknown to gpuready's catalog",
-                                action=f"Look Xid {code} up in NVIDIA's Xid catalog ({XID_CATALOG_REF.split(', ')[1]}); "
-                                       "run `dcgmi diag -r 3` on the GPU if it recurs.",
-                                blame="unknown", reasons=tuple(reasons), ref=XID_CATALOG_REF)
+        judged = EventJudgement(status=Status(rule["unknown_code"]), title=said("xid.name.unknown", code=code),
+                                meaning_text=said("xid.unknown.meaning"),
+                                action_text=said("xid.unknown.action", code=code,
+                                                 url=XID_CATALOG_REF.split(", ")[1]),
+                                blame="unknown", reason_texts=(said("xid.reason.unknown", code=code),),
+                                ref=XID_CATALOG_REF)
         return _adjust(judged, history, outside)
-    said = line_severity(detail) if entry.get("severity_from_line") else None
-    if said == "non-fatal":
-        status, reason = Status.WARN, "the line says non-fatal"
-    elif said == "fatal":
-        status, reason = Status.FAIL, "the line says fatal"
+    stated = line_severity(detail) if entry.get("severity_from_line") else None
+    severity = said(f"xid.severity.{entry['severity']}")
+    if stated == "non-fatal":
+        status, reason = Status.WARN, said("xid.reason.line_non_fatal")
+    elif stated == "fatal":
+        status, reason = Status.FAIL, said("xid.reason.line_fatal")
     elif entry.get("app_fault") and entry["severity"] != "critical":
-        status, reason = Status.WARN, "the catalog blames the application: check the application first"
+        status, reason = Status.WARN, said("xid.reason.application")
     elif entry["severity"] in rule["fail_severities"]:
-        status, reason = Status.FAIL, f"catalog severity {entry['severity']}" + (
-            " (the line does not say fatal or non-fatal)" if entry.get("severity_from_line") else "")
+        status = Status.FAIL
+        reason = said("xid.reason.severity_unstated" if entry.get("severity_from_line") else "xid.reason.severity",
+                      severity=severity)
     else:
-        status, reason = Status.WARN, f"catalog severity {entry['severity']}"
+        status, reason = Status.WARN, said("xid.reason.severity", severity=severity)
     blame = "application" if entry.get("app_fault") else "fabric" if entry.get("nvlink") else \
         "driver" if code in _DRIVER_CODES else "GPU"
-    action = entry["action"]
+    action = xid_text(code, "action")
     if blame == "application":
-        action = "Check the application first. " + action
-    judged = EventJudgement(status=status, name=f"Xid {code} {entry['name']}", meaning=entry["meaning"],
-                            action=action, blame=blame, reasons=(reason,), ref=entry["source"],
-                            nvlink=bool(entry.get("nvlink")))
+        action = said("xid.action.application_first", action=action)
+    judged = EventJudgement(status=status, title=said("xid.name", code=code, mnemonic=entry["name"]),
+                            meaning_text=xid_text(code, "meaning"), action_text=action, blame=blame,
+                            reason_texts=(reason,), ref=entry["source"], nvlink=bool(entry.get("nvlink")))
     return _adjust(judged, history, outside)
 
 
 def judge_sxid(code: int | None, detail: str = "", *, history: bool = False) -> EventJudgement:
     """An NVSwitch SXid line: fatal as the line says; non-fatal or unstated warn."""
     rule = load_table("xid")["sxid"]
-    said = line_severity(detail)
-    if said == "fatal":
-        status, reason, action = Status.FAIL, "the line says fatal", rule["fatal_action"]
+    stated = line_severity(detail)
+    if stated == "fatal":
+        status, reason, action = Status.FAIL, said("xid.reason.line_fatal"), said("sxid.fatal_action")
     else:
-        status = Status.WARN if said == "non-fatal" else Status(rule["unstated"])
-        reason = "the line says non-fatal" if said else "the line does not say fatal"
-        action = rule["non_fatal_action"]
-    judged = EventJudgement(status=status, name=f"SXid {code}", meaning="an NVSwitch error", action=action,
-                            blame="fabric", reasons=(reason,), ref=SXID_REF, nvlink=True)
+        status = Status.WARN if stated == "non-fatal" else Status(rule["unstated"])
+        reason = said("xid.reason.line_non_fatal" if stated else "xid.reason.line_unstated")
+        action = said("sxid.non_fatal_action")
+    judged = EventJudgement(status=status, title=said("sxid.name", code=code), meaning_text=said("sxid.meaning"),
+                            action_text=action, blame="fabric", reason_texts=(reason,), ref=SXID_REF, nvlink=True)
     return _adjust(judged, history, outside=False)
 
 
 def _adjust(judged: EventJudgement, history: bool, outside: bool) -> EventJudgement:
-    status, reasons = judged.status, list(judged.reasons)
+    status, reasons = judged.status, list(judged.reason_texts)
     if history and status == Status.FAIL:
         status = Status(load_table("xid")["judge"]["history"])
-        reasons.append("history: a later driver load or reset of this GPU came after it")
+        reasons.append(said("xid.reason.history"))
     if outside:
         status = _LOWER[status]
-        reasons.append("the GPU is not allocated to this container: its jobs are not affected, the node is")
-    return EventJudgement(status=status, name=judged.name, meaning=judged.meaning, action=judged.action,
-                          blame=judged.blame, reasons=tuple(reasons), ref=judged.ref, nvlink=judged.nvlink)
+        reasons.append(said("xid.reason.outside"))
+    return replace(judged, status=status, reason_texts=tuple(reasons))
 
 
 def worst(statuses) -> Status:
@@ -146,18 +182,17 @@ class Cascade:
     """The effect must come after the cause (False: anywhere in one driver load, as the memory chain logs Xid 63
     between the DBE and the 94)."""
     why: str
+    """The catalogue id (knowledge_xid) of why the effect follows from the cause."""
 
 
 _NVLINK_CODES = tuple(nvlink_xids())
 CASCADES: tuple[Cascade, ...] = (
-    Cascade((79,), (), True, "the GPU had fallen off the bus: later errors on it follow from that"),
+    Cascade((79,), (), True, "xid.cascade.fallen_off_bus"),
     # NVIDIA: Xid 48 (DBE) → 63 (row marked for remap) / 64 (remap failed) → 94/95 (contained/uncontained) → 154.
-    Cascade((48,), (63, 64, 94, 95, 154), False, "the uncorrectable memory error (Xid 48, DBE) causes the row remap, "
-            "the containment and the recovery action"),
-    Cascade((94, 95), (63, 64, 154), False, "the uncorrectable memory error (Xid 94/95) causes the row remap and the "
-            "recovery action"),
-    Cascade(_NVLINK_CODES, (45, 62, 154), True, "the NVLink error tore down the job's channels"),
-    Cascade((), (45, 154), True, "the catalog says it follows an earlier error on the GPU"),
+    Cascade((48,), (63, 64, 94, 95, 154), False, "xid.cascade.dbe"),
+    Cascade((94, 95), (63, 64, 154), False, "xid.cascade.contained"),
+    Cascade(_NVLINK_CODES, (45, 62, 154), True, "xid.cascade.nvlink"),
+    Cascade((), (45, 154), True, "xid.cascade.earlier_error"),
 )
 """In priority order: the first rule that applies names an Xid's cause (NVIDIA's Xid catalog, per code)."""
 SXID_NEVER_CAUSES = (13, 31)
@@ -179,7 +214,7 @@ class XidGroup:
 
 
 def root_causes(groups: list[XidGroup], first_sxid: tuple[int, tuple[str, float] | None] | None
-                ) -> dict[XidGroup, tuple[str, str]]:
+                ) -> dict[XidGroup, tuple[Said, Said]]:
     """Group → (its root cause: `Xid 48` or `an NVSwitch SXid`, why) for the groups that follow from another."""
     direct: dict[XidGroup, tuple[XidGroup | str, str]] = {}
     by_gpu_epoch: dict[tuple[str | None, int], list[XidGroup]] = {}  # a log of many driver loads: each period apart
@@ -200,13 +235,14 @@ def root_causes(groups: list[XidGroup], first_sxid: tuple[int, tuple[str, float]
                 break
         if group not in direct and first_sxid is not None and group.code not in SXID_NEVER_CAUSES \
                 and first_sxid[0] < group.first and _within(first_sxid[1], group.first_clock, SXID_WINDOW_S):
-            direct[group] = ("an NVSwitch SXid", "it follows an NVSwitch error on the fabric")
-    roots: dict[XidGroup, tuple[str, str]] = {}
+            direct[group] = ("sxid", "xid.cascade.sxid")
+    roots: dict[XidGroup, tuple[Said, Said]] = {}
     for group, (target, why) in direct.items():
         hops = 0
         while isinstance(target, XidGroup) and target in direct and hops < 20:
             target, hops = direct[target][0], hops + 1
-        roots[group] = (f"Xid {target.code}" if isinstance(target, XidGroup) else target, why)
+        roots[group] = (said("xid.cause.xid", code=target.code) if isinstance(target, XidGroup)
+                        else said("xid.cause.sxid"), said(why))
     return roots
 
 
@@ -216,16 +252,19 @@ def _within(earlier: tuple[str, float] | None, later: tuple[str, float] | None, 
     return 0 <= later[1] - earlier[1] <= window_s
 
 
-def nvml_xid_findings(check_id: str, events: list[tuple[float, int | None, int]], subject_of, during: str,
-                      application_note: str = "") -> list[Finding]:
+def nvml_xid_findings(check_id: str, events: list[tuple[float, int | None, int]], subject_of, during: str | Said,
+                      application_note: str | Said = "") -> list[Finding]:
     """One finding per Xid NVML's event API reported while a verb ran (burn, bench): judged as the same number in a
-    kernel log is. `subject_of(NVML index)` names the GPU; `during` says when (`the burn`, `the DDP run`)."""
+    kernel log is. `subject_of(NVML index)` names the GPU; `during` says when (`the burn`, `the DDP run`: a catalogue
+    text, or a name); `application_note`, added where the catalog blames the application, likewise."""
     findings = []
     for t_s, index, code in events:
         judged = judge_xid(code)
-        note = application_note if judged.blame == "application" else ""
+        note = application_note.strip() if isinstance(application_note, str) else application_note
+        noted = judged.blame == "application" and note
+        text = said("xid.nvml.found_noted" if noted else "xid.nvml.found", name=judged.title, t_s=t_s, during=during,
+                    meaning=judged.meaning_text, reasons=list(judged.reason_texts), action=judged.action_text,
+                    **({"note": note} if noted else {}))
         findings.append(Finding(check_id=check_id, status=judged.status, subject=subject_of(index),
-                                message=f"{judged.name} at {t_s:.0f} s into {during}: {judged.meaning.rstrip('.')} "
-                                        f"({'; '.join(judged.reasons)}).{note}",
-                                observed=code, expected="no Xid", fix=judged.action, refs=[judged.ref]))
+                                observed=code, expected="no Xid", refs=[judged.ref], **finding_text(text)))
     return findings

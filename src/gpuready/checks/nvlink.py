@@ -25,15 +25,11 @@ from gpuready.checks.gpu import allocation
 from gpuready.checks.kernel_judge import is_nvlink_xid, judge_xid, line_severity, nvlink_xids, worst
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, kernel_log_missing
 from gpuready.facts.types import GpuFacts, KernelEvent
-from gpuready.i18n import said
+from gpuready.i18n import Said, said
 from gpuready.knowledge import GpuSpec, gpu_spec, load_table, thresholds
 from gpuready.model import Finding, Status
 
 _LINK_REFS = ["nvidia-smi nvlink -s; nvidia-smi topo -m legend (NV# = a bonded set of # NVLinks)"]
-_LINK_FIX = ("Look at `nvidia-smi nvlink -s -i {index}` and the error counters in `nvidia-smi nvlink -e -i {index}`; "
-             "reseat or replace the NVLink bridge on bridged cards; otherwise reset the GPU when idle "
-             "(`nvidia-smi -r -i {index}`) or reboot, and on NVSwitch boards check `systemctl status "
-             "nvidia-fabricmanager`; if the links stay down, run `dcgmi diag -r 2` and RMA the GPU or baseboard.")
 
 
 # ----------------------------------------------------------------------------------------------- link state
@@ -61,8 +57,23 @@ def _model(gpu: GpuFacts) -> str:
     return spec.model if spec else (gpu.name or _UNNAMED)
 
 
-def _pairs_of(model: str) -> str:
-    return "GPU pairs (models not named)" if model == _UNNAMED else f"{model} pairs"
+def _named(model: str) -> str | Said:
+    """The model as a message names it: its name, or `unnamed` in the reader's language."""
+    return said("nvlink.model.unnamed") if model == _UNNAMED else model
+
+
+def _pairs_of(model: str) -> Said:
+    return said("nvlink.pairs.unnamed") if model == _UNNAMED else said("nvlink.pairs", model=model)
+
+
+def _gpu_list(indices) -> str:
+    return ", ".join(f"GPU{index}" for index in indices)
+
+
+def _sentences(texts: list[Said]) -> Said:
+    """Sentences one after the other (the same one once)."""
+    unique = list({text.english(): text for text in texts}.values())
+    return unique[0] if len(unique) == 1 else said("nvlink.sentences", first=unique[0], then=_sentences(unique[1:]))
 
 
 def _model_links(spec: GpuSpec | None) -> int | None:
@@ -94,7 +105,7 @@ def _nv(link: str) -> int:
 @dataclass
 class _Flag:
     gpu: GpuFacts
-    texts: list[str] = field(default_factory=list)
+    texts: list[Said] = field(default_factory=list)
     observed: dict[str, Any] = field(default_factory=dict)
     expected: dict[str, Any] = field(default_factory=dict)
     refs: list[str] = field(default_factory=list)
@@ -104,10 +115,10 @@ class _Flag:
 class _Judgement:
     def __init__(self) -> None:
         self.flags: dict[int, _Flag] = {}
-        self.notes: list[str] = []
+        self.notes: list[Said] = []
         self.observed: dict[str, Any] = {}
 
-    def flag(self, gpu: GpuFacts, source: str, text: str, observed: Any, expected: Any,
+    def flag(self, gpu: GpuFacts, source: str, text: Said, observed: Any, expected: Any,
              refs: list[str] | None = None, peers: set[int] | None = None) -> None:
         entry = self.flags.setdefault(gpu.index, _Flag(gpu))
         entry.texts.append(text)
@@ -142,8 +153,8 @@ def _judge_link_state(gpus: list[GpuFacts], judgement: _Judgement) -> None:
             if kind in ("sxm", "mesh"):
                 judgement.flag(
                     gpu, "nvlink_s",
-                    f"GPU{gpu.index} ({model}) has no active NVLink ({len(inactive[gpu.index])} link(s) inactive), "
-                    f"but the {model} has all {_model_links(spec) or expected} of its links wired on every board.",
+                    said("nvlink.link_down.none_active", index=gpu.index, model=_named(model),
+                         inactive=len(inactive[gpu.index]), links=_model_links(spec) or expected),
                     {"active": 0, "inactive": sorted(inactive[gpu.index])}, _model_links(spec) or expected,
                     refs=[spec.source] if spec else [])
         for gpu in linked:
@@ -151,30 +162,28 @@ def _judge_link_state(gpus: list[GpuFacts], judgement: _Judgement) -> None:
             if up >= expected:
                 continue
             down = inactive[gpu.index] & active[best.index] or inactive[gpu.index] or set()
-            versus = (f" while GPU{best.index} (same model) has {len(active[best.index])} up"
-                      if len(active[best.index]) > up else "")
-            wired = f"; the {model} has {floor} links" if floor and floor == expected else ""
+            versus = said("nvlink.link_down.versus", peer=best.index, count=len(active[best.index])) \
+                if len(active[best.index]) > up else ""
+            wired = said("nvlink.link_down.wired", model=_named(model), links=floor) \
+                if floor and floor == expected else ""
             judgement.flag(
                 gpu, "nvlink_s",
-                f"GPU{gpu.index} ({model}) has {up} of {expected} NVLink links up: link(s) {ranges(down) or '?'} "
-                f"down{versus}{wired}.",
+                said("nvlink.link_down.some_down", index=gpu.index, model=_named(model), up=up, expected=expected,
+                     down=ranges(down) or "?", versus=versus, wired=wired),
                 {"active": up, "down": sorted(down)}, expected,
                 refs=[spec.source] if spec and floor else [], peers={best.index} if best is not gpu else set())
         flagged = any(gpu.index in judgement.flags for gpu in members)
         if len(linked) >= 2 and not flagged:
             common = set.intersection(*(inactive[gpu.index] for gpu in linked))
             if common:
-                judgement.notes.append(
-                    f"links {ranges(common)} are inactive on all {len(linked)} {model} GPUs alike "
-                    f"({len(active[linked[0].index])} up on each): unused by design of the board or bridge, "
-                    "not a fault")
+                judgement.notes.append(said("nvlink.note.inactive_alike", links=ranges(common), count=len(linked),
+                                            model=_named(model), up=len(active[linked[0].index])))
         elif len(linked) == 1 and inactive[linked[0].index] and linked[0].index not in judgement.flags:
-            judgement.notes.append(
-                f"GPU{linked[0].index} has link(s) {ranges(inactive[linked[0].index])} inactive; no other {model} "
-                "reports its links to compare with")
+            judgement.notes.append(said("nvlink.note.inactive_alone", index=linked[0].index,
+                                        links=ranges(inactive[linked[0].index]), model=_named(model)))
         if unlinked and kind not in ("sxm", "mesh"):
-            judgement.notes.append(
-                f"{', '.join(f'GPU{gpu.index}' for gpu in unlinked)} ({model}) have no NVLink up: not bridged")
+            judgement.notes.append(said("nvlink.note.not_bridged", gpus=_gpu_list(gpu.index for gpu in unlinked),
+                                        model=_named(model)))
     if counts:
         judgement.observed["active_links"] = counts
 
@@ -193,12 +202,11 @@ def _judge_topology(context: CheckContext, gpus: dict[int, GpuFacts], judgement:
         # SXM parts on HGX boards are NVLinked to every peer; a mesh GPU's partner may just not be in this run.
         sxm = [gpus[i] for i in indices if i in gpus and _kind(gpu_spec(gpus[i].name)) == "sxm"]
         for gpu in sxm:
-            judgement.flag(gpu, "topology",
-                           f"GPU{gpu.index} ({_model(gpu)}) has no NVLink to any peer in `nvidia-smi topo -m`, "
-                           "though this model is wired to its peers by NVLink on every board.",
+            judgement.flag(gpu, "topology", said("nvlink.link_down.topo_none", index=gpu.index,
+                                                 model=_named(_model(gpu))),
                            "no NV#", "NV# to its peers", refs=[gpu_spec(gpu.name).source])
         if not sxm:
-            judgement.notes.append("`nvidia-smi topo -m` shows no NVLink between any GPU pair")
+            judgement.notes.append(said("nvlink.note.topo_none"))
         return
     switched = any(total > _max_links_per_gpu() for total in totals.values())
     if switched:
@@ -223,14 +231,14 @@ def _judge_switched(gpus: dict[int, GpuFacts], indices: list[int], nv_pairs: dic
                 continue
             gpu = gpus[i]
             if reach[i] == 0:
-                text = f"GPU{i} has no NVLink to any peer, on an NVSwitch board where the other GPUs reach each other."
+                text = said("nvlink.link_down.switched_none", index=i)
             else:
-                text = (f"GPU{i} reaches its peers over NV{reach[i]}, fewer than the NV{expected} of "
-                        + ("its model" if floor == expected else "the other GPUs") + " on this NVSwitch board.")
+                text = said("nvlink.link_down.switched_fewer_model" if floor == expected
+                            else "nvlink.link_down.switched_fewer", index=i, nv=reach[i], expected=expected)
             judgement.flag(gpu, "topology", text, f"NV{reach[i]}", f"NV{expected}",
                            refs=[spec.source] if spec and floor else [])
     values = sorted(set(reach.values()))
-    judgement.notes.append(f"`topo -m`: NVSwitch fabric, {', '.join(f'NV{v}' for v in values if v)} per GPU")
+    judgement.notes.append(said("nvlink.note.switched", nv=", ".join(f"NV{v}" for v in values if v)))
 
 
 def _judge_direct(gpus: dict[int, GpuFacts], indices: list[int], pairs: dict[tuple[int, int], int],
@@ -250,9 +258,9 @@ def _judge_direct(gpus: dict[int, GpuFacts], indices: list[int], pairs: dict[tup
                 continue
             if kind == "sxm" and len(members) > 1:
                 judgement.flag(gpus[i], "topology",
-                               f"GPU{i} ({model}) has no NVLink to any peer while "
-                               + (f"{', '.join(f'GPU{j}' for j in linked)} are NVLinked" if linked else
-                                  "this model is NVLinked to its peers on every board") + ".",
+                               said("nvlink.link_down.direct_none_while", index=i, model=_named(model),
+                                    peers=_gpu_list(linked)) if linked else
+                               said("nvlink.link_down.direct_none", index=i, model=_named(model)),
                                "no NV#", "NV# to its peers", refs=[spec.source] if spec else [])
         if not group_pairs:
             continue
@@ -261,22 +269,22 @@ def _judge_direct(gpus: dict[int, GpuFacts], indices: list[int], pairs: dict[tup
             (", …" if len(group_pairs) > 4 else "")
         looks_hybrid = kind == "unknown" and max(totals[i] for i in linked) <= hybrid_max
         if kind == "mesh" or looks_hybrid:
-            judgement.notes.append(
-                f"`topo -m`: {shown}; " + (
-                    f"{_pairs_of(model)} bond different link counts, as a hybrid mesh (DGX-1, POWER9) does by design"
-                    if len(values) > 1 else f"{_pairs_of(model)} are not held to one link count")
-                + (" (unnamed GPUs with at most "
-                   f"{hybrid_max} NVLinks each may be such a mesh)" if looks_hybrid else ""))
+            judgement.notes.append(said(
+                "nvlink.note.mesh_differ" if len(values) > 1 else "nvlink.note.mesh_free", shown=shown,
+                pairs=_pairs_of(model),
+                hybrid=said("nvlink.note.maybe_hybrid", links=hybrid_max) if looks_hybrid else ""))
             continue
         floor = _model_links(spec) if kind == "bridge" else None  # a bridge carries all of a card's links
         reference = max(max(values), floor or 0)
         for (i, j), count in sorted(group_pairs.items()):
             if count >= reference:
                 continue
-            than = f"the {floor} links the {model} bridge carries" if floor == reference and count == max(values) \
-                else f"the NV{reference} of the other {_pairs_of(model)}"
+            than = said("nvlink.than.bridge", links=floor, model=_named(model)) \
+                if floor == reference and count == max(values) \
+                else said("nvlink.than.others", nv=reference, pairs=_pairs_of(model))
             for me, peer in ((i, j), (j, i)):
-                judgement.flag(gpus[me], "topology", f"GPU{i}-GPU{j} is NV{count}, fewer links than {than}.",
+                judgement.flag(gpus[me], "topology",
+                               said("nvlink.link_down.pair_fewer", first=i, second=j, nv=count, than=than),
                                {f"GPU{i}-GPU{j}": f"NV{count}"}, f"NV{reference}", peers={peer},
                                refs=[spec.source] if spec and floor == reference else [])
         if kind == "sxm":  # an HGX board without NVSwitch is a full mesh: every pair NVLinked
@@ -284,14 +292,17 @@ def _judge_direct(gpus: dict[int, GpuFacts], indices: list[int], pairs: dict[tup
                 if i in linked and j in linked and not count:
                     for me, peer in ((i, j), (j, i)):
                         judgement.flag(gpus[me], "topology",
-                                       f"GPU{i}-GPU{j} has no NVLink on a board where the other {_pairs_of(model)} "
-                                       f"are NV{reference}.", {f"GPU{i}-GPU{j}": "no NV#"}, f"NV{reference}",
-                                       peers={peer})
+                                       said("nvlink.link_down.pair_none", first=i, second=j,
+                                            pairs=_pairs_of(model), nv=reference),
+                                       {f"GPU{i}-GPU{j}": "no NV#"}, f"NV{reference}", peers={peer})
         if not any(i in judgement.flags for i in members):
             full = len(group_pairs) == len(linked) * (len(linked) - 1) // 2 and len(linked) == len(members)
-            judgement.notes.append(f"`topo -m`: {'every pair' if full else shown + ':'} "
-                                   f"{'of ' + model + ' ' if model != _UNNAMED and full else ''}"
-                                   f"{'NV' + str(reference) if full else 'equal NV# across ' + _pairs_of(model)}")
+            if not full:
+                judgement.notes.append(said("nvlink.note.equal", shown=shown, pairs=_pairs_of(model)))
+            elif model != _UNNAMED:
+                judgement.notes.append(said("nvlink.note.every_pair_of", model=model, nv=reference))
+            else:
+                judgement.notes.append(said("nvlink.note.every_pair", nv=reference))
 
 
 # ---------------------------------------------------------------------------------------------------- check
@@ -313,13 +324,12 @@ def _gpus_of(context: CheckContext) -> list[GpuFacts]:
 def nvlink_link_down(context: CheckContext) -> list[Finding]:
     gpus = _gpus_of(context)
     if not gpus:
-        return [context.skip("No NVIDIA GPU is visible, so there is no NVLink to judge (see gpu.present).")]
+        return [context.skip(said("nvlink.link_down.no_gpu"))]
     if len(gpus) < 2:
-        return [context.passed("One GPU visible: no NVLink to judge.")]
+        return [context.passed(said("nvlink.link_down.one_gpu"))]
     topology = context.facts.topology
     if all(gpu.nvlinks is None for gpu in gpus) and topology is None:
-        return [context.skip("No NVLink state in this run (nvml.json, nvidia-smi-nvlink-s.txt or "
-                             "nvidia-smi-topo.txt holds it).")]
+        return [context.skip(said("nvlink.link_down.no_state"))]
     judgement = _Judgement()
     _judge_link_state(gpus, judgement)
     by_index = {gpu.index: gpu for gpu in gpus}
@@ -332,20 +342,19 @@ def nvlink_link_down(context: CheckContext) -> list[Finding]:
         for index, entry in sorted(judgement.flags.items()):
             peer = by_index.get(next(iter(entry.peers))) if len(entry.peers) == 1 else None
             findings.append(context.fail(
-                " ".join(dict.fromkeys(entry.texts)) + " Bandwidth to its peers drops and NCCL may route around it.",
+                said("nvlink.link_down.flagged", problems=_sentences(entry.texts), index=index),
                 gpu=entry.gpu, peer=peer, observed=entry.observed, expected=entry.expected,
-                fix=_LINK_FIX.format(index=index), refs=entry.refs + _LINK_REFS))
+                refs=entry.refs + _LINK_REFS))
         return findings
     no_nvlink = all(not gpu.nvlinks for gpu in gpus) and not judgement.observed.get("topology")
     if no_nvlink and topology is None and any(_kind(gpu_spec(gpu.name)) in ("sxm", "mesh") for gpu in gpus):
-        return [context.skip("No NVLink state reported for these NVLink GPUs (`nvidia-smi nvlink -s` answers nothing "
-                             "in MIG mode) and no nvidia-smi-topo.txt: not judged.")]
+        return [context.skip(said("nvlink.link_down.mig"))]
     if no_nvlink:
-        return [context.passed("No NVLink reported: these are PCIe-connected GPUs (NVLink unused by design unless "
-                               "bridged).", observed=judgement.observed or None)]
-    notes = "; ".join(dict.fromkeys(judgement.notes))
-    return [context.passed(f"NVLink is up as the board wires it on all {len(gpus)} GPUs" + (f": {notes}." if notes
-                           else "."), observed=judgement.observed, refs=_LINK_REFS)]
+        return [context.passed(said("nvlink.link_down.pcie"), observed=judgement.observed or None)]
+    notes = list({note.english(): note for note in judgement.notes}.values())
+    return [context.passed(said("nvlink.link_down.up_noted", count=len(gpus), notes=notes) if notes
+                           else said("nvlink.link_down.up", count=len(gpus)),
+                           observed=judgement.observed, refs=_LINK_REFS)]
 
 
 # ------------------------------------------------------------------------------------------- kernel errors
@@ -370,7 +379,7 @@ def nvlink_errors(context: CheckContext) -> list[Finding]:
         elif (cause := _CAUSED_BY.search(event.detail)) and is_nvlink_xid(int(cause.group(1))):
             per_gpu[event.bus_id].append((int(cause.group(1)), event, True))
     if not per_gpu:
-        return [context.passed("No NVLink Xid (" + ", ".join(map(str, nvlink_xids())) + ") in the kernel log.")]
+        return [context.passed(said("nvlink.errors.none", codes=", ".join(map(str, nvlink_xids()))))]
     allocated = allocation(context)
     return [_gpu_errors(context, bus_id, entries, gpu_by_bus.get(bus_id), outside=allocated.outside(bus_id))
             for bus_id, entries in sorted(per_gpu.items(), key=lambda item: str(item[0]))]
@@ -378,7 +387,8 @@ def nvlink_errors(context: CheckContext) -> list[Finding]:
 
 def _gpu_errors(context: CheckContext, bus_id: str | None, entries: list[tuple[int, KernelEvent, bool]],
                 gpu: GpuFacts | None, *, outside: bool = False) -> Finding:
-    where = f"GPU{gpu.index} ({bus_id})" if gpu else f"the GPU at {bus_id}" if bus_id else "an unnamed GPU"
+    where = said("xid.where.gpu", index=gpu.index, bus_id=bus_id) if gpu else \
+        said("xid.where.bus", bus_id=bus_id) if bus_id else said("xid.where.unnamed")
     by_code: dict[int, list[tuple[KernelEvent, bool]]] = defaultdict(list)
     for code, event, inferred in entries:
         by_code[code].append((event, inferred))
@@ -395,16 +405,15 @@ def _gpu_errors(context: CheckContext, bus_id: str | None, entries: list[tuple[i
         words = {line_severity(event.detail) for event in seen}
         links = {link for event in seen for link in event.links}
         links_all |= links
-        text = judged[0].name
-        if seen:
-            said = "fatal" if "fatal" in words else "non-fatal" if "non-fatal" in words else None
-            text += f" ×{len(seen)}" + (f" on link(s) {ranges(links)}" if links else "") + \
-                (f" ({said})" if said else "")
-        if len(seen) < len(group):
-            text += (f"{',' if seen else ''} named as the cause by {len(group) - len(seen)} later Xid line(s) "
-                     f"(`caused by previous Xid {code}`, the GPU's work torn down)"
-                     + ("" if seen else f"; the Xid {code} line itself is not in this log"))
-        parts.append(text)
+        stated = "fatal" if "fatal" in words else "non_fatal" if "non-fatal" in words else None
+        inferred = len(group) - len(seen)
+        parts.append(said(
+            "nvlink.errors.part", name=judged[0].title,
+            seen=said("nvlink.errors.seen", count=len(seen),
+                      links=said("nvlink.errors.on_links", links=ranges(links)) if links else "",
+                      state=said(f"nvlink.errors.state.{stated}") if stated else "") if seen else "",
+            inferred=said("nvlink.errors.named_also" if seen else "nvlink.errors.named_only", count=inferred,
+                          code=code) if inferred else ""))
         observed["xids"][str(code)] = {"count": len(seen), "named_as_cause": len(group) - len(seen),
                                        "links": sorted(links), "fatal": code_status == Status.FAIL or (
                                            past and "non-fatal" not in words),
@@ -413,18 +422,12 @@ def _gpu_errors(context: CheckContext, bus_id: str | None, entries: list[tuple[i
             refs.append(judged[0].ref)
     status = worst(statuses)
     if past:
-        parts.append("all before a later driver load or reset of this GPU: history, watch whether it returns")
+        parts.append(said("nvlink.errors.history"))
     if outside:
-        parts.append("this GPU is not allocated to this container: the node has a faulty GPU outside it")
+        parts.append(said("nvlink.errors.outside"))
     fatal = any(entry["fatal"] for entry in observed["xids"].values())
-    fix = ("Drain the node; reset the GPU when idle (`nvidia-smi -r -i N`) or reboot; read the link state and error "
-           "counters (`nvidia-smi nvlink -s -i N`, `nvidia-smi nvlink -e -i N`) and, on NVSwitch systems, "
-           "`journalctl -u nvidia-fabricmanager`; if errors return on the same link, run `dcgmi diag -r 2` and open "
-           "an RMA with the vendor.") if fatal else (
-        "No immediate action for a non-fatal NVLink error; watch `nvidia-smi nvlink -e -i N`; if it repeats on the "
-        "same link, drain the node, run `dcgmi diag -r 2` and open a vendor case.")
     observed["links"] = sorted(links_all)
-    last = entries[-1][1].line[:200]
-    return context.finding(status, f"NVLink errors on {where}: {'; '.join(parts)}. Last: {last}", gpu=gpu,
-                           observed=observed, expected="no NVLink Xid", fix=fix, refs=refs,
+    text = said("nvlink.errors.found", where=where, parts=parts, line=entries[-1][1].line[:200],
+                action=said("nvlink.errors.action_fatal" if fatal else "nvlink.errors.action_non_fatal"))
+    return context.finding(status, text, gpu=gpu, observed=observed, expected="no NVLink Xid", refs=refs,
                            evidence=kernel_evidence([event for _code, event, _inferred in entries]))
