@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
+from gpuready.facts.bad_input import Sentence, sentence
+
 MIB = 1 << 20
 
 
@@ -122,26 +124,27 @@ class MemberWalk:
     """The members of an open archive, one at a time, within `limits`; afterwards, why the walk stopped early.
 
     `stopped_at`: a sentence where the member count or the inflated bytes ran out (`budget_of` then gives the member
-    at which the bytes ran out what is left for it); `damage`: where the archive broke, where it did."""
+    at which the bytes ran out what is left for it); `damage`: where the archive broke, where it did (tarfile's
+    words, or a `Sentence` of ours)."""
 
     def __init__(self, archive: tarfile.TarFile, limits: InputLimits) -> None:
         self.archive, self.limits = archive, limits
         self.count = 0
         self.inflated = 0
         self.last_name: str | None = None
-        self.stopped_at: str | None = None
+        self.stopped_at: Sentence | None = None
         self.damage: str | None = None
         self.budget_of: dict[str, int] = {}
 
     def __iter__(self) -> Iterator[tarfile.TarInfo]:
         while True:
             if self.count >= self.limits.max_members:
-                self.stopped_at = f"it holds more than {self.limits.max_members} members"
+                self.stopped_at = sentence("archive.stopped.members", count=self.limits.max_members)
                 return
             try:
                 member = self.archive.next()  # inflates (to skip) the data of the member before
             except READ_ERRORS as error:
-                self.damage = str(error)
+                self.damage = error.args[0] if error.args and isinstance(error.args[0], Sentence) else str(error)
                 return
             self.archive.members.clear()  # tarfile keeps every header it met: not here
             damage = getattr(self.archive, "gpuready_damage", None)
@@ -152,8 +155,7 @@ class MemberWalk:
             self.last_name = member.name
             if self.inflated + member.size > self.limits.max_archive_bytes:
                 self.budget_of[member.name] = self.limits.max_archive_bytes - self.inflated
-                self.stopped_at = (f"the members pass the {size_text(self.limits.max_archive_bytes)} gpuready "
-                                   "inflates from one archive")
+                self.stopped_at = sentence("archive.stopped.bytes", size=size_text(self.limits.max_archive_bytes))
                 yield member
                 return
             self.inflated += member.size
@@ -167,8 +169,8 @@ class BoundedTarInfo(tarfile.TarInfo):
     def _proc_member(self, archive):
         if self.type in (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
                          tarfile.SOLARIS_XHDTYPE) and self.size > MAX_HEADER_BYTES:
-            raise tarfile.ReadError(f"a member header of {size_text(self.size)} (more than "
-                                    f"{size_text(MAX_HEADER_BYTES)})")
+            raise tarfile.ReadError(sentence("archive.damage.header", size=size_text(self.size),
+                                             most=size_text(MAX_HEADER_BYTES)))
         return super()._proc_member(archive)
 
     @classmethod
@@ -193,9 +195,9 @@ def member_parts(name: str) -> tuple[str, ...] | None:
     return None if ".." in parts else parts
 
 
-def unsafe_reason(name: str) -> str:
-    return "a path that climbs out of the archive (..)" if ".." in name.replace("\\", "/").split("/") \
-        else "an absolute path"
+def unsafe_reason(name: str) -> Sentence:
+    climbs = ".." in name.replace("\\", "/").split("/")
+    return sentence("archive.unsafe.climbs" if climbs else "archive.unsafe.absolute")
 
 
 def inflated_name(path: Path) -> str:

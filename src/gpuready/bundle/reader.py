@@ -33,6 +33,8 @@ from gpuready.bundle.archive import (DEFAULT_LIMITS, READ_ERRORS, InputLimits, M
                                      member_parts, open_compressed, open_tar, size_text, unsafe_reason)
 from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
+from gpuready.facts.bad_input import Sentence, said_nested, sentence
+from gpuready.i18n import Said, said
 
 # The limits of what is read: InputLimits (bundle/archive.py, each with an option); these are fixed.
 MAX_FILES = 256
@@ -51,7 +53,24 @@ STREAMED_KINDS = frozenset({"dmesg.txt"})
 
 
 class BundleError(Exception):
-    """The bundle as a whole cannot be read (missing, not a folder or an archive, several bundles in one archive)."""
+    """The bundle as a whole cannot be read (missing, not a folder or an archive, several bundles in one archive).
+
+    `.said`: the sentence by catalogue id (the command line says it in the user's language); str() is its English."""
+
+    def __init__(self, msg_id: str, **values: object) -> None:
+        self.said = said_nested(msg_id, **values)
+        super().__init__(self.said.english())
+
+
+def state(kind: str, reason: object) -> Sentence:
+    """An entry's state in `facts.sources`: `kind` is `skipped`, `ignored`, `rejected` or `unreadable`
+    (`reader.state.<kind>`), `reason` catalogue text (a `Said` or `Sentence`)."""
+    return sentence(f"reader.state.{kind}", reason=reason)
+
+
+def entry_error(name: str, what: object) -> Sentence:
+    """An input error about one entry: `dmesg.txt is not text: …` (`what`: catalogue text that follows the name)."""
+    return sentence("reader.error.entry", name=name, sentence=what)
 
 
 class Bundle(dict):
@@ -69,32 +88,33 @@ class Bundle(dict):
         """Streamed kernel log → each kept line's number in the whole file (its events say where they were)."""
         self.kinds: dict[str, str] = {}
         """File name → the bundle file name whose parser reads it (its own name, or what its head shows)."""
-        self.not_read: dict[str, str] = {}
-        """Entry → its state for `facts.sources`: `skipped: …` (links, folders, special files: a warning),
+        self.not_read: dict[str, Sentence] = {}
+        """Entry → its state for `facts.sources` (`state`): `skipped: …` (links, folders, special files: a warning),
         `ignored: …` (not a tool output), `rejected: …` and `unreadable: …` (input errors, in `errors` too)."""
-        self.errors: list[tuple[str, str]] = []
+        self.errors: list[tuple[str, Sentence]] = []
         """(entry, one sentence): input errors (`bundle.unreadable`, exit code 2)."""
-        self.partial: dict[str, str] = {}
+        self.partial: dict[str, Sentence] = {}
         """Entry → what was read of it, where not all of it was (`bundle.truncated`)."""
         self.not_listed: Counter[str] = Counter()
         """State (`skipped`, `ignored`, `rejected`) → entries met after MAX_LISTED were listed: counted only."""
         self.held_bytes = 0
         self.files_read = 0
 
-    def note(self, name: str, state: str) -> None:
-        """`name` was not read, and why (`skipped: …`, `ignored: …`, `rejected: …`); past MAX_LISTED entries,
-        counted by state instead (an archive of a million links is not a million-line report)."""
+    def note(self, name: str, kind: str, reason: Said | Sentence) -> None:
+        """`name` was not read, and why (`kind`: `skipped`, `ignored`, `rejected`; see `state`); past MAX_LISTED
+        entries, counted by kind instead (an archive of a million links is not a million-line report)."""
         if len(self.not_read) < MAX_LISTED or name in self.not_read:
-            self.not_read[name] = state
+            self.not_read[name] = state(kind, reason)
         else:
-            self.not_listed[state.split(":", 1)[0]] += 1
+            self.not_listed[kind] += 1
 
-    def skip(self, name: str, reason: str) -> None:
-        self.note(name, f"skipped: {reason}")
+    def skip(self, name: str, reason: Said) -> None:
+        self.note(name, "skipped", reason)
 
-    def unreadable(self, name: str, sentence: str) -> None:
-        self.not_read[name] = f"unreadable: {sentence}"  # always listed: an input error names what it is about
-        self.errors.append((name, f"{name} {sentence}"))
+    def unreadable(self, name: str, what: Said | Sentence) -> None:
+        """`what` follows the entry's name: `is a folder, not …`, `cannot be read (…)`."""
+        self.not_read[name] = state("unreadable", what)  # always listed: an input error names what it is about
+        self.errors.append((name, entry_error(name, what)))
 
 
 def read_bundle(path: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> Bundle:
@@ -103,23 +123,22 @@ def read_bundle(path: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> Bundl
     try:
         info = path.stat()  # the path given is followed: the user named it
     except FileNotFoundError:
-        raise BundleError(f"bundle {path} does not exist") from None
+        raise BundleError("reader.bundle.missing", path=str(path)) from None
     except OSError as error:
-        raise BundleError(f"bundle {path} cannot be read ({error.strerror or error})") from None
+        raise BundleError("reader.bundle.cannot_read", path=str(path), error=error.strerror or str(error)) from None
     bundle = Bundle(str(path), limits)
     if stat.S_ISDIR(info.st_mode):
         _read_folder(path, bundle)
         return bundle
     if not stat.S_ISREG(info.st_mode):
-        raise BundleError(f"bundle {path} is neither a folder nor a file (a device, FIFO or socket)")
+        raise BundleError("reader.bundle.special", path=str(path))
     try:
         file_format = format_of(path)
     except OSError as error:
-        raise BundleError(f"{path} cannot be read ({error.strerror or error})") from None
+        raise BundleError("reader.file.cannot_read", path=str(path), error=error.strerror or str(error)) from None
     if file_format is None:
         if path.name.endswith(ARCHIVE_SUFFIXES):
-            raise BundleError(f"{path} is named like an archive but is not one: its first bytes are neither a tar "
-                              "header nor gzip, bzip2 or xz")
+            raise BundleError("reader.file.not_archive", path=str(path))
         # One tool output on its own (`topo.txt` pasted from a ticket): read by its content.
         _read_path(bundle, path.name, path, follow=True)
     elif file_format.startswith("tar"):
@@ -140,12 +159,14 @@ def _read_compressed(path: Path, compression: str, bundle: Bundle) -> None:
     try:
         with open_compressed(path, compression) as raw:  # read within the budget below, never further
             _read_entry(bundle, name, raw, None, bundle.limits.max_archive_bytes,
-                        f"gpuready inflates at most {size_text(bundle.limits.max_archive_bytes)} of a compressed file")
+                        said("reader.cap.compressed", size=size_text(bundle.limits.max_archive_bytes)))
     except READ_ERRORS as error:
-        raise BundleError(f"{path} cannot be inflated ({compression}: {error})") from None
+        raise BundleError("reader.file.cannot_inflate", path=str(path), compression=compression,
+                          error=str(error)) from None
     if name not in bundle and not bundle.errors:
-        raise BundleError(f"{path} holds no tool output gpuready recognises "
-                          f"({bundle.not_read.get(name, 'nothing was read').split(': ', 1)[-1]})")
+        noted = bundle.not_read.get(name)
+        raise BundleError("reader.file.nothing_recognised", path=str(path),
+                          reason=noted.said.values["reason"] if noted else said("reader.nothing_read"))
 
 
 # --- folders --------------------------------------------------------------------------------------------------------
@@ -161,29 +182,27 @@ def _read_folder(path: Path, bundle: Bundle) -> None:
                 else:
                     uncounted += 1
     except OSError as error:
-        raise BundleError(f"bundle {path} cannot be read ({error.strerror or error})") from None
+        raise BundleError("reader.bundle.cannot_read", path=str(path), error=error.strerror or str(error)) from None
     if uncounted:
-        bundle.partial[f"{path.name} (the folder)"] = (
-            f"it holds {len(entries) + uncounted} entries; {uncounted} beyond the first "
-            f"{bundle.limits.max_members} were not "
-            "looked at")
+        bundle.partial[sentence("reader.label.folder", name=path.name)] = sentence(
+            "reader.partial.folder", count=len(entries) + uncounted, beyond=uncounted, first=bundle.limits.max_members)
     for entry in sorted(entries, key=lambda entry: (entry.name not in BUNDLE_FILES, entry.name)):
         name = _shown(entry.name)
         if name.startswith("."):
-            bundle.note(name, "ignored: a hidden file")
+            bundle.note(name, "ignored", said("reader.ignored.hidden"))
             continue
         try:
             if entry.is_symlink():
-                bundle.skip(name, f"a symbolic link (to {_shown(os.readlink(entry.path))}), not followed")
+                bundle.skip(name, said("reader.skip.link", target=_shown(os.readlink(entry.path))))
                 continue
             if entry.is_dir(follow_symlinks=False):
                 if name in BUNDLE_FILES:
-                    bundle.unreadable(name, f"is a folder, not the file `{_command(name)}` writes")
+                    bundle.unreadable(name, said("reader.unreadable.folder", command=_command(name)))
                 else:
-                    bundle.skip(name, "a folder (a bundle's files sit in one folder; its contents were not read)")
+                    bundle.skip(name, said("reader.skip.folder"))
                 continue
         except OSError as error:
-            bundle.unreadable(name, f"cannot be read ({error.strerror or error})")
+            bundle.unreadable(name, _cannot_read(error))
             continue
         _read_path(bundle, name, Path(entry.path), follow=False)
 
@@ -197,19 +216,19 @@ def _read_path(bundle: Bundle, name: str, path: Path, *, follow: bool) -> None:
     try:
         descriptor = os.open(path, flags)
     except OSError as error:
-        bundle.unreadable(name, f"cannot be read ({error.strerror or error})")
+        bundle.unreadable(name, _cannot_read(error))
         return
     with os.fdopen(descriptor, "rb", buffering=0) as raw:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
-            bundle.skip(name, "not a regular file (a device, FIFO or socket)")
+            bundle.skip(name, said("reader.skip.special"))
             return
         _read_entry(bundle, name, raw, info.st_size)
 
 
 def _room_for_another(bundle: Bundle, name: str) -> bool:
     if bundle.files_read >= MAX_FILES:
-        bundle.skip(name, f"gpuready reads at most {MAX_FILES} files from one bundle")
+        bundle.skip(name, said("reader.skip.max_files", count=MAX_FILES))
         return False
     bundle.files_read += 1
     return True
@@ -218,14 +237,14 @@ def _room_for_another(bundle: Bundle, name: str) -> bool:
 # --- one file -------------------------------------------------------------------------------------------------------
 
 def _read_entry(bundle: Bundle, name: str, raw: BinaryIO, size: int | None, budget: int | None = None,
-                budget_reason: str = "") -> None:
+                budget_reason: Said | None = None) -> None:
     """Read one file from its start; `budget`: the most bytes it may be read for (an archive's remaining budget)."""
     try:
         head = _read_up_to(raw, HEAD_BYTES if budget is None else min(HEAD_BYTES, budget))
         kind = name if name in BUNDLE_FILES else kind_of(_decode(head).replace("\0", ""))
         if kind is None:
-            bundle.note(name, "ignored: not text" if why_not_text(_decode(head))
-                        else "ignored: not a tool output gpuready recognises")
+            bundle.note(name, "ignored", said("reader.ignored.not_text") if why_not_text(_decode(head))
+                        else said("reader.ignored.unrecognised"))
             return
         bundle.kinds[name] = kind
         if kind in STREAMED_KINDS:
@@ -235,39 +254,42 @@ def _read_entry(bundle: Bundle, name: str, raw: BinaryIO, size: int | None, budg
     except READ_ERRORS as error:
         bundle.kinds.pop(name, None)
         bundle.pop(name, None)
-        bundle.unreadable(name, f"cannot be read ({getattr(error, 'strerror', None) or error})")
+        bundle.unreadable(name, _cannot_read(error))
+
+
+def _cannot_read(error: BaseException) -> Said:
+    """`cannot be read (Permission denied)`: the system's own words in the parentheses."""
+    return said("reader.unreadable.error", error=getattr(error, "strerror", None) or str(error))
 
 
 def _read_whole(bundle: Bundle, name: str, raw: BinaryIO, head: bytes, size: int | None, budget: int | None,
-                budget_reason: str) -> None:
+                budget_reason: Said | None) -> None:
     limits = bundle.limits
     room = limits.max_held_bytes - bundle.held_bytes
     if room <= 0:
         bundle.kinds.pop(name, None)
-        bundle.skip(name, f"the files read before it already hold {size_text(limits.max_held_bytes)}, the most "
-                          "gpuready reads from one bundle")
+        bundle.skip(name, said("reader.skip.held", size=size_text(limits.max_held_bytes)))
         return
     if not_text := why_not_text(_decode(head)):  # refused on its head: the rest is not read
         bundle.kinds.pop(name, None)
         bundle.unreadable(name, not_text)
         return
-    cap, why = limits.max_file_bytes, \
-        f"the most gpuready reads of a file it parses whole is {size_text(limits.max_file_bytes)}"
+    cap, why = limits.max_file_bytes, said("reader.cap.file", size=size_text(limits.max_file_bytes))
     if room < cap:
-        cap, why = room, f"the files read before it already hold {size_text(bundle.held_bytes)} of the " \
-                         f"{size_text(limits.max_held_bytes)} gpuready reads from one bundle"
+        cap, why = room, said("reader.cap.held", held=size_text(bundle.held_bytes),
+                              size=size_text(limits.max_held_bytes))
     if budget is not None and budget < cap:
         cap, why = budget, budget_reason
     data = head[:cap] + _read_up_to(raw, cap - len(head)) if cap > len(head) else head[:cap]
     if len(data) >= cap and (size > len(data) if size else bool(raw.read(1))):
-        bundle.partial[name] = f"only its first {size_text(len(data))} of {size_text(size) if size else 'more'} were " \
-                               f"read ({why}); the rest was not parsed"
+        bundle.partial[name] = sentence("reader.partial.file", read=_read_of(len(data), size, "reader.read_of_more"),
+                                        why=why)
     bundle.held_bytes += len(data)
     bundle[name] = _decode(data)
 
 
 def _read_log(bundle: Bundle, name: str, raw: BinaryIO, head: bytes, size: int | None, budget: int | None,
-              budget_reason: str) -> None:
+              budget_reason: Said | None) -> None:
     from gpuready.facts.kernel_log import relevant_lines
 
     lines = _LogLines(raw, head, budget)
@@ -285,27 +307,33 @@ def _read_log(bundle: Bundle, name: str, raw: BinaryIO, head: bytes, size: int |
             numbers.append(number)
     except _NotText as error:
         bundle.kinds.pop(name, None)
-        bundle.unreadable(name, str(error))
+        bundle.unreadable(name, error.reason)
         return
     bundle[name] = "".join(kept)
     bundle.line_numbers[name] = numbers
     notes = []
     if full:
-        notes.append(f"its lines about NVIDIA, NVSwitch, PCIe and IOMMU passed the {size_text(MAX_LOG_KEPT_BYTES)} "
-                     f"gpuready keeps after {size_text(lines.bytes_read)}"
-                     f"{f' of {size_text(size)}' if size else ''}; the rest was not read")
+        notes.append(said("reader.partial.log_full", kept=size_text(MAX_LOG_KEPT_BYTES),
+                          read=_read_of(lines.bytes_read, size)))
     elif lines.stopped:
-        notes.append(f"only its first {size_text(lines.bytes_read)}{f' of {size_text(size)}' if size else ''} were read "
-                     f"({budget_reason})")
+        notes.append(said("reader.partial.log_stopped", read=_read_of(lines.bytes_read, size), why=budget_reason))
     if lines.long_lines:
-        notes.append(f"{lines.long_lines} line(s) longer than {size_text(MAX_LINE_BYTES)} were cut to their first "
-                     f"{size_text(MAX_LINE_BYTES)}")
+        notes.append(said("reader.partial.long_lines", count=lines.long_lines, size=size_text(MAX_LINE_BYTES)))
     if notes:
-        bundle.partial[name] = "; ".join(notes)
+        bundle.partial[name] = sentence("reader.partial.notes", notes=notes)
+
+
+def _read_of(count: int, size: int | None, unknown: str | None = None) -> Said | str:
+    """`16 MiB of 20 MiB`; where the size is not known beforehand (a stream), `16 MiB`, or the text of `unknown`."""
+    if size:
+        return said("reader.read_of", read=size_text(count), size=size_text(size))
+    return said(unknown, read=size_text(count)) if unknown else size_text(count)
 
 
 class _NotText(ValueError):
-    pass
+    def __init__(self, reason: Sentence) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class _LogLines:
@@ -407,15 +435,15 @@ class _LogLines:
 def _read_archive(path: Path, tar_format: str, bundle: Bundle) -> None:
     """Two passes over the members, neither holding them: the first finds the bundle's folder from their names, the
     second reads its files (a .tar.gz is inflated twice, within the same budget)."""
-    label = f"{path.name} (the archive)"
+    label = sentence("reader.label.archive", name=path.name)
     root = _root_of_archive(path, tar_format, bundle, label)
-    where = "/".join(root) + "/" if root else "the archive's top level"
+    where = "/".join(root) + "/" if root else said("reader.archive_top_level")
     rejected: list[str] = []  # the first 20 named, the rest counted
     rejected_count = 0
 
-    def reject(key: str, why: str) -> None:
+    def reject(key: str, why: Said) -> None:
         nonlocal rejected_count
-        bundle.note(key, f"rejected: {why}")
+        bundle.note(key, "rejected", why)
         rejected_count += 1
         rejected.extend([key] if len(rejected) < 20 else [])
 
@@ -433,54 +461,56 @@ def _read_archive(path: Path, tar_format: str, bundle: Bundle) -> None:
             if not parts or (member.isdir() and (len(parts) != len(root) + 1 or parts[:len(root)] != root)):
                 continue  # the folders that lead to the bundle; other folders show through their members
             if parts[:len(root)] != root:
-                reject(shown, f"outside the bundle's folder ({where})")
+                reject(shown, said("reader.reject.outside", where=where))
                 continue
             if len(parts) > len(root) + 1:
-                bundle.skip(shown, "in a subfolder of the bundle (a bundle's files sit in one folder)")
+                bundle.skip(shown, said("reader.skip.subfolder"))
                 continue
             name = _shown(parts[-1])
             if name in seen:
                 seen[name] += 1
-                key = f"{shown} (copy {seen[name]})"
-                reject(key, "a second member of the same name (the first was read)")
+                key = sentence("reader.label.copy", name=shown, number=seen[name])
+                reject(key, said("reader.reject.copy"))
                 continue
             seen[name] = 1
             if name.startswith("."):
-                bundle.note(name, "ignored: a hidden file")
+                bundle.note(name, "ignored", said("reader.ignored.hidden"))
             elif member.isdir():
                 if name in BUNDLE_FILES:
-                    bundle.unreadable(name, f"is a folder, not the file `{_command(name)}` writes")
+                    bundle.unreadable(name, said("reader.unreadable.folder", command=_command(name)))
             elif member.issym():
-                bundle.skip(name, f"a symbolic link (to {_shown(member.linkname)}) in the archive, not followed")
+                bundle.skip(name, said("reader.skip.archive_link", target=_shown(member.linkname)))
             elif member.islnk():
-                bundle.skip(name, f"a hard link (to {_shown(member.linkname)}) in the archive, not followed")
+                bundle.skip(name, said("reader.skip.archive_hard_link", target=_shown(member.linkname)))
             elif not member.isreg():
-                bundle.skip(name, "not a regular file (a device or FIFO entry in the archive)")
+                bundle.skip(name, said("reader.skip.archive_special"))
             elif _room_for_another(bundle, name):
                 _read_member(archive, member, name, bundle, walk.budget_of.get(member.name))
         if rejected:
-            shown = ", ".join(rejected) + (f" and {rejected_count - 20} more" if rejected_count > 20 else "")
-            bundle.errors.append((label, f"{path.name} holds members that are not files of its bundle ({where}), "
-                                         f"rejected unread: {shown}"))
+            bundle.errors.append((label, sentence(
+                "reader.error.rejected_more" if rejected_count > 20 else "reader.error.rejected", archive=path.name,
+                where=where, names=", ".join(rejected), more=rejected_count - 20)))
         if walk.budget_of and last is not None:
-            bundle.partial[label] = (f"reading it stopped at {_shown(last.name)} (of {size_text(last.size)}): "
-                                     f"{walk.stopped_at}; any members after it were not read")
+            bundle.partial[label] = sentence("reader.partial.archive_budget", member=_shown(last.name),
+                                             size=size_text(last.size), why=walk.stopped_at)
         elif walk.stopped_at and last is not None:
-            bundle.partial[label] = f"{walk.stopped_at}; those after {_shown(last.name)} were not read"
+            bundle.partial[label] = sentence("reader.partial.archive_stopped", why=walk.stopped_at,
+                                             member=_shown(last.name))
         if bundle.not_listed:
-            counted = ", ".join(f"{count} {state}" for state, count in sorted(bundle.not_listed.items()))
-            bundle.partial[f"{label} (entries)"] = (f"{counted} more members were not read and are counted, not "
-                                                   f"listed (the first {MAX_LISTED} are)")
+            counted = _comma_list([said(f"reader.counted.{kind}", count=count)
+                                   for kind, count in sorted(bundle.not_listed.items())])
+            bundle.partial[sentence("reader.label.entries", label=label)] = sentence(
+                "reader.partial.counted", counted=counted, first=MAX_LISTED)
 
 
 def _opened(path: Path, tar_format: str) -> tarfile.TarFile:
     try:
         return open_tar(path, tar_format)
     except READ_ERRORS as error:
-        raise BundleError(f"{path} is neither a bundle folder nor a readable .tar.gz ({error})") from None
+        raise BundleError("reader.file.not_tar", path=str(path), error=str(error)) from None
 
 
-def _root_of_archive(path: Path, tar_format: str, bundle: Bundle, label: str) -> tuple[str, ...]:
+def _root_of_archive(path: Path, tar_format: str, bundle: Bundle, label: Sentence) -> tuple[str, ...]:
     """The bundle's folder in the archive (see `_BundleFolders`), from a first pass over the member names."""
     with _opened(path, tar_format) as archive:
         walk = MemberWalk(archive, bundle.limits)
@@ -489,11 +519,11 @@ def _root_of_archive(path: Path, tar_format: str, bundle: Bundle, label: str) ->
             if not member.isdir() and (parts := member_parts(member.name)):
                 folders.add(parts)
         if not walk.count:
-            raise BundleError(f"{path} holds no member that could be read"
-                              f"{f' ({walk.damage})' if walk.damage else ' (an empty archive)'}")
+            raise BundleError("reader.file.no_member", path=str(path),
+                              why=walk.damage or said("reader.empty_archive"))
         if walk.damage:
-            bundle.unreadable(label, f"is damaged in or after member {_shown(walk.last_name or '')} "
-                                     f"({walk.damage}); what follows was not read")
+            bundle.unreadable(label, said("reader.unreadable.damaged", member=_shown(walk.last_name or ""),
+                                          damage=walk.damage))
     return folders.root(path)
 
 
@@ -502,15 +532,14 @@ def _read_member(archive: tarfile.TarFile, member: tarfile.TarInfo, name: str, b
     try:
         extracted = archive.extractfile(member)
     except READ_ERRORS as error:
-        bundle.unreadable(name, f"cannot be read from the archive ({error})")
+        bundle.unreadable(name, said("reader.unreadable.member", error=str(error)))
         return
     if extracted is None:
-        bundle.skip(name, "not a regular file in the archive")
+        bundle.skip(name, said("reader.skip.archive_not_regular"))
         return
     with extracted:
         _read_entry(bundle, name, extracted, member.size, budget,
-                    f"the archive's members pass the {size_text(bundle.limits.max_archive_bytes)} gpuready inflates "
-                    "from one archive here; members after it were not read")
+                    said("reader.cap.archive", size=size_text(bundle.limits.max_archive_bytes)))
 
 
 class _BundleFolders:
@@ -537,10 +566,11 @@ class _BundleFolders:
     def root(self, path: Path) -> tuple[str, ...]:
         holders = sorted(self.holders)
         if len(holders) > 1:
-            names = ", ".join(("/".join(folder) + "/") if folder else "the top level" for folder in holders[:10])
-            raise BundleError(f"{path} holds {len(holders)}{'+' if len(holders) > 10 else ''} bundles ({names}"
-                              f"{' …' if len(holders) > 10 else ''}); check reads one machine's bundle: check each "
-                              "folder on its own, or compare the machines with `gpuready fleet` (a later release)")
+            names = _comma_list([("/".join(folder) + "/") if folder else said("reader.top_level")
+                                 for folder in holders[:10]])
+            raise BundleError("reader.file.several_bundles", path=str(path),
+                              count=f"{len(holders)}{'+' if len(holders) > 10 else ''}", names=names,
+                              more=" …" if len(holders) > 10 else "")
         return holders[0] if holders else (self.common or ())
 
 
@@ -580,3 +610,11 @@ def _decode(data: bytes) -> str:
 
 def _command(name: str) -> str:
     return BUNDLE_FILES[name].split(" (")[0]
+
+
+def _comma_list(items: list[object]) -> object:
+    """`a, b, c` in the reader's language (list.separator is `; `): names and catalogue text alike."""
+    joined = items[0]
+    for item in items[1:]:
+        joined = said("reader.comma", first=joined, then=item)
+    return joined

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from gpuready.facts.bad_input import Sentence, sentence
 from gpuready.facts.cuda_samples import SHAPE as CUDA_P2P_SHAPE
 from gpuready.facts.marked_lines import first_at_line_start, line_start
 
@@ -95,11 +96,10 @@ _BINARY = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
 BINARY_SHARE = 0.01
 
 
-def why_not_text(text: str) -> str | None:
+def why_not_text(text: str) -> Sentence | None:
     """`is not text: …` where the head of a file is binary content, else None. Looks at the head only."""
     head = text[:SNIFF_CHARS]
     bad = sum(1 for _ in _BINARY.finditer(head))
     if bad and bad > BINARY_SHARE * len(head):
-        return (f"is not text: {bad} of its first {len(head)} characters are NUL, control characters or undecodable "
-                "bytes, not what a tool prints")
+        return sentence("reader.unreadable.not_text", bad=bad, count=len(head))
     return None

@@ -16,9 +16,10 @@ import re
 from typing import Any, Callable
 
 from gpuready.bundle.layout import BUNDLE_FILES
-from gpuready.bundle.reader import Bundle
+from gpuready.bundle.reader import Bundle, entry_error, state
 from gpuready.bundle.sniff import kind_of, why_not_text
 from gpuready.facts import host_files, network_files, software_files
+from gpuready.facts.bad_input import ParseFailure, Sentence, sentence
 from gpuready.facts.cuda_samples import parse_cuda_p2p
 from gpuready.facts.gpu_lists import parse_gpu_list
 from gpuready.facts.kernel_log import mark_history, parse_kernel_log
@@ -28,6 +29,7 @@ from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_text, parse_nvidia_sm
 from gpuready.facts.nvml import ForeignNvmlJson, NvmlDocument
 from gpuready.facts.topology import parse_nvlink_status, parse_topo_matrix, parse_topo_p2p
 from gpuready.facts.types import Facts, GpuFacts
+from gpuready.i18n import Said, said
 from gpuready.knowledge import thresholds
 
 
@@ -35,14 +37,28 @@ from gpuready.knowledge import thresholds
 _REPEATABLE = frozenset({"nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-L.txt", "dmesg.txt"})
 
 # `facts.sources` states that say a file was not read (a link, a folder, a special file) or was read in part (after its
-# state); verbs/check.py turns them into findings.
+# state); verbs/check.py turns them into findings (`skipped_reason`, `read_in_part`). Each state is a `Sentence`: its
+# English, as the JSON report keeps it, and its catalogue text.
 SKIPPED = "skipped: "
 READ_IN_PART = "read in part: "
 
 
 UNRECOGNISED = "ignored: not a tool output gpuready recognises"
-"""The state of a file that is no tool output gpuready knows (`facts.sources`)."""
+"""The English of the state of a file that is no tool output gpuready knows (`facts.sources`)."""
 
+
+def skipped_reason(state: str) -> Said | str | None:
+    """Why an entry was skipped (a link, a folder, a special file), or None where it was not."""
+    if isinstance(state, Sentence) and state.said.msg_id == "reader.state.skipped":
+        return state.said.values["reason"]
+    return state[len(SKIPPED):] if state.startswith(SKIPPED) else None  # a state written as text (tests)
+
+
+def read_in_part(state: str) -> Said | str | None:
+    """What was read of an entry read in part, or None where it was read whole (or not at all)."""
+    if isinstance(state, Sentence) and state.said.msg_id in ("facts.state.read_in_part", "facts.state.after"):
+        return state.said.values["what"]
+    return state.split(READ_IN_PART, 1)[1] if READ_IN_PART in state else None
 
 def classify_files(files: dict[str, str]) -> tuple[dict[str, list[tuple[str, str]]], dict[str, str]]:
     """kind → [(file name, text)], bundle names by name and any other file by its content; plus the unrecognised.
@@ -54,7 +70,7 @@ def classify_files(files: dict[str, str]) -> tuple[dict[str, list[tuple[str, str
     for name in sorted(files, key=lambda name: (name not in BUNDLE_FILES, name)):
         kind = kinds.get(name) or (name if name in BUNDLE_FILES else kind_of(files[name]))
         if kind is None:
-            unrecognised[name] = UNRECOGNISED
+            unrecognised[name] = state("ignored", said("reader.ignored.unrecognised"))
         else:
             by_kind.setdefault(kind, []).append((name, files[name]))
     return by_kind, unrecognised
@@ -79,22 +95,26 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
             return
         if kind not in _REPEATABLE:
             for name, _text in entries[1:]:
-                facts.sources[name] = f"ignored: {entries[0][0]} already gave {kind}"
+                facts.sources[name] = state("ignored", said("facts.ignored.already_gave", first=entries[0][0],
+                                                            kind=kind))
             entries = entries[:1]
         for name, text in entries:
             reading[0] = name
             if not_text := why_not_text(text):  # binary content is refused before any parser sees it
-                facts.sources[name] = f"unreadable: {not_text}"
-                facts.input_errors.append((name, f"{name} {not_text}"))
+                facts.sources[name] = state("unreadable", not_text)
+                facts.input_errors.append((name, entry_error(name, not_text)))
                 continue
             try:
                 apply(text)
-                facts.sources[name] = "parsed" if name == kind else f"parsed as {kind}"
+                facts.sources[name] = sentence("facts.state.parsed") if name == kind else \
+                    sentence("facts.state.parsed_as", kind=kind)
             except ForeignNvmlJson as error:
-                facts.sources[name] = f"ignored: {error}"
+                facts.sources[name] = state("ignored", error)
             except Exception as error:  # any parser failure is about the file, reported, not raised
-                facts.sources[name] = f"unreadable: {_parse_failure(error)}"
-                facts.input_errors.append((name, f"{name} could not be parsed as {kind}: {_parse_failure(error)}"))
+                failure = _parse_failure(error)
+                facts.sources[name] = state("unreadable", failure)
+                facts.input_errors.append((name, sentence("facts.error.not_parsed", name=name, kind=kind,
+                                                          failure=failure)))
 
     def from_nvml(text: str) -> None:
         document = NvmlDocument(text)
@@ -136,7 +156,7 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
         if plain.processes is not None:
             facts.process_table = (facts.process_table or []) + plain.processes
         if not plain.gpus and not plain.error_kind and not plain.driver_version and plain.processes is None:
-            raise ValueError("neither a GPU table nor a driver message found")
+            raise ParseFailure("parse.nvidia_smi.none")
         if plain.gpus or plain.error_kind or plain.driver_version:  # a Processes block alone names no GPU
             gpu_sources.append(("nvidia-smi.txt", plain.gpus))
 
@@ -186,7 +206,7 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
     facts.gpus = merge_gpu_sources(gpu_sources, facts.gpu_probe_error)
     facts.gpus = attach_indexed_sources(facts.gpus, indexed_sources)
     if facts.sources.get("nvidia-smi-nvlink-s.txt", "").startswith("parsed") or any(
-            state.startswith("parsed as nvidia-smi-nvlink-s.txt") for state in facts.sources.values()):
+            source.startswith("parsed as nvidia-smi-nvlink-s.txt") for source in facts.sources.values()):
         for gpu in facts.gpus or []:  # the capture was read: a GPU it does not list has no NVLink
             gpu.nvlinks = [] if gpu.nvlinks is None else gpu.nvlinks
     if facts.gpus is None:
@@ -205,8 +225,9 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
     facts.host.container, facts.host.container_evidence = host_files.container_of(facts.host, facts.env)
     if isinstance(files, Bundle):
         for name, what in files.partial.items():
-            state = facts.sources.get(name)
-            facts.sources[name] = f"{state}; {READ_IN_PART}{what}" if state else f"{READ_IN_PART}{what}"
+            before = facts.sources.get(name)
+            facts.sources[name] = sentence("facts.state.after", state=before, what=what) if before else \
+                sentence("facts.state.read_in_part", what=what)
     return facts
 
 
@@ -216,11 +237,14 @@ _PYTHON_VALUE_ERRORS = re.compile(r"invalid literal for|could not convert|values
                                   r"Invalid isoformat|cannot convert|out of range|Exceeds the limit")
 
 
-def _parse_failure(error: Exception) -> str:
-    """A parser's own sentence (ValueError), or one sentence about the file for anything else it raised."""
+def _parse_failure(error: Exception) -> Said | str:
+    """A parser's own sentence (a ParseFailure; another ValueError's text, as Python wrote it), or one sentence about
+    the file for anything else it raised."""
+    if isinstance(error, ParseFailure):
+        return error.said
     if isinstance(error, ValueError) and str(error) and not _PYTHON_VALUE_ERRORS.search(str(error)):
-        return str(error)
-    return f"its layout is not what that tool prints ({type(error).__name__} at the parser)"
+        return str(error)  # json's `Expecting value: line 1 column 1 (char 0)`: quoted as it is
+    return said("facts.parse.layout", error=type(error).__name__)
 
 
 def _gpus_named_by_host(facts: Facts) -> list[GpuFacts] | None:
@@ -267,7 +291,7 @@ def _message_of(event) -> tuple:
 def _apply_manifest(facts: Facts, text: str) -> None:
     manifest = json.loads(text)
     if not isinstance(manifest, dict):
-        raise ValueError("manifest.json is not a JSON object")
+        raise ParseFailure("parse.manifest.not_object")
     host = manifest.get("host")
     facts.host.hostname = facts.host.hostname or (host if isinstance(host, str) and host.strip() else None)
     dmesg = manifest.get("files", {}).get("dmesg.txt", {})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gpuready.facts.bad_input import ParseFailure
 from gpuready.facts.marked_lines import line_start
 from gpuready.facts.types import GpuFacts
 
@@ -53,5 +54,5 @@ def parse_cuda_p2p(text: str) -> CudaP2p:
     for first, second, answer in _SIMPLE_PEER.findall(text):
         result.p2p[(int(first), int(second))] = "OK" if answer == "Yes" else "NS"
     if not result.gpus and not result.p2p:
-        raise ValueError("neither a CUDA device list nor peer-access lines found")
+        raise ParseFailure("parse.cuda_p2p.none")
     return result

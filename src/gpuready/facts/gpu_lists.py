@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import re
 
+from gpuready.facts.bad_input import ParseFailure
 from gpuready.facts.types import GpuFacts
 from gpuready.facts.units import bounded, strip_ansi
+from gpuready.i18n import said
 
 _HEADER = re.compile(r"^GPU (\d+): (.+?)\s*\(UUID: ([^)]*)\)")
 
 
 def parse_gpu_list(text: str, source: str) -> list[GpuFacts]:
     """One GpuFacts per `GPU N: NAME (UUID: GPU-…)` line; no bus id (these tools do not print it)."""
-    gpus = [GpuFacts(index=bounded(match.group(1), "gpus", "a GPU index"), bus_id=None, name=match.group(2).strip(), uuid=match.group(3) if match.group(3).startswith("GPU-") else None,
+    gpus = [GpuFacts(index=bounded(match.group(1), "gpus", said("parse.what.gpu_index")), bus_id=None,
+                     name=match.group(2).strip(), uuid=match.group(3) if match.group(3).startswith("GPU-") else None,
                      source=source)
             for line in strip_ansi(text).splitlines() if (match := _HEADER.match(line.strip()))]
     if not gpus:
-        raise ValueError("no `GPU N: NAME (UUID: …)` line found")
+        raise ParseFailure("parse.gpu_list.none")
     return gpus

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from gpuready.facts.bad_input import ParseFailure
 from gpuready.facts.types import DiskUsage, HostFacts
 from gpuready.facts.units import parse_cpu_count, strip_ansi
 
@@ -34,7 +35,7 @@ def parse_meminfo(text: str) -> dict[str, int]:
             multiplier = 1024 if line.strip().endswith("kB") else 1
             values[match.group(1)] = int(match.group(2)) * multiplier
     if "MemTotal" not in values:
-        raise ValueError("no MemTotal line")
+        raise ParseFailure("parse.meminfo.none")
     return values
 
 
@@ -42,7 +43,7 @@ def parse_cpuinfo(text: str) -> tuple[int, str | None, int | None]:
     """`/proc/cpuinfo` → (logical CPUs, model name, sockets)."""
     processors = len(re.findall(r"^processor\s*:", text, flags=re.MULTILINE))
     if processors == 0:
-        raise ValueError("no `processor` lines")
+        raise ParseFailure("parse.cpuinfo.none")
     model = re.search(r"^model name\s*:\s*(.+)$", text, flags=re.MULTILINE)
     sockets = set(re.findall(r"^physical id\s*:\s*(\d+)", text, flags=re.MULTILINE))
     return processors, model.group(1).strip() if model else None, len(sockets) or None
@@ -52,7 +53,7 @@ def parse_df(text: str) -> list[DiskUsage]:
     """`df -P -B1`, `df -k` or `df -h` output."""
     lines = [line for line in strip_ansi(text).splitlines() if line.strip()]
     if not lines or not lines[0].startswith("Filesystem"):
-        raise ValueError("no `Filesystem` header")
+        raise ParseFailure("parse.df.none")
     header = lines[0]
     block = re.search(r"(\d+)([KMG]?)B?-blocks", header)
     multiplier = int(block.group(1)) * _HUMAN_SIZE[block.group(2)] if block else None

@@ -9,6 +9,7 @@ import re
 from gpuready.facts.marked_lines import marked_lines
 from gpuready.facts.types import PciDevice
 from gpuready.facts.units import bounded, first_number, normalize_bus_id, strip_ansi
+from gpuready.i18n import said
 
 _DEVICE = re.compile(r"^((?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.+)$")
 _LINK = re.compile(r"Speed\s+([\d.]+)GT/s[^,]*,\s*Width\s+x(\d+)")
@@ -80,7 +81,7 @@ def _link_switch_ports(devices: list[PciDevice]) -> None:
 def _link(match: re.Match[str]) -> tuple[float, int] | None:
     """(GT/s, width) of a LnkCap/LnkSta line; None where the speed is no number, ValueError for an absurd width."""
     speed = first_number(match.group(1))
-    width = bounded(match.group(2), "pcie_width", f"the PCIe link width x{match.group(2)[:20]}")
+    width = bounded(match.group(2), "pcie_width", said("parse.what.pcie_width_x", width=match.group(2)[:20]))
     return (speed, width) if speed is not None else None
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from gpuready.facts.types import GpuFacts, GpuProcess
 from gpuready.facts.units import bounded, first_number, normalize_bus_id, strip_ansi, to_bytes, to_int
+from gpuready.i18n import said
 
 # The sentences nvidia-smi prints when it cannot reach the GPUs, and what each means.
 DRIVER_ERRORS = {
@@ -159,7 +160,7 @@ def _gpu_of_row(match: re.Match, line: str, second: str) -> GpuFacts | None:
     bus_id = normalize_bus_id(match.group(4))
     if bus_id is None:
         return None
-    index = bounded(match.group(1), "gpus", f"the GPU number {match.group(1)[:20]!r}")
+    index = bounded(match.group(1), "gpus", said("parse.what.gpu_number", number=repr(match.group(1)[:20])))
     gpu = GpuFacts(index=index, bus_id=bus_id, name=match.group(2).strip(),
                    persistence_mode={"On": True, "Off": False}.get(match.group(3)), source="nvidia-smi.txt")
     gpu.ecc_uncorrected_volatile = _volatile_uncorrected_ecc(line)

@@ -14,6 +14,7 @@ from gpuready.facts.smi_tree import Node, SmiParseError, parse_text, parse_xml
 from gpuready.facts.types import GpuFacts, GpuProcess
 from gpuready.facts.units import (bounded, clean, first_number, is_read_error, normalize_bus_id,
                                   to_bool, to_bytes, to_int)
+from gpuready.i18n import said
 
 
 @dataclass
@@ -32,15 +33,16 @@ def _text(value: str | None) -> str | None:
 
 
 def _bounded_int(limit: str, what: str) -> Callable[[str | None], int | None]:
-    """A converter: `to_int`, then ValueError where the count is beyond what a real machine has (LIMITS)."""
+    """A converter: `to_int`, then ValueError where the count is beyond what a real machine has (LIMITS); `what`: the
+    catalogue id that names the value."""
     def convert(value: str | None) -> int | None:
         number = to_int(value)
-        return bounded(number, limit, f"{what} {value!r}") if number is not None else None
+        return bounded(number, limit, said(what, value=repr(value))) if number is not None else None
     return convert
 
 
-_pcie_gen = _bounded_int("pcie_gen", "the PCIe generation")
-_pcie_width = _bounded_int("pcie_width", "the PCIe link width")
+_pcie_gen = _bounded_int("pcie_gen", "parse.what.pcie_gen")
+_pcie_width = _bounded_int("pcie_width", "parse.what.pcie_width")
 
 
 # field → (converter, candidate paths). XML tags first, then text labels (normalised).
@@ -129,10 +131,10 @@ def parse_nvidia_smi_q_text(text: str) -> SmiQuery:
 
 def _from_tree(root: Node) -> SmiQuery:
     gpu_nodes = root.find_all("gpu")
-    bounded(len(gpu_nodes), "gpus", "the number of GPU sections")
+    bounded(len(gpu_nodes), "gpus", said("parse.what.gpu_sections"))
     headless = [node for node in gpu_nodes if node.value is None]  # the paste began inside this GPU's section
     gpus = [_gpu_from_node(index, node) for index, node in enumerate(gpu_nodes) if node.value is not None]
-    attached = _bounded_int("gpus", "the attached GPU count")(root.get("attached_gpus"))
+    attached = _bounded_int("gpus", "parse.what.attached_gpus")(root.get("attached_gpus"))
     # NVML numbers GPUs in PCI bus order; nvidia-smi prints them in the same order.
     gpus.sort(key=lambda gpu: gpu.bus_id)
     for index, gpu in enumerate(gpus):
@@ -158,7 +160,7 @@ def _gpu_from_node(index: int, node: Node, headless: bool = False) -> GpuFacts:
     bus_id = normalize_bus_id(node.value) or normalize_bus_id(node.get("pci", "pci_bus_id")) \
         or normalize_bus_id(node.get("pci", "bus_id"))
     if bus_id is None and not headless:
-        raise SmiParseError(f"GPU section {index} has no readable PCI bus id ({node.value!r})")
+        raise SmiParseError("parse.smi_q.no_bus_id", index=index, value=repr(node.value))
     gpu = GpuFacts(index=index, bus_id=bus_id)
     read_errors: list[str] = []
     for field_name, (convert, paths) in _FIELDS.items():

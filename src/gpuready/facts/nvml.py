@@ -29,9 +29,11 @@ import threading
 import typing
 from typing import Any, Callable
 
+from gpuready.facts.bad_input import ParseFailure
 from gpuready.facts.clock_reasons import reasons_from_mask
 from gpuready.facts.types import GpuFacts, GpuProcess, NvLink
 from gpuready.facts.units import bounded, cpu_ranges, finite, normalize_bus_id, whole
+from gpuready.i18n import said
 
 NVML_FORMAT = "gpuready-nvml"
 NVML_FORMAT_VERSION = 1
@@ -463,7 +465,7 @@ def _query_p2p(pynvml: Any, handles: list[Any], queriers: list[_Querier], timeou
     return status, not_probed
 
 
-class ForeignNvmlJson(ValueError):
+class ForeignNvmlJson(ParseFailure):
     """Valid JSON written by some other tool: ignored, not an error."""
 
 
@@ -479,10 +481,10 @@ class NvmlDocument:
     def __init__(self, text: str):
         data = json.loads(text)
         if not isinstance(data, dict) or data.get("format") != NVML_FORMAT:
-            raise ForeignNvmlJson(f"not written by gpuready (no `format: {NVML_FORMAT}`)")
+            raise ForeignNvmlJson("parse.nvml.foreign", format=NVML_FORMAT)
         if data.get("version") != NVML_FORMAT_VERSION:
-            raise ValueError(f"nvml.json version {str(data.get('version'))[:20]} is not the {NVML_FORMAT_VERSION} "
-                             "this tool reads")
+            raise ParseFailure("parse.nvml.version", version=str(data.get("version"))[:20],
+                               wanted=NVML_FORMAT_VERSION)
         self.init_error: str | None = _string(data.get("init_error"))
         self.driver_version: str | None = _string(data.get("driver_version"))
         self.cuda_driver_version: str | None = _string(data.get("cuda_driver_version"))
@@ -490,8 +492,8 @@ class NvmlDocument:
         self.device_count: int | None = bounded(count, "gpus", "device_count") if count is not None else None
         gpus = data.get("gpus", [])
         if not isinstance(gpus, list) or not all(isinstance(gpu, dict) for gpu in gpus):
-            raise ValueError("`gpus` is not a list of GPU objects")
-        bounded(len(gpus), "gpus", "the number of GPU entries")
+            raise ParseFailure("parse.nvml.gpus_not_list")
+        bounded(len(gpus), "gpus", said("parse.what.gpu_entries"))
         self.gpus = [_gpu_facts_from_json(position, gpu) for position, gpu in enumerate(gpus)]
         self.p2p_read = _p2p_from_json(data.get("p2p_read"))
 
@@ -537,8 +539,8 @@ def _plain_value(name: str, value: Any) -> Any:
 def _gpu_facts_from_json(position: int, data: dict[str, Any]) -> GpuFacts:
     index = whole(data.get("index"))
     if index is None:
-        raise ValueError(f"GPU entry {position} has no valid index ({json.dumps(data.get('index'))[:40]})")
-    bounded(index, "gpus", f"GPU entry {position}'s index")
+        raise ParseFailure("parse.nvml.no_index", position=position, value=json.dumps(data.get("index"))[:40])
+    bounded(index, "gpus", said("parse.what.gpu_entry_index", position=position))
     errors = data.get("errors") if isinstance(data.get("errors"), dict) else {}
     bus_id = normalize_bus_id(data["bus_id"]) if isinstance(data.get("bus_id"), str) else None
     gpu = GpuFacts(index=index, bus_id=bus_id or f"unknown:{index}")
@@ -585,7 +587,7 @@ def _processes_from_json(processes: Any) -> list[GpuProcess] | object:
         used = whole(process.get("used_memory_bytes"))
         result.append(GpuProcess(pid=whole(process.get("pid")), name=_string(process.get("name")),
                                  kind=_string(process.get("kind")),
-                                 used_memory_bytes=bounded(used, "bytes", "a process's used_memory_bytes")
+                                 used_memory_bytes=bounded(used, "bytes", said("parse.what.process_memory"))
                                  if used is not None else None))
     return result
 
@@ -593,14 +595,14 @@ def _processes_from_json(processes: Any) -> list[GpuProcess] | object:
 def _nvlinks_from_json(index: int, links: Any) -> list[NvLink] | object:
     if not isinstance(links, list) or not all(isinstance(link, dict) for link in links):
         return _UNREADABLE
-    bounded(len(links), "nvlinks", f"GPU {index}'s number of NVLink entries")
+    bounded(len(links), "nvlinks", said("parse.what.gpu_nvlink_entries", index=index))
     result = []
     for link in links:
         number = whole(link.get("link"))
         if number is None:
             return _UNREADABLE
         active = link.get("active")
-        result.append(NvLink(link=bounded(number, "nvlinks", f"GPU {index}'s NVLink number"),
+        result.append(NvLink(link=bounded(number, "nvlinks", said("parse.what.gpu_nvlink_number", index=index)),
                              active=active if isinstance(active, bool) else None,
                              speed_gb_per_s=finite(link.get("speed_gb_per_s"), non_negative=True)))
     return result
@@ -612,7 +614,7 @@ def _p2p_from_json(p2p: Any) -> dict[tuple[int, int], str]:
     for key, value in (p2p.items() if isinstance(p2p, dict) else ()):
         match = re.fullmatch(r"(\d{1,30}),(\d{1,30})", key)
         if match and isinstance(value, str):
-            pair = tuple(bounded(part, "gpus", f"the p2p_read pair {key!r}") for part in match.groups())
+            pair = tuple(bounded(part, "gpus", said("parse.what.p2p_pair", pair=repr(key))) for part in match.groups())
             status[pair] = value
     return status
 

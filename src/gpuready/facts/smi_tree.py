@@ -10,11 +10,12 @@ import re
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 
+from gpuready.facts.bad_input import ParseFailure
 from gpuready.facts.units import strip_ansi
 
 
-class SmiParseError(ValueError):
-    pass
+class SmiParseError(ParseFailure):
+    """The `nvidia-smi -q` tree (or a matrix of `nvidia-smi topo`) is not what that tool prints."""
 
 
 @dataclass
@@ -56,9 +57,9 @@ def parse_xml(text: str) -> Node:
     try:
         root = ElementTree.fromstring(strip_ansi(text).lstrip())
     except ElementTree.ParseError as error:
-        raise SmiParseError(f"not well-formed XML ({error})") from None
+        raise SmiParseError("parse.xml.malformed", error=str(error)) from None
     if root.tag != "nvidia_smi_log":
-        raise SmiParseError(f"the root element is <{root.tag}>, not <nvidia_smi_log>")
+        raise SmiParseError("parse.xml.root", tag=root.tag)
     return _from_element(root)
 
 
@@ -107,7 +108,7 @@ def parse_text(text: str) -> Node:
             del stack[1:]  # a section nothing reads: it closes the one before
             start = _next_root_line_read(text, end + 1)
     if not root.find_all("gpu") and not root.find("driver_version") and not _has_header_rule(text, len(text)):
-        raise SmiParseError("no `nvidia-smi -q` header, driver version or GPU section found")
+        raise SmiParseError("parse.smi_q.nothing")
     return root
 
 

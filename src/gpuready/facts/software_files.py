@@ -6,8 +6,10 @@ import json
 import re
 from typing import Any
 
+from gpuready.facts.bad_input import ParseFailure
 from gpuready.facts.types import TorchInfo
 from gpuready.facts.units import bounded
+from gpuready.i18n import said
 
 
 def parse_torch_json(text: str) -> TorchInfo:
@@ -15,11 +17,11 @@ def parse_torch_json(text: str) -> TorchInfo:
     type (a number where a version string belongs, NaN, a list) is not read as null: the file is unreadable."""
     data = json.loads(text)
     if not isinstance(data, dict):
-        raise ValueError("torch.json is not a JSON object")
+        raise ParseFailure("parse.torch.not_object")
     strings = {key: _optional(data, key, str) for key in ("version", "cuda", "nccl_version", "error", "source")}
     arch_list = _optional(data, "arch_list", list)
     if arch_list is not None and not all(isinstance(arch, str) for arch in arch_list):
-        raise ValueError("`arch_list` holds something other than strings")
+        raise ParseFailure("parse.torch.arch_list")
     device_count = _optional(data, "device_count", int)
     if device_count is not None:
         bounded(device_count, "gpus", "`device_count`")
@@ -28,7 +30,7 @@ def parse_torch_json(text: str) -> TorchInfo:
                      source=strings["source"] or "torch.json")
 
 
-_JSON_TYPE_NAMES = {str: "a string", list: "a list", int: "an integer"}
+_JSON_TYPE_NAMES = {str: "parse.json.a_string", list: "parse.json.a_list", int: "parse.json.an_integer"}
 
 
 def _optional(data: dict, key: str, kind: type) -> Any:
@@ -36,7 +38,8 @@ def _optional(data: dict, key: str, kind: type) -> Any:
     value = data.get(key)
     if value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
         return value
-    raise ValueError(f"`{key}` is {json.dumps(value)[:40]}, where {_JSON_TYPE_NAMES[kind]} or null belongs")
+    raise ParseFailure("parse.json.wrong_type", key=key, value=json.dumps(value)[:40],
+                       kind=said(_JSON_TYPE_NAMES[kind]))
 
 
 def parse_pip_freeze(text: str) -> dict[str, str]:

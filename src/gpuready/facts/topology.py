@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 
 from gpuready.facts.marked_lines import first_at_line_start, line_around, marked_lines, one_line_break
+from gpuready.facts.bad_input import ParseFailure
 from gpuready.facts.smi_tree import SmiParseError
 from gpuready.facts.types import NvLink, Topology
 from gpuready.facts.units import LIMITS, bounded, cpu_ranges, first_number, strip_ansi
+from gpuready.i18n import said
 
 _LINK_TOKEN = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|NV#)$")
 _DEVICE_LABEL = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|mlx5_\w+)$")
@@ -23,12 +25,12 @@ def _is_blank(indent: str) -> bool:
 
 def _gpu_number(label: str) -> int:
     """`GPU3` → 3; ValueError for an index no real machine has."""
-    return bounded(label[3:], "gpus", f"the GPU label {label[:20]!r}")
+    return bounded(label[3:], "gpus", said("parse.what.gpu_label", label=repr(label[:20])))
 
 
 def _check_link_count(token: str, row_label: str) -> None:
     if token.startswith("NV") and token[2:].isdigit():
-        bounded(token[2:], "nvlinks", f"{row_label}'s link {token[:20]!r}")
+        bounded(token[2:], "nvlinks", said("parse.what.row_link", row=row_label, link=repr(token[:20])))
 
 
 def parse_topo_matrix(text: str) -> Topology:
@@ -51,7 +53,7 @@ def parse_topo_matrix(text: str) -> Topology:
         row_label, values = tokens[0], tokens[1:]
         gpu_values = values[:len(gpu_labels)]
         if len(gpu_values) < len(gpu_labels) or not all(_LINK_TOKEN.match(v) for v in gpu_values):
-            raise SmiParseError(f"row {row_label} does not hold {len(gpu_labels)} GPU link types: {line.strip()!r}")
+            raise SmiParseError("parse.topo.short_row", row=row_label, count=len(gpu_labels), line=repr(line.strip()))
         links_end = len(gpu_values)
         while links_end < len(values) and _LINK_TOKEN.match(values[links_end]):
             links_end += 1
@@ -75,7 +77,7 @@ def parse_topo_matrix(text: str) -> Topology:
         if len(rest) > 1:
             numa_affinity[row] = rest[1]
     if not links:
-        raise SmiParseError("the matrix has no GPU rows")
+        raise SmiParseError("parse.topo.no_rows")
     return Topology(gpu_labels=gpu_labels, links=links, cpu_affinity=cpu_affinity,
                     numa_affinity=numa_affinity, nics=nics)
 
@@ -99,7 +101,7 @@ def _columns_from_rows(text: str) -> tuple[list[str], list[str]]:
     first_line = lined.rfind("\n", 0, text.find("GPU") + 1) if "GPU" in text else len(lined)
     gpus = _GPU_ROW.findall(lined, first_line)
     if not gpus:
-        raise SmiParseError("no matrix header starting with GPU0 found")
+        raise SmiParseError("parse.topo.no_header")
     first_row = line_around(lined, _GPU_ROW.search(lined, first_line).start() + 1).split()
     cells = 0
     while cells + 1 < len(first_row) and _LINK_TOKEN.match(first_row[cells + 1]):
@@ -112,7 +114,7 @@ def parse_topo_p2p(text: str) -> dict[tuple[int, int], str]:
     lines = [line for line in strip_ansi(text).splitlines() if line.strip()]
     header_index = next((i for i, line in enumerate(lines) if re.match(r"^\s*GPU0\b", line)), None)
     if header_index is None:
-        raise SmiParseError("no P2P matrix header starting with GPU0 found")
+        raise SmiParseError("parse.topo_p2p.no_header")
     columns = [_gpu_number(token) for token in lines[header_index].split() if re.fullmatch(r"GPU\d+", token)]
     status: dict[tuple[int, int], str] = {}
     for line in lines[header_index + 1:]:
@@ -150,9 +152,9 @@ def parse_nvlink_status(text: str) -> dict[int, list[NvLink]]:
             inactive = "inactive" in state.lower() or "disabled" in state.lower()
             speed = re.search(r"(?<![\d.])(\d+(?:\.\d+)?)\s*GB/s", state)
             link = bounded(link_match.group(1), "nvlinks",
-                           f"GPU {current}'s link number {link_match.group(1)[:20]!r}")
-            if len(links[current]) >= LIMITS["nvlinks"][0]:
-                raise ValueError(f"GPU {current} lists more than {LIMITS['nvlinks'][0]} NVLink links")
+                           said("parse.what.gpu_link_number", index=current, number=repr(link_match.group(1)[:20])))
+            if len(links[current]) >= LIMITS["nvlinks"]:
+                raise ParseFailure("parse.nvlink.too_many", index=current, bound=LIMITS["nvlinks"])
             links[current].append(NvLink(link=link, active=not inactive,
                                          speed_gb_per_s=first_number(speed.group(1)) if speed else None))
     return links

@@ -5,35 +5,40 @@ from __future__ import annotations
 import math
 import re
 
+from gpuready.facts.bad_input import ParseFailure
+from gpuready.i18n import Said, said
+
 # What a real machine can have: the bound on every count, index, range and size read from a file, in ONE place.
 # A value at or beyond its bound is not a fact but a corrupt or hostile file (`topo -m` with CPU affinity
-# `0-2147483649` would build a 2^31-element set): the parser raises ValueError with one sentence, and build_facts
-# reports that file as `bundle.unreadable` (exit 2) while the other files are still judged. Each bound is far above
-# today's largest machines, so that no real output trips it.
-LIMITS: dict[str, tuple[int, str, str]] = {  # name: (bound, what it counts, why no machine reaches it)
-    "cpus": (2**16, "CPUs", "the kernel's NR_CPUS tops out at 8,192"),
-    "numa_nodes": (2**10, "NUMA nodes", "the kernel's MAX_NUMNODES is 1,024"),
-    "gpus": (1024, "GPUs", "NVML enumerates a few dozen in one host at most"),
-    "nvlinks": (64, "NVLink links", "NVML_NVLINK_MAX_LINKS is 36 in nvidia-ml-py 13"),
-    "bytes": (2**50, "bytes", "1 PiB; one GPU has 2^38 at most, one host 2^44"),
-    "pcie_gen": (16, "PCIe generations", "Gen6 is the newest"),
-    "pcie_width": (64, "PCIe lanes", "x32 is the widest link the standard defines"),
+# `0-2147483649` would build a 2^31-element set): the parser raises a ParseFailure (a ValueError) with one sentence,
+# and build_facts reports that file as `bundle.unreadable` (exit 2) while the other files are still judged. Each bound
+# is far above today's largest machines, so that no real output trips it.
+LIMITS: dict[str, int] = {  # name: bound (what it counts and why no machine reaches it: `parse.limit.<name>`)
+    "cpus": 2**16,  # the kernel's NR_CPUS tops out at 8,192
+    "numa_nodes": 2**10,  # the kernel's MAX_NUMNODES is 1,024
+    "gpus": 1024,  # NVML enumerates a few dozen in one host at most
+    "nvlinks": 64,  # NVML_NVLINK_MAX_LINKS is 36 in nvidia-ml-py 13
+    "bytes": 2**50,  # 1 PiB; one GPU has 2^38 at most, one host 2^44
+    "pcie_gen": 16,  # Gen6 is the newest
+    "pcie_width": 64,  # x32 is the widest link the standard defines
 }
 MAX_MAGNITUDE = 2**53
 """A number without a bound of its own above is absurd beyond ±2^53 (where floats stop counting in ones): the
 converters read it as None, like NaN, ±inf and text that is no number."""
 
 
-def bounded(value: int | str, limit: str, what: str) -> int:
-    """`value` (an int, or a string of digits) when 0 <= value < LIMITS[limit]; else ValueError naming `what`."""
-    bound, noun, why = LIMITS[limit]
+def bounded(value: int | str, limit: str, what: Said | str) -> int:
+    """`value` (an int, or a string of digits) when 0 <= value < LIMITS[limit]; else a ParseFailure naming `what`
+    (catalogue text, or a field's name as the file spells it)."""
+    bound = LIMITS[limit]
     if isinstance(value, str):  # digits only: a regex matched them; too many digits is beyond any bound
         value = int(value) if len(value) <= 30 else 10**30
     if value < 0:
-        raise ValueError(f"{what} is {value:,}, a negative number of {noun}")
+        raise ParseFailure("parse.limit.negative", what=what, value=f"{value:,}", noun=said(f"parse.limit.{limit}"))
     if value >= bound:
-        shown = f"{value:,}" if value < 10**30 else "a number of 30 digits or more"
-        raise ValueError(f"{what} is {shown}, beyond {bound:,} {noun}: no real machine has that many ({why})")
+        raise ParseFailure("parse.limit.beyond", what=what, value=f"{value:,}" if value < 10**30 else
+                           said("parse.limit.30_digits"), bound=bound, noun=said(f"parse.limit.{limit}"),
+                           why=said(f"parse.limit.{limit}.why"))
     return value
 
 
@@ -122,7 +127,8 @@ def to_bytes(value: str | None) -> int | None:
     if not match:
         return None
     unit = (match.group(2) or "MiB").lower()
-    return bounded(int(float(match.group(1)) * _BYTES_PER_UNIT[unit]), "bytes", f"the size {value[:40]!r}")
+    return bounded(int(float(match.group(1)) * _BYTES_PER_UNIT[unit]), "bytes",
+                   said("parse.what.size", size=repr(value[:40])))
 
 
 def to_bool(value: str | None) -> bool | None:
@@ -159,22 +165,22 @@ def cpu_ranges(text: str) -> list[tuple[int, int]]:
     """
     text = text.strip()
     if not text:
-        raise ValueError("empty CPU list")
-    bound = LIMITS["cpus"][0]
+        raise ParseFailure("parse.cpu_list.empty")
+    bound = LIMITS["cpus"]
     parts = text.split(",", bound)
     if len(parts) > bound:
-        raise ValueError(f"a CPU list of more than {bound:,} entries")
+        raise ParseFailure("parse.cpu_list.too_long", bound=bound)
     ranges: list[tuple[int, int]] = []
     for part in parts:
         part = part.strip()
         match = re.fullmatch(r"(\d{1,12})(?:-(\d{1,12}))?", part)
         if not match:
-            raise ValueError(f"not a CPU list entry: {part[:40]!r}")
+            raise ParseFailure("parse.cpu_list.bad_entry", entry=repr(part[:40]))
         low = int(match.group(1))
         high = int(match.group(2)) if match.group(2) is not None else low
         if high < low:
-            raise ValueError(f"CPU range runs backwards: {part!r}")
-        bounded(high, "cpus", f"the CPU list entry {part!r}")
+            raise ParseFailure("parse.cpu_list.backwards", entry=repr(part))
+        bounded(high, "cpus", said("parse.what.cpu_entry", entry=repr(part)))
         ranges.append((low, high))
     return ranges
 

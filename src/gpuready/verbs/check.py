@@ -10,7 +10,8 @@ from gpuready.bundle.collect import collect
 from gpuready.bundle.layout import BUNDLE_FILES
 from gpuready.bundle.reader import read_bundle
 from gpuready.checks.registry import CheckOptions, run_checks
-from gpuready.facts.build import READ_IN_PART, SKIPPED, UNRECOGNISED, build_facts
+from gpuready.facts.bad_input import said_of
+from gpuready.facts.build import UNRECOGNISED, build_facts, read_in_part, skipped_reason
 from gpuready.facts.machines import split_bundle
 from gpuready.facts.types import Facts
 from gpuready.knowledge import gpu_spec, thresholds
@@ -68,10 +69,10 @@ def not_enough_evidence(facts: Facts) -> Said | None:
 def _file_state(name: str, state: str) -> Said:
     """`notes.txt (ignored: …)`; a file that was parsed by its name alone."""
     if state.startswith("parsed"):
-        return said("evidence.file_parsed", name=name)
+        return said("evidence.file_parsed", name=said_of(name))
     if state == UNRECOGNISED:
-        return said("evidence.file_unrecognised", name=name)
-    return said("evidence.file_state", name=name, state=state)
+        return said("evidence.file_unrecognised", name=said_of(name))
+    return said("evidence.file_state", name=said_of(name), state=said_of(state))
 
 
 MIXED_MACHINES_ID = "bundle.mixed_machines"
@@ -123,7 +124,8 @@ def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False
     findings = run_checks(facts, options)
     for name, sentence in facts.input_errors:
         findings.append(Finding(check_id=INPUT_CHECK_ID, status=Status.ERROR, subject=Subject(host=host),
-                                **finding_text(said("bundle.unreadable.file", sentence=sentence, name=name)),
+                                **finding_text(said("bundle.unreadable.file", sentence=said_of(sentence),
+                                                    name=said_of(name))),
                                 observed=name))
     for check_id, name, text in bundle_notes(facts):
         findings.append(Finding(check_id=check_id, status=Status.WARN, subject=Subject(host=host),
@@ -137,12 +139,10 @@ def bundle_notes(facts: Facts) -> list[tuple[str, str, Said]]:
     """(check id, entry, its text) for each bundle entry skipped or read in part (warnings, not input errors)."""
     notes = []
     for name, state in facts.sources.items():
-        if state.startswith(SKIPPED):
-            notes.append((SKIPPED_CHECK_ID, name, said("bundle.skipped.entry", name=name,
-                                                       reason=state[len(SKIPPED):])))
-        if READ_IN_PART in state:
-            notes.append((TRUNCATED_CHECK_ID, name, said("bundle.truncated.entry", name=name,
-                                                         reason=state.split(READ_IN_PART, 1)[1])))
+        if (reason := skipped_reason(state)) is not None:
+            notes.append((SKIPPED_CHECK_ID, name, said("bundle.skipped.entry", name=said_of(name), reason=reason)))
+        if (what := read_in_part(state)) is not None:
+            notes.append((TRUNCATED_CHECK_ID, name, said("bundle.truncated.entry", name=said_of(name), reason=what)))
     return notes
 
 
