@@ -60,8 +60,8 @@ LOGS = {
                          for i in range(80)),
 }
 
-# Words the Chinese keeps in English on purpose: product and field names, a quoted NCCL error, a footer's label.
-KEPT = ("Kubernetes RDMA device plugin", "Avg bus bandwidth", "no socket interface found")
+# Words the Chinese keeps in English on purpose: a quoted NCCL error, a footer's label.
+KEPT = ("Avg bus bandwidth", "no socket interface found")
 _ENGLISH_RUN = re.compile(r"[A-Za-z][A-Za-z'-]*(?: +[A-Za-z][A-Za-z'-]*){2,}")
 
 
@@ -168,7 +168,7 @@ def test_shm_ib_and_transport_read_the_same_in_english_and_whole_in_chinese():
                                        "的几分之一。节点间：NET/IB（1 对 rank，例如 0→8）、NET/Socket（1 对 rank，例如 "
                                        "0→8）。")
     assert ib_zh["fix"] == ("在主机上检查 `ibstat` / `ibv_devinfo`；在容器中加上 `--device=/dev/infiniband`，或使用 "
-                            "Kubernetes RDMA device plugin。之后 NCCL_DEBUG=INFO 应当打印 `NET/IB : Using [0]mlx5_0:1/IB`。")
+                            "Kubernetes 的 RDMA 设备插件。之后 NCCL_DEBUG=INFO 应当打印 `NET/IB : Using [0]mlx5_0:1/IB`。")
 
 
 def test_a_cause_chosen_in_code_is_catalogue_text_not_an_english_value():
