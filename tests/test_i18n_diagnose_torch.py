@@ -329,3 +329,13 @@ def test_an_input_that_cannot_be_read_is_said_in_either_language(tmp_path):
     assert str(raised.value) == f"{tmp_path / 'nope.log'}: no such file or folder"
     sentence = raised.value.sentence
     assert message(sentence.msg_id, "zh", **sentence.values) == f"{tmp_path / 'nope.log'}：没有这个文件或文件夹"
+
+
+def test_diagnose_s_usage_errors_are_said_in_the_users_language(tmp_path, capsys):
+    from gpuready.cli import main
+
+    assert main(["diagnose", str(tmp_path / "nope"), "--lang", "zh"]) == 2
+    assert capsys.readouterr().err.strip() == f"gpuready: {tmp_path / 'nope'}：没有这个文件或文件夹"
+    assert main(["diagnose", str(tmp_path), "--peers", "node2"]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "gpuready: --peers and --shared-path go with `gpuready diagnose net --peers HOST`"

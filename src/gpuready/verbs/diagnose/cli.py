@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpuready import option_groups as groups
 from gpuready import option_kinds as kind
+from gpuready.i18n import said
 from gpuready.usage import UsageError
 from gpuready.verbs.output import check_out, emit
 
@@ -16,7 +17,6 @@ DESCRIPTION = ("gpuready diagnose PATH...: files, folders or bundles (any names;
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpuready.i18n import said
     parser.add_argument("paths", nargs="+", metavar="PATH", help=said("cli.diagnose.paths"))
     parser.add_argument("--expect", type=kind.GB_PER_S, metavar="GB/S",
                         help=groups.with_range(said("cli.diagnose.expect"), kind.GB_PER_S))
@@ -32,17 +32,17 @@ def run(args: argparse.Namespace) -> int:
     check_out(args)
     if args.paths[0] == "net" and not Path("net").exists():
         if len(args.paths) > 1:
-            raise UsageError("diagnose net takes no paths; give the other nodes with --peers HOST[,HOST]")
+            raise UsageError(said("diagnose.usage.net_takes_no_paths"))
         peers = list(groups.comma_list(args.peers))
         if not peers:
-            raise UsageError("diagnose net needs --peers HOST[,HOST] (the other nodes of the job)")
+            raise UsageError(said("diagnose.usage.net_needs_peers"))
         from gpuready.verbs.diagnose.net import run_net
         return emit(run_net(peers, port=args.port, shared_path=args.shared_path), args)
     if args.peers or args.shared_path:
-        raise UsageError("--peers and --shared-path go with `gpuready diagnose net --peers HOST`")
+        raise UsageError(said("diagnose.usage.net_options"))
     from gpuready.verbs.diagnose.run import InputError, diagnose
     try:
         report = diagnose(args.paths, expect_busbw_gb_per_s=args.expect, limits=groups.input_limits(args))
     except InputError as error:
-        raise UsageError(str(error)) from None
+        raise UsageError(error.sentence) from None
     return emit(report, args)
