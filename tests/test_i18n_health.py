@@ -81,7 +81,7 @@ def test_every_xid_row_has_its_meaning_and_action_in_both_languages_and_the_engl
         assert english[f"xid.{code}.action"] == row["action"], code
         assert CJK.search(chinese[f"xid.{code}.meaning"]) and CJK.search(chinese[f"xid.{code}.action"]), code
         assert not chinese[f"xid.{code}.meaning"].endswith("。"), code  # a part of a sentence, as in English
-    assert message("xid.79.meaning", "zh") == "GPU 已从 PCIe 总线上掉线（fallen off the bus）：驱动无法再与它通信"
+    assert message("xid.79.meaning", "zh") == "GPU 已从 PCIe 总线上掉线：驱动无法再与它通信"
 
 
 def test_every_text_of_these_domains_is_translated():
@@ -111,7 +111,7 @@ def test_xid_79_reads_in_chinese_from_the_catalogue_and_keeps_its_english():
     assert english["message_values"]["meaning"] == {"message_id": "xid.79.meaning", "message_values": {}}
     assert chinese["message"] == (
         "GPU0（0000:02:00.0） 上出现 Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS，1 次：GPU 已从 PCIe 总线上掉线"
-        "（fallen off the bus）：驱动无法再与它通信（最近一次：开机后 20.8 h（本次运行没有 uptime）；归因：GPU）。"
+        "：驱动无法再与它通信（最近一次：开机后 20.8 h（本次运行没有 uptime）；归因：GPU）。"
         "最后一条：[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.")
     assert chinese["fix"] == message("xid.79.action", "zh") and chinese["fix"].startswith("排空节点并重启机器")
 
@@ -302,11 +302,13 @@ def test_xids_nvml_reports_keep_their_english_and_render_in_chinese():
         "illegal memory access or other fault raised by the application's kernel (the catalog blames the "
         "application: check the application first)." + note]
     assert found[1].fix.startswith("Check the application first. Treat as an application bug first")
+    during = said("bench.xid.during", run="ddp-8")  # bench's text for its run: a nested part
     catalogued = nvml_xid_findings("bench.xid", [(12.0, 0, 79), (3.0, 1, 13)], lambda index: Subject(host="h"),
-                                   "ddp-8", application_note=said("burn.xid.application"))
+                                   during, application_note=said("burn.xid.application"))
     assert catalogued[1].message.endswith(note)
+    run = message(during.msg_id, "zh", **during.values)
     assert [message(finding.message_id, "zh", **finding.message_values) for finding in catalogued] == [
-        "ddp-8 开始后 12 s 出现 Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS：GPU 已从 PCIe 总线上掉线"
-        "（fallen off the bus）：驱动无法再与它通信（目录严重级别 critical（严重））。",
-        "ddp-8 开始后 3 s 出现 Xid 13 ROBUST_CHANNEL_GR_EXCEPTION：图形/计算引擎异常，通常是应用的 kernel 非法访问"
+        run + " 开始后 12 s 出现 Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS：GPU 已从 PCIe 总线上掉线："
+        "驱动无法再与它通信（目录严重级别 critical（严重））。",
+        run + " 开始后 3 s 出现 Xid 13 ROBUST_CHANNEL_GR_EXCEPTION：图形/计算引擎异常，通常是应用的 kernel 非法访问"
         "内存或引发了其他错误（目录将其归因于应用程序：先检查应用程序）。" + message("burn.xid.application", "zh")]
