@@ -205,5 +205,5 @@ def run(args) -> int:
         else:
             report = check_report(gather_facts(None, fast=args.fast), options, **judged)
     except BundleError as error:
-        raise UsageError(str(error)) from None
+        raise UsageError(error.said) from None
     return emit(report, args)
