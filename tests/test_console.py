@@ -40,7 +40,7 @@ def test_saved_report_renders_as_the_live_one(tmp_path, capsys, document):
     live = render(document)
     assert live.startswith("vm: READY WITH WARNINGS\n(single node: READY WITH WARNINGS; multi node: READY WITH WARNINGS; "
                            "verdict judged for: single node)\n0 fail, 1 warn, 45 pass, 3 skip\n")
-    assert "0    0000:00:06.0  NVIDIA H200  140 GiB  9.0  Gen5/5 x16/16   700 W        43 °C" in live
+    assert "\n1 × NVIDIA H200\n" in live and "0    0000:00:06.0  140 GiB  9.0  Gen5/5 x16/16   700 W        43 °C" in live
     assert "\nWARN host.memory_ratio\n  System RAM is 0.90× the total GPU memory" in live
     assert "\n  fix: Add system memory" in live
     assert "host.cpu_per_gpu" not in live and "\nhost: 5 passed\n" in live  # passes: one line per category

@@ -61,7 +61,8 @@ def test_h200_bundle_at_80_columns_piped(h200):
                          "(single node: READY WITH WARNINGS; multi node: READY WITH WARNINGS; verdict",
                          "judged for: single node)",
                          "0 fail, 1 warn, 45 pass, 3 skip"]
-    assert "0    0000:00:06.0  NVIDIA H200  140 GiB  9.0  Gen5/5 x16/16   700 W        36 °C" in lines
+    assert lines[4:7] == ["1 × NVIDIA H200", "GPU  bus id        memory   CC   PCIe (cur/max)  power limit  temp ",
+                          "0    0000:00:06.0  140 GiB  9.0  Gen5/5 x16/16   700 W        36 °C"]
     warn = next(f for f in h200["findings"] if f["status"] == "warn")
     assert "WARN host.memory_ratio" in lines
     assert flat(warn["message"]) in flat(out) and flat("fix: " + warn["fix"]) in flat(out)

@@ -60,7 +60,7 @@ def test_nothing_that_names_a_gpu_is_unknown_and_exit_2(tmp_path, content):
     assert report.verdicts() == {"single_node": Verdict.UNKNOWN, "multi_node": Verdict.UNKNOWN}
     assert report.exit_code() == 2
     assert "no file names a GPU" in report.not_enough_evidence.english()
-    assert "`nvidia-smi -q` (nvidia-smi-q.txt)" in report.not_enough_evidence.english()
+    assert "nvidia-smi-q.txt (`nvidia-smi -q`)" in report.not_enough_evidence.english()
     if content:
         assert "notes.txt (ignored: not a tool output gpuready recognises)" in report.not_enough_evidence.english()
     document = report.to_dict()

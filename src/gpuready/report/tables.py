@@ -55,14 +55,13 @@ def render_inventory(document: dict, console: Console, labels: dict, plain: bool
 
 
 def _render_gpus(facts: dict, console: Console, labels: dict, plain: bool) -> None:
-    """One row per GPU; a model that several GPUs share is said once above the table (a DGX's `NVIDIA H100 80GB HBM3`
-    in each row took two lines per GPU at 80 columns)."""
+    """One row per GPU; a model all the GPUs share is said once above the table (a DGX's `NVIDIA H100 80GB HBM3` in
+    each row took two lines per GPU at 80 columns)."""
     gpus = [mapping(gpu) for gpu in sequence(facts.get("gpus"))]
     if not gpus:
         return
     names = [gpu.get("name") for gpu in gpus]
-    shared_model = names[0] if len(gpus) > 1 and isinstance(names[0], str) and names.count(names[0]) == len(gpus) \
-        else None
+    shared_model = names[0] if isinstance(names[0], str) and names.count(names[0]) == len(gpus) else None
     if shared_model is not None:
         print_paragraph(console, Text(labels["gpu_models"].format(count=len(gpus), model=shared_model)))
     columns = [label for position, label in enumerate(labels["inventory"])

@@ -59,7 +59,8 @@ def not_enough_evidence(facts: Facts) -> Said | None:
         return None
     read = [_file_state(name, state) for name, state in facts.sources.items() if state != "missing"]
     named = sorted({source for gpu in facts.gpus or [] for source in gpu.source_files()})
-    wanted = ", ".join(f"`{BUNDLE_FILES[name].split(' (')[0]}` ({name})" for name in DRIVER_STATE_SOURCES)
+    wanted = ", ".join(f"{name} (`{command}`)" if (command := BUNDLE_FILES[name].split(' (')[0]).startswith("nvidia-smi")
+                       else name for name in DRIVER_STATE_SOURCES)  # a command as the reader types it; not prose
     what = (said("evidence.named_without_state", files=", ".join(named), count=len(facts.gpus or [])) if named else
             said("evidence.no_gpu_announced", announced=facts.gpus_announced) if facts.gpus_announced else
             said("evidence.no_gpu_named"))
