@@ -33,6 +33,7 @@ VERB_MODULES = {
     "plan": "gpuready.verbs.plan.cli",
     "launch": "gpuready.verbs.launch",
     "bench": "gpuready.verbs.bench.cli",
+    "fleet": "gpuready.verbs.fleet.cli",
 }
 VERBS = tuple(VERB_MODULES)
 BROKEN_PIPE_EXIT = 141

@@ -1,0 +1,122 @@
+"""`gpuready fleet PATH…`: many nodes' reports → per-measurement spreads per cohort and the nodes that stand out.
+
+Reports come from the engines people already run: `gpuready launch slurm|k8s|torchrun … -- validate` has every node
+write `<reports>/<hostname>.json` into a shared folder, which is the PATH here. Exit code: 1 where a node is an
+outlier or its own report failed, 2 where a file could not be read (the others still judged) or none could, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from gpuready import option_groups as groups
+from gpuready.i18n import said
+from gpuready.option_kinds import worded
+from gpuready.options import number
+
+FLOOR_PCT = worded(number("percent", 0, 100), "percent")
+"""--floor-pct: the smallest deficit against the cohort's median that is flagged, in % of the median."""
+NAMED_IN_ERROR = 5
+"""Files named in the one sentence that says no file gave a report."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gpuready.verbs.fleet.stats import Limits
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help=said("cli.fleet.paths"))
+    parser.add_argument("--baseline", type=Path, metavar="FILE", help=said("cli.fleet.baseline"))
+    parser.add_argument("--save-baseline", type=Path, metavar="FILE", help=said("cli.fleet.save_baseline"))
+    parser.add_argument("--floor-pct", type=FLOOR_PCT, metavar="PCT", default=Limits.from_knowledge().floor_pct,
+                        help=groups.with_range(said("cli.fleet.floor_pct"), FLOOR_PCT))
+    parser.add_argument("--html", type=Path, metavar="FILE", help=said("cli.fleet.html"))
+    groups.add(parser, "json")
+    groups.add(parser, "out")
+    groups.add(parser, "verbose", said("cli.fleet.verbose"))
+    groups.add(parser, "lang")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuready.i18n import choose_language
+    from gpuready.model import ExitCode, worst_exit_code
+    from gpuready.report.safe_text import tell
+    from gpuready.usage import UsageError
+    from gpuready.verbs.fleet.baseline import read_baseline
+    from gpuready.verbs.fleet.judge import gather, judge
+    from gpuready.verbs.fleet.read import MAX_FILES, TooManyFiles
+    from gpuready.verbs.fleet.stats import Limits
+    from gpuready.verbs.output import _write_report, check_out
+
+    lang = choose_language(args.lang)
+    check_out(args)
+    for option, path in (("--save-baseline", args.save_baseline), ("--html", args.html)):
+        if path is not None and not path.parent.is_dir():  # before reading thousands of reports
+            raise UsageError(said("fleet.usage.no_folder", option=option, path=str(path), folder=str(path.parent)))
+    baseline = read_baseline(args.baseline) if args.baseline else None
+    try:
+        gathered = gather(args.paths)
+    except TooManyFiles as error:
+        raise UsageError(said("fleet.usage.too_many_files", path=str(error), limit=MAX_FILES)) from None
+    if not gathered.nodes:
+        raise UsageError(_nothing_to_judge(gathered))
+    document = judge(gathered, Limits.from_knowledge(args.floor_pct), baseline,
+                     str(args.baseline) if args.baseline else None)
+    unsaved = _save_baseline(document, gathered, args.save_baseline, lang) if args.save_baseline else None
+    if unsaved:  # the judgement is still given, then the sentence
+        document["exit_code"] = worst_exit_code(document["exit_code"], ExitCode.USAGE)
+    code = document["exit_code"]
+    text = json.dumps(document, indent=1, allow_nan=False)
+    problem = _write_report(text, args)
+    if args.html:
+        code = worst_exit_code(code, _write_html(document, args.html, lang))
+    if args.json:
+        print(text)
+    else:
+        from gpuready.verbs.fleet.view import render_fleet
+        render_fleet(document, lang, args.verbose)
+    for sentence in (unsaved, problem):
+        if sentence:
+            tell(sentence)
+            code = worst_exit_code(code, ExitCode.USAGE)
+    return int(code)
+
+
+def _save_baseline(document: dict, gathered, path: Path, lang: str) -> str | None:
+    """Write --save-baseline; the sentence that says why it could not be written, or None."""
+    from gpuready.usage import UsageError
+    from gpuready.verbs.fleet.baseline import baseline_document, write_baseline
+    try:
+        write_baseline(baseline_document(document, list(gathered.nodes.values())), path)
+    except UsageError as error:
+        return error.text(lang)
+    document["saved_baseline"] = str(path)
+    return None
+
+
+def _nothing_to_judge(gathered):
+    """The one sentence where no file gave a report: how many were tried, the first few named with why."""
+    if not gathered.unreadable:
+        return said("fleet.usage.no_files", skipped=len(gathered.skipped))
+    named = [said("fleet.file_reason", file=item.path, reason=item.why) for item in gathered.unreadable[:NAMED_IN_ERROR]]
+    more = len(gathered.unreadable) - len(named)
+    return said("fleet.usage.no_reports", count=len(gathered.unreadable), named=named,
+                more=said("fleet.usage.more", count=more) if more else "")
+
+
+def _write_html(document: dict, path: Path, lang: str) -> int:
+    """--html through the report package's fleet page; a gpuready without it, or a page that cannot be written, is
+    said in one sentence (the console and JSON report are still given)."""
+    from gpuready.model import ExitCode
+    from gpuready.report.safe_text import tell
+    from gpuready.i18n import message
+    try:
+        from gpuready.report.html import write_fleet_html
+    except ImportError:
+        tell(message("fleet.html.missing", lang))
+        return ExitCode.TOOL_ERROR
+    try:
+        write_fleet_html(document, path, lang)
+    except OSError as error:
+        tell(message("fleet.html.unwritable", lang, path=str(path), error=error.strerror or str(error)))
+        return ExitCode.USAGE
+    return ExitCode.READY

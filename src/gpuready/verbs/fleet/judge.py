@@ -1,0 +1,240 @@
+"""Nodes → cohorts → per measurement the cohort's spread → each node's outliers, verdict, and the fleet document.
+
+A node is a host: its reports (validate, burn, bench …) are read together, the newest of each verb kept (an older one
+is superseded, and said so). Its figure of a measurement is its worst GPU's (or GPU pair's). Within a cohort (same
+GPU model, GPU count, driver) the figure is judged against the cohort's median and MAD, or against a baseline's
+where one covers the cohort (stats.stands_out); and against its own expectation, so that a fleet slow everywhere is
+still caught (stats.share_of_expected below validate's warning line).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from gpuready import __version__
+from gpuready.i18n import json_values
+from gpuready.model import ExitCode, worst_exit_code
+from gpuready.verbs.fleet.read import Cohort, Document, Figure, FleetDocument, Unreadable, read_report, report_files
+from gpuready.verbs.fleet.stats import Limits, Spread, deficit_pct, modified_z, share_of_expected, spread, stands_out
+
+FORMAT = "gpuready.fleet"
+VERSION = 1
+Key = tuple[str, str]
+"""(measurement name, subject kind: gpu | pair | host)."""
+REPORT_VERDICT_ORDER = ("not_ready", "unknown", "ready_with_warnings", "ready")
+NODE_VERDICT_ORDER = ("failing", "outlier", "unknown", "healthy")
+"""Node verdicts, worst first: its own report failed; a figure stands out; its report could not judge it; fine."""
+
+
+@dataclass
+class Node:
+    name: str
+    """The host, or '' where its report names none (then one node per file)."""
+    documents: dict[str, Document] = field(default_factory=dict)
+    """verb → its newest report."""
+
+    @property
+    def cohort(self) -> Cohort | None:
+        return next((document.cohort for document in self._newest_first() if document.cohort), None)
+
+    def figures(self) -> dict[Key, Figure]:
+        merged: dict[Key, Figure] = {}
+        for document in reversed(self._newest_first()):  # the newest report's figure wins a name two reports share
+            merged.update(document.figures)
+        return merged
+
+    def report_verdict(self) -> str | None:
+        verdicts = [document.verdict for document in self.documents.values() if document.verdict]
+        return min(verdicts, key=_rank(REPORT_VERDICT_ORDER), default=None)
+
+    def files(self) -> list[str]:
+        return sorted(document.path for document in self.documents.values())
+
+    def _newest_first(self) -> list[Document]:
+        return sorted(self.documents.values(), key=lambda document: (document.started_at, document.path), reverse=True)
+
+
+def _rank(order: tuple[str, ...]):
+    return lambda value: order.index(value) if value in order else len(order)
+
+
+@dataclass
+class Gathered:
+    nodes: dict[str, Node] = field(default_factory=dict)
+    unreadable: list[Unreadable] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    files_read: int = 0
+
+
+def gather(paths, whole_file_bytes: int | None = None) -> Gathered:
+    """Read every report under `paths`, one file at a time; raises read.TooManyFiles."""
+    gathered = Gathered()
+    for path in report_files(paths):
+        if isinstance(path, Unreadable):
+            gathered.unreadable.append(path)
+            continue
+        try:
+            document = read_report(path) if whole_file_bytes is None else read_report(path, whole_file_bytes)
+        except Unreadable as unreadable:
+            gathered.unreadable.append(unreadable)
+            continue
+        except FleetDocument:
+            gathered.skipped.append(str(path))
+            continue
+        gathered.files_read += 1
+        node = gathered.nodes.setdefault(document.host or f"\0{document.path}", Node(name=document.host))
+        kept = node.documents.get(document.verb)
+        if kept is None or (document.started_at, document.path) > (kept.started_at, kept.path):
+            node.documents[document.verb] = document
+            if kept is not None:
+                gathered.superseded.append(kept.path)
+        else:
+            gathered.superseded.append(document.path)
+    return gathered
+
+
+# --- the judgement -------------------------------------------------------------------------------------------------
+
+Baseline = dict[tuple[Cohort | None, Key], Spread]
+
+
+@dataclass
+class Outlier:
+    key: Key
+    figure: Figure
+    centre: Spread
+    z: float | None
+    rules: list[str]
+    """`fleet` or `baseline` (the figure stands out against that spread), `expected` (below validate's line)."""
+
+    def deficit(self) -> float:
+        return deficit_pct(self.figure.value, self.centre.median, self.figure.sense) if self.centre.median else 0.0
+
+
+def judge(gathered: Gathered, limits: Limits, baseline: Baseline | None = None,
+          baseline_path: str | None = None) -> dict[str, Any]:
+    """The fleet document (JSON-ready): nodes worst first, cohorts with their spreads, fleet-wide spreads."""
+    baseline = baseline or {}
+    by_cohort: dict[Cohort | None, list[Node]] = defaultdict(list)
+    for node in gathered.nodes.values():
+        by_cohort[node.cohort].append(node)
+    ordered = sorted(by_cohort.items(), key=lambda item: (item[0] is None, -len(item[1]), str(item[0])))
+    outliers: dict[int, list[Outlier]] = defaultdict(list)
+    cohorts = [_judge_cohort(cohort, nodes, limits, baseline, outliers) for cohort, nodes in ordered]
+    rows = [_node_row(node, outliers.get(id(node), []), index)
+            for index, (_cohort, nodes) in enumerate(ordered) for node in nodes]
+    rows.sort(key=lambda row: (_rank(NODE_VERDICT_ORDER)(row["verdict"]),
+                               -max((outlier["deficit_pct"] for outlier in row["outliers"]), default=0.0),
+                               row["host"] or "", row["files"]))
+    counts = {verdict: sum(row["verdict"] == verdict for row in rows) for verdict in NODE_VERDICT_ORDER}
+    code = ExitCode.NOT_READY if counts["failing"] or counts["outlier"] else ExitCode.READY
+    if gathered.unreadable:
+        code = worst_exit_code(code, ExitCode.USAGE)
+    return {
+        "format": FORMAT, "version": VERSION, "tool_version": __version__,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "limits": {"floor_pct": limits.floor_pct, "z_limit": limits.z_limit, "mad_to_sigma": limits.mad_to_sigma,
+                   "expected_fraction": limits.expected_fraction, "min_robust_nodes": limits.min_robust_nodes,
+                   "sources": Limits.sources()},
+        "baseline": baseline_path,
+        "summary": {"nodes": len(rows), **counts, "cohorts": len(cohorts), "files_read": gathered.files_read,
+                    "unreadable": len(gathered.unreadable), "superseded": len(gathered.superseded),
+                    "skipped": len(gathered.skipped)},
+        "exit_code": int(code),
+        "nodes": rows,
+        "cohorts": cohorts,
+        "measurements": _fleet_wide(gathered.nodes.values()),
+        "unreadable": [{"file": item.path, "reason": str(item),
+                        "reason_text": {"message_id": item.why.msg_id, "message_values": json_values(item.why.values)}}
+                       for item in gathered.unreadable],
+        "superseded": sorted(gathered.superseded),
+        "skipped": sorted(gathered.skipped),
+    }
+
+
+def _judge_cohort(cohort: Cohort | None, nodes: list[Node], limits: Limits, baseline: Baseline,
+                  outliers: dict[int, list[Outlier]]) -> dict[str, Any]:
+    """The cohort's entry of the document; each node's outliers added to `outliers` (by node id)."""
+    columns = _columns(nodes)
+    names = json_names(columns)
+    measurements = {}
+    covered = False
+    for key, column in columns.items():
+        own = spread([figure.value for _node, figure in column])
+        golden = baseline.get((cohort, key))
+        covered = covered or golden is not None
+        centre = golden or own
+        for node, figure in column:
+            rules = _rules(figure, centre, limits, "baseline" if golden else "fleet")
+            if rules:
+                z = modified_z(figure.value, centre, figure.sense, limits)
+                outliers[id(node)].append(Outlier(key, figure, centre, z, rules))
+        sample = column[0][1]
+        measurements[names[key]] = {"name": key[0], "subject": key[1], "unit": sample.unit,
+                                    "higher_is_better": sample.sense > 0, **own.as_dict(),
+                                    **({"baseline": golden.as_dict()} if golden else {})}
+    return {"key": cohort.as_dict() if cohort else None, "nodes": len(nodes),
+            "basis": "baseline" if covered else "fleet",
+            "weak": len(nodes) < limits.min_robust_nodes and not covered,
+            "hosts": sorted(node.name or node.files()[0] for node in nodes),
+            "measurements": measurements}
+
+
+def _columns(nodes) -> dict[Key, list[tuple[Node, Figure]]]:
+    """Per measurement, each node's figure of it."""
+    columns: dict[Key, list[tuple[Node, Figure]]] = defaultdict(list)
+    for node in nodes:
+        for key, figure in node.figures().items():
+            columns[key].append((node, figure))
+    return dict(sorted(columns.items()))
+
+
+def _fleet_wide(nodes) -> dict[str, dict[str, Any]]:
+    """Each measurement's spread over every node, whatever its cohort (a view of the fleet; the judgement uses each
+    cohort's own)."""
+    columns = _columns(nodes)
+    names = json_names(columns)
+    return {names[key]: spread([figure.value for _node, figure in column]).as_dict()
+            for key, column in columns.items()}
+
+
+def json_names(keys) -> dict[Key, str]:
+    """A measurement's name in the document; `name (kind)` only where one name is measured of several kinds."""
+    kinds: dict[str, int] = defaultdict(int)
+    for name, _kind in keys:
+        kinds[name] += 1
+    return {(name, kind): name if kinds[name] == 1 else f"{name} ({kind})" for name, kind in keys}
+
+
+def _rules(figure: Figure, centre: Spread, limits: Limits, basis: str) -> list[str]:
+    rules = [basis] if stands_out(figure.value, centre, figure.sense, limits) else []
+    if figure.expected and share_of_expected(figure.value, figure.expected, figure.sense) < limits.expected_fraction:
+        rules.append("expected")
+    return rules
+
+
+def _node_row(node: Node, outliers: list[Outlier], cohort_index: int) -> dict[str, Any]:
+    report_verdict = node.report_verdict()
+    verdict = ("failing" if report_verdict == "not_ready" else "outlier" if outliers else
+               "unknown" if report_verdict in (None, "unknown") else "healthy")
+    return {"host": node.name or None, "verdict": verdict, "report_verdict": report_verdict, "cohort": cohort_index,
+            "files": node.files(),
+            "reports": [{"file": document.path, "verb": document.verb, "verdict": document.verdict,
+                         "started_at": document.started_at or None}
+                        for document in sorted(node.documents.values(), key=lambda document: document.path)],
+            "outliers": [_outlier_row(outlier) for outlier in sorted(outliers, key=lambda outlier: -outlier.deficit())]}
+
+
+def _outlier_row(outlier: Outlier) -> dict[str, Any]:
+    figure = outlier.figure
+    name, kind = outlier.key
+    return {"name": name, "subject": {"kind": kind, "gpu": figure.gpu, "peer": figure.peer}, "value": figure.value,
+            "unit": figure.unit, "median": outlier.centre.median, "deficit_pct": round(outlier.deficit(), 2),
+            "z": round(outlier.z, 2) if outlier.z is not None else None, "expected": figure.expected,
+            "share_of_expected": round(share_of_expected(figure.value, figure.expected, figure.sense), 4)
+            if figure.expected else None,
+            "rules": outlier.rules}

@@ -1,0 +1,214 @@
+"""Report documents (files, or folders of them) → what the fleet keeps of each: host, verdict, cohort, and per
+measurement the node's worst figure. One file at a time; a large file is streamed (stream.py), so memory holds the
+figures of every node and one file's wanted parts, never the telemetry."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from gpuready.i18n import Said, said
+from gpuready.model import UNKNOWN_HOST
+from gpuready.verbs.fleet.stream import NotJson, pick_members
+
+WHOLE_FILE_BYTES = 4 << 20
+"""A report up to this size is decoded whole (C json: ~10x its size in objects); a larger one (a long burn's
+telemetry) is streamed."""
+MAX_FILES = 1_000_000
+"""Files taken from the folders given: a path that names a whole file system is refused, not walked forever."""
+FLEET_FORMATS = ("gpuready.fleet", "gpuready.fleet-baseline")
+"""The fleet's own documents (its --json, a baseline): skipped where they sit among the reports, not read as nodes."""
+WANTED = frozenset({"format", "host", "verdict", "exit_code", "started_at", "facts"})
+VERBS_IN_FACTS = ("validate", "burn", "bench", "monitor", "diagnose", "plan")
+"""The verb a report is of, by the part of `facts` it writes; a report without one is `check`'s."""
+
+HIGHER_IS_BETTER_UNITS = frozenset({"tflops", "gb_per_s", "gbit_per_s", "tokens_per_s", "samples_per_s",
+                                    "bytes_per_s", "fraction"})
+LOWER_IS_BETTER_UNITS = frozenset({"us", "seconds"})
+LOWER_IS_BETTER_WORDS = ("latency", "exposed")
+"""A figure named so is worse when higher whatever its unit (bench's `exposed_communication_share`)."""
+
+
+def direction(name: str, unit: str) -> int:
+    """+1 where a higher figure is better (throughput, bandwidth, MFU), -1 where lower is (latency, time), 0 where
+    neither (bytes held, watts drawn: not a node's speed, so not judged here)."""
+    if unit in LOWER_IS_BETTER_UNITS or any(word in name for word in LOWER_IS_BETTER_WORDS):
+        return -1
+    return 1 if unit in HIGHER_IS_BETTER_UNITS else 0
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """Nodes whose figures are comparable: the same GPU model, GPU count and driver."""
+    gpu_model: str
+    gpu_count: int
+    driver_version: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gpu_model": self.gpu_model, "gpu_count": self.gpu_count, "driver_version": self.driver_version}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A node's worst figure of one measurement over its GPUs (or GPU pairs)."""
+    value: float
+    unit: str
+    sense: int
+    """+1 higher is better, -1 lower is better."""
+    expected: float | None
+    gpu: int | str | None
+    """The NVML index (or bus id) of the GPU the figure is of; None for a figure of the host."""
+    peer: int | str | None
+
+
+@dataclass
+class Document:
+    """What the fleet keeps of one report."""
+    path: str
+    host: str
+    verb: str
+    started_at: str
+    verdict: str | None
+    cohort: Cohort | None
+    figures: dict[tuple[str, str], Figure] = field(default_factory=dict)
+    """(measurement name, subject kind: gpu | pair | host) → the worst figure."""
+
+
+class Unreadable(Exception):
+    """A path that gives no report: the sentence says why (catalogue text)."""
+
+    def __init__(self, path: str, why: Said):
+        super().__init__(why.english())
+        self.path, self.why = path, why
+
+
+class FleetDocument(Exception):
+    """A document of the fleet's own (its --json, a baseline) among the reports."""
+
+
+class TooManyFiles(ValueError):
+    """A folder holds more report files than MAX_FILES."""
+
+
+def report_files(paths: list[Path]) -> Iterator[Path | Unreadable]:
+    """Each file given, and the `*.json` files in each folder given (its subfolders too, in name order); a path that
+    does not exist, or a folder that cannot be listed, as Unreadable."""
+    count = 0
+    for path in paths:
+        if not path.is_dir():
+            yield path if path.exists() else Unreadable(str(path), said("fleet.unreadable.missing"))
+            continue
+        errors: list[OSError] = []
+        for folder, folders, names in os.walk(path, onerror=errors.append):
+            folders.sort()
+            for name in sorted(names):
+                if name.endswith(".json") and not name.startswith("."):
+                    count += 1
+                    if count > MAX_FILES:
+                        raise TooManyFiles(str(path))
+                    yield Path(folder) / name
+        for error in errors:
+            yield Unreadable(str(error.filename or path), said("fleet.unreadable.os", error=error.strerror or str(error)))
+
+
+def read_report(path: Path, whole_file_bytes: int = WHOLE_FILE_BYTES) -> Document:
+    """The fleet's view of one report file; raises Unreadable (not JSON, not a report) or FleetDocument."""
+    try:
+        status = path.stat()
+        if not stat.S_ISREG(status.st_mode):  # a FIFO would block the read, a device never end
+            raise Unreadable(str(path), said("fleet.unreadable.not_file"))
+        if status.st_size <= whole_file_bytes:
+            with open(path, "rb") as handle:
+                document = json.loads(handle.read())
+            if not isinstance(document, dict):
+                raise NotJson("not an object")
+            picked = {key: value for key, value in document.items() if key in WANTED}
+            if isinstance(document.get("measurements"), list):
+                picked["measurements"] = [_measurement(item) for item in document["measurements"]]
+            del document
+        else:
+            with open(path, encoding="utf-8") as handle:
+                picked = pick_members(handle, WANTED, {"measurements": _measurement})
+    except OSError as error:
+        raise Unreadable(str(path), said("fleet.unreadable.os", error=error.strerror or str(error))) from None
+    except (NotJson, ValueError, RecursionError) as error:  # UnicodeDecodeError and json's errors are ValueErrors;
+        # json recurses once per nesting level
+        raise Unreadable(str(path), said("fleet.unreadable.not_json", error=str(error)[:200])) from None
+    return _document(str(path), picked)
+
+
+def _measurement(item: Any) -> tuple | None:
+    """What the fleet keeps of one measurement: (name, kind, Figure), or None for one it does not judge."""
+    if not isinstance(item, dict):
+        return None
+    name, unit, value = item.get("name"), item.get("unit"), item.get("value")
+    if not isinstance(name, str) or not isinstance(unit, str) or not _finite(value):
+        return None
+    sense = direction(name, unit)
+    if not sense:
+        return None
+    subject = item.get("subject") if isinstance(item.get("subject"), dict) else {}
+    gpu, peer = _gpu_of(subject.get("gpu")), _gpu_of(subject.get("peer"))
+    kind = "pair" if gpu is not None and peer is not None else "gpu" if gpu is not None else "host"
+    expected = item.get("expected")
+    return name, kind, Figure(value=float(value), unit=unit, sense=sense,
+                              expected=float(expected) if _finite(expected) and expected > 0 else None,
+                              gpu=gpu, peer=peer)
+
+
+def _gpu_of(ref: Any) -> int | str | None:
+    if not isinstance(ref, dict) or not ref:
+        return None
+    index = ref.get("index")
+    if isinstance(index, int) and not isinstance(index, bool):
+        return index
+    return str(ref.get("bus_id") or ref.get("uuid") or "?")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _document(path: str, picked: dict[str, Any]) -> Document:
+    if picked.get("format") in FLEET_FORMATS:
+        raise FleetDocument(path)
+    measurements = picked.get("measurements")
+    if not isinstance(measurements, list) or "verdict" not in picked:
+        raise Unreadable(path, said("fleet.unreadable.not_report"))
+    facts = picked.get("facts") if isinstance(picked.get("facts"), dict) else {}
+    host = picked.get("host")
+    verdict = picked.get("verdict")
+    started = picked.get("started_at")
+    document = Document(path=path, host=host if isinstance(host, str) and host and host != UNKNOWN_HOST else "",
+                        verb=next((verb for verb in VERBS_IN_FACTS if verb in facts), "check"),
+                        started_at=started if isinstance(started, str) else "",
+                        verdict=verdict if isinstance(verdict, str) else None, cohort=cohort_of(facts))
+    for entry in measurements:
+        if entry is None:
+            continue
+        name, kind, figure = entry
+        kept = document.figures.get((name, kind))
+        if kept is None or _worse(figure, kept):
+            document.figures[(name, kind)] = figure
+    return document
+
+
+def _worse(figure: Figure, than: Figure) -> bool:
+    return figure.value * figure.sense < than.value * than.sense
+
+
+def cohort_of(facts: dict[str, Any]) -> Cohort | None:
+    """The cohort the report's facts name: its GPUs' model (`+` between models where they differ), their count and
+    the driver; None where the facts lack the GPUs or the driver (a burn or bench report, an old document)."""
+    gpus = [gpu for gpu in facts.get("gpus") or [] if isinstance(gpu, dict)] if isinstance(facts.get("gpus"), list) \
+        else []
+    driver = facts.get("driver_version")
+    if not gpus or not isinstance(driver, str) or not driver:
+        return None
+    models = sorted({str(gpu.get("model") or gpu.get("name") or "?") for gpu in gpus})
+    return Cohort(gpu_model="+".join(models), gpu_count=len(gpus), driver_version=driver)
