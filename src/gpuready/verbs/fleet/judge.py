@@ -17,7 +17,8 @@ from typing import Any
 from gpuready import __version__
 from gpuready.i18n import json_values
 from gpuready.model import ExitCode, worst_exit_code
-from gpuready.verbs.fleet.read import Cohort, Document, Figure, FleetDocument, Unreadable, read_report, report_files
+from gpuready.verbs.fleet.read import (WHOLE_FILE_BYTES, Cohort, Document, Figure, FleetDocument, Unreadable,
+                                      read_report, report_files)
 from gpuready.verbs.fleet.stats import Limits, Spread, deficit_pct, modified_z, share_of_expected, spread, stands_out
 
 FORMAT = "gpuready.fleet"
@@ -70,7 +71,7 @@ class Gathered:
     files_read: int = 0
 
 
-def gather(paths, whole_file_bytes: int | None = None) -> Gathered:
+def gather(paths, whole_file_bytes: int = WHOLE_FILE_BYTES) -> Gathered:
     """Read every report under `paths`, one file at a time; raises read.TooManyFiles."""
     gathered = Gathered()
     for path in report_files(paths):
@@ -78,7 +79,7 @@ def gather(paths, whole_file_bytes: int | None = None) -> Gathered:
             gathered.unreadable.append(path)
             continue
         try:
-            document = read_report(path) if whole_file_bytes is None else read_report(path, whole_file_bytes)
+            document = read_report(path, whole_file_bytes)
         except Unreadable as unreadable:
             gathered.unreadable.append(unreadable)
             continue
