@@ -1,0 +1,274 @@
+"""The HTML report's text parts, as escaped markup: the verdict and host, the findings with their filters, the GPU
+inventory, the measurements, plan's tables, and the fleet's node table.
+
+Every string of a document may come from outside (log lines, file names, host and GPU names): each passes `escape`
+(control characters shown as `\\xNN` by `printable`, then HTML's five special characters as entities) where it is
+put into the markup, and nowhere else is document text joined into HTML. Words around the document's own text come
+from the catalogue (the console's `label.*` ids and this page's `html.*` ids).
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from typing import Any, Callable, Iterable
+
+from gpuready.model import Status
+from gpuready.report.charts.base import finite
+from gpuready.report.document import (KNOWN_STATUSES, STATUS_ORDER, Finding, host_of, judges_machine, mapping, number,
+                                      read_finding, sequence, status_rank, subject_label, text)
+from gpuready.report.findings_view import _subject, status_label, verdict_label
+from gpuready.report.gpu_groups import Row
+from gpuready.report.safe_text import printable
+from gpuready.report.tables import format_value
+
+Say = Callable[..., str]
+FILTERED_OTHER = "other"
+"""The filter value of a status this version does not know (shown like an error, as on the console)."""
+RUN_KINDS = ("plan", "burn", "bench", "validate")
+"""The facts key that names the verb of a run; a document with none of them is a check (or diagnose) of a machine."""
+FLEET_VERDICTS = ("failing", "outlier", "unknown", "healthy")
+
+
+def escape(value: object) -> str:
+    return html.escape(printable(value), quote=True)
+
+
+def element(tag: str, content: str, **attributes: object) -> str:
+    """`<tag attr="…">content</tag>`: `content` is markup already; attribute values are escaped (`class_` → class)."""
+    attrs = "".join(f' {name.rstrip("_").replace("_", "-")}="{escape(value)}"' for name, value in attributes.items()
+                    if value is not None)
+    return f"<{tag}{attrs}>{content}</{tag}>"
+
+
+def table(headers: Iterable[str], rows: Iterable[Iterable[str]], **attributes: object) -> str:
+    """A table of markup cells (each escaped by the caller); headers are plain text."""
+    head = "".join(element("th", escape(header)) for header in headers)
+    body = "".join(element("tr", "".join(element("td", cell) for cell in row)) for row in rows)
+    return element("table", element("thead", element("tr", head)) + element("tbody", body), **attributes)
+
+
+def run_kind(document: dict) -> str:
+    facts = mapping(document.get("facts"))
+    return next((kind for kind in RUN_KINDS if kind in facts), "check")
+
+
+# --- one document ---------------------------------------------------------------------------------------------------
+
+def header(document: dict, labels: dict, say: Say) -> str:
+    """What the document is (verb, host, when) and its verdict."""
+    kind = say(f"html.run.{run_kind(document)}")
+    host = host_of(document, labels["unknown_host"])
+    parts = [element("h2", escape(say("html.document_title", kind=kind, host=host)))]
+    if judges_machine(document):
+        verdict = document.get("verdict")
+        css = verdict if isinstance(verdict, str) and verdict in ("ready", "ready_with_warnings", "not_ready") \
+            else "unknown"
+        parts.append(element("p", escape(verdict_label(verdict, labels)), class_=f"verdict {css}"))
+        verdicts = mapping(document.get("verdicts"))
+        parts.append(element("p", escape(f"{labels['single_node']}: {verdict_label(verdicts.get('single_node'), labels)}"
+                                         f"; {labels['multi_node']}: {verdict_label(verdicts.get('multi_node'), labels)}")))
+    else:
+        facts = mapping(document.get("facts"))
+        parts.append(element("p", escape(labels["plan_title"] if "plan" in facts else labels["cpu_run_title"]),
+                             class_="verdict unknown"))
+    if document.get("not_enough_evidence"):
+        parts.append(element("p", escape(document["not_enough_evidence"]), class_="not-enough"))
+    details = [say("html.started_at", when=text(document.get("started_at"))),
+               say("html.tool_version", version=text(document.get("tool_version")), run=text(document.get("run_id")))]
+    parts.append(element("p", escape(" · ".join(details)), class_="meta"))
+    return "".join(parts)
+
+
+def findings_section(document: dict, labels: dict, say: Say) -> str:
+    """Every finding, problems first, with a status filter (checkboxes) and a category filter (a list)."""
+    findings = [read_finding(item) for item in sequence(document.get("findings"))]
+    if not findings:
+        return ""
+    ranked = any(finding.consequence_of for finding in findings)  # diagnose: causes, each before its consequences
+    ordered = findings if ranked else sorted(findings, key=lambda finding: status_rank(finding.status))
+    counts = Counter(finding.status for finding in findings)
+    summary = labels["summary"].format(fail=counts[Status.FAIL.value] + counts[Status.ERROR.value],
+                                       warn=counts[Status.WARN.value], pass_=counts[Status.PASS.value],
+                                       skip=counts[Status.SKIP.value])
+    statuses = [status for status in STATUS_ORDER if counts[status]]
+    if any(status not in KNOWN_STATUSES for status in counts):
+        statuses.append(FILTERED_OTHER)
+    boxes = "".join(element("label", f'<input type="checkbox" name="status" value="{escape(status)}" checked> '
+                            + escape(_filter_status_label(status, labels)), class_=f"status {status}")
+                    for status in statuses)
+    categories = sorted({finding.category for finding in findings})
+    options = element("option", escape(say("html.filter.all_categories")), value="") + "".join(
+        element("option", escape(category), value=category) for category in categories)
+    controls = element("div", element("span", escape(say("html.filter.status"))) + boxes
+                       + element("label", escape(say("html.filter.category")) + " " + element("select", options)),
+                       class_="filters")
+    host = host_of(document, "")
+    rows = [_finding_row(finding, host, labels) for finding in ordered]
+    headers = [say("html.column.status"), say("html.column.check"), say("html.column.subject"),
+               say("html.column.message")]
+    head = "".join(element("th", escape(header_)) for header_ in headers)
+    body = "".join(rows)
+    return element("section", element("h3", escape(say("html.section.findings"))) + element("p", escape(summary))
+                   + controls + element("table", element("thead", element("tr", head)) + element("tbody", body)),
+                   class_="findings")
+
+
+def _filter_status_label(status: str, labels: dict) -> str:
+    return labels["status_missing"] if status == FILTERED_OTHER else labels[status]
+
+
+def _finding_row(finding: Finding, report_host: str, labels: dict) -> str:
+    status = finding.status if finding.status in KNOWN_STATUSES else FILTERED_OTHER
+    subject = [_subject(Row(members=[finding]), labels)]  # the console's words for it
+    if finding.host and finding.host != report_host:
+        subject.append(finding.host)
+    message = element("div", escape(finding.message), class_="message")
+    if finding.consequence_of:
+        message = element("div", escape(f"↳ {labels['consequence_of']} {finding.consequence_of}"),
+                          class_="consequence") + message
+    if finding.fix and finding.status not in (Status.PASS.value, Status.SKIP.value):
+        message += element("div", element("strong", escape(labels["fix"]) + ": ") + escape(finding.fix),
+                           class_="fix")
+    if finding.evidence:
+        message += element("details", element("summary", escape(f"{len(finding.evidence)} ⋯"))
+                           + element("pre", escape("\n".join(finding.evidence))))
+    cells = [element("span", escape(status_label(finding.status, labels)), class_=f"badge {status}"),
+             element("code", escape(finding.check_id)), escape(" ".join(part for part in subject if part)), message]
+    return element("tr", "".join(element("td", cell) for cell in cells), data_status=status,
+                   data_category=finding.category)
+
+
+def inventory_section(document: dict, labels: dict, say: Say) -> str:
+    """The GPUs of the machine (or of each machine where the evidence came from several)."""
+    facts = mapping(document.get("facts"))
+    machines = [mapping(machine) for machine in sequence(facts.get("machines"))]
+    groups = [(text(machine.get("machine")), mapping(machine)) for machine in machines] if len(machines) > 1 \
+        else [(None, facts)]
+    parts = []
+    for name, machine in groups:
+        gpus = [mapping(gpu) for gpu in sequence(machine.get("gpus"))]
+        if not gpus:
+            continue
+        rows = []
+        for gpu in gpus:
+            memory, power = number(gpu.get("memory_total_bytes")), number(gpu.get("power_limit_w"))
+            temperature = number(gpu.get("temperature_c"))
+            rows.append([escape(cell) for cell in (
+                text(gpu.get("index")), text(gpu.get("bus_id")), text(gpu.get("name")),
+                f"{memory / 2**30:,.0f} GiB" if memory else "?", text(gpu.get("compute_capability")),
+                text(gpu.get("pcie")), f"{power:.0f} W" if power else "?",
+                f"{temperature:.0f} °C" if temperature is not None else "?")])
+        parts.append((element("h4", escape(name)) if name else "") + table(labels["inventory"], rows))
+    return element("section", element("h3", escape(say("html.section.gpus"))) + "".join(parts)) if parts else ""
+
+
+def measurements_section(document: dict, labels: dict, say: Say) -> str:
+    measurements = [mapping(item) for item in sequence(document.get("measurements"))]
+    if not measurements:
+        return ""
+    rows = []
+    for item in measurements:
+        unit = text(item.get("unit"), "")
+        value, expected = number(item.get("value")), number(item.get("expected"))
+        share = f"{value / expected:.0%}" if expected and value is not None and finite(value) is not None else ""
+        subject = mapping(item.get("subject"))
+        label = subject_label(subject) if subject.get("gpu") else text(subject.get("host"))
+        method = mapping(item.get("method"))
+        if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
+            label += f" {printable(method['strategy'])}×{printable(method['world_size'])}"
+        rows.append([element("code", escape(text(item.get("name")))), escape(label),
+                     escape(format_value(value, unit)),
+                     escape(format_value(expected, unit, generic_unit=False) if expected else "-"), escape(share)])
+    return element("section", element("h3", escape(say("html.section.measurements")))
+                   + table(labels["measurement_columns"], rows, class_="numbers"))
+
+
+def plan_section(document: dict, labels: dict, say: Say) -> str:
+    """plan's strategies and inference degrees as tables, every row (the console shows the best eight)."""
+    parts = []
+    plan = mapping(mapping(document.get("facts")).get("plan"))
+    model = mapping(plan.get("model"))
+    if model:
+        parameters = number(model.get("parameters"))
+        parts.append(element("p", escape(labels["plan_model"].format(
+            name=text(model.get("name")), parameters=f"{parameters / 1e9:,.1f} B" if parameters else "?"))))
+    strategies = [mapping(item) for item in sequence(document.get("strategies"))]
+    if strategies:
+        rows = []
+        for row in strategies:
+            step = finite(row.get("step_time_s"))
+            total = finite(mapping(row.get("memory_bytes")).get("total"))
+            rows.append([escape(text(row.get("name"))), escape(_yes_no(row.get("fits"), labels)),
+                         escape(f"{total / 2**30:,.1f}" if total is not None else "-"),
+                         escape(f"{step:.3f}" if step is not None else "-"), escape(text(row.get("bottleneck"), "-")),
+                         escape("; ".join(printable(reason) for reason in sequence(row.get("reasons"))))])
+        parts.append(element("h4", escape(labels["strategies_title"]))
+                     + table([*labels["strategy_columns"], labels["why"]], rows, class_="numbers"))
+    inference = [mapping(item) for item in sequence(document.get("inference"))]
+    if inference:
+        gib = lambda value: f"{finite(value) / 2**30:,.1f}" if finite(value) is not None else "-"
+        rows = [[escape(text(row.get("tp"))), escape(_yes_no(row.get("fits"), labels)), escape(gib(row.get("total_bytes"))),
+                 escape(gib(row.get("weights_bytes"))), escape(gib(row.get("kv_cache_bytes"))),
+                 escape("; ".join(printable(note) for note in sequence(row.get("notes"))))] for row in inference]
+        parts.append(element("h4", escape(labels["inference_title"]))
+                     + table(labels["inference_columns"], rows, class_="numbers"))
+    cost = mapping(document.get("cost"))
+    if cost.get("message"):
+        parts.append(element("h4", escape(labels["cost_title"])) + element("p", escape(text(cost["message"]))))
+    return element("section", element("h3", escape(say("html.section.plan"))) + "".join(parts)) if parts else ""
+
+
+def _yes_no(value: Any, labels: dict) -> str:
+    return labels["yes"] if value is True else labels["no"] if value is False else labels["yes_no_unknown"]
+
+
+# --- the fleet ------------------------------------------------------------------------------------------------------
+
+def fleet_header(fleet: dict, say: Say) -> str:
+    summary = mapping(fleet.get("summary"))
+    nodes = sequence(fleet.get("nodes"))
+    counts = Counter(str(mapping(node).get("verdict")) for node in nodes)
+    count = lambda key: summary.get(key) if isinstance(summary.get(key), int) else counts[key]
+    line = say("html.fleet.summary", nodes=summary.get("nodes") if isinstance(summary.get("nodes"), int)
+               else len(nodes), failing=count("failing"), outlier=count("outlier"), unknown=count("unknown"),
+               healthy=count("healthy"), cohorts=len(sequence(fleet.get("cohorts"))))
+    css = "not_ready" if count("failing") or count("outlier") else "ready"
+    return element("h2", escape(say("html.fleet.title"))) + element("p", escape(line), class_=f"verdict {css}")
+
+
+def fleet_nodes_section(fleet: dict, say: Say) -> str:
+    """Every node, problems first (as the fleet judge ordered them), filtered by verdict like findings by status."""
+    nodes = [mapping(node) for node in sequence(fleet.get("nodes"))]
+    if not nodes:
+        return ""
+    verdicts = [verdict for verdict in FLEET_VERDICTS if any(node.get("verdict") == verdict for node in nodes)]
+    if any(node.get("verdict") not in FLEET_VERDICTS for node in nodes):
+        verdicts.append(FILTERED_OTHER)
+    boxes = "".join(element("label", f'<input type="checkbox" name="status" value="{verdict}" checked> '
+                            + escape(say(f"html.fleet.verdict.{verdict}")), class_=f"status {verdict}")
+                    for verdict in verdicts)
+    controls = element("div", element("span", escape(say("html.filter.verdict"))) + boxes, class_="filters")
+    rows = []
+    for node in nodes:
+        verdict = node.get("verdict") if node.get("verdict") in FLEET_VERDICTS else FILTERED_OTHER
+        host = text(node.get("host"), "") or ", ".join(text(path) for path in sequence(node.get("files"))) or "?"
+        low = [say("html.fleet.low", name=text(outlier.get("name")), value=_figure(outlier.get("value")),
+                   median=_figure(outlier.get("median")), deficit=_figure(outlier.get("deficit_pct")),
+                   unit=text(outlier.get("unit"), ""))
+               for outlier in map(mapping, sequence(node.get("outliers")))]
+        cells = [escape(host), element("span", escape(say(f"html.fleet.verdict.{verdict}")), class_=f"badge {verdict}"),
+                 escape(text(node.get("cohort"), "-")), "<br>".join(escape(line) for line in low) or "-"]
+        rows.append(element("tr", "".join(element("td", cell) for cell in cells), data_status=verdict,
+                            data_category=""))
+    headers = [say("html.column.host"), say("html.column.verdict"), say("html.column.cohort"),
+               say("html.column.low")]
+    head = "".join(element("th", escape(header_)) for header_ in headers)
+    return element("section", element("h3", escape(say("html.section.nodes"))) + controls
+                   + element("table", element("thead", element("tr", head)) + element("tbody", "".join(rows))),
+                   class_="findings")
+
+
+def _figure(value: Any) -> str:
+    figure = finite(value)
+    return f"{figure:,.2f}" if figure is not None else "?"
