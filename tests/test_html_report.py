@@ -15,6 +15,7 @@ pytest.importorskip("bokeh")
 from bokeh.models import BoxAnnotation, GlyphRenderer  # noqa: E402
 
 import html_documents as docs  # noqa: E402
+from gpuready.report.charts import fleet_charts  # noqa: E402
 from gpuready.report.html import charts_for, render_fleet_html, render_html, write_fleet_html, write_html  # noqa: E402
 from helpers import report_for  # noqa: E402
 from conftest import FIXTURES  # noqa: E402
@@ -184,11 +185,35 @@ def test_fleet_page_marks_the_outliers(tmp_path):
     page = out.read_text(encoding="utf-8")
     assert "6 nodes in 1 cohorts: 0 failing, 1 outliers, 0 unknown, 5 healthy" in page
     assert "all_reduce_busbw_gb_per_s: 200.00 gb_per_s against a median of 360.00 (44.44% lower)" in page
-    from gpuready.report.charts import fleet_charts
     (chart,) = fleet_charts(docs.fleet(), lambda msg_id, **values: msg_id)
     points = sources(chart)[0]
     assert points["value"] == [200.0, 358.0, 359.0, 360.0, 361.0, 362.0]  # lowest first
     assert points["colour"][0] != points["colour"][1] and len(set(points["colour"][1:])) == 1  # node-f alone marked
+
+
+def test_the_fleet_verbs_own_document(tmp_path, capsys):
+    """`gpuready fleet` over eight copies of the recorded H200 validate (validate-sigterm.json), node-5's bf16 matmul
+    lowered to 70 %: its document keeps per node only the outliers' figures, so the chart draws node-5 against the
+    fleet's median and MAD and says so."""
+    from gpuready import cli
+    recorded = json.loads((FIXTURES / "h200-shared-gpu" / "validate-sigterm.json").read_text())
+    for index in range(8):
+        document = json.loads(json.dumps(recorded))
+        document["host"] = f"node-{index}"
+        for measurement in document["measurements"]:
+            measurement["subject"]["host"] = f"node-{index}"
+            if index == 5 and measurement["name"] == "matmul_tflops_bf16":
+                measurement["value"] *= 0.7
+        (tmp_path / f"node-{index}.json").write_text(json.dumps(document))
+    cli.main(["fleet", str(tmp_path), "--json"])
+    fleet = json.loads(capsys.readouterr().out)
+    charts = fleet_charts(fleet, lambda msg_id, **values: msg_id)
+    assert [chart.title for chart in charts] == ["matmul_tflops_bf16"]
+    (points, _median) = sources(charts[0])
+    bf16 = next(m for m in recorded["measurements"] if m["name"] == "matmul_tflops_bf16")["value"]
+    assert points["host"] == ["node-5"] and points["value"] == [pytest.approx(bf16 * 0.7)]
+    assert charts[0].note == "html.note.outliers_only"
+    assert "node-5" in render_fleet_html(fleet, "zh")
 
 
 def test_plan_tables_and_memory_chart():

@@ -10,11 +10,14 @@ the median.
 
 from __future__ import annotations
 
-from bokeh.models import ColumnDataSource
+from bokeh.models import BoxAnnotation, ColumnDataSource
 
 from gpuready.report.charts.base import EXPECTED_COLOUR, MEASURED_COLOUR, OUTLIER_COLOUR, Chart, Say, finite, new_figure
 from gpuready.report.document import mapping, sequence
 from gpuready.report.safe_text import printable
+
+
+MAD_ALPHA = 0.12
 
 
 def fleet_charts(fleet: dict, say: Say) -> list[Chart]:
@@ -41,7 +44,9 @@ def _outliers(fleet: dict, key: str) -> set[tuple[str, float]]:
 def _distribution(position: int, key: str, spread: dict, outliers: set[tuple[str, float]], say: Say) -> Chart | None:
     points = [(printable(mapping(item).get("host") or "?"), finite(mapping(item).get("value")))
               for item in sequence(spread.get("values"))]
-    points = [(host, value) for host, value in points if value is not None] or sorted(outliers)
+    points = [(host, value) for host, value in points if value is not None]
+    every_node = bool(points)
+    points = points or sorted(outliers)
     if not points:
         return None
     points.sort(key=lambda point: point[1])
@@ -54,10 +59,17 @@ def _distribution(position: int, key: str, spread: dict, outliers: set[tuple[str
     plot = new_figure(say, x_axis_label=say("html.axis.node_rank"), y_axis_label=unit or key,
                       tooltips=[(say("html.axis.host"), "@host"), (key, "@value{0,0.00}")])
     plot.scatter("rank", "value", source=source, color="colour", size="size")
-    median = finite(spread.get("median"))
+    plot.xaxis.ticker.min_interval = 1  # ranks are whole nodes
+    median, mad = finite(spread.get("median")), finite(spread.get("mad"))
+    legend = [(OUTLIER_COLOUR, say("html.legend.outlier"))] + \
+        ([(MEASURED_COLOUR, say("html.legend.node"))] if every_node else [])
     if median is not None:
-        plot.line([1, len(points)], [median, median], color=EXPECTED_COLOUR, line_dash="dashed", line_width=2,
+        plot.line([0.5, len(points) + 0.5], [median, median], color=EXPECTED_COLOUR, line_dash="dashed", line_width=2,
                   legend_label=say("html.legend.median", value=median))
         plot.legend.location = "top_left"
-    return Chart(key=f"fleet-{position}", title=key, model=plot,
-                 legend=[(OUTLIER_COLOUR, say("html.legend.outlier")), (MEASURED_COLOUR, say("html.legend.node"))])
+        if mad:
+            plot.add_layout(BoxAnnotation(bottom=median - mad, top=median + mad, fill_color=EXPECTED_COLOUR,
+                                          fill_alpha=MAD_ALPHA, line_alpha=0, level="underlay"))
+            legend.append((f"rgba(34, 34, 34, {MAD_ALPHA})", say("html.legend.mad", mad=mad)))
+    note = None if every_node else say("html.note.outliers_only", nodes=spread.get("n", "?"))
+    return Chart(key=f"fleet-{position}", title=key, model=plot, legend=legend, note=note)
