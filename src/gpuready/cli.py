@@ -33,6 +33,7 @@ VERB_MODULES = {
     "plan": "gpuready.verbs.plan.cli",
     "launch": "gpuready.verbs.launch",
     "bench": "gpuready.verbs.bench.cli",
+    "compare": "gpuready.verbs.compare",
     "fleet": "gpuready.verbs.fleet.cli",
 }
 VERBS = tuple(VERB_MODULES)

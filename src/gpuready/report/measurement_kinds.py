@@ -1,0 +1,52 @@
+"""What kind of figure a measurement is (bandwidth, compute, latency …), which way it is better, and the change
+within a run's own noise: knowledge/compare.toml, read by the measurement's name first, then its unit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpuready.knowledge import load_table
+
+HIGHER, LOWER, NEITHER = 1, -1, 0
+_BETTER = {"higher": HIGHER, "lower": LOWER, "neither": NEITHER}
+OTHER = "other"
+"""The kind of a figure the table does not know: compared, never called better or worse."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    better: int
+    """HIGHER where a higher figure is better (throughput, bandwidth), LOWER where lower is (latency, time), NEITHER
+    (power: a change is shown, not judged)."""
+    names: tuple[str, ...] = ()
+    """Parts of a measurement's name that make it this kind, whatever its unit (`busbw`, `latency`)."""
+    units: tuple[str, ...] = ()
+
+
+@lru_cache(maxsize=None)
+def kinds() -> tuple[Kind, ...]:
+    """The kinds in the table's order (the order names and units are tried in)."""
+    return tuple(Kind(name=row["name"], better=_BETTER[row["better"]], names=tuple(row["names"]),
+                      units=tuple(row["units"])) for row in load_table("compare")["kind"])
+
+
+def kind_names() -> tuple[str, ...]:
+    return tuple(kind.name for kind in kinds()) + (OTHER,)
+
+
+def kind_of(name: str, unit: str) -> Kind:
+    """A measurement's kind: the first kind a part of its name names, else the first whose units hold its unit."""
+    for kind in kinds():
+        if any(part in name for part in kind.names):
+            return kind
+    return next((kind for kind in kinds() if unit in kind.units), Kind(name=OTHER, better=NEITHER))
+
+
+def default_tolerance_pct() -> float:
+    return float(load_table("compare")["tolerance"]["default_pct"])
+
+
+def tolerance_source() -> str:
+    return str(load_table("compare")["tolerance"]["source"])
