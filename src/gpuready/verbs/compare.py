@@ -14,10 +14,12 @@ from typing import Any
 from gpuready import option_groups as groups
 from gpuready.i18n import Said, said
 from gpuready.options import number
-from gpuready.report.measurement_kinds import kind_names
+from gpuready.report.measurement_kinds import default_tolerance_pct, kind_names
 from gpuready.usage import Refused, nearest
 
 MAX_PERCENT = 1000.0
+PERCENT = number("percent", 0, MAX_PERCENT)
+"""A tolerance's percent: 0 (any change counts) to 1,000 (a figure ten times its base still counts as unchanged)."""
 WHOLE_FILE_BYTES = 4 << 20
 """A report up to this size is decoded whole; a larger one (a long burn's telemetry) is streamed and its series
 skipped (verbs/fleet/stream.py), so memory never holds the telemetry."""
@@ -26,10 +28,6 @@ WANTED = frozenset({"format", "schema_version", "tool_version", "started_at", "h
 """What compare reads of a report: everything but the telemetry series."""
 NOT_REPORTS = ("gpuready.compare", "gpuready.fleet", "gpuready.fleet-baseline")
 """Documents of gpuready's own that are not a run's report (compare's and fleet's --json, a fleet baseline)."""
-
-
-def _percent() -> Any:
-    return number("percent", 0, MAX_PERCENT)
 
 
 def tolerance(text: str) -> tuple[str, float]:
@@ -43,7 +41,7 @@ def tolerance(text: str) -> tuple[str, float]:
         close = nearest(kind, kind_names())
         raise Refused(said("cli.usage.did_you_mean", sentence=unknown, close=close) if close else unknown)
     try:
-        return kind, _percent()(percent)
+        return kind, PERCENT(percent)
     except argparse.ArgumentTypeError:
         raise Refused(said("cli.value.not", value=repr(percent[:40]), range=_percent_words())) from None
 
@@ -58,7 +56,6 @@ tolerance.describe = tolerance.range_words.english()  # type: ignore[attr-define
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpuready.report.measurement_kinds import default_tolerance_pct
     parser.add_argument("base", type=Path, metavar="BASE", help=said("cli.compare.base"))
     parser.add_argument("new", type=Path, metavar="NEW", help=said("cli.compare.new"))
     parser.add_argument("--tolerance", type=tolerance, action="append", metavar="KIND=PCT",
