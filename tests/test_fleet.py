@@ -265,11 +265,16 @@ def test_the_console_puts_outliers_first_and_counts_the_healthy(tmp_path, capsys
             "791.2 TFLOP/s 的 88%\n") in chinese and "\n10 个节点正常。\n" in chinese
 
 
-def test_the_console_of_a_hostile_document_does_not_crash():
-    render_fleet({"summary": {"nodes": "x"}, "nodes": [{"host": "\x1b]0;owned\x07", "verdict": "outlier",
-                                                        "outliers": [{"name": 3, "rules": ["fleet"], "value": "?"}]}],
-                  "unreadable": [{"file": "f", "reason_text": {"message_id": "nope"}}]},
-                 console=Console(file=io.StringIO(), width=80), plain=True)
+def test_the_console_of_a_hostile_document_escapes_and_does_not_crash():
+    output = io.StringIO()
+    render_fleet({"summary": {"nodes": "x"}, "cohorts": [{"key": {"gpu_model": "H200\x1b[2J", "gpu_count": "8"}}],
+                  "nodes": [{"host": "\x1b]0;owned\x07", "verdict": "outlier",
+                             "outliers": [{"name": 3, "rules": ["fleet"], "value": "?", "unit": "us\x9b"}]}],
+                  "unreadable": [{"file": "f\x1bc", "reason_text": {"message_id": "nope"}}]},
+                 console=Console(file=output, width=80), plain=True)
+    shown = output.getvalue()
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", shown), shown
+    assert all(escaped in shown for escaped in ("\\x1b]0;owned\\x07", "H200\\x1b[2J", "f\\x1bc", "us\\x9b"))
 
 
 # --- reading: one file at a time, large files streamed ----------------------------------------------------------
