@@ -63,7 +63,7 @@ def _render_gpus(facts: dict, console: Console, labels: dict, plain: bool) -> No
     names = [gpu.get("name") for gpu in gpus]
     shared_model = names[0] if isinstance(names[0], str) and names.count(names[0]) == len(gpus) else None
     if shared_model is not None:
-        print_paragraph(console, Text(labels["gpu_models"].format(count=len(gpus), model=shared_model)))
+        print_paragraph(console, Text(labels["gpu_models"].format(count=len(gpus), model=text(shared_model))))
     columns = [label for position, label in enumerate(labels["inventory"])
                if position != _MODEL_COLUMN or shared_model is None]
     inventory = table(columns, plain, frame=False)
