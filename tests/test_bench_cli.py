@@ -1,6 +1,7 @@
 """`gpuready bench` end to end on CPU ranks (gloo): the interface the checks use."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -99,8 +100,11 @@ def test_bench_on_two_nodes_a_rank_that_dies_is_named(tmp_path):
     codes, report = _two_nodes(tmp_path, "--strategies", "ddp", fault="1:exit:train")
     failed = [f for f in report["findings"] if f["check_id"] == "bench.run_failed"]
     assert failed and failed[0]["status"] == "fail" and failed[0]["subject"]["rank"] == 1
-    # under torchrun rank 0 cannot read another agent's exit code: the heartbeat's silence names it
-    assert failed[0]["message"].startswith("ddp on 2 GPUs failed on rank 1: ended without a word")
+    # under torchrun rank 0 cannot read another agent's exit code: the heartbeat's silence names it. Which silence
+    # the watchdog sees first (the rank's end, or its heartbeat's age past the limit) depends on the machine's load:
+    # both are true of a rank that died (seen in CI and under load on the 2-core VM).
+    assert re.match(r"ddp on 2 GPUs failed on rank 1: (ended without a word|sent no heartbeat for \d+ s)",
+                    failed[0]["message"]), failed[0]["message"]
     assert "its last report: train: waiting for rank 0's 1-GPU run" in failed[0]["message"]
     assert report["exit_code"] == 4 and all(code != 0 for code in codes)
 
