@@ -22,7 +22,8 @@ class FakeProgress:
         self.posts = []
 
     def post(self, phase, operation, timeout_s=None):
-        self.posts.append((phase, operation))
+        """A rank posts its operation by catalogue id (a Said): kept here as the reader shows it in English."""
+        self.posts.append((phase, operation.english() if hasattr(operation, "english") else operation))
 
 
 def fake_ctx(train: dict) -> RankContext:

@@ -63,12 +63,13 @@ def message(msg_id: str, lang: str = DEFAULT_LANGUAGE, /, **values: object) -> s
 
 
 def _in_language(value: object, lang: str) -> object:
+    value = value.said if isinstance(value, Sentence) else value
     if isinstance(value, Said):
         return message(value.msg_id, lang, **value.values)
     if isinstance(value, dict) and isinstance(value.get("message_id"), str):
         nested = value.get("message_values")
         return message(value["message_id"], lang, **(nested if isinstance(nested, dict) else {}))
-    if isinstance(value, list) and value and all(isinstance(item, (Said, dict)) for item in value):
+    if isinstance(value, list) and value and all(isinstance(item, (Said, Sentence, dict)) for item in value):
         return catalogue(lang).get("list.separator", "; ").join(str(_in_language(item, lang)) for item in value)
     return value
 
@@ -95,6 +96,22 @@ def json_values(values: Mapping[str, object]) -> dict[str, object]:
     return {name: as_json(value) for name, value in values.items()}
 
 
+def said_json(text: object) -> object:
+    """A `Said` (or a `Sentence`'s) as a JSON document keeps it: `{"message_id", "message_values"}`; anything else as
+    it is. A rank sends its texts to the parent so (`said_from` reads them back)."""
+    text = said_of(text)
+    return {"message_id": text.msg_id, "message_values": json_values(text.values)} if isinstance(text, Said) else text
+
+
+def said_from(value: object) -> Said | None:
+    """`said_json`'s form read back as a `Said`; None for anything else (text, a document written by an older
+    version)."""
+    if isinstance(value, dict) and isinstance(value.get("message_id"), str):
+        values = value.get("message_values")
+        return Said(value["message_id"], dict(values) if isinstance(values, dict) else {})
+    return None
+
+
 def placeholders(text: str) -> frozenset[str]:
     """The names of `text`'s `{placeholders}` (format specs and conversions aside)."""
     return frozenset(field for _literal, field, _spec, _conversion in string.Formatter().parse(text)
@@ -119,8 +136,63 @@ class Said:
 
 def said(msg_id: str, **values: object) -> Said:
     """`values`: JSON scalars (str, int, float, bool, None), another `said(…)` or a list of them: they are kept in
-    the report document."""
-    return Said(msg_id, values)
+    the report document. A value that is a `Sentence` is kept as its `Said`."""
+    return Said(msg_id, {name: _unwrapped(value) for name, value in values.items()})
+
+
+def _unwrapped(value: object) -> object:
+    if isinstance(value, Sentence):
+        return value.said
+    if isinstance(value, list) and any(isinstance(item, Sentence) for item in value):
+        return [_unwrapped(item) for item in value]
+    return value
+
+
+class Sentence(str):
+    """Catalogue text where a plain `str` is expected (a progress line's part, a file's state in `facts.sources`, an
+    exception's text): its value is the English, so that comparisons, logs and JSON documents stay as they were, and
+    `.said` says it again in any language (`in_language`)."""
+
+    said: Said
+
+    def __new__(cls, text: Said) -> "Sentence":
+        made = super().__new__(cls, text.english())
+        made.said = text
+        return made
+
+    def __reduce__(self) -> tuple:
+        return Sentence, (self.said,)
+
+
+def sentence(msg_id: str, **values: object) -> Sentence:
+    """`said(msg_id, **values)` as a `Sentence`."""
+    return Sentence(said(msg_id, **values))
+
+
+def said_of(text: object) -> object:
+    """The catalogue text of `text`: a `Sentence`'s `Said`; an exception's (its `.said`, or a first argument that is
+    a `Said` or a `Sentence`); anything else (a `Said`, a name, Python's own message) as it is."""
+    if isinstance(text, Sentence):
+        return text.said
+    if isinstance(getattr(text, "said", None), Said):
+        return text.said
+    if isinstance(text, BaseException) and text.args and isinstance(text.args[0], (Said, Sentence)):
+        return said_of(text.args[0])
+    return text
+
+
+def text_of(error: BaseException) -> str:
+    """An exception's text, to raise again as another (`raise PlanError(text_of(error))`): a `Sentence` where it
+    carries catalogue text (so the command line still says it in the user's language), else `str(error)`."""
+    text = said_of(error)
+    return Sentence(text) if isinstance(text, Said) else str(error)
+
+
+def in_language(text: object, lang: str) -> str:
+    """`text` in `lang`: a `Said`, a `Sentence` or an exception that carries one, from the catalogue; anything else as
+    its `str()`."""
+    text = said_of(text)
+    return message(text.msg_id, lang, **text.values) if isinstance(text, Said) else str(text)
 
 
 def said_again(finding: object) -> Said:

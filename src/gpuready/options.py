@@ -16,6 +16,8 @@ import stat
 from pathlib import Path
 from typing import Any, Callable
 
+from gpuready.i18n import Sentence, said_of, sentence
+
 MAX_NODES = 100_000
 """Nodes of one job (torchrun's --nnodes)."""
 MAX_GPUS_PER_NODE = 1_024
@@ -100,71 +102,72 @@ def check_range(label: str, value: Any, minimum: float, maximum: float, *, whole
     """A value read from a file: an int (or a finite number) inside the range, else InputFileError naming `label`."""
     if value is None and optional:
         return None
-    kind = "a whole number" if whole_number else "a number"
     ok_type = isinstance(value, int) if whole_number else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok_type or not (math.isfinite(value) and minimum <= value <= maximum):
-        raise InputFileError(f"{label} must be {kind} from {_thousands(minimum)} to {_thousands(maximum)}, "
-                             f"not {_shown(value) if isinstance(value, str) else repr(value)[:_MAX_DIGITS]}")
+        raise InputFileError(sentence("error.input.range." + ("whole" if whole_number else "number"), label=label,
+                                      minimum=_thousands(minimum), maximum=_thousands(maximum),
+                                      value=_shown(value) if isinstance(value, str) else repr(value)[:_MAX_DIGITS]))
     return value
 
 
 def read_input_text(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYTES) -> str:
     """The text of a regular file of at most `max_bytes`: never opens a FIFO or a device (no hang, no endless
     read), and checks again on the open file. InputFileError otherwise."""
+    named = {"what": what, "path": str(path)}
     try:
         info = os.stat(path)
     except OSError as error:
-        raise InputFileError(f"{what} {path}: cannot read it ({error.strerror or error})") from None
+        raise InputFileError(sentence("error.input.unreadable", reason=str(error.strerror or error), **named)) from None
     if not stat.S_ISREG(info.st_mode):
-        raise InputFileError(f"{what} {path} is not a regular file ({file_kind(info.st_mode)})")
+        raise InputFileError(sentence("error.input.not_regular.kind", kind=file_kind(info.st_mode), **named))
     if info.st_size > max_bytes:
-        raise InputFileError(f"{what} {path} is larger than {max_bytes // 1024:,} KiB")
+        raise InputFileError(sentence("error.input.too_large", kib=max_bytes // 1024, **named))
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
         with os.fdopen(fd, "rb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise InputFileError(f"{what} {path} is not a regular file")
+                raise InputFileError(sentence("error.input.not_regular", **named))
             data = handle.read(max_bytes + 1)
     except OSError as error:
-        raise InputFileError(f"{what} {path}: cannot read it ({error.strerror or error})") from None
+        raise InputFileError(sentence("error.input.unreadable", reason=str(error.strerror or error), **named)) from None
     if len(data) > max_bytes:
-        raise InputFileError(f"{what} {path} is larger than {max_bytes // 1024:,} KiB")
+        raise InputFileError(sentence("error.input.too_large", kib=max_bytes // 1024, **named))
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise InputFileError(f"{what} {path} is not UTF-8 text (byte {error.start})") from None
+        raise InputFileError(sentence("error.input.not_utf8", byte=error.start, **named)) from None
 
 
-def file_kind(mode: int) -> str:
-    """What a path that is not a regular file is, in words."""
+def file_kind(mode: int) -> Sentence:
+    """What a path that is not a regular file is, in words (`file.kind.*`; its str() is the English)."""
     if stat.S_ISDIR(mode):
-        return "a folder"
+        return sentence("file.kind.folder")
     if stat.S_ISFIFO(mode):
-        return "a FIFO"
+        return sentence("file.kind.fifo")
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
+        return sentence("file.kind.device")
     if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a plain file"
+        return sentence("file.kind.socket")
+    return sentence("file.kind.other")
 
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
+    raise ValueError(sentence("error.json.constant", name=name))
 
 
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise ValueError(f"{text[:_MAX_DIGITS]} is beyond a double's range")
+        raise ValueError(sentence("error.json.beyond_double", number=text[:_MAX_DIGITS]))
     return value
 
 
 def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > _MAX_DIGITS:
-        raise ValueError(f"a whole number of {len(text)} digits")
+        raise ValueError(sentence("error.json.digits", digits=len(text)))
     return int(text)
 
 
@@ -178,8 +181,10 @@ def read_json_input(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYTE
         depth += 1 if bracket in "[{" else -1
         deepest = max(deepest, depth)
         if deepest > max_nesting:
-            raise InputFileError(f"{what} {path}: nested deeper than {max_nesting} levels")
+            raise InputFileError(sentence("error.input.nested", what=what, path=str(path), levels=max_nesting))
     try:
         return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int)
     except (ValueError, RecursionError) as error:
-        raise InputFileError(f"{what} {path}: not valid JSON ({str(error)[:200]})") from None
+        why = said_of(error)
+        raise InputFileError(sentence("error.input.not_json", what=what, path=str(path),
+                                      error=why if why is not error else str(error)[:200])) from None

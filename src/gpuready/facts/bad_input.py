@@ -9,26 +9,11 @@ comparison, JSON document and `except ValueError` works as before, while the fin
 
 from __future__ import annotations
 
-from gpuready.i18n import Said, said
+from gpuready.i18n import Said, Sentence, said, said_of, sentence
 
-
-class Sentence(str):
-    """The English of `said` (`msg_id` filled with `values`), as a str; `.said` renders it in any language."""
-
-    said: Said
-
-    def __new__(cls, text: Said) -> "Sentence":
-        made = super().__new__(cls, text.english())
-        made.said = text
-        return made
-
-    def __reduce__(self) -> tuple:
-        return Sentence, (self.said,)
-
-
-def sentence(msg_id: str, **values: object) -> Sentence:
-    """`values` as `said` takes them: a nested one is a `Said` (or a `Sentence`, whose `Said` is kept)."""
-    return Sentence(said_nested(msg_id, **values))
+__all__ = ["ParseFailure", "Sentence", "said_nested", "said_of", "sentence"]
+"""`Sentence`, `sentence` and `said_of` are gpuready.i18n's (one definition for every str that knows its catalogue
+text), named here too for the readers and parsers that import them from this module."""
 
 
 class ParseFailure(ValueError):
@@ -43,10 +28,6 @@ class ParseFailure(ValueError):
 
 
 def said_nested(msg_id: str, **values: object) -> Said:
-    """`said(msg_id, **values)`, where a value that is a `Sentence` or a `ParseFailure` is kept as its `Said`."""
+    """`said(msg_id, **values)`, where a value that is a `Sentence` or a `ParseFailure` is kept as its `Said`
+    (`said_of`)."""
     return said(msg_id, **{name: said_of(value) for name, value in values.items()})
-
-
-def said_of(text: object) -> object:
-    """The `Said` of a `Sentence` or `ParseFailure`; anything else (a name, Python's own message, a `Said`) as it is."""
-    return text.said if isinstance(text, (Sentence, ParseFailure)) else text

@@ -9,7 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from gpuready.i18n import DEFAULT_LANGUAGE, LANGUAGES, said_from, text_in
 from gpuready.report.document import mapping, number, sequence, text
+from gpuready.report.labels import labels_for
 from gpuready.report.paragraph import print_paragraph
 from gpuready.report.safe_text import printable
 from gpuready.report.tables import keep_whole, table
@@ -30,7 +32,7 @@ def render_plan(document: dict, console: Console, labels: dict, plain: bool, ver
     cost = mapping(document.get("cost"))
     if cost.get("message"):
         _title(console, labels["cost_title"])
-        print_paragraph(console, Text(text(cost["message"])))
+        print_paragraph(console, Text(_said(cost, labels)))
 
 
 def render_plan_subject(document: dict, console: Console, labels: dict) -> None:
@@ -45,9 +47,9 @@ def render_plan_subject(document: dict, console: Console, labels: dict) -> None:
         memory = number(machine.get("memory_bytes_per_gpu"))
         nodes = number(machine.get("nodes"))
         described = (f"{text(machine.get('gpus_per_node'))}× {text(machine.get('gpu_name'))}"
-                     + (f" × {nodes:g} nodes" if nodes and nodes > 1 else "")
-                     + (f", {memory / 1e9:,.0f} GB per GPU" if memory else "")
-                     + f" ({text(machine.get('source'))})")
+                     + (labels["plan_nodes"].format(nodes=nodes) if nodes and nodes > 1 else "")
+                     + (labels["plan_memory"].format(gb=memory / 1e9) if memory else "")
+                     + labels["plan_source"].format(source=_source(text(machine.get("source")), labels)))
         print_paragraph(console, Text(labels["plan_machine"].format(machine=described)))
 
 
@@ -62,13 +64,13 @@ def _render_strategies(document: dict, console: Console, labels: dict, plain: bo
     for row in shown:
         step = number(row.get("step_time_s"))
         cells = [Text(text(row.get("name"))), _fits(row.get("fits"), labels), Text(_gib(_total_bytes(row))),
-                 Text(f"{step:.3f}" if step is not None else "-"), Text(text(row.get("bottleneck"), "-"))]
+                 Text(f"{step:.3f}" if step is not None else "-"), Text(_bottleneck(row.get("bottleneck"), labels))]
         strategies.add_row(*cells)
     console.print(strategies)
     if verbose:  # each strategy's reasons as a paragraph: in a table column they ran to 175 narrow lines
         _title(console, labels["why"])
         for row in shown:
-            reasons = "; ".join(printable(reason) for reason in sequence(row.get("reasons")))
+            reasons = labels["list_separator"].join(_reasons(row, labels))
             print_paragraph(console, Text(f"{text(row.get('name'))}: {reasons}"))
     if not verbose and len(rows) > STRATEGIES_SHOWN:
         print_paragraph(console, Text(labels["more_strategies"].format(n=len(rows) - STRATEGIES_SHOWN), style="dim"))
@@ -82,19 +84,23 @@ def _render_chosen(row: dict, console: Console, labels: dict, verbose: bool) -> 
     line = labels["chosen"].format(name=text(row.get("name")), gib=_gib(_total_bytes(row)))
     step = number(row.get("step_time_s"))
     if step is not None:
-        line += labels["chosen_step"].format(step=step, bottleneck=text(row.get("bottleneck")))
+        bottleneck = text(row.get("bottleneck"))
+        bound = text_in(_lang(labels), f"plan.bound.{bottleneck.replace(' ', '_')}", {}) \
+            or text_in(_lang(labels), "plan.bound", {"bottleneck": bottleneck})
+        line += labels["chosen_step_bound"].format(step=step, bound=bound)
     print_paragraph(console, Text(line, style="bold"))
-    reasons = [printable(reason) for reason in sequence(row.get("reasons"))]
+    reasons = _reasons(row, labels)
     if not reasons:
         return
     prefix = f"{labels['why']}: "
     budget = WHY_LINES * console.width - len(prefix) - len(labels["more_reasons"]) - 8  # words wrap early
     shown = reasons if verbose else reasons[:1]
+    separator = labels["list_separator"]
     for reason in reasons[len(shown):] if not verbose else []:
-        if len("; ".join(shown + [reason])) > budget:
+        if len(separator.join(shown + [reason])) > budget:
             break
         shown.append(reason)
-    why = Text(prefix + "; ".join(shown))
+    why = Text(prefix + separator.join(shown))
     if len(shown) < len(reasons):
         why.append(" (" + labels["more_reasons"].format(n=len(reasons) - len(shown)) + ")", style="dim")
     print_paragraph(console, why)
@@ -110,7 +116,7 @@ def _render_inference(document: dict, console: Console, labels: dict, plain: boo
         degrees.add_row(Text(text(row.get("tp"))), _fits(row.get("fits"), labels),
                         Text(_gib(number(row.get("total_bytes")))), Text(_gib(number(row.get("weights_bytes")))),
                         Text(_gib(number(row.get("kv_cache_bytes")))),
-                        Text("; ".join(printable(note) for note in sequence(row.get("notes")))))
+                        Text(labels["list_separator"].join(_texts(row, "notes", labels))))
     console.print(degrees)
 
 
@@ -125,9 +131,13 @@ def _render_batch(document: dict, console: Console, labels: dict) -> None:
                                factor=batch.get("batch_factor"), micro=batch.get("micro_batch"),
                                steps=batch.get("accumulation_steps"), known_lr=known.get("lr"),
                                new_lr=batch.get("new_lr"), rule=batch.get("rule"), optimizer=batch.get("optimizer"))))
-    for note in [batch.get("verify_message"), *sequence(batch.get("notes")), batch.get("warmup")]:
-        if note:
-            print_paragraph(console, Text(text(note)))
+    texts = mapping(batch.get("texts"))
+    for key in ("verify_message", "notes", "warmup"):
+        shown = sequence(batch.get(key)) if key == "notes" else [batch.get(key)]
+        said = sequence(texts.get(key)) if key == "notes" else [texts.get(key)]
+        for index, note in enumerate(shown):
+            if note:
+                print_paragraph(console, Text(_in_language(note, said[index] if index < len(said) else None, labels)))
 
 
 def _render_power(document: dict, console: Console, labels: dict) -> None:
@@ -136,13 +146,58 @@ def _render_power(document: dict, console: Console, labels: dict) -> None:
         return
     _title(console, labels["power_title"])
     if power.get("kwh_per_month") is not None:
+        origin = _in_language(power.get("price_per_kwh_origin"), power.get("price_per_kwh_origin_text"), labels)
         print_paragraph(console, Text(_format(labels["energy_line"], kwh=power.get("kwh_per_month"),
                                    cost=power.get("cost_per_month"), price=power.get("price_per_kwh"),
-                                   origin=power.get("price_per_kwh_origin"))))
+                                   origin=origin)))
     # Full load, PSU and cooling are plan's power findings: a warning or failure is among the problems above
     for entry in map(mapping, sequence(power.get("findings"))):
         if entry.get("status") == "pass" and entry.get("message"):
-            print_paragraph(console, Text(text(entry["message"])))
+            print_paragraph(console, Text(_said(entry, labels)))
+
+
+def _lang(labels: dict) -> str:
+    """The language `labels` are in (console.py passes the labels, not the language)."""
+    return next((lang for lang in LANGUAGES if labels_for(lang) is labels), DEFAULT_LANGUAGE)
+
+
+def _in_language(english: Any, said: Any, labels: dict) -> str:
+    """A text of plan's document in the labels' language: its catalogue form (`{message_id, message_values}`) where
+    the document keeps one and the catalogue can say it, else the English it holds."""
+    said = said_from(said)
+    rendered = text_in(_lang(labels), said.msg_id, said.values) if said is not None else None
+    return rendered if rendered is not None else text(english)
+
+
+def _said(entry: dict, labels: dict) -> str:
+    """A power finding's or the cost's `message` in the labels' language (its `message_id`, `message_values`)."""
+    return _in_language(entry.get("message"), {"message_id": entry.get("message_id"),
+                                               "message_values": entry.get("message_values")}, labels)
+
+
+def _reasons(row: dict, labels: dict) -> list[str]:
+    """A strategy's reasons in the labels' language (`reasons_text` beside the English `reasons`)."""
+    return _texts(row, "reasons", labels)
+
+
+def _texts(row: dict, key: str, labels: dict) -> list[str]:
+    """`row[key]`, a list of English texts, in the labels' language (`<key>_text` holds their catalogue forms)."""
+    said = sequence(row.get(f"{key}_text"))
+    return [printable(_in_language(item, said[index] if index < len(said) else None, labels))
+            for index, item in enumerate(sequence(row.get(key)))]
+
+
+def _bottleneck(value: Any, labels: dict) -> str:
+    """The table's bottleneck cell in words (`label.bottleneck.*`), or as the document has it."""
+    word = text(value, "-")
+    return labels.get(f"bottleneck.{word.replace(' ', '_')}", word)
+
+
+def _source(source: str, labels: dict) -> str:
+    """Where plan's machine came from (`description TEXT`, `bundle PATH`, `live`), in words."""
+    kind, _, rest = source.partition(" ")
+    label = labels.get(f"plan_source.{kind}")
+    return label.format(rest=rest) if label and (rest or kind == "live") else source
 
 
 def _format(template: str, **values: Any) -> str:

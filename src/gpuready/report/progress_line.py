@@ -19,31 +19,16 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from gpuready.i18n import DEFAULT_LANGUAGE, Said, catalogue, choose_language, message, said
+from gpuready.i18n import DEFAULT_LANGUAGE, Said, Sentence, catalogue, choose_language, in_language, message, said, \
+    sentence
 from gpuready.report.safe_text import printable
 from gpuready.runner.progress import FINAL_PHASES
 
 
-class Words(str):
-    """Catalogue text as a plain English `str` (what a Status compares and a log shows), that the line says again in
-    the reader's language."""
-
-    said: Said
-
-    def __new__(cls, text: Said) -> "Words":
-        words = super().__new__(cls, text.english())
-        words.said = text
-        return words
-
-
-def words(msg_id: str, **values: object) -> Words:
-    return Words(said(msg_id, **values))
-
-
-def in_language(text: object, lang: str) -> str:
-    """`text` in `lang`: Words or a Said from the catalogue; anything else (what a rank posted) as it is."""
-    text = text.said if isinstance(text, Words) else text
-    return message(text.msg_id, lang, **text.values) if isinstance(text, Said) else str(text)
+Words = Sentence
+"""Catalogue text as a plain English `str` (what a Status compares and a log shows), that the line says again in the
+reader's language: gpuready.i18n's `Sentence`."""
+words = sentence
 
 
 def _phase(phase: str) -> Said | str:

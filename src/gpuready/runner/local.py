@@ -23,6 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
+from gpuready.i18n import sentence
 from gpuready.runner.progress import RESULT_KEY, Progress
 from gpuready.runner.signals import PARENT_PID_VARIABLE, Stopped
 from gpuready.runner.watchdog import RankFailure, Watchdog
@@ -51,11 +52,11 @@ def check_cpu_ranks(ranks: int, oversubscribe: bool = False, option: str = "--ra
     with --oversubscribe. Raises ValueError (a usage error) before anything is started."""
     cpus = usable_cpus()
     if not oversubscribe and ranks > cpus:
-        raise ValueError(f"{option} {ranks} is more than the {cpus} CPU(s) this process may use; one rank per CPU "
-                         f"(--oversubscribe allows up to {OVERSUBSCRIBE_FACTOR * cpus})")
+        raise ValueError(sentence("error.ranks.cpus", option=option, ranks=ranks, cpus=cpus,
+                                  most=OVERSUBSCRIBE_FACTOR * cpus))
     if ranks > OVERSUBSCRIBE_FACTOR * cpus:
-        raise ValueError(f"{option} {ranks} is more than {OVERSUBSCRIBE_FACTOR * cpus}, the most --oversubscribe "
-                         f"allows on {cpus} CPU(s) ({OVERSUBSCRIBE_FACTOR} per CPU)")
+        raise ValueError(sentence("error.ranks.oversubscribed", option=option, ranks=ranks, cpus=cpus,
+                                  most=OVERSUBSCRIBE_FACTOR * cpus, factor=OVERSUBSCRIBE_FACTOR))
 
 
 def loopback_interface() -> str:
@@ -223,7 +224,7 @@ def _spawn_all(world_size: int, base_env: dict[str, str], log_dir: Path) -> list
         if not isinstance(error, Exception):  # Ctrl-C while starting: stopped, then passed on
             raise
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        raise SpawnError(f"could not start rank {rank} of {world_size} ({reason}); the {len(processes)} rank(s) "
-                         f"already started were stopped" + (f", except PIDs {survivors}" if survivors else "")
-                         ) from error
+        raise SpawnError(sentence("error.spawn.survivors" if survivors else "error.spawn", rank=rank,
+                                  world_size=world_size, reason=reason, started=len(processes),
+                                  survivors=str(survivors))) from error
     return processes

@@ -9,6 +9,7 @@ import signal
 import subprocess
 from typing import Callable
 
+from gpuready.i18n import choose_language, in_language, said
 from gpuready.model import worst_exit_code
 from gpuready.report.safe_text import tell
 from gpuready.runner.rendezvous_store import host_rendezvous_store
@@ -41,8 +42,9 @@ def run_under_torchrun(args: argparse.Namespace, argv: list[str], verb: str, npr
     from gpuready.runner.local import TERMINATE_GRACE_S
     from gpuready.runner.torchrun import RunObserver, torchrun_command
     from gpuready.workloads.worker import RDZV_STORE_VARIABLE
+    lang = choose_language(args.lang)
     store, host_here, note = host_rendezvous_store(args.rdzv_endpoint, args.startup_timeout)
-    tell(note)
+    tell(in_language(note, lang))
     command = torchrun_command(args.nnodes, nproc, args.rdzv_endpoint, verb, rank_arguments(argv),
                                rdzv_conf=None if host_here is None else f"is_host={str(host_here).lower()}")
     tell(" ".join(command))
@@ -69,7 +71,7 @@ def run_under_torchrun(args: argparse.Namespace, argv: list[str], verb: str, npr
         if observer is not None:  # if rank 0 died before writing the report, it is written here
             report = observer.report_if_rank0_died(args.log_dir, store_node_report, interrupted_by=stopped_by)
             if report is not None:
-                tell("rank 0 ended without writing the report; written from the rendezvous store")
+                tell(in_language(said("runner.rank0_report_here"), lang))
                 return worst_exit_code(emit(report, args), code if 0 <= code < 128 else 0)
             written = observer.rank0_exit_code()
             if written is not None:  # the run's verdict, not torchrun's view of this node's ranks

@@ -13,6 +13,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpuready.i18n import DEFAULT_LANGUAGE, Said, Sentence, json_values, said_from, text_in
+
 PROGRESS_KEY = "gpuready/progress/{rank}"
 RESULT_KEY = "gpuready/result/{rank}"
 HEARTBEAT_KEY = "gpuready/heartbeat/{rank}"
@@ -30,6 +32,10 @@ class Progress:
     """`startup`, a workload name, `finishing` (final barrier, destroy_process_group), `done`, `failed` or
     `terminated`."""
     operation: str = ""
+    """What the rank does now. A rank posts it by catalogue id (`operation_text`); the reader makes it a `Sentence`
+    (its English, which says itself again in the reader's language)."""
+    operation_text: dict | None = None
+    """The operation as `{"message_id", "message_values"}` (None: `operation` is a name, posted as it is)."""
     sequence: int = 0
     """Counts operations this rank has started; a rank behind the others has a lower number."""
     started_at: float = field(default_factory=time.time)
@@ -55,10 +61,14 @@ class ProgressReporter:
         self.store, self.rank, self.gpu, self.pid = store, rank, gpu, pid
         self.sequence = 0
 
-    def post(self, phase: str, operation: str = "", timeout_s: float = 300.0) -> None:
+    def post(self, phase: str, operation: str | Said = "", timeout_s: float = 300.0) -> None:
+        """`operation`: a name (`init_process_group`, `all_reduce 1024 B in_place`) or catalogue text (a `Said`, sent
+        as its id and values: the reader renders it)."""
         self.sequence += 1
-        progress = Progress(rank=self.rank, phase=phase, operation=operation, sequence=self.sequence,
-                            timeout_s=timeout_s, gpu=self.gpu, pid=self.pid)
+        text = {"message_id": operation.msg_id, "message_values": json_values(operation.values)} \
+            if isinstance(operation, Said) else None
+        progress = Progress(rank=self.rank, phase=phase, operation="" if text else operation, operation_text=text,
+                            sequence=self.sequence, timeout_s=timeout_s, gpu=self.gpu, pid=self.pid)
         self.store.set(PROGRESS_KEY.format(rank=self.rank), json.dumps(asdict(progress)))
 
 
@@ -113,7 +123,10 @@ def read_progress(store: Any, world_size: int) -> dict[int, Progress]:
         if store.check([key]):
             fields = json.loads(store.get(key))
             fields.pop("received_at", None)
-            posts[rank] = Progress(**fields)
+            posts[rank] = post = Progress(**fields)
+            text = said_from(post.operation_text)
+            if text is not None and text_in(DEFAULT_LANGUAGE, text.msg_id, text.values) is not None:
+                post.operation = Sentence(text)
     return posts
 
 

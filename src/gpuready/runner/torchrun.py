@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
+from gpuready.i18n import said
 from gpuready.model import Report
 from gpuready.runner.local import RunOutcome
 from gpuready.runner.watchdog import RankFailure
@@ -192,7 +193,7 @@ class RunObserver:
         """The report `make_report` makes of what the store holds, where rank 0 died before writing one; None where
         rank 0 wrote it (or no rank ever reached the store: torchrun said why). The report's `written_by` says so."""
         from gpuready.runner.progress import FINAL_PHASES, RESULT_KEY
-        from gpuready.runner.watchdog import where
+        from gpuready.runner.watchdog import failure, where
         self._stop.set()
         self._thread.join(timeout=5)
         if self._wait_for_rank0():
@@ -207,15 +208,13 @@ class RunObserver:
         failures = []
         for rank in sorted(range(self.world_size), key=lambda r: -silent.get(r, float("inf"))):  # first silent first
             post = posts.get(rank)
-            quiet = f"; its heartbeat stopped {silent[rank]:.0f} s before the run ended" if rank in silent else ""
+            quiet = said("runner.failure.quiet", seconds=round(silent[rank])) if rank in silent else ""
             if post is not None and post.phase == "failed":
-                failures.append(RankFailure(rank=rank, kind="workload", progress=post,
-                                            detail=f"its workload raised{where(post)}"))
+                failures.append(failure(rank, "workload", said("runner.failure.raised", where=where(post)), post))
             elif post is None or post.phase not in FINAL_PHASES or (rank == 0 and post.phase != "done"):
-                failures.append(RankFailure(rank=rank, kind="exit", progress=post,
-                                            detail=("ended before writing the report" if rank == 0 else
-                                                    "did not finish") + quiet
-                                                   + f" (torchrun's output and the rank logs say why){where(post)}"))
+                failures.append(failure(rank, "exit", said("runner.failure.no_report" if rank == 0 else
+                                                           "runner.failure.unfinished", quiet=quiet, where=where(post)),
+                                        post))
         outcome = RunOutcome(results=results, failures=failures, log_dir=log_dir, interrupted=interrupted_by is not None,
                              interrupted_by=interrupted_by, store_address=rendezvous_store_address(self.store))
         report = make_report(outcome)

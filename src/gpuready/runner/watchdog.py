@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from gpuready.i18n import DEFAULT_LANGUAGE, Said, catalogue, said, said_of
 from gpuready.runner.progress import FINAL_PHASES, HeartbeatWatch, Progress, ProgressWatch, stalled_ranks
 
 HEARTBEAT_LOST_S = 20.0
@@ -34,7 +35,26 @@ class RankFailure:
     stopped), `start` (failed before every rank was up) or `workload` (a workload raised; its error is in the
     rank's results)."""
     detail: str
+    """In English (what the report's `observed` and older readers take)."""
     progress: Progress | None = None
+    said: Said | None = None
+    """`detail` by catalogue id, said in the reader's language (the watchdog's own failures carry it)."""
+
+    @property
+    def text(self) -> Said | str:
+        """What the findings say of the failure: the catalogue text where there is one, else the English."""
+        return self.said if self.said is not None else self.detail
+
+
+def failure(rank: int, kind: str, text: Said, progress: Progress | None = None) -> RankFailure:
+    """A RankFailure whose detail is catalogue text (`runner.failure.*`): its English, and itself."""
+    return RankFailure(rank=rank, kind=kind, detail=text.english(), progress=progress, said=text)
+
+
+def phase_text(phase: str) -> Said | str:
+    """A rank's phase in words (`progress.phase.<name>`), or as it was posted (a workload's name)."""
+    msg_id = f"progress.phase.{phase}"
+    return said(msg_id) if msg_id in catalogue(DEFAULT_LANGUAGE) else phase
 
 
 def process_state(pid: int) -> str | None:
@@ -45,13 +65,21 @@ def process_state(pid: int) -> str | None:
         return None
 
 
-def where(progress: Progress | None, now: float | None = None) -> str:
-    """`; its last report: …` for a rank's failure message."""
+def where(progress: Progress | None, now: float | None = None) -> Said:
+    """`; its last report: …` for a rank's failure message (`runner.where.*`, a part of `runner.failure.*`)."""
     if progress is None:
-        return " before reporting any progress"
+        return said("runner.where.nothing")
     now = time.monotonic() if now is None else now
-    return (f"; its last report: {progress.phase}: {progress.operation} (operation #{progress.sequence}, "
-            f"{progress.age_s(now):.0f} s ago)")
+    return said("runner.where.last", phase=phase_text(progress.phase), operation=said_of(progress.operation),
+                sequence=progress.sequence, age_s=round(progress.age_s(now)))
+
+
+def state_text(state: str | None) -> Said:
+    """` (stopped)`: a process state as psutil names it, in words where the catalogue has it."""
+    if state is None:
+        return said("runner.state", state=said("runner.state.unknown"))
+    msg_id = f"runner.state.{state}"
+    return said("runner.state", state=said(msg_id) if msg_id in catalogue(DEFAULT_LANGUAGE) else state)
 
 
 class Watchdog:
@@ -96,9 +124,8 @@ class Watchdog:
         """Ranks neither finished, failed nor `terminated` whose heartbeat has been silent for `silent_s`: when
         torchrun stops the group, or a collective fails, these are the ones that ended first."""
         now = time.monotonic()
-        return [RankFailure(rank=rank, kind="exit", progress=self.posts.get(rank),
-                            detail=f"ended without a word: no heartbeat for {seconds:.0f} s (a crash, SIGKILL or the "
-                                   f"OOM killer; its log says which){where(self.posts.get(rank), now)}")
+        return [failure(rank, "exit", said("runner.failure.no_word", seconds=round(seconds),
+                                           where=where(self.posts.get(rank), now)), self.posts.get(rank))
                 for rank, seconds in sorted(self.heartbeats.silent_s(now).items())
                 if seconds > silent_s and rank not in self.failures
                 and not (rank in self.posts and self.posts[rank].phase in FINAL_PHASES)]
@@ -118,21 +145,19 @@ class Watchdog:
             if rank in self.failures:
                 continue
             if code == WORKLOAD_FAILED_EXIT or (post is not None and post.phase == "failed"):
-                failures.append(RankFailure(rank=rank, kind="workload", progress=post,
-                                            detail=f"its workload raised{where(post)}"
-                                            if code is None else f"exited with code {code}{where(post)}"))
+                failures.append(failure(rank, "workload", said("runner.failure.raised", where=where(post))
+                                        if code is None else exited(code, post), post))
             elif code not in (None, 0):
-                failures.append(RankFailure(rank=rank, kind="start" if self._in_startup() and not self.independent
-                                            else "exit", progress=post, detail=f"exited with code {code}{where(post)}"))
+                failures.append(failure(rank, "start" if self._in_startup() and not self.independent else "exit",
+                                        exited(code, post), post))
         return failures
 
     def _lost_heartbeats(self, now: float) -> list[RankFailure]:
         if self.processes is not None:  # exit codes and process states say more than heartbeats
             return []
         silent = self.heartbeats.silent_s(now)
-        return [RankFailure(rank=rank, kind="exit", progress=self.posts.get(rank),
-                            detail=f"sent no heartbeat for {seconds:.0f} s: its process ended, was killed or froze "
-                                   f"(its log says which){where(self.posts.get(rank), now)}")
+        return [failure(rank, "exit", said("runner.failure.no_heartbeat", seconds=round(seconds),
+                                           where=where(self.posts.get(rank), now)), self.posts.get(rank))
                 for rank, seconds in sorted(silent.items())
                 if seconds > self.heartbeat_lost_s and rank not in self.failures
                 and not (rank in self.posts and self.posts[rank].phase in FINAL_PHASES)]
@@ -140,7 +165,7 @@ class Watchdog:
     def _late_starts(self, now: float) -> list[RankFailure]:
         if now - self.started <= self.startup_timeout_s:
             return []
-        return [RankFailure(rank=rank, kind="start", detail=f"did not start within {self.startup_timeout_s:.0f} s")
+        return [failure(rank, "start", said("runner.failure.not_started", seconds=round(self.startup_timeout_s)))
                 for rank in range(self.world_size) if rank not in self.posts and rank not in self.failures]
 
     def _stalls(self, now: float, codes: list[int | None] | None) -> list[RankFailure]:
@@ -154,21 +179,25 @@ class Watchdog:
                 frozen = [rank for rank in open_ranks if process_state(self.processes[rank].pid) in FROZEN_STATES]
                 blamed = [rank for rank in blamed if rank in frozen] or frozen or blamed
         kind = "start" if self._in_startup() else "hang"
-        return [RankFailure(rank=rank, kind=kind, progress=self.posts.get(rank),
-                            detail=f"stopped advancing{where(self.posts.get(rank), now)}{self._state(rank)}")
+        return [failure(rank, kind, said("runner.failure.stalled", where=where(self.posts.get(rank), now),
+                                         state=self._state(rank)), self.posts.get(rank))
                 for rank in blamed]
 
     def _past_deadline(self, now: float) -> list[RankFailure]:
         if self.deadline_s is None or now - self.started <= self.deadline_s:
             return []
         codes = [process.poll() for process in self.processes] if self.processes is not None else None
-        return [RankFailure(rank=rank, kind="hang", progress=self.posts.get(rank),
-                            detail=f"still running when the run passed its overall deadline of {self.deadline_s:.0f} s"
-                                   f"{where(self.posts.get(rank), now)}{self._state(rank)}")
+        return [failure(rank, "hang", said("runner.failure.past_deadline", deadline_s=round(self.deadline_s),
+                                           where=where(self.posts.get(rank), now), state=self._state(rank)),
+                        self.posts.get(rank))
                 for rank in self._open(codes)
                 if not (rank in self.posts and self.posts[rank].phase in FINAL_PHASES and codes is None)]
 
-    def _state(self, rank: int) -> str:
+    def _state(self, rank: int) -> Said | str:
         if self.processes is None:
             return ""
-        return f" ({process_state(self.processes[rank].pid) or 'state unknown'})"
+        return state_text(process_state(self.processes[rank].pid))
+
+
+def exited(code: int, progress: Progress | None) -> Said:
+    return said("runner.failure.exited", code=code, where=where(progress))

@@ -5,10 +5,12 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+from gpuready.i18n import Sentence, sentence
 
-def run_collect(out: str | Path, *, as_tar: bool, force: bool, fast: bool, redact: bool) -> str:
-    """Collect, optionally redact, write; the sentence to print. OutputError: a wrong --out (checked before the slow
-    part, so a wrong --out costs nothing) or a bundle that could not be written."""
+
+def run_collect(out: str | Path, *, as_tar: bool, force: bool, fast: bool, redact: bool) -> Sentence:
+    """Collect, optionally redact, write; the sentence to print (its str() the English). OutputError: a wrong --out
+    (checked before the slow part, so a wrong --out costs nothing) or a bundle that could not be written."""
     from gpuready.bundle.collect import OutputError, collect, plan_output, write_bundle
     from gpuready.bundle.redact import redact_bundle
 
@@ -19,10 +21,11 @@ def run_collect(out: str | Path, *, as_tar: bool, force: bool, fast: bool, redac
     try:
         target = write_bundle(files, out, as_tar=as_tar, force=force)
     except OSError as error:
-        raise OutputError(f"cannot write the bundle to {out}: {error.strerror or error}") from None
+        raise OutputError(sentence("error.collect.cannot_write", out=str(out), reason=str(error.strerror or error))
+                          ) from None
     missing = [name for name, entry in manifest["files"].items() if not entry["collected"]]
-    return (f"wrote {len(files)} files to {target}"
-            + (f"; not collected: {', '.join(missing)} (manifest.json says why)" if missing else ""))
+    return sentence("collect.wrote.missing" if missing else "collect.wrote", files=len(files), target=str(target),
+                    missing=", ".join(missing))
 
 
 # --- the command line ----------------------------------------------------------------------------------------------
@@ -42,15 +45,16 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from gpuready.bundle.collect import OutputError
+    from gpuready.i18n import choose_language, in_language, said_of
     from gpuready.model import ExitCode
     from gpuready.usage import UsageError
     # Fixes tell users to run `gpuready collect`: bare, it writes here under the host's name.
     out = args.out if args.out is not None else f"gpuready-bundle-{_file_safe(socket.gethostname())}.tar.gz"
     try:
-        print("gpuready: " + run_collect(out, as_tar=args.tar, force=args.force, fast=args.fast,
-                                         redact=args.redact))
+        print("gpuready: " + in_language(run_collect(out, as_tar=args.tar, force=args.force, fast=args.fast,
+                                                     redact=args.redact), choose_language(getattr(args, "lang", None))))
     except OutputError as error:
-        raise UsageError(str(error)) from None
+        raise UsageError(said_of(error)) from None
     return ExitCode.READY
 
 

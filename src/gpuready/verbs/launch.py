@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from gpuready.i18n import said, said_of, sentence
+
 KINDS = ("torchrun", "slurm", "k8s")
 K8S_KINDS = ("job", "jobset", "trainjob")
 DEFAULT_PORT = 29500
@@ -183,35 +185,33 @@ def _refuse_controls(values: list[tuple[str, str | None]]) -> None:
     quoted (shlex.quote, PyYAML), but a newline in a `#` comment or a name would still end the line."""
     for option, value in values:
         if value is not None and _CONTROL.search(value):
-            raise ValueError(f"{option} {value!r} holds a newline or another control character; a launch script or "
-                             "manifest cannot carry it safely: remove it")
+            raise ValueError(sentence("error.launch.control", option=option, value=repr(value)))
 
 
 def _check(kind: str, nnodes: int, gpus_per_node: int, command: list[str], image: str | None, k8s_kind: str,
            port: int, name: str, reports: str = DEFAULT_REPORTS, rdzv_id: str | None = None) -> None:
     _refuse_controls([("--name", name), ("--image", image), ("--reports", reports), ("--rdzv-id", rdzv_id),
-                      *(("an argument after `--`", word) for word in command)])
+                      *((sentence("error.launch.argument"), word) for word in command)])
     if kind not in KINDS:
-        raise ValueError(f"unknown launch kind {kind!r}: choose from {', '.join(KINDS)}")
+        raise ValueError(sentence("error.launch.kind", kind=repr(kind), kinds=", ".join(KINDS)))
     if nnodes < 1 or gpus_per_node < 1:
-        raise ValueError("--nnodes and --nproc-per-node must be at least 1")
+        raise ValueError(sentence("error.launch.counts"))
     if not 0 <= port <= 65535:
-        raise ValueError(f"--port {port} is not a TCP port (0-65535; 0 picks a free one)")
+        raise ValueError(sentence("error.launch.port", port=port))
     if not command:
-        raise ValueError("no command to launch: give it after `--` (train.py ARGS, validate or bench)")
+        raise ValueError(sentence("error.launch.no_command"))
     if kind == "k8s":
         if k8s_kind not in K8S_KINDS:
-            raise ValueError(f"unknown --k8s-kind {k8s_kind!r}: choose from {', '.join(K8S_KINDS)}")
+            raise ValueError(sentence("error.launch.k8s_kind", kind=repr(k8s_kind), kinds=", ".join(K8S_KINDS)))
         if not image:
-            raise ValueError("launch k8s needs --image (the container image with PyTorch and your code)")
+            raise ValueError(sentence("error.launch.image"))
         longest = {"job": f"{name}-{nnodes - 1}",
                    "jobset": f"{name}-{_JOBSET_REPLICATED_JOB}-0-{nnodes - 1}",
                    "trainjob": f"{name}-{_JOBSET_REPLICATED_JOB}-0-{nnodes - 1}"}[k8s_kind]
         if not _DNS_LABEL.fullmatch(name) or len(longest) > 63:
-            raise ValueError(f"--name {name!r} cannot name Kubernetes pods: lower-case letters, digits and '-', "
-                             f"starting with a letter, and the pod hostname {longest!r} at most 63 characters")
+            raise ValueError(sentence("error.launch.k8s_name", name=repr(name), longest=repr(longest)))
     elif not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
-        raise ValueError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
+        raise ValueError(sentence("error.launch.name", name=repr(name)))
 
 
 def free_port() -> int:
@@ -583,7 +583,7 @@ def _target_facts(args) -> Any:
         try:
             return build_facts(read_bundle(args.bundle))
         except BundleError as error:
-            raise UsageError(str(error)) from None
+            raise UsageError(said_of(error)) from None
     if not args.run:
         return None
     try:
@@ -622,20 +622,19 @@ def run(args) -> int:
     from gpuready.model import ExitCode
     from gpuready.usage import UsageError
     if not args.command:
-        raise UsageError("give what to run after `--`: -- train.py ARGS, or -- validate")
+        raise UsageError(said("error.launch.give_command"))
     if args.run and args.kind != "torchrun":
-        raise UsageError("--run runs the torchrun form here; slurm and k8s files are submitted by their tools")
+        raise UsageError(said("error.launch.run_torchrun_only"))
     facts = _target_facts(args)
     gpus = args.nproc_per_node or (len(facts.gpus) if facts is not None and facts.gpus else None)
     if gpus is None:
-        raise UsageError("give the GPUs per node of the target nodes: --nproc-per-node G, or --bundle of one target "
-                         "node (`gpuready collect` there)")
+        raise UsageError(said("error.launch.gpus_per_node"))
     try:
         text = launch_text(args.kind, nnodes=args.nnodes, gpus_per_node=gpus, command=args.command,
                            image=args.image, k8s_kind=args.k8s_kind, port=args.port, name=args.name, facts=facts,
                            reports=args.reports)
     except ValueError as error:
-        raise UsageError(str(error)) from None
+        raise UsageError(said_of(error)) from None
     if args.run:
         return run_local(text)
     print(text, end="" if text.endswith("\n") else "\n")

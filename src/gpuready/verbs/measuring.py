@@ -6,25 +6,26 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
+from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, in_language, said, said_of
 from gpuready.model import ExitCode
 from gpuready.report.safe_text import tell
 from gpuready.usage import UsageError
 from gpuready.verbs.output import emit
 
 
-def usable_device(verb: str, device: str) -> str | None:
+def usable_device(verb: str, device: str, lang: str = DEFAULT_LANGUAGE) -> str | None:
     """--device with `auto` resolved (cuda: never a silent CPU run), or None where the verb cannot run here (it
-    then exits 3): no torch, or no GPU for auto. Says why on stderr."""
+    then exits 3): no torch, or no GPU for auto. Says why on stderr, in `lang`."""
     try:
         import torch  # noqa: F401
     except ImportError:
-        tell(f"{verb} needs PyTorch (pip install 'gpuready[torch]')")
+        tell(in_language(said("error.needs_torch", verb=verb), lang))
         return None
     from gpuready.verbs.validate.run import NoGpuError, auto_device
     try:
         return auto_device(device, verb)
     except NoGpuError as error:
-        tell(error)
+        tell(in_language(error, lang))
         return None
 
 
@@ -35,8 +36,8 @@ def run_locally(measure: Callable[[], object], args: argparse.Namespace) -> int:
     try:
         report = measure()
     except ValueError as error:
-        raise UsageError(str(error)) from None
+        raise UsageError(said_of(error)) from None
     except SpawnError as error:
-        tell(error)
+        tell(in_language(error, choose_language(args.lang)))
         return ExitCode.TOOL_ERROR
     return emit(report, args)

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gpuready.i18n import choose_language
+from gpuready.i18n import choose_language, in_language, said, sentence
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.options import file_kind
 from gpuready.report.safe_text import tell
@@ -29,18 +29,18 @@ def check_out(args: argparse.Namespace) -> None:
     folder = out.parent
     try:
         if out.is_dir():
-            raise UsageError(f"--out {out} is a folder; give the report's file name")
+            raise UsageError(said("error.out.folder", path=str(out)))
         if out.exists() and not stat.S_ISREG(out.stat().st_mode):
-            raise UsageError(f"--out {out} is not a regular file ({file_kind(out.stat().st_mode)}); give a file "
-                             "name or - for stdout")
+            raise UsageError(said("error.out.not_regular", path=str(out), kind=file_kind(out.stat().st_mode)))
         if not folder.is_dir():
-            raise UsageError(f"--out {out}: the folder {folder} does not exist (gpuready does not create it)")
+            raise UsageError(said("error.out.no_folder", path=str(out), folder=str(folder)))
         if out.exists() and not os.access(out, os.W_OK):
-            raise UsageError(f"--out {out} exists and is not writable")
+            raise UsageError(said("error.out.not_writable", path=str(out)))
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuready-out-", suffix=".tmp"):
             pass
     except OSError as error:
-        raise UsageError(f"--out {out}: cannot write in {folder} ({error.strerror or error})") from None
+        raise UsageError(said("error.out.cannot_write", path=str(out), folder=str(folder),
+                              reason=str(error.strerror or error))) from None
 
 
 def check_log_dir(args: argparse.Namespace) -> None:
@@ -53,23 +53,25 @@ def check_log_dir(args: argparse.Namespace) -> None:
         with tempfile.NamedTemporaryFile(dir=log_dir, prefix=".gpuready-", suffix=".tmp"):
             pass
     except OSError as error:
-        raise UsageError(f"--log-dir {log_dir}: cannot write there ({error.strerror or error})") from None
+        raise UsageError(said("error.log_dir.cannot_write", path=str(log_dir), reason=str(error.strerror or error))
+                         ) from None
 
 
 def _write_report(document: str, args: argparse.Namespace) -> str | None:
-    """Write --out; the reason it failed (one sentence), or None."""
+    """Write --out; the reason it failed (one sentence, its English with its catalogue text), or None."""
     if args.out:
         try:  # a FIFO or a device put there since check_out would block or never end: refused, never opened
             if args.out.exists() and not stat.S_ISREG(args.out.stat().st_mode):
-                return f"{args.out} is no longer a regular file ({file_kind(args.out.stat().st_mode)})"
+                return sentence("error.report.no_longer_regular", path=str(args.out),
+                                kind=file_kind(args.out.stat().st_mode))
             args.out.write_text(document)
         except OSError as error:
-            return f"cannot write the report to {args.out} ({error.strerror or error})"
+            return sentence("error.report.cannot_write", path=str(args.out), reason=str(error.strerror or error))
     return None
 
 
 def emit(report, args: argparse.Namespace) -> int:
-    """Print the report (console or --json), write --out, and return its exit code."""
+    """Print the report (console or --json), write --out, --html, --junit and --markdown, and return its exit code."""
     report.fail_on_warn = args.fail_on == "warn"
     document = json.dumps(report.to_dict(), indent=1, allow_nan=False)  # strict JSON: to_dict writes no NaN
     problem = _write_report(document, args)
@@ -79,8 +81,10 @@ def emit(report, args: argparse.Namespace) -> int:
         from gpuready.report.console import render_console
         render_console(report.to_dict(), verbose=args.verbose, lang=choose_language(args.lang))
     code = report.exit_code()
+    from gpuready.verbs.report_files import write_report_files
+    code = worst_exit_code(code, write_report_files([report.to_dict()], args))  # --html, --junit, --markdown
     if problem:  # nothing measured is lost: the JSON goes to stdout instead, and the exit code says 2 at least
-        tell(f"{problem}; the JSON report is on stdout instead")
+        tell(in_language(said("error.report.on_stdout", problem=problem), choose_language(args.lang)))
         if not args.json:
             print(document)
         code = worst_exit_code(code, ExitCode.USAGE)

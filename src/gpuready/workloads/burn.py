@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gpuready.i18n import said
 from gpuready.workloads.context import RankContext
 
 # Relative to the largest |reference| element: recomputing on the same GPU is normally bitwise equal;
@@ -71,7 +72,7 @@ def run_burn(ctx: RankContext) -> dict[str, Any]:
 
     burn = ctx.options.burn
     dtype_name = burn["dtype"]
-    ctx.step("burn", "memory pattern write/verify")
+    ctx.step("burn", said("op.burn.memory"))
     result: dict[str, Any] = {"memory": _memory_pattern(torch, ctx), "dtype": dtype_name}
 
     n = _gemm_size(torch, ctx)
@@ -118,7 +119,7 @@ def run_burn(ctx: RankContext) -> dict[str, Any]:
         if now - last_publish >= PUBLISH_EVERY_S:
             last_publish = now
             tflops = intervals[-1][1] if intervals else 0.0
-            ctx.step("burn", f"{iterations} GEMMs, {tflops:,.0f} TFLOP/s, {len(errors)} error(s)")
+            ctx.step("burn", said("op.burn.gemms", gemms=iterations, tflops=tflops, errors=len(errors)))
             ctx.publish({**result, "iterations": iterations, "errors": errors, "window_start": window_start,
                          "window_end": now, "intervals": intervals,  # kept if the run is stopped (a signal, a hang)
                          "tflops": 2 * n**3 * iterations / (now - window_start) / 1e12})

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuready.i18n import Said
 from gpuready.runner.progress import ProgressReporter
 
 # Fault injection for the watchdog's own tests: GPUREADY_FAULT="RANK:stop|exit|raise|sleep:PHASE" (`sleep`: alive,
@@ -59,8 +60,9 @@ class RankContext:
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
-    def step(self, phase: str, operation: str, timeout_s: float | None = None) -> None:
-        """Announce the next operation (to the watchdog) before starting it; an injected fault strikes inside it."""
+    def step(self, phase: str, operation: str | Said, timeout_s: float | None = None) -> None:
+        """Announce the next operation (to the watchdog) before starting it; an injected fault strikes inside it.
+        `operation`: a name, or catalogue text (`said("op.…")`) that the reader renders in the user's language."""
         self.progress.post(phase, operation, self.options.timeout_s if timeout_s is None else timeout_s)
         self.maybe_inject_fault(phase)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuready.i18n import Sentence, said, said_json, sentence
 from gpuready.workloads.context import RankContext
 
 STEPS = 3
@@ -44,11 +45,11 @@ def run_ddp(ctx: RankContext) -> dict[str, Any]:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    ctx.step("ddp", "build DistributedDataParallel")
+    ctx.step("ddp", said("op.ddp.build"))
     model = DistributedDataParallel(_model(ctx.device), device_ids=[ctx.device] if ctx.is_cuda else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
 
-    ctx.step("ddp", "step 0: forward, backward, gradient all-reduce")
+    ctx.step("ddp", said("op.ddp.first_step"))
     inputs, targets = _batch(ctx.rank, 0, ctx.device)
     _loss(model, inputs, targets).backward()
     reference = _reference_gradients(ctx)
@@ -66,7 +67,7 @@ def run_ddp(ctx: RankContext) -> dict[str, Any]:
 
     losses = []
     for step in range(1, STEPS):
-        ctx.step("ddp", f"step {step}")
+        ctx.step("ddp", said("op.ddp.step", step=step))
         inputs, targets = _batch(ctx.rank, step, ctx.device)
         loss = _loss(model, inputs, targets)
         loss.backward()
@@ -74,7 +75,7 @@ def run_ddp(ctx: RankContext) -> dict[str, Any]:
         optimizer.zero_grad()
         losses.append(float(loss.detach()))
 
-    ctx.step("ddp", "compare parameters across ranks")
+    ctx.step("ddp", said("op.ddp.compare"))
     flat = torch.cat([parameter.detach().reshape(-1) for parameter in model.module.parameters()])
     gathered = [torch.empty_like(flat) for _ in range(ctx.world_size)]
     dist.all_gather(gathered, flat)
@@ -88,6 +89,11 @@ def run_ddp(ctx: RankContext) -> dict[str, Any]:
     }
     result["fsdp"] = _fsdp_step(ctx, after_first_step)
     return result
+
+
+def _skip(reason: Sentence) -> dict[str, Any]:
+    """FSDP2 not run here: its reason in English, and by catalogue id for the report in the reader's language."""
+    return {"status": "skip", "reason": str(reason), "reason_text": said_json(reason)}
 
 
 def _reference_gradients(ctx: RankContext) -> list[Any]:
@@ -107,15 +113,15 @@ def _fsdp_step(ctx: RankContext, ddp_after_first_step: list[Any]) -> dict[str, A
     """One FSDP2 step from the same start and data must land where DDP's first step did."""
     import torch
     if ctx.backend == "gloo" and ctx.is_cuda:  # seen: the process segfaults (torch 2.11, H200)
-        return {"status": "skip", "reason": "FSDP2 needs NCCL for CUDA tensors (gloo with CUDA tensors crashes)"}
+        return _skip(sentence("workloads.fsdp2.gloo_cuda"))
     try:
         from torch.distributed.fsdp import fully_shard
     except ImportError:
         try:
             from torch.distributed._composable.fsdp import fully_shard  # torch 2.4, 2.5
         except ImportError as error:
-            return {"status": "skip", "reason": f"FSDP2 is not in this torch ({error})"}
-    ctx.step("ddp", "FSDP2 fully_shard step")
+            return _skip(sentence("workloads.fsdp2.missing", error=str(error)))
+    ctx.step("ddp", said("op.fsdp2_step"))
     model = _model(ctx.device)
     for layer in model:
         if isinstance(layer, torch.nn.Linear):

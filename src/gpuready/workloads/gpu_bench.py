@@ -13,6 +13,7 @@ import os
 import statistics
 from typing import Any, Callable
 
+from gpuready.i18n import said
 from gpuready.workloads.context import RankContext
 
 MATMUL_N = 8192
@@ -94,7 +95,7 @@ def run_compute(ctx: RankContext) -> dict[str, Any]:
     for dtype_name in dtypes:
         ctx.step("compute", f"matmul {dtype_name}")
         results["matmul"][dtype_name] = matmul_tflops(torch, ctx.device, dtype_name)
-    ctx.step("compute", "device memory copy")
+    ctx.step("compute", said("op.device_copy"))
     results["memory"] = _device_copy(torch, ctx.device)
     return results
 
@@ -195,7 +196,7 @@ def run_transfer(ctx: RankContext) -> dict[str, Any]:
     import torch.distributed as dist
     result: dict[str, Any] = {}
     for turn in range(ctx.world_size):
-        ctx.step("transfer", f"host copies of rank {turn}", timeout_s=ctx.options.timeout_s * 2)
+        ctx.step("transfer", said("op.host_copies", rank=turn), timeout_s=ctx.options.timeout_s * 2)
         if turn == ctx.rank:
             result = _host_copies(torch, ctx)
         dist.barrier()
@@ -260,7 +261,7 @@ def run_p2p(ctx: RankContext) -> dict[str, Any]:
     count = torch.cuda.device_count()
     pairs = [(i, j) for i in range(count) for j in range(count) if i != j]
     result: dict[str, Any] = {"gpus": count, "pairs": {}}
-    ctx.step("p2p", f"{len(pairs)} GPU pairs measured by rank 0",
+    ctx.step("p2p", said("op.p2p_pairs", pairs=len(pairs)),
              timeout_s=ctx.options.timeout_s + 10 * len(pairs))
     if ctx.rank == 0 and count > 1:
         for i, j in pairs:

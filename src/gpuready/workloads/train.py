@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any, Callable
 
+from gpuready.i18n import said, said_json, sentence
 from gpuready.workloads.context import RankContext, runtime_versions
 
 STRATEGIES = ("single", "ddp", "fsdp2", "fsdp2-noreshard")
@@ -109,7 +110,7 @@ def _fully_shard():
         from torch.distributed._composable.fsdp import fully_shard  # torch 2.4, 2.5
         return fully_shard
     except ImportError as error:
-        raise TrainUnsupported(f"FSDP2 (fully_shard) is not in this torch ({error})") from None
+        raise TrainUnsupported(sentence("workloads.fsdp2.missing.train", error=str(error))) from None
 
 
 def _device_name(ctx: RankContext) -> str:
@@ -143,7 +144,7 @@ def _build(ctx: RankContext, settings: TrainSettings, shape: Any) -> tuple[Any, 
         wrapped = DistributedDataParallel(model, device_ids=[ctx.device] if ctx.is_cuda else None)
     else:
         if ctx.is_cuda and ctx.backend == "gloo":  # seen: the process segfaults (torch 2.11, H200)
-            raise TrainUnsupported("FSDP2 needs NCCL for CUDA tensors (gloo with CUDA tensors crashes)")
+            raise TrainUnsupported(sentence("workloads.fsdp2.gloo_cuda"))
         fully_shard = _fully_shard()
         reshard = strategy == "fsdp2"
         try:
@@ -151,7 +152,8 @@ def _build(ctx: RankContext, settings: TrainSettings, shape: Any) -> tuple[Any, 
                 fully_shard(block, reshard_after_forward=reshard)
             fully_shard(model, reshard_after_forward=reshard)
         except (NotImplementedError, RuntimeError) as error:
-            raise TrainUnsupported(f"FSDP2 cannot shard on {ctx.backend} / {ctx.device.type}: {error}") from error
+            raise TrainUnsupported(sentence("workloads.fsdp2.cannot_shard", backend=ctx.backend, device=ctx.device.type,
+                                             error=str(error))) from error
         wrapped = model
     runnable = torch.compile(wrapped) if settings.compile else wrapped
     return runnable, wrapped, model
@@ -186,7 +188,7 @@ def group_run(strategy: str) -> Callable[[RankContext], dict[str, Any]]:
             return result
         steps = int(options.get("warmup_steps", 0)) + int(options.get("steps", 1))
         wait_s = ctx.options.timeout_s * (steps + 2)  # rank 0's build, its steps, its checksum
-        ctx.step("train", "waiting for rank 0's 1-GPU run", timeout_s=wait_s)
+        ctx.step("train", said("op.train.waiting"), timeout_s=wait_s)
         ctx.store.wait([SINGLE_DONE_KEY], timedelta(seconds=wait_s))
         return {"waited_for": 0, "strategy": "single", "world_size": 1}
     return run
@@ -198,7 +200,8 @@ def run_train(ctx: RankContext, options: dict[str, Any] | None = None) -> dict[s
     try:
         return _train(ctx, settings)
     except TrainUnsupported as error:  # raised while building, on every rank alike, before any collective
-        return {"skipped": str(error), "strategy": settings.strategy, "device_type": ctx.device.type,
+        text = said_json(error)  # by catalogue id, where the reason has one
+        return {"skipped": str(error), **({"skipped_text": text} if isinstance(text, dict) else {}), "strategy": settings.strategy, "device_type": ctx.device.type,
                 "world_size": 1 if settings.strategy == "single" else ctx.world_size}
 
 
@@ -231,7 +234,7 @@ def _train(ctx: RankContext, settings: TrainSettings) -> dict[str, Any]:
                   + (", between torch.cuda.synchronize calls" if ctx.is_cuda else ""),
     }
 
-    ctx.step("train", f"{strategy}: build the model")
+    ctx.step("train", said("op.train.build", strategy=strategy))
     runnable, wrapped, model = _build(ctx, settings, shape)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE,
                                   **({"fused": True} if ctx.is_cuda else {"foreach": True}))
@@ -264,7 +267,8 @@ def _train(ctx: RankContext, settings: TrainSettings) -> dict[str, Any]:
     last_loss = None
     synchronize()
     for index in range(total):
-        ctx.step("train", f"{strategy} step {index}" + (" (warm-up)" if index < settings.warmup_steps else ""))
+        ctx.step("train", said("op.train.step.warm_up" if index < settings.warmup_steps else "op.train.step",
+                                strategy=strategy, step=index))
         if index == settings.warmup_steps:
             result["window_start"] = time.time()
         started = time.perf_counter()
@@ -296,10 +300,10 @@ def _train(ctx: RankContext, settings: TrainSettings) -> dict[str, Any]:
         result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(ctx.device)
     else:
         result["peak_rss_bytes"] = _rss_bytes()
-    ctx.step("train", f"{strategy}: parameter checksum")
+    ctx.step("train", said("op.train.checksum", strategy=strategy))
     result["param_checksum"] = _param_checksum(ctx, model, strategy)
     if ctx.is_cuda and strategy == "single":  # the GPU's own bf16 matmul rate, for MFU against what it can do
         from gpuready.workloads.gpu_bench import matmul_tflops
-        ctx.step("train", "bf16 matmul rate (8192³ torch.mm)")
+        ctx.step("train", said("op.train.matmul_rate"))
         result["matmul_bf16"] = matmul_tflops(torch, ctx.device, "bf16")
     return result

@@ -15,6 +15,7 @@ import warnings
 from datetime import timedelta
 from typing import Any, Callable
 
+from gpuready.i18n import said
 from gpuready.workloads.context import RankContext, RankOptions, runtime_versions
 from gpuready.runner.progress import RESULT_KEY, Heartbeat, ProgressReporter
 from gpuready.runner.signals import die_with_parent, handle_stop_signals_in_thread
@@ -102,7 +103,7 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
     def stopped(signum: int) -> None:
         if "progress" in reached:
             try:
-                reached["progress"].post("terminated", f"signal {signum}")
+                reached["progress"].post("terminated", said("op.signal", signal=signum))
             except Exception:
                 pass
         if on_signal is not None and "store" in reached:
@@ -157,12 +158,12 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
     if on_ready:
         on_ready(store)
     if not independent:
-        ctx.step("startup", "first collective (communicator set-up)", timeout_s=spec["startup_timeout_s"])
+        ctx.step("startup", said("op.first_collective"), timeout_s=spec["startup_timeout_s"])
         dist.barrier()
         set_operation_timeout(dist, timedelta(seconds=options.timeout_s + 30))
     group_timeouts_s = {"startup": spec["startup_timeout_s"],
                         "operations": None if independent else operation_timeout_s(dist, device)}
-    ctx.step("ready", "every rank is up" if not independent else "started")
+    ctx.step("ready", said("op.all_up" if not independent else "op.started"))
 
     result: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "local_rank": local_rank,
                               "node_rank": ctx.node_rank, "gpu": {"bus_id": bus_id, "uuid": uuid, "name": name},
@@ -198,9 +199,9 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
     if not independent:
         # The end is watched like any operation: a rank stuck in the final barrier or in destroy_process_group
         # is named, not waited for.
-        ctx.step("finishing", "results stored")
+        ctx.step("finishing", said("op.results_stored"))
         # A second post: the ranks that arrived at the barrier are one operation ahead of one that never did.
-        progress.post("finishing", "final barrier (waiting for every rank)", options.timeout_s)
+        progress.post("finishing", said("op.final_barrier"), options.timeout_s)
         try:
             dist.barrier()
             if on_done:
@@ -211,7 +212,7 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
         except Exception as error:  # a peer left after its results were stored: say so in this rank's log
             print(f"gpuready: the final barrier failed ({type(error).__name__}: {error})", flush=True)
     try:
-        progress.post("done", "finished")
+        progress.post("done", said("op.finished"))
     except Exception:  # the store's host (rank 0's node) may have left first
         pass
     heartbeat.stop()

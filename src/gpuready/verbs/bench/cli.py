@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpuready import option_groups as groups
 from gpuready import option_kinds as kind
+from gpuready.i18n import choose_language, in_language, said, said_of
 from gpuready.model import ExitCode
 from gpuready.report.safe_text import tell
 from gpuready.runner.signals import stop_signals_raise
@@ -21,7 +22,6 @@ STRATEGIES = ("ddp", "fsdp2", "fsdp2-noreshard")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpuready.i18n import said
     groups.add_model(parser, default_note=said("cli.bench.preset_note"))
     train = parser.add_argument_group(said("cli.group.training_run"))
     groups.add(train, "seq", said("cli.bench.seq"))
@@ -54,15 +54,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    lang = choose_language(args.lang)
     check_out(args)
     check_log_dir(args)
     if args.nnodes and not args.rdzv_endpoint:
-        raise UsageError("--nnodes needs --rdzv-endpoint HOST:PORT (the same on every node)")
+        raise UsageError(said("error.nnodes_needs_endpoint"))
     strategies = groups.comma_list(args.strategies)
     unknown = [item for item in strategies if item not in STRATEGIES]
     if unknown:
-        raise UsageError(f"--strategies: unknown {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}")
-    device = usable_device("bench", args.device)
+        raise UsageError(said("error.strategies.unknown", unknown=", ".join(unknown), known=", ".join(STRATEGIES)))
+    device = usable_device("bench", args.device, lang)
     if device is None:
         return ExitCode.TOOL_ERROR
     from gpuready.runner.local import SpawnError
@@ -70,7 +71,7 @@ def _bench(args: argparse.Namespace) -> int:
     from gpuready.verbs.plan.run import PlanError
     shape = {key: getattr(args, key) for key in ("family", *kind.SHAPE) if getattr(args, key) is not None}
     if len(shape) > 1 and not all(key in shape for key in ("layers", "hidden", "heads", "vocab")):
-        raise UsageError("an explicit model needs --layers, --hidden, --heads and --vocab")
+        raise UsageError(said("error.shape.incomplete"))
     options = BenchOptions(preset=args.preset or ("tiny" if device == "cpu" else "gpt2-small"),
                            model_config=args.model_config, shape=shape if len(shape) > 1 else {}, seq=args.seq,
                            micro_batch=args.micro_batch, global_batch=args.global_batch, precision=args.precision,
@@ -79,13 +80,13 @@ def _bench(args: argparse.Namespace) -> int:
                            timeout_s=args.timeout, log_dir=args.log_dir, oversubscribe=args.oversubscribe,
                            validate_report=args.validate_report, data=args.data, data_path=args.data_path,
                            startup_timeout_s=args.startup_timeout, exclusive=args.exclusive,
-                           progress=not args.json)
+                           progress=not args.json, lang=lang)
     from gpuready.runner.torchrun import under_torchrun
     from gpuready.verbs.bench import torchrun as bench_torchrun
     try:
         readable = args.data_path is None or (args.data_path.is_dir() and os.access(args.data_path, os.R_OK | os.X_OK))
         if not readable:
-            raise UsageError(f"--data-path {args.data_path}: not a readable folder")
+            raise UsageError(said("error.data_path", path=str(args.data_path)))
         if args.validate_report is not None:  # read before the runs: a bad file must not cost them
             from gpuready.verbs.plan.run import measured_figures
             measured_figures(args.validate_report, "--validate-report")
@@ -99,8 +100,8 @@ def _bench(args: argparse.Namespace) -> int:
             return bench_torchrun.run_torchrun_rank(options, lambda report: emit(report, args))
         report = run_bench(options)
     except (BenchError, PlanError, ValueError) as error:
-        raise UsageError(str(error)) from None
+        raise UsageError(said_of(error)) from None
     except SpawnError as error:
-        tell(error)
+        tell(in_language(error, lang))
         return ExitCode.TOOL_ERROR
     return emit(report, args)

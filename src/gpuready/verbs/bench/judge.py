@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuready.checks.kernel_judge import nvml_xid_findings
-from gpuready.i18n import Said, finding_text, said
+from gpuready.i18n import Said, finding_text, said, said_from
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Measurement, Status, Subject
 
@@ -115,7 +115,7 @@ class RunFigures:
     rss_bytes: int | None = None
     mfu: float | None = None
     telemetry: dict[str, Any] | None = None
-    skipped: str | None = None
+    skipped: str | Said | None = None
     """Why this run could not be made here (FSDP2 missing from this torch, …): a skip, not a failure."""
     device_type: str = "cuda"
     """What the ranks ran on (the workload's `device_type`): `cpu` runs are labelled in CPU ranks."""
@@ -254,7 +254,8 @@ class BenchJudge:
                              telemetry=run.get("telemetry", self.telemetry.get((run.get("strategy"), world_size))))
         figures.device_type = next((str(r["device_type"]) for r in results.values()
                                     if isinstance(r, dict) and r.get("device_type")), "cuda")
-        skipped = next((str(r["skipped"]) for r in results.values() if r and r.get("skipped")), None)
+        skipped = next((said_from(r.get("skipped_text")) or str(r["skipped"]) for r in results.values()
+                        if r and r.get("skipped")), None)
         if skipped is not None:  # every rank skips alike, before any collective
             figures.skipped = skipped
             figures.too_big = any(isinstance(r, dict) and r.get("states_bytes") for r in results.values())
@@ -263,7 +264,7 @@ class BenchJudge:
         for rank in sorted(results, key=_rank_key):
             result = results[rank] or {}
             if "error" in result:
-                figures.errors.append((_rank_key(rank), str(result["error"])))
+                figures.errors.append((_rank_key(rank), said_from(result.get("error_text")) or str(result["error"])))
             elif result.get("partial"):  # published before the rank stopped: its figures are not the run's
                 figures.errors.append((_rank_key(rank), said("bench.rank.partial", timed=len(
                     result.get("step_times_s") or []), steps=result.get("steps", "?"))))
@@ -274,7 +275,8 @@ class BenchJudge:
         # the watchdog's failures, first to fail first: the rank that ended is named before those it took along
         reported = {_rank_key(rank) for rank in results}
         watched: list[tuple[int, str | Said]] = [
-            (int(f["rank"]), str(detail) if (detail := f.get("detail") or f.get("kind")) else said("bench.rank.failed"))
+            (int(f["rank"]), said_from(f.get("detail_text")) or (str(detail) if (detail := f.get("detail") or f.get("kind"))
+                                                                  else said("bench.rank.failed")))
             for f in run.get("failures") or [] if int(f["rank"]) not in reported]
         figures.errors[:0] = watched
         missing = sorted(set(range(world_size)) - reported - {rank for rank, _ in watched})

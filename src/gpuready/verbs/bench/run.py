@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready import __version__
+from gpuready.i18n import said_json, sentence, text_of
 from gpuready.model import Report
 from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
 from gpuready.telemetry import start_telemetry
@@ -59,6 +60,8 @@ class BenchOptions:
     """Also measure reading this folder against what training needs (pre-tokenised uint16 tokens)."""
     progress: bool = False
     """Show the runs' progress on stderr (report/progress_line.py): a live line on a terminal, else a line a phase."""
+    lang: str | None = None
+    """The progress line's language (`--lang`); None: from the environment."""
 
 
 def bench_shape(options: BenchOptions) -> ModelShape:
@@ -70,9 +73,9 @@ def bench_shape(options: BenchOptions) -> ModelShape:
         elif options.preset in PRESETS:
             shape = PRESETS[options.preset]
         else:
-            raise BenchError(f"--preset {options.preset!r}: choose from {', '.join(PRESETS)}")
+            raise BenchError(sentence("error.preset.unknown", preset=repr(options.preset), presets=", ".join(PRESETS)))
     except (ShapeError, TypeError) as error:
-        raise BenchError(str(error)) from None
+        raise BenchError(text_of(error)) from None
     return with_sequence(shape, options.seq or default_seq(shape))
 
 
@@ -103,7 +106,7 @@ def run_bench(options: BenchOptions) -> Report:
         available = torch.cuda.device_count()
         ranks = options.ranks or available
         if ranks > available:
-            raise BenchError(f"--ranks {ranks} is more than the {available} visible GPU(s)")
+            raise BenchError(sentence("error.ranks.visible", ranks=ranks, count=available))
     else:
         ranks = options.ranks or 2
         check_cpu_ranks(ranks, options.oversubscribe)
@@ -139,7 +142,7 @@ def run_bench(options: BenchOptions) -> Report:
                                 startup_timeout_s=options.startup_timeout_s,
                                 deadline_s=run_deadline_s(options, runs=1),
                                 on_progress=progress and functools.partial(progress, run=len(runs)))
-            results = {rank: (result.get("workloads") or {}).get("train") or {"error": "the rank stored no result"}
+            results = {rank: (result.get("workloads") or {}).get("train") or no_result()
                        for rank, result in outcome.results.items()}
             runs.append(run_entry(strategy, world_size, results, outcome.failures, sampler))
             if outcome.interrupted:
@@ -161,15 +164,14 @@ def run_bench(options: BenchOptions) -> Report:
 
 def bench_progress(options: BenchOptions, shape: ModelShape, device: str, plan: list[tuple[str, int]]):
     """The live display of the runs in `plan` (strategy, ranks): stage, step k/n, tokens/s, time left."""
-    from gpuready.report.progress_line import BenchProgress, ProgressLine
+    from gpuready.report.progress_line import BenchProgress, ProgressLine, bench_plan
 
     def tokens_per_step(strategy: str, world_size: int) -> int:
         settings = train_settings(options, shape, strategy, world_size)
         return settings["micro_batch"] * settings["seq"] * settings["accumulation"] * world_size
-    runs = ", ".join(f"{strategy}×{world_size}" for strategy, world_size in plan)
-    return ProgressLine("bench", f"{shape.name} on {plan[-1][1]} {device} rank(s), runs {runs}; "
-                                 f"{options.warmup_steps} warm-up + {options.steps} measured steps each",
-                        BenchProgress(plan, options.warmup_steps + options.steps, tokens_per_step))
+    return ProgressLine("bench", bench_plan(shape.name, plan[-1][1], device, plan, options.warmup_steps,
+                                            options.steps),
+                        BenchProgress(plan, options.warmup_steps + options.steps, tokens_per_step), lang=options.lang)
 
 
 ZERO_STAGE = {"single": 0, "ddp": 0, "fsdp2-noreshard": 2, "fsdp2": 3}
@@ -189,12 +191,17 @@ def states_do_not_fit(options: BenchOptions, shape: ModelShape, strategy: str, w
     states = memory_per_gpu(setup, Strategy(name=strategy, dp=world_size, zero=ZERO_STAGE[strategy])).model_states
     if states <= capacity_bytes:
         return None
-    gib = lambda value: f"{value / 2**30:,.0f} GiB"
-    return {"skipped": f"its model states alone (weights, gradients and AdamW state of {shape.parameters():,} "
-                       f"parameters in {options.precision}) need {gib(states)} per "
-                       f"{'GPU' if device == 'cuda' else 'rank'}, more than the {gib(capacity_bytes)} there",
-            "strategy": strategy, "world_size": world_size, "states_bytes": states, "capacity_bytes": capacity_bytes,
+    why = sentence("workloads.bench.states_too_big." + ("gpu" if device == "cuda" else "rank"),
+                   parameters=shape.parameters(), precision=options.precision, need_gib=states / 2**30,
+                   have_gib=capacity_bytes / 2**30)
+    return {"skipped": str(why), "skipped_text": said_json(why), "strategy": strategy, "world_size": world_size, "states_bytes": states, "capacity_bytes": capacity_bytes,
             "device_type": device}
+
+
+def no_result() -> dict[str, Any]:
+    """A rank's train result where it stored none."""
+    error = sentence("workloads.bench.no_result")
+    return {"error": str(error), "error_text": said_json(error)}
 
 
 def memory_capacity_bytes(device: str, machine: Any, ranks: int) -> int | None:
@@ -218,8 +225,10 @@ def run_entry(strategy: str, world_size: int, results: dict[int, dict[str, Any]]
 
 
 def failure_entry(failure: Any) -> dict[str, Any]:
-    """A watchdog's RankFailure as a run's `failures` entry (judge.py reads rank, kind and detail)."""
-    return {"rank": failure.rank, "kind": failure.kind, "detail": failure.detail}
+    """A watchdog's RankFailure as a run's `failures` entry (judge.py reads rank, kind and detail, and the detail by
+    catalogue id where the watchdog said it so)."""
+    return {"rank": failure.rank, "kind": failure.kind, "detail": failure.detail,
+            **({"detail_text": said_json(failure.said)} if getattr(failure, "said", None) is not None else {})}
 
 
 def run_deadline_s(options: BenchOptions, runs: int) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gpuready import option_groups as groups
+from gpuready.i18n import choose_language, said, said_of
 from gpuready.model import ExitCode
 from gpuready.options import MAX_RUN_S
 from gpuready.runner.signals import stop_signals_raise
@@ -16,7 +17,6 @@ SUMMARY = "full load on every GPU with silent-error detection and telemetry"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpuready.i18n import said
     parser.add_argument("--duration", default="30m", help=said("cli.burn.duration"))
     groups.add(parser, "gpus", said("cli.burn.gpus"))
     parser.add_argument("--dtype", choices=("bf16", "fp16", "tf32", "fp32", "fp64"), help=said("cli.burn.dtype"))
@@ -41,16 +41,16 @@ def _burn(args: argparse.Namespace) -> int:
     try:
         duration_s = parse_duration(args.duration)
     except ValueError as error:
-        raise UsageError(f"--duration: {error}") from None
+        raise UsageError(said("error.duration", error=said_of(error))) from None
     if not 0 < duration_s <= MAX_RUN_S:
-        raise UsageError(f"--duration {args.duration[:40]!r} is not above 0 s and at most {MAX_RUN_S / 3600:.0f}h")
+        raise UsageError(said("error.duration.range", text=repr(args.duration[:40]), hours=round(MAX_RUN_S / 3600)))
     check_out(args)
     check_log_dir(args)
-    if usable_device("burn", args.device) is None:
+    if usable_device("burn", args.device, choose_language(args.lang)) is None:
         return ExitCode.TOOL_ERROR
     options = BurnOptions(duration_s=duration_s, dtype=args.dtype, device=args.device, ranks=args.ranks,
                           gpus=list(groups.comma_list(args.gpus, keep_empty=True)), self_test=args.self_test,
                           interval_s=args.interval, timeout_s=args.timeout, log_dir=args.log_dir,
                           progress=not args.json, oversubscribe=args.oversubscribe,
-                          exclusive=args.exclusive)
+                          exclusive=args.exclusive, lang=choose_language(args.lang))
     return run_locally(lambda: run_burn(options), args)

@@ -165,23 +165,24 @@ class BurnJudge:
             telemetry_lost = self.telemetry is not None and gpu.nvml_index in self.telemetry.lost_at
             failure = lost_ranks.get(gpu.rank)
             if failure or telemetry_lost:
-                how = failure.detail if failure else said("burn.gpu_lost.nvml")
+                how = failure.text if failure else said("burn.gpu_lost.nvml")
                 self.add("burn.gpu_lost", Status.FAIL, gpu,
                          said("burn.gpu_lost", gpu=gpu.identity.get("bus_id") or gpu.rank, how=how),
                          observed=failure.detail if failure else how.english(), expected="answers until the end")
         for failure in self.failures:
             if failure.kind == "workload":
                 gpu = next((gpu for gpu in self.gpus if gpu.rank == failure.rank), None)
-                error = ((gpu.result or {}).get("error") if gpu else None) or failure.detail
-                self._failed(gpu, str(error))
+                error = (gpu.result or {}).get("error") if gpu else None
+                self._failed(gpu, str(error or failure.detail), None if error else failure.said)
 
-    def _failed(self, gpu: BurnGpu | None, error: str) -> None:
+    def _failed(self, gpu: BurnGpu | None, error: str, text: Said | None = None) -> None:
         """burn.failed: the worker raised (not a wrong result: those are burn.errors), with its cause."""
         from gpuready.verbs.sharing import users_of
         from gpuready.verbs.sharing import holders
         cause = classify_failure(error)
         msg_id = f"burn.failed.{cause}"
-        values: dict[str, Any] = {"error": error.splitlines()[0][:300] if error else said("burn.failed.no_detail")}
+        values: dict[str, Any] = {"error": text or (error.splitlines()[0][:300] if error
+                                                    else said("burn.failed.no_detail"))}
         observed: dict[str, Any] = {"cause": cause, "error": error}
         if cause == "out_of_memory":
             entry = users_of(self.subject(gpu).gpu, self.users or {}) if gpu else None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready import __version__
+from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, in_language, message, sentence
 from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
 from gpuready.model import Report
 from gpuready.report.safe_text import printable
@@ -51,6 +52,8 @@ class BurnOptions:
     on a terminal, else a line a phase."""
     exclusive: bool = False
     """Another compute process on a selected GPU is a fail before anything starts."""
+    lang: str | None = None
+    """The progress line's language (`--lang`); None: from the environment."""
 
 
 def parse_duration(text: str) -> float:
@@ -60,25 +63,30 @@ def parse_duration(text: str) -> float:
         return float(text)
     parts = re.findall(r"(\d+(?:\.\d+)?)\s*([hms])", text)
     if not parts or "".join(f"{n}{u}" for n, u in parts) != text.replace(" ", ""):
-        raise ValueError(f"{text!r} is not a duration like 30m, 90s or 1h")
+        raise ValueError(sentence("error.duration.format", text=repr(text)))
     return sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
 
 
-def _live_table(identity: list[dict[str, Any]], selected: list[int], sampler: Sampler, posts: dict):
-    """Each burnt GPU's latest telemetry, above the progress line on a terminal."""
+LIVE_COLUMNS = ("gpu", "status", "power", "temperature", "sm_clock", "reasons")
+"""The live telemetry table's columns (`burn.live.column.<name>` in the catalogue)."""
+
+
+def _live_table(identity: list[dict[str, Any]], selected: list[int], sampler: Sampler, posts: dict,
+                lang: str = DEFAULT_LANGUAGE):
+    """Each burnt GPU's latest telemetry, above the progress line on a terminal, its words in `lang`."""
     from rich.table import Table
     from gpuready.facts.clock_reasons import reasons_from_mask
 
     table = Table(expand=False)
-    for column in ("GPU", "status", "power", "temp", "SM clock", "reasons"):
-        table.add_column(column, no_wrap=True)
+    for column in LIVE_COLUMNS:
+        table.add_column(message(f"burn.live.column.{column}", lang), no_wrap=True)
     for rank, index in enumerate(selected):
         post = posts.get(rank)
         series = sampler.telemetry.samples.get(index)
         sample = series[-1][1] if series else {}
         reasons = ", ".join(sorted(reasons_from_mask(int(sample.get("clock_event_reasons") or 0)) - {"gpu_idle"}))
         table.add_row(printable(f"{index} {identity[index].get('name', '') if index < len(identity) else ''}"),
-                      printable(post.operation) if post else "starting",
+                      printable(in_language(post.operation, lang)) if post else message("burn.live.starting", lang),
                       f"{sample['power_w']:.0f} W" if sample.get("power_w") is not None else "-",
                       f"{sample['temperature_c']} °C" if sample.get("temperature_c") is not None else "-",
                       f"{sample['sm_clock_mhz']} MHz" if sample.get("sm_clock_mhz") is not None else "-",
@@ -116,13 +124,11 @@ def run_burn(options: BurnOptions) -> Report:
                 selected = list(range(len(session.handles)))
             elif not selected:
                 session.close()
-                raise ValueError(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r} names no GPU "
-                                 "NVML knows here: nothing to burn")
+                raise ValueError(sentence("error.visible.none", value=repr(os.environ.get("CUDA_VISIBLE_DEVICES"))))
         if options.ranks is not None:
             if options.ranks > len(selected):
                 session.close()
-                raise ValueError(f"--ranks {options.ranks} is more than the {len(selected)} selected GPU(s): "
-                                 "one worker per GPU")
+                raise ValueError(sentence("error.ranks.selected", ranks=options.ranks, count=len(selected)))
             selected = selected[:options.ranks]
         ranks = len(selected)
     else:
@@ -146,12 +152,13 @@ def run_burn(options: BurnOptions) -> Report:
     sampler = Sampler(session, selected, options.interval_s) if session else None
     progress = None
     if options.progress:
-        from gpuready.report.progress_line import ProgressLine, burn_progress
+        from gpuready.report.progress_line import ProgressLine, burn_plan, burn_progress
+        lang = choose_language(options.lang)
         samples = (lambda: sum(len(series) for series in list(sampler.telemetry.samples.values()))) if sampler else None
         progress = ProgressLine(
-            "burn", f"{ranks} worker(s) on {device}, {dtype} GEMMs for {options.duration_s:,.0f} s after a memory "
-                    "pattern", burn_progress(options.duration_s, BURN_STARTUP_S, samples),
-            extra=(lambda posts: _live_table(identity, selected, sampler, posts)) if sampler else None)
+            "burn", burn_plan(ranks, device, dtype, options.duration_s),
+            burn_progress(options.duration_s, BURN_STARTUP_S, samples), lang=lang,
+            extra=(lambda posts: _live_table(identity, selected, sampler, posts, lang)) if sampler else None)
 
     try:
         if watch:

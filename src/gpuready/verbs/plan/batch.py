@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpuready.i18n import said, said_json, sentence
 from gpuready.knowledge import load_table
 
 
@@ -50,7 +51,8 @@ def scale_batch(*, known_batch: int, known_lr: float, known_gpus: int, new_gpus:
     else:
         new_global = known_batch * new_gpus / known_gpus
         if new_global != int(new_global):
-            notes.append(f"{known_batch} x {new_gpus} / {known_gpus} is not a whole batch: rounded down.")
+            notes.append(sentence("plan.batch.rounded_down", known_batch=known_batch, new_gpus=new_gpus,
+                                  known_gpus=known_gpus))
         new_global = int(new_global)
     factor = new_global / known_batch
     lr_factor = factor if rule == "linear" else math.sqrt(factor)
@@ -68,35 +70,29 @@ def scale_batch(*, known_batch: int, known_lr: float, known_gpus: int, new_gpus:
         steps = int(steps) if steps == int(steps) and steps >= 1 else None
     divides = steps is not None
     if not divides:
-        per_gpu = f"micro-batch {micro_batch}" if micro_batch else "a whole per-GPU batch"
+        per_gpu = said("plan.batch.micro", micro_batch=micro_batch) if micro_batch else said("plan.batch.whole")
         nearest = None
         if micro_batch:
             up = max(1, math.ceil(new_global / (micro_batch * new_gpus)))
             nearest = micro_batch * new_gpus * up
-        notes.append(f"The global batch {new_global} does not divide into {new_gpus} GPU(s) x {per_gpu} x whole "
-                     "accumulation steps" + (f": the nearest above is {nearest} (accumulation {up})" if nearest else "")
-                     + "; change the micro-batch or the GPU count, or accept a different global batch (and rescale "
-                       "the learning rate).")
+        notes.append(sentence("plan.batch.indivisible", batch=new_global, gpus=new_gpus, per_gpu=per_gpu,
+                              nearest=said("plan.batch.nearest", nearest=nearest, accumulation=up) if nearest else ""))
 
     if factor > 1:
         if rule == "linear":
-            warmup = (f"Warm up linearly from {known_lr:g} to {new_lr:g} over about {rules['goyal_warmup_epochs']} "
-                      "epochs (Goyal et al.), then follow the original schedule.")
+            warmup = sentence("plan.batch.warmup.linear", known_lr=known_lr, new_lr=new_lr,
+                              epochs=rules["goyal_warmup_epochs"])
         else:
-            warmup = (f"Warm up to {new_lr:g}; scale the warm-up length by the batch factor ({factor:g}x its old "
-                      "length, LEGW). Malladi et al. also scale 1-beta1 and 1-beta2 by the batch factor and epsilon by "
-                      "1/sqrt of it (recalled from the paper, not verified).")
+            warmup = sentence("plan.batch.warmup.sqrt", new_lr=new_lr, factor=factor)
     elif factor < 1:
-        warmup = "A smaller batch: keep the original warm-up (the rule gives a lower peak learning rate)."
+        warmup = sentence("plan.batch.warmup.smaller")
     else:
-        warmup = "The global batch is unchanged: keep the learning rate and the warm-up."
+        warmup = sentence("plan.batch.warmup.unchanged")
 
     extrapolation = max(factor, 1 / factor) if factor > 0 else math.inf
     verify = extrapolation > rules["verify_above_factor"]
-    verify_message = (f"The batch changes {extrapolation:g}x, beyond ~{rules['verify_above_factor']}x where these rules "
-                      "are trusted: verify with a short run (loss curve against the known run) before the full one; "
-                      "past the critical batch size a larger batch no longer buys fewer steps."
-                      if verify else None)
+    verify_message = sentence("plan.batch.verify", factor=extrapolation, trusted=rules["verify_above_factor"]) \
+        if verify else None
     return {
         "known": {"global_batch": known_batch, "lr": known_lr, "gpus": known_gpus},
         "optimizer": optimizer,
@@ -113,5 +109,7 @@ def scale_batch(*, known_batch: int, known_lr: float, known_gpus: int, new_gpus:
         "verify": verify,
         "verify_message": verify_message,
         "notes": notes,
+        "texts": {"warmup": said_json(warmup), "verify_message": said_json(verify_message),
+                  "notes": [said_json(note) for note in notes]},
         "refs": [source, rules["verify_source"]],
     }

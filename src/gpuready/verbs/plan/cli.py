@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpuready import option_groups as groups
 from gpuready import option_kinds as kind
+from gpuready.i18n import said, said_of
 from gpuready.options import MAX_GPUS
 from gpuready.usage import UsageError
 from gpuready.verbs.output import check_out, emit
@@ -15,7 +16,6 @@ SUMMARY = "does the model fit, with which strategy, how fast; batch/LR, power, c
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpuready.i18n import said
     groups.add_model(parser)
     run_group = parser.add_argument_group(said("cli.group.training_run"))
     groups.add(run_group, "seq", said("cli.plan.seq"), default=1024)
@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
              if value is not None}
     gpus = args.nproc_per_node * args.nnodes if args.nproc_per_node else getattr(args, "gpus_total", None)
     if gpus is not None and gpus > MAX_GPUS:
-        raise UsageError(f"--nnodes {args.nnodes} x --nproc-per-node {args.nproc_per_node} is {gpus:,} GPUs, more "
-                         f"than {MAX_GPUS:,}")
+        raise UsageError(said("error.plan.too_many_gpus", nnodes=args.nnodes, per_node=args.nproc_per_node, gpus=gpus,
+                              most=MAX_GPUS))
     options = PlanOptions(preset=args.preset, hf_config=args.model_config, family=args.family, layers=args.layers,
                           hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads, ffn_hidden=args.ffn_hidden,
                           vocab=args.vocab, seq=args.seq, micro_batch=args.micro_batch,
@@ -85,5 +85,5 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = run_plan(options)
     except PlanError as error:
-        raise UsageError(str(error)) from None
+        raise UsageError(said_of(error)) from None
     return emit(report, args)

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpuready.i18n import Said, json_values, said, sentence, text_of
 from gpuready.knowledge import load_table
 from gpuready.verbs.plan.machine import Machine
 from gpuready.verbs.plan.power import power_plan
@@ -43,11 +44,18 @@ class PricesError(ValueError):
     """An unreadable prices file, an unknown price name or a value that is not a non-negative number."""
 
 
+def _origin_text(origin: str) -> Said:
+    """Where a price came from, in words: `file PATH` or `option`."""
+    return said("error.prices.file", path=origin[len("file "):]) if origin.startswith("file ") \
+        else said("error.prices.option")
+
+
 def _price(value: Any, origin: str, where: str, template: dict[str, Any] | None = None) -> dict[str, Any]:
     key = where.rpartition(": ")[2]
     maximum = PRICE_MAX.get(key, 10_000_000.0)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= maximum:
-        raise PricesError(f"{where}: {str(value)[:40]!r} is not a number from 0 to {maximum:,.0f}")
+        raise PricesError(sentence("error.prices.value", origin=_origin_text(where.rpartition(": ")[0]), key=key,
+                                   value=repr(str(value)[:40]), maximum=maximum))
     template = template or {}
     return {"value": float(value), "unit": template.get("unit", ""), "as_of": None, "source": origin,
             "origin": origin}
@@ -72,11 +80,12 @@ def load_prices(override_path: Path | None = None, **overrides: float) -> dict[s
             if key == "gpu" and isinstance(value, dict):
                 for model, rows in value.items():
                     if not isinstance(rows, dict):
-                        raise PricesError(f"{origin}: gpu.{model!r} must be a table of {', '.join(GPU_KEYS)}")
+                        raise PricesError(sentence("error.prices.not_table", origin=_origin_text(origin),
+                                                   model=repr(model), keys=", ".join(GPU_KEYS)))
                     for gpu_key, gpu_value in rows.items():
                         if gpu_key not in GPU_KEYS:
-                            raise PricesError(f"{origin}: unknown price gpu.{model!r}.{gpu_key} "
-                                              f"(known: {', '.join(GPU_KEYS)})")
+                            raise PricesError(sentence("error.prices.unknown_gpu_key", origin=_origin_text(origin),
+                                                       model=repr(model), key=gpu_key, keys=", ".join(GPU_KEYS)))
                         old = prices["gpu"].get(model, {}).get(gpu_key)
                         prices["gpu"].setdefault(model, {})[gpu_key] = _price(gpu_value, origin,
                                                                               f"{origin}: {gpu_key}", old)
@@ -85,19 +94,19 @@ def load_prices(override_path: Path | None = None, **overrides: float) -> dict[s
             elif key in SITE_KEYS:
                 prices["site"][key] = _price(value, origin, f"{origin}: {key}", prices["site"].get(key))
             else:
-                raise PricesError(f"{origin}: unknown price {key!r} (known: {', '.join(GPU_KEYS + SITE_KEYS)}, "
-                                  "gpu.\"MODEL\".KEY)")
+                raise PricesError(sentence("error.prices.unknown_key", origin=_origin_text(origin), key=repr(key),
+                                           keys=", ".join(GPU_KEYS + SITE_KEYS)))
 
     if override_path is not None:
         from gpuready.options import InputFileError, read_input_text
         try:
             values = tomllib.loads(read_input_text(override_path, "--prices"))
         except InputFileError as error:
-            raise PricesError(str(error)) from None
+            raise PricesError(text_of(error)) from None
         except tomllib.TOMLDecodeError as error:
-            raise PricesError(f"--prices {override_path}: not valid TOML ({error})") from None
+            raise PricesError(sentence("error.prices.not_toml", path=str(override_path), error=str(error))) from None
         except RecursionError:
-            raise PricesError(f"--prices {override_path}: nested too deeply to be a prices file") from None
+            raise PricesError(sentence("error.prices.nested", path=str(override_path))) from None
         apply(values, f"file {override_path}")
     apply({key: value for key, value in overrides.items() if value is not None}, "option")
     return prices
@@ -146,8 +155,7 @@ def cost_plan(machine: Machine, *, horizon_months: int = 36, utilisation: float 
                               "refs": ["shared/reference/anchors-planning-diagnosis.md section 7 (buy-vs-rent model; "
                                        "prices with their sources in knowledge/prices.toml)"]}
     if missing:
-        result["message"] = (f"No price for {', '.join(missing)} of the {machine.gpu_name}: give them "
-                             "(--prices FILE or options) to compare buying with renting.")
+        result.update(_text(said("plan.cost.missing", missing=", ".join(missing), gpu=machine.gpu_name)))
         return result
 
     value = {key: row["value"] for key, row in used.items()}
@@ -179,12 +187,8 @@ def cost_plan(machine: Machine, *, horizon_months: int = 36, utilisation: float 
     lines = []
     for way in ("buy", "colocation"):
         be = breaks[way]
-        if be is None:
-            lines.append(f"{way}: energy alone costs more than renting; renting is cheaper at any utilisation")
-        elif be > 1:
-            lines.append(f"{way}: would need {be:.0%} utilisation to match renting; renting is cheaper")
-        else:
-            lines.append(f"{way}: cheaper than renting above {be:.0%} utilisation")
+        case = "never" if be is None else "above_all" if be > 1 else "above"
+        lines.append(said(f"plan.cost.break_even.{case}", way=said(f"plan.cost.way.{way}"), share=be))
     result.update({
         "full_load_kw": full_kw, "full_load_basis": power["basis"], "capex": capex,
         "monthly": {
@@ -199,11 +203,16 @@ def cost_plan(machine: Machine, *, horizon_months: int = 36, utilisation: float 
         "break_even_utilisation": breaks,
         "cheapest": cheapest,
         "holding_cost_share_per_month": holding_share,
-        "message": (f"At {utilisation:.0%} utilisation over {horizon_months} months: buy ${monthly['buy']:,.0f}, "
-                    f"colocation ${monthly['colocation']:,.0f}, rent ${monthly['rent']:,.0f} a month; cheapest: "
-                    f"{cheapest}. " + "; ".join(lines) + "."
-                    + (f" Holding cost (buy) ≈ {holding_share:.1%} of the GPUs' price a month."
-                       if holding_share is not None else "")
-                    + (f" Assumed prices (no source, override them): {', '.join(assumed)}." if assumed else "")),
     })
+    result.update(_text(said(
+        "plan.cost.summary", utilisation=utilisation, months=horizon_months, buy=monthly["buy"],
+        colocation=monthly["colocation"], rent=monthly["rent"], cheapest=said(f"plan.cost.way.{cheapest}"),
+        ways=lines, holding=said("plan.cost.holding", share=holding_share) if holding_share is not None else "",
+        assumed=said("plan.cost.assumed", names=", ".join(assumed)) if assumed else "")))
     return result
+
+
+def _text(text: Said) -> dict[str, Any]:
+    """The cost section's `message` (English) and its catalogue text (`message_id`, `message_values`), which plan's
+    console says in the reader's language."""
+    return {"message": text.english(), "message_id": text.msg_id, "message_values": json_values(text.values)}

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuready.i18n import sentence
 from gpuready.knowledge import gpu_spec, load_table
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8")
@@ -55,19 +56,19 @@ def machine_from_description(text: str, nodes: int = 1) -> Machine:
     """`8xH100-SXM`, `2x RTX 4090`, `8xH200 (2 nodes)`: the count is per node; MachineError for an unknown GPU."""
     match = _DESCRIPTION.match(text or "")
     if not match:
-        raise MachineError(f"--machine {text!r}: give COUNTxMODEL, e.g. 8xH100-SXM or 2xRTX4090")
+        raise MachineError(sentence("error.machine.format", text=repr(text)))
     from gpuready.options import MAX_GPUS_PER_NODE, MAX_NODES
     count_text, nodes_text = match.group("count") or "1", match.group("nodes") or str(nodes)
     count = int(count_text) if len(count_text) <= 12 else MAX_GPUS_PER_NODE + 1
     nodes = int(nodes_text) if len(nodes_text) <= 12 else MAX_NODES + 1
     if not (1 <= count <= MAX_GPUS_PER_NODE and 1 <= nodes <= MAX_NODES):
-        raise MachineError(f"--machine {text[:80]!r}: the GPU count must be from 1 to {MAX_GPUS_PER_NODE:,} per node "
-                           f"and the node count from 1 to {MAX_NODES:,}")
+        raise MachineError(sentence("error.machine.counts", text=repr(text[:80]), gpus=MAX_GPUS_PER_NODE,
+                                    nodes=MAX_NODES))
     row = _row_for(match.group("model"))
     if row is None:
         known = ", ".join(sorted({r["model"] for r in load_table("gpus")["gpu"]}))
-        raise MachineError(f"--machine {text!r}: no GPU of gpuready's table matches {match.group('model')!r} "
-                           f"(known: {known})")
+        raise MachineError(sentence("error.machine.unknown_gpu", text=repr(text), model=repr(match.group("model")),
+                                    known=known))
     return _from_row(row, row["model"], count, nodes, f"description {text.strip()}",
                      nvlink_domain=count if row.get("nvlink_via") == "nvswitch" else
                      (2 if row.get("nvlink_via") == "bridge" and count >= 2 else 1))
@@ -77,7 +78,7 @@ def machine_from_facts(facts: Any, nodes: int = 1, source: str = "live") -> Mach
     """From facts.types.Facts (live or a bundle); MachineError where the facts name no GPU."""
     gpus = list(getattr(facts, "gpus", None) or [])
     if not gpus:
-        raise MachineError("the facts name no GPU: give --machine COUNTxMODEL to plan for a machine described")
+        raise MachineError(sentence("error.machine.no_gpu"))
     first = gpus[0]
     spec = gpu_spec(first.name)
     row = spec.row if spec else {}

@@ -12,13 +12,15 @@ import re
 from typing import Any
 
 from gpuready.checks.power import node_full_load_w
+from gpuready.i18n import Said, Sentence, finding_text, said, said_json, sentence
 from gpuready.knowledge import gpu_spec, load_table, platform_spec, thresholds
 from gpuready.verbs.plan.machine import Machine
 
 
-def _entry(check_id: str, status: str, message: str, fix: str | None = None, refs: list[str] | None = None,
-           **figures: Any) -> dict[str, Any]:
-    return {"id": check_id, "status": status, "message": message, "fix": fix, "refs": refs or [], **figures}
+def _entry(check_id: str, status: str, text: Said, refs: list[str] | None = None, **figures: Any) -> dict[str, Any]:
+    """A power finding: its text by catalogue id (`message`, `fix` from `<id>.fix`, `message_id`, `message_values`),
+    so that plan's console and its findings say it in the reader's language."""
+    return {"id": check_id, "status": status, **finding_text(text), "refs": refs or [], **figures}
 
 
 def full_load(machine: Machine, *, cpu_w: float | None = None, platform_w: float | None = None) -> dict[str, Any]:
@@ -28,7 +30,8 @@ def full_load(machine: Machine, *, cpu_w: float | None = None, platform_w: float
     platform = platform_spec(machine.gpu_name, machine.gpus_per_node)
     gpu_w = float(machine.gpu_tdp_w or 0) * machine.gpus_per_node
     if platform is not None and cpu_w is None and platform_w is None:
-        return {"full_load_w": float(platform["max_power_w"]), "basis": f"published maximum of the {platform['name']}",
+        return {"full_load_w": float(platform["max_power_w"]),
+                "basis": sentence("plan.power.basis.platform", platform=platform["name"]),
                 "gpu_w": gpu_w, "cpu_w": None, "platform_w": None, "published_maximum": True,
                 "psu_headroom": scaling["published_max_psu_headroom"],
                 "refs": [platform["source"], scaling["source"]]}
@@ -38,21 +41,22 @@ def full_load(machine: Machine, *, cpu_w: float | None = None, platform_w: float
     cpu = float(cpu_w) if cpu_w is not None else sockets * budget["non_gpu_w_per_socket"]
     rest = total - gpu_w - cpu
     per_socket = budget["non_gpu_w_per_socket"]
-    cpu_note = "" if cpu_w is not None else f" ({sockets} socket(s) x {per_socket} W, assumed)"
-    rest_note = "" if platform_w is not None else " (base + per-GPU allowance for fans, switches, NICs; assumed)"
-    basis = (f"{machine.gpus_per_node} x {machine.gpu_tdp_w or 0:g} W GPUs + {cpu:g} W CPUs{cpu_note}"
-             f" + {rest:g} W platform{rest_note}")
+    cpu_note = "" if cpu_w is not None else said("plan.power.basis.cpu_assumed", sockets=sockets, per_socket=per_socket)
+    rest_note = "" if platform_w is not None else said("plan.power.basis.platform_assumed")
+    basis = sentence("plan.power.basis.estimate", gpus=machine.gpus_per_node, gpu_w=float(machine.gpu_tdp_w or 0),
+                     cpu_w=float(cpu), cpu_note=cpu_note, platform_w=float(rest), platform_note=rest_note)
     return {"full_load_w": total, "basis": basis, "gpu_w": gpu_w, "cpu_w": cpu, "platform_w": rest,
             "published_maximum": False, "psu_headroom": budget["psu_headroom"],
             "refs": [budget["source"], scaling["source"], power["source"]]}
 
 
 def circuit_watts(circuit: str) -> tuple[str, float]:
-    """(label, nominal watts) for `230V/16A`, `120v 20a`, `household`, `2200W` or `2.2kW`; ValueError otherwise."""
+    """(label, nominal watts) for `230V/16A`, `120v 20a`, `household`, `2200W` or `2.2kW`; ValueError otherwise.
+    The label of a household circuit is a `Sentence` (words, said in the reader's language)."""
     power = load_table("prices")["power"]
     text = circuit.strip()
     if text.lower() in ("household", "home", "domestic"):
-        return "household circuit", float(power["household_circuit_w"])
+        return _household(), float(power["household_circuit_w"])
     match = re.fullmatch(r"(?i)\s*(\d+(?:\.\d+)?)\s*v\s*[/x×*, ]?\s*(\d+(?:\.\d+)?)\s*a\s*", text)
     if match:
         volts, amps = float(match.group(1)), float(match.group(2))
@@ -60,7 +64,12 @@ def circuit_watts(circuit: str) -> tuple[str, float]:
     match = re.fullmatch(r"(?i)\s*(\d+(?:\.\d+)?)\s*(k?)w\s*", text)
     if match:
         return f"{text}", float(match.group(1)) * (1000 if match.group(2) else 1)
-    raise ValueError(f"circuit {circuit!r}: give VOLTSV/AMPSA (230V/16A, 120V/20A), WATTS (2200W) or 'household'")
+    raise ValueError(sentence("plan.power.circuit.unreadable", circuit=repr(circuit)))
+
+
+def _household() -> Sentence:
+    """A household circuit's label, in words."""
+    return sentence("plan.power.circuit.household")
 
 
 def power_plan(machine: Machine, *, cpu_w: float | None = None, platform_w: float | None = None,
@@ -72,7 +81,7 @@ def power_plan(machine: Machine, *, cpu_w: float | None = None, platform_w: floa
     fail), `message`, `fix` and `refs`. ValueError for a utilisation outside 0..1 or a circuit it cannot read.
     """
     if not 0 <= utilisation <= 1 or math.isnan(utilisation):
-        raise ValueError(f"utilisation must be between 0 and 1, not {utilisation!r}")
+        raise ValueError(sentence("plan.power.utilisation", utilisation=repr(utilisation)))
     budget, thermal, table = thresholds("power_budget"), thresholds("thermal"), load_table("prices")
     power, site, meta = table["power"], table["site"], table["meta"]
     load = full_load(machine, cpu_w=cpu_w, platform_w=platform_w)
@@ -81,25 +90,22 @@ def power_plan(machine: Machine, *, cpu_w: float | None = None, platform_w: floa
 
     # PSU
     needed = total * headroom
+    loaded = {"total_w": total, "basis": load["basis"]}
     if psu_w is None:
-        findings.append(_entry("plan.power_psu", "pass", f"Full load ≈ {total:,.0f} W ({load['basis']}): size the "
-                               f"PSU(s) at >= {needed:,.0f} W ({headroom:g}x full load, without redundancy).",
+        findings.append(_entry("plan.power_psu", "pass", said("plan.power.psu.size", needed_w=needed,
+                                                              headroom=headroom, **loaded),
                                refs=load["refs"], psu_needed_w=needed))
     else:
         status = "fail" if psu_w < total else "warn" if psu_w < needed else "pass"
-        verdict = {"fail": "cannot carry it", "warn": f"has less than the {headroom:g}x headroom",
-                   "pass": "covers it with headroom"}[status]
-        findings.append(_entry("plan.power_psu", status, f"Full load ≈ {total:,.0f} W ({load['basis']}); the "
-                               f"{psu_w:,.0f} W PSU {verdict} (>= {needed:,.0f} W advised).",
-                               None if status == "pass" else f"Use PSU(s) of at least {needed:,.0f} W combined (not "
-                               "counting redundant units), or lower GPU power limits (`nvidia-smi -pl`).",
+        findings.append(_entry("plan.power_psu", status, said(f"plan.power.psu.{status}", psu_w=psu_w, needed_w=needed,
+                                                              headroom=headroom, **loaded),
                                load["refs"], psu_needed_w=needed))
 
     # Circuit: 80 % continuous
     fraction = budget["circuit_continuous_fraction"]
     standard = [(name.replace("/", " / ").replace("V", " V").replace("A", " A"), v * a)
                 for name, (v, a) in power["circuits"].items()]
-    standard.append(("household circuit", float(power["household_circuit_w"])))
+    standard.append((_household(), float(power["household_circuit_w"])))
     circuits = [{"circuit": name, "nominal_w": watts, "continuous_w": watts * fraction,
                  "carries": total <= watts * fraction} for name, watts in sorted(standard, key=lambda c: c[1])]
     refs = [budget["source"], power["source"]]
@@ -108,64 +114,63 @@ def power_plan(machine: Machine, *, cpu_w: float | None = None, platform_w: floa
         allowed = watts * fraction
         ok = total <= allowed
         findings.append(_entry("plan.power_circuit", "pass" if ok else "fail",
-                               f"Full load ≈ {total:,.0f} W against {allowed:,.0f} W continuous on a {label} circuit "
-                               f"({watts:,.0f} W nominal, {fraction:.0%} rule).",
-                               None if ok else f"Needs {math.ceil(total / allowed)} such circuits (PSUs split across "
-                               "them) or a higher-rated feed (e.g. 230 V/32 A or three-phase); lower GPU power limits "
-                               "in the meantime.", refs, circuit_continuous_w=allowed))
+                               said("plan.power.circuit." + ("pass" if ok else "fail"), total_w=total,
+                                    continuous_w=allowed, label=label, nominal_w=watts, fraction=fraction,
+                                    circuits=math.ceil(total / allowed) if allowed else 0),
+                               refs, circuit_continuous_w=allowed))
     else:
         fits = [c for c in circuits if c["carries"]]
         if fits:
-            findings.append(_entry("plan.power_circuit", "pass", f"Full load ≈ {total:,.0f} W fits on one "
-                                   f"{fits[0]['circuit']} circuit ({fits[0]['continuous_w']:,.0f} W continuous) or "
-                                   "larger; give --circuit to judge yours.", refs=refs))
+            findings.append(_entry("plan.power_circuit", "pass",
+                                   said("plan.power.circuit.fits", total_w=total, circuit=fits[0]["circuit"],
+                                        continuous_w=fits[0]["continuous_w"]), refs=refs))
         else:
-            findings.append(_entry("plan.power_circuit", "warn", f"Full load ≈ {total:,.0f} W is beyond any single "
-                                   f"standard branch circuit (largest: {circuits[-1]['circuit']}, "
-                                   f"{circuits[-1]['continuous_w']:,.0f} W continuous).",
-                                   "Plan several circuits (one per PSU), a 230 V/32 A or three-phase feed, or a data "
-                                   "centre rack.", refs))
+            findings.append(_entry("plan.power_circuit", "warn",
+                                   said("plan.power.circuit.beyond", total_w=total, circuit=circuits[-1]["circuit"],
+                                        continuous_w=circuits[-1]["continuous_w"]), refs))
 
     # Cooling: card count, room temperature
     spec = gpu_spec(machine.gpu_name)
     consumer = spec is not None and spec.get("datacenter") is False
-    problems, fixes = [], []
+    problems: list[Said] = []
+    fixes: list[str] = []
     status = "pass"
     warn_at = power["air_cooled_consumer_cards_warn_at"]
+    advised = power["room_advised_max_c"]
     if consumer and machine.gpus_per_node >= warn_at:
         status = "warn"
-        problems.append(f"{machine.gpus_per_node} open-air {machine.gpu_name} cards in one case "
-                        f"({load['gpu_w']:,.0f} W of heat) are hard to air-cool (>= {warn_at} cards)")
-        fixes.append("use blower-style or water-cooled cards, leave a slot between cards or use risers, a server "
-                     "chassis with front-to-back airflow, or lower the power limit (`nvidia-smi -pl`)")
+        problems.append(said("plan.cooling.problem.cards", cards=machine.gpus_per_node, gpu=machine.gpu_name,
+                             heat_w=load["gpu_w"], warn_at=warn_at))
+        fixes.append("cards")
     if room_c is not None:
         if room_c > power["room_allowable_max_c"]:
             status = "fail"
-            problems.append(f"the room at {room_c:g} °C is above ASHRAE A1's allowable "
-                            f"{power['room_allowable_max_c']} °C")
-        elif room_c > power["room_advised_max_c"]:
+            problems.append(said("plan.cooling.problem.room_allowable", room_c=room_c,
+                                 allowable_c=power["room_allowable_max_c"]))
+        elif room_c > advised:
             status = "warn" if status != "fail" else status
-            problems.append(f"the room at {room_c:g} °C is above the advised {power['room_advised_max_c']} °C "
-                            f"(ASHRAE recommended inlet 18-{power['room_recommended_max_c']} °C)")
-        if room_c > power["room_advised_max_c"]:
-            fixes.append(f"cool the room to <= {power['room_advised_max_c']} °C")
-    heat_note = (f"GPUs slow down near {thermal['rule_of_thumb_c']} °C (their own slowdown threshold); "
-                 f"keep the inlet <= {power['room_advised_max_c']} °C. The room must remove ≈ {total:,.0f} W "
-                 f"(≈ {total * 3.412:,.0f} BTU/h) per node.")
-    if problems:
-        message = "Cooling: " + "; ".join(problems) + f": risk of thermal slowdown. {heat_note}"
+            problems.append(said("plan.cooling.problem.room_advised", room_c=room_c, advised_c=advised,
+                                 recommended_c=power["room_recommended_max_c"]))
+        if room_c > advised:
+            fixes.append("room")
+    heat = said("plan.cooling.heat", slowdown_c=thermal["rule_of_thumb_c"], advised_c=advised, total_w=total,
+                btu_per_h=total * 3.412)
+    if problems:  # each kind of problem has its remedy: the cards', the room's or both (`<id>.fix`)
+        text = said("plan.cooling.risk." + "_".join(fixes), problems=problems, heat=heat, advised_c=advised)
     else:
-        message = f"Cooling: no problem seen{'' if room_c is not None else ' (give --room-c to judge the room)'}. " \
-                  f"{heat_note}"
-    findings.append(_entry("plan.cooling", status, message, ("; ".join(fixes).capitalize() + ".") if fixes else None,
-                           [power["source"], thermal["source"]]))
+        text = said("plan.cooling.ok" if room_c is not None else "plan.cooling.ok.no_room", heat=heat)
+    findings.append(_entry("plan.cooling", status, text, [power["source"], thermal["source"]]))
 
     # Energy
     hours = meta["hours_per_month"]
     kwh = total * utilisation * hours / 1000
     price = site["electricity_usd_per_kwh"]
-    price_value, price_origin = ((float(price_per_kwh), "user") if price_per_kwh is not None
-                                 else (float(price["value"]), f"default ({price['source']}, as of {price['as_of']})"))
+    price_value, price_origin = ((float(price_per_kwh), sentence("plan.power.price.user"))
+                                 if price_per_kwh is not None
+                                 else (float(price["value"]), sentence(
+                                     "plan.power.price.default", as_of=str(price["as_of"]),
+                                     source=said("plan.power.price.assumption") if price["source"] == "assumption"
+                                     else str(price["source"]))))
     return {
         "machine": machine.gpu_name, "gpus_per_node": machine.gpus_per_node, "nodes": machine.nodes,
         "full_load_w": total, "basis": load["basis"], "published_maximum": load["published_maximum"],
@@ -175,6 +180,7 @@ def power_plan(machine: Machine, *, cpu_w: float | None = None, platform_w: floa
         "utilisation": utilisation,
         "kwh_per_month_per_node": kwh, "kwh_per_month": kwh * machine.nodes,
         "price_per_kwh": price_value, "price_per_kwh_origin": price_origin,
+        "price_per_kwh_origin_text": said_json(price_origin),
         "cost_per_month": kwh * machine.nodes * price_value,
         "findings": findings,
         "refs": load["refs"],

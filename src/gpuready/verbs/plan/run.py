@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready import __version__
-from gpuready.i18n import catalogue, finding_text, said
+from gpuready.i18n import catalogue, finding_text, said, said_json, sentence, text_of
 from gpuready.model import Finding, Report, Status, Subject
 from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
 from gpuready.verbs.plan.machine import Machine, MachineError, machine_from_description, machine_from_facts
@@ -67,17 +67,17 @@ def model_shape(options: PlanOptions) -> ModelShape:
             shape = shape_from_hf_config(options.hf_config)
         elif options.preset is not None:
             if options.preset not in PRESETS:
-                raise PlanError(f"--preset {options.preset!r}: choose from {', '.join(PRESETS)}")
+                raise PlanError(sentence("error.preset.unknown", preset=repr(options.preset),
+                                         presets=", ".join(PRESETS)))
             shape = PRESETS[options.preset]
         elif None not in (options.layers, options.hidden, options.heads, options.vocab):
             shape = ModelShape(family=options.family, layers=options.layers, hidden=options.hidden,
                                heads=options.heads, vocab=options.vocab, kv_heads=options.kv_heads,
                                ffn_hidden=options.ffn_hidden, name="given shape")
         else:
-            raise PlanError("give the model: --preset NAME, --model-config config.json, or --layers --hidden --heads "
-                            "--vocab")
+            raise PlanError(sentence("error.plan.no_model"))
     except ShapeError as error:
-        raise PlanError(str(error)) from None
+        raise PlanError(text_of(error)) from None
     return with_sequence(shape, options.seq)
 
 
@@ -93,14 +93,14 @@ def plan_machine(options: PlanOptions) -> Machine | None:
             try:
                 facts = gather_facts(options.bundle, fast=True)
             except BundleError as error:
-                raise PlanError(str(error)) from None
+                raise PlanError(text_of(error)) from None
             try:
                 machine = machine_from_facts(facts, nodes=options.nodes,
                                              source=f"bundle {options.bundle}" if options.bundle else "live")
             except MachineError:
                 return None
     except MachineError as error:
-        raise PlanError(str(error)) from None
+        raise PlanError(text_of(error)) from None
     if options.measured is not None:
         machine = dataclasses.replace(machine, measured=measured_figures(options.measured))
     if options.gpus:  # plan for N of these GPUs: a fully NVLinked node stays fully linked
@@ -125,10 +125,10 @@ def measured_figures(path: Path, option: str = "--validate-report") -> dict[str,
     try:
         document = read_json_input(path, option, max_bytes=MAX_REPORT_BYTES)
     except InputFileError as error:
-        raise PlanError(str(error)) from None
+        raise PlanError(text_of(error)) from None
     measurements = document.get("measurements") if isinstance(document, dict) else None
     if not isinstance(measurements, list):
-        raise PlanError(f"{option} {path}: not a gpuready report (no list of measurements)")
+        raise PlanError(sentence("error.report.not_report", option=option, path=str(path)))
     figures: dict[str, Any] = {}
     for item in measurements:
         name = MEASURED_NAMES.get(item.get("name")) if isinstance(item, dict) and isinstance(item.get("name"), str) \
@@ -137,8 +137,8 @@ def measured_figures(path: Path, option: str = "--validate-report") -> dict[str,
         if name and isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MEASURED_MAX:
             figures[name] = min(figures.get(name, value), float(value))
     if not figures:
-        raise PlanError(f"{option} {path}: the report holds none of {', '.join(MEASURED_NAMES)} (positive, at most "
-                        f"{MEASURED_MAX:,.0f})")
+        raise PlanError(sentence("error.report.no_figures", option=option, path=str(path),
+                                 names=", ".join(MEASURED_NAMES), most=MEASURED_MAX))
     figures["source"] = str(path)
     return figures
 
@@ -150,7 +150,7 @@ def run_plan(options: PlanOptions) -> Report:
     try:
         prices = load_prices(options.prices)
     except PricesError as error:
-        raise PlanError(str(error)) from None
+        raise PlanError(text_of(error)) from None
     machine = plan_machine(options)
     host = socket.gethostname()
     report = Report(tool_version=__version__, host=host)
@@ -165,7 +165,7 @@ def run_plan(options: PlanOptions) -> Report:
                              "machine": dataclasses.asdict(machine) if machine else None}
     if options.task == "infer":
         if machine is None:
-            raise PlanError("--task infer needs the machine: --machine COUNTxMODEL or a GPU here")
+            raise PlanError(sentence("error.plan.infer_needs_machine"))
         rows = strategy.plan_inference(shape, machine, options.infer_batch, options.context or options.seq,
                                        precision="bf16" if options.precision == "amp-bf16" else options.precision)
         report.sections["inference"] = rows
@@ -176,8 +176,8 @@ def run_plan(options: PlanOptions) -> Report:
             known = [c.name for c in candidates]
             unknown = [name for name in options.strategies if name not in known]
             if unknown:
-                raise PlanError(f"--strategies {', '.join(unknown)!r}: not one for {gpus} GPU(s); choose from "
-                                f"{', '.join(known)}")
+                raise PlanError(sentence("error.plan.strategies", unknown=repr(", ".join(unknown)), gpus=gpus,
+                                         known=", ".join(known)))
             candidates = [c for c in candidates if c.name in options.strategies]
         if machine is not None:
             rows = strategy.plan_training(setup, machine, global_batch=options.global_batch, strategies=candidates)
@@ -207,7 +207,7 @@ def _row_document(row: Any) -> dict[str, Any]:
     document = _memory_document(row.strategy, row.memory)
     document.update(fits=row.fits, headroom_bytes=row.headroom_bytes, step_time_s=row.step_time_s,
                     compute_s=row.compute_s, communication_s=row.communication_s, bottleneck=row.bottleneck,
-                    reasons=list(row.reasons))
+                    reasons=list(row.reasons), reasons_text=[said_json(reason) for reason in row.reasons])
     return document
 
 

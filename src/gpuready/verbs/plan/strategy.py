@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gpuready.i18n import said_json, sentence
 from gpuready.shapes import ModelShape
 from gpuready.verbs.plan.machine import Machine
 from gpuready.verbs.plan.memory import (MemoryBreakdown, Strategy, TrainSetup, inference_memory, memory_per_gpu,
@@ -56,20 +57,19 @@ class PlanRow:
 def _achievable_tflops(machine: Machine) -> tuple[float | None, str]:
     measured = machine.measured.get("matmul_tflops_bf16") if machine.measured else None
     if isinstance(measured, (int, float)) and measured > 0:
-        return float(measured), f"compute at the measured {measured:g} TFLOP/s bf16 matmul"
+        return float(measured), sentence("plan.reason.compute.measured", tflops=float(measured))
     peak = machine.peak_tflops.get("bf16")
     if peak:
-        return peak * SUSTAINED_MATMUL_EFFICIENCY, (f"compute at {SUSTAINED_MATMUL_EFFICIENCY:.0%} of the {peak:g} "
-                                                     "TFLOP/s bf16 peak (assumed; no measured figure)")
-    return None, "no bf16 peak known for this GPU: no step time"
+        return peak * SUSTAINED_MATMUL_EFFICIENCY, sentence("plan.reason.compute.assumed",
+                                                            efficiency=SUSTAINED_MATMUL_EFFICIENCY, peak=peak)
+    return None, sentence("plan.reason.compute.unknown")
 
 
 def _busbw(machine: Machine, spans_nodes: bool, notes: list[str]) -> float | None:
     if spans_nodes:
         if machine.inter_node_busbw_gb_per_s:
             return machine.inter_node_busbw_gb_per_s
-        note = (f"inter-node busbw unknown: assumed {ASSUMED_INTER_NODE_BUSBW_GB_PER_S:g} GB/s "
-                "(one 400 Gb/s NIC per GPU); measure it to replace this")
+        note = sentence("plan.reason.inter_node_assumed", busbw=ASSUMED_INTER_NODE_BUSBW_GB_PER_S)
         if note not in notes:
             notes.append(note)
         return ASSUMED_INTER_NODE_BUSBW_GB_PER_S
@@ -91,9 +91,9 @@ def _all_reduce_s(size_bytes: float, n: int, busbw_gb_per_s: float | None) -> fl
 def _invalid(setup: TrainSetup, strategy: Strategy) -> str | None:
     shape = setup.shape
     if shape.heads % strategy.tp:
-        return f"{shape.heads} attention heads do not split over TP={strategy.tp}"
+        return sentence("plan.reason.heads_split", heads=shape.heads, tp=strategy.tp)
     if strategy.pp > shape.layers:
-        return f"PP={strategy.pp} exceeds the {shape.layers} layers"
+        return sentence("plan.reason.pp_layers", pp=strategy.pp, layers=shape.layers)
     return None
 
 
@@ -106,11 +106,11 @@ def _row(setup: TrainSetup, machine: Machine, strategy: Strategy, global_batch: 
     fits = capacity is not None and memory.total <= capacity
     headroom = (capacity - memory.total) if capacity is not None else 0
     if capacity is None:
-        reasons.append("GPU memory unknown: cannot say whether it fits")
+        reasons.append(sentence("plan.reason.memory_unknown"))
     elif fits:
-        reasons.append(f"fits: {memory.total / 1e9:.1f} of {capacity / 1e9:.0f} GB per GPU")
+        reasons.append(sentence("plan.reason.fits", need_gb=memory.total / 1e9, have_gb=capacity / 1e9))
     else:
-        reasons.append(f"does not fit: needs {memory.total / 1e9:.1f} GB per GPU, has {capacity / 1e9:.0f} GB")
+        reasons.append(sentence("plan.reason.does_not_fit", need_gb=memory.total / 1e9, have_gb=capacity / 1e9))
     invalid = _invalid(setup, strategy)
     gpn = machine.gpus_per_node
     tp_spans_nodes = strategy.tp > gpn
@@ -120,28 +120,26 @@ def _row(setup: TrainSetup, machine: Machine, strategy: Strategy, global_batch: 
     if strategy.tp > 1:
         if tp_spans_nodes:
             discouraged = True
-            reasons.append(f"TP={strategy.tp} spans nodes ({gpn} GPUs per node): its all-reduces cross the network "
-                           "on every layer")
+            reasons.append(sentence("plan.reason.tp_spans_nodes", tp=strategy.tp, per_node=gpn))
         elif strategy.tp <= machine.nvlink_domain:
-            reasons.append(f"TP={strategy.tp} inside the NVLink domain of {machine.nvlink_domain}")
+            reasons.append(sentence("plan.reason.tp_nvlink", tp=strategy.tp, domain=machine.nvlink_domain))
         else:
-            reasons.append(f"TP={strategy.tp} beyond the NVLink domain of {machine.nvlink_domain}: "
-                           "its all-reduces go over PCIe")
+            reasons.append(sentence("plan.reason.tp_pcie", tp=strategy.tp, domain=machine.nvlink_domain))
     if strategy.pp > 1:
-        reasons.append("PP across nodes: only point-to-point activations cross the network" if pp_spans_nodes
-                       else f"PP={strategy.pp} inside one node")
+        reasons.append(sentence("plan.reason.pp_nodes") if pp_spans_nodes
+                       else sentence("plan.reason.pp_node", pp=strategy.pp))
     if strategy.zero == 2 and strategy.offload == "none":
-        reasons.append("ZeRO-2 before ZeRO-1: same communication, less memory")
+        reasons.append(sentence("plan.reason.zero2"))
     if strategy.offload != "none":
-        reasons.append("offload: only when nothing else fits (CPU Adam and PCIe transfers every step)")
+        reasons.append(sentence("plan.reason.offload"))
     if strategy.zero == 3:
-        reasons.append("FSDP/ZeRO-3: ~1.5× the data-parallel volume (all-gather forward and backward, reduce-scatter)")
+        reasons.append(sentence("plan.reason.zero3"))
     # tokens and micro-batches per step: the same global batch for every layout
     per_replica = math.ceil(global_batch / strategy.dp)
     micro_batches = max(1, math.ceil(per_replica / setup.micro_batch))
     if per_replica % setup.micro_batch or global_batch % strategy.dp:
-        notes.append(f"global batch {global_batch} is not a multiple of micro-batch × DP = "
-                     f"{setup.micro_batch * strategy.dp}: rounded up")
+        notes.append(sentence("plan.reason.batch_rounded", batch=global_batch,
+                              multiple=setup.micro_batch * strategy.dp))
     tokens = micro_batches * setup.micro_batch * strategy.dp * setup.seq
     tflops, compute_note = _achievable_tflops(machine)
     notes.append(compute_note)
@@ -152,7 +150,7 @@ def _row(setup: TrainSetup, machine: Machine, strategy: Strategy, global_batch: 
         compute_s = flops / (strategy.gpus * tflops * 1e12)
     bubble = (strategy.pp - 1) / micro_batches if strategy.pp > 1 else 0.0
     if strategy.pp > 1:
-        reasons.append(f"pipeline bubble (PP−1)/m = {bubble:.2f} with {micro_batches} micro-batches per step")
+        reasons.append(sentence("plan.reason.bubble", bubble=bubble, micro_batches=micro_batches))
     # communication (no overlap with compute assumed)
     comm: float | None = 0.0
     from gpuready.verbs.plan.memory import stage_parameters
@@ -193,7 +191,7 @@ def _row(setup: TrainSetup, machine: Machine, strategy: Strategy, global_batch: 
         parts = {"compute": compute_s * (1 + bubble), "communication": comm, "host transfer": host_s}
         bottleneck = max(parts, key=parts.get)
     reasons.extend(notes)
-    reasons.append("compute and communication assumed not to overlap")
+    reasons.append(sentence("plan.reason.no_overlap"))
     row = PlanRow(strategy=strategy, memory=memory, fits=fits and not invalid, headroom_bytes=headroom,
                   step_time_s=step, compute_s=compute_s, communication_s=comm, bottleneck=bottleneck,
                   reasons=tuple(dict.fromkeys(reasons)))
@@ -239,16 +237,18 @@ def plan_inference(shape: ModelShape, machine: Machine, batch: int, context: int
         row["headroom_bytes"] = (capacity - row["total_bytes"]) if capacity is not None else None
         notes = []
         if tp == 1 and fits:
-            notes.append("one GPU suffices")
+            notes.append(sentence("plan.infer.one_gpu"))
         if tp > machine.gpus_per_node:
-            notes.append(f"TP={tp} spans nodes: every layer's all-reduce crosses the network")
+            notes.append(sentence("plan.infer.tp_spans_nodes", tp=tp))
         elif tp > machine.nvlink_domain:
-            notes.append(f"TP={tp} beyond the NVLink domain of {machine.nvlink_domain}: all-reduces over PCIe")
+            notes.append(sentence("plan.infer.tp_pcie", tp=tp, domain=machine.nvlink_domain))
         row["notes"] = tuple(notes)
+        row["notes_text"] = [said_json(note) for note in notes]  # the console says them in the reader's language
         out.append(row)
     smallest = min((r["tp"] for r in out if r["fits"]), default=None)
     for row in out:
         if row["tp"] == smallest:
-            row["notes"] = ("the fewest GPUs that fit",) + row["notes"]
+            row["notes"] = (sentence("plan.infer.fewest"),) + row["notes"]
+            row["notes_text"] = [said_json(note) for note in row["notes"]]
     out.sort(key=lambda r: (not r["fits"], r["tp"] > machine.gpus_per_node, r["tp"]))
     return out

@@ -7,6 +7,7 @@ import argparse
 
 from gpuready import option_groups as groups
 from gpuready import option_kinds as kind
+from gpuready.i18n import choose_language, said, said_of
 from gpuready.model import ExitCode
 from gpuready.runner.signals import stop_signals_raise
 from gpuready.usage import UsageError
@@ -17,7 +18,6 @@ SUMMARY = "measure compute, transfers, P2P, collectives and a DDP run"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpuready.i18n import said
     groups.add(parser, "device", said("cli.validate.device"))
     parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                         help=said("cli.validate.backend"))
@@ -44,7 +44,7 @@ def ranks_per_node(args: argparse.Namespace) -> int:
                                               ranks=args.nproc_per_node, oversubscribe=args.oversubscribe),
                               option="--nproc-per-node")[1]
     except (ValueError, RuntimeError) as error:
-        raise UsageError(str(error)) from None
+        raise UsageError(said_of(error)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,10 +55,11 @@ def run(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from gpuready.verbs import validate
 
+    lang = choose_language(args.lang)
     only = groups.comma_list(args.only, keep_empty=True) if args.only else validate.WORKLOADS
     unknown = [item for item in only if item not in validate.WORKLOADS]
     if unknown:
-        raise UsageError(f"--only: unknown workload(s) {', '.join(unknown)}; choose from {', '.join(validate.WORKLOADS)}")
+        raise UsageError(said("error.only.unknown", unknown=", ".join(unknown), known=", ".join(validate.WORKLOADS)))
     check_out(args)
     check_log_dir(args)
     options = validate.ValidateOptions(device=args.device, backend=args.backend, ranks=args.ranks, only=only,
@@ -69,8 +70,8 @@ def _validate(args: argparse.Namespace) -> int:
                                        oversubscribe=args.oversubscribe, exclusive=args.exclusive,
                                        deadline_s=args.deadline)
     if args.nnodes and not args.rdzv_endpoint:
-        raise UsageError("--nnodes needs --rdzv-endpoint HOST:PORT (the same on every node)")
-    if usable_device("validate", args.device) is None:
+        raise UsageError(said("error.nnodes_needs_endpoint"))
+    if usable_device("validate", args.device, lang) is None:
         return ExitCode.TOOL_ERROR
     if args.nnodes:
         from gpuready.runner.multinode import run_under_torchrun
@@ -81,14 +82,14 @@ def _validate(args: argparse.Namespace) -> int:
     try:
         device, ranks = validate.resolve_device(options)
     except (ValueError, RuntimeError) as error:
-        raise UsageError(str(error)) from None
-    from gpuready.report.progress_line import ProgressLine, validate_progress
+        raise UsageError(said_of(error)) from None
+    from gpuready.report.progress_line import ProgressLine, validate_plan, validate_progress
     from gpuready.workloads.worker import GPU_ONLY
     predicted_s = validate.predicted_seconds(options, device, ranks)
     running = [name for name in options.only if device == "cuda" or name not in GPU_ONLY]
     progress = None if args.json else ProgressLine(
-        "validate", f"{ranks} rank(s) on {device}, workloads {', '.join(running)}{' (quick)' if options.quick else ''}; "
-                    f"predicted about {predicted_s:.0f} s", validate_progress(predicted_s, running))
+        "validate", validate_plan(ranks, device, running, options.quick, predicted_s),
+        validate_progress(predicted_s, running), lang=lang)
 
     def measure():
         try:

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from gpuready.facts.types import Facts
-from gpuready.i18n import Said, finding_text, said
+from gpuready.i18n import Said, finding_text, said, said_from
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
 from gpuready.verbs.validate import expect
@@ -93,7 +93,7 @@ class Judge:
                               rank=failure.rank)
             check_id = {"start": "ddp.init_failed", "hang": "validate.rank_hung"}.get(failure.kind,
                                                                                      "validate.rank_exited")
-            values = dict(rank=failure.rank, host=subject.host, detail=failure.detail,
+            values = dict(rank=failure.rank, host=subject.host, detail=failure.text,
                           log_dir=str(self.outcome.log_dir))
             text = said("validate.rank_failed.gpu", gpu=progress.gpu, **values) if progress and progress.gpu \
                 else said("validate.rank_failed", **values)
@@ -289,7 +289,8 @@ class Judge:
                               observed=data)
             else:
                 fsdp_text = said("validate.ddp.fsdp_matches") if fsdp.get("status") == "pass" else \
-                    said("validate.ddp.fsdp_not_run", status=str(fsdp.get("status")), reason=fsdp.get("reason", ""))
+                    said("validate.ddp.fsdp_not_run", status=str(fsdp.get("status")),
+                         reason=said_from(fsdp.get("reason_text")) or fsdp.get("reason", ""))
                 self._finding("ddp.mismatch", Status.PASS, subject,
                               said("validate.ddp.pass", world_size=data["world_size"], steps=data["steps"],
                                    worst=data["gradient_worst_ratio"], fsdp=fsdp_text),

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from gpuready import __version__
 from gpuready.checks.kernel_judge import nvml_xid_findings
+from gpuready.i18n import Sentence, said, sentence
 from gpuready.model import GpuRef, Report, Subject
 from gpuready.runner.local import RunOutcome, check_cpu_ranks
 from gpuready.telemetry import start_telemetry
@@ -80,18 +81,19 @@ class NoGpuError(Exception):
     """`--device auto` (the default) on a machine where torch sees no GPU: exit 3, never a silent CPU run."""
 
 
-def no_gpu_reason(verb: str = "validate") -> str:
-    """One sentence: why torch sees no GPU here, and how to run on CPUs on purpose."""
+def no_gpu_reason(verb: str = "validate") -> Sentence:
+    """One sentence: why torch sees no GPU here, and how to run on CPUs on purpose (its str() is the English)."""
     import torch
     hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
     if getattr(torch.version, "cuda", None) is None:
-        why = f"this PyTorch {torch.__version__} is a CPU-only build (torch.version.cuda is None)"
+        why = said("error.no_gpu.cpu_build", version=torch.__version__)
     elif hidden is not None and hidden.strip() in ("", "-1", "none", "NoDevFiles"):
-        why = f"CUDA_VISIBLE_DEVICES={hidden!r} hides every GPU"
+        why = said("error.no_gpu.hidden", value=repr(hidden))
+    elif hidden is not None:
+        why = said("error.no_gpu.no_driver.visible", cuda=torch.version.cuda, value=repr(hidden))
     else:
-        why = (f"torch (CUDA {torch.version.cuda}) sees no GPU: no NVIDIA driver loaded or no GPU present"
-               + (f" (CUDA_VISIBLE_DEVICES={hidden!r})" if hidden is not None else ""))
-    return f"{verb} found no GPU: {why}; to run on CPUs on purpose, pass --device cpu"
+        why = said("error.no_gpu.no_driver", cuda=torch.version.cuda)
+    return sentence("error.no_gpu", verb=verb, why=why)
 
 
 def auto_device(device: str, verb: str = "validate") -> str:
@@ -115,12 +117,11 @@ def resolve_device(options: ValidateOptions, option: str = "--ranks") -> tuple[s
     if device == "cuda":
         count = torch.cuda.device_count()
         if count == 0:
-            raise RuntimeError("--device cuda: torch sees no CUDA GPU")
+            raise RuntimeError(sentence("error.cuda.none"))
         ranks = options.ranks or count
         if ranks > count:
             if options.backend != "gloo":
-                raise ValueError(f"{option} {ranks} is more than the {count} visible GPU(s): one rank per GPU "
-                                 "(--backend gloo lets ranks share a GPU)")
+                raise ValueError(sentence("error.ranks.gpus", option=option, ranks=ranks, count=count))
             check_cpu_ranks(ranks, options.oversubscribe, option)
         return device, ranks
     if options.ranks is not None:  # the default, 2, is allowed even on one CPU
@@ -187,7 +188,7 @@ def visible_devices(selection: list[str], facts: Any) -> str | None:
             if item == str(gpu.index) or normalize_bus_id(item) == gpu.bus_id or item == gpu.uuid:
                 match = gpu
         if match is None or not match.uuid:
-            raise ValueError(f"--gpus {item}: no such GPU (give an NVML index, a bus id or a UUID)")
+            raise ValueError(sentence("error.gpus.no_such", item=item))
         chosen.append(match.uuid)
     return ",".join(chosen)
 
