@@ -163,10 +163,11 @@ def test_a_worker_skip_reason_and_a_run_too_big_read_in_chinese():
     assert not english_left(zh_message), zh_message
 
 
-# -- usage errors -------------------------------------------------------------------------------------------------------
+# -- usage errors ------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("argv, english, chinese_text", [
-    (["validate", "--only", "foo"], "--only: unknown workload(s) foo; choose from compute, transfer, p2p, collectives, ddp",
+    (["validate", "--only", "foo"],
+     "--only: unknown workload(s) foo; choose from compute, transfer, p2p, collectives, ddp",
      "--only：未知的 workload foo；可选 compute, transfer, p2p, collectives, ddp"),
     (["plan", "--preset", "gpt2-small", "--machine", "4xFOO"], None, "--machine '4xFOO'：gpuready 的表中没有与 'FOO' 匹配的 GPU"),
     (["plan", "--preset", "gpt2-small", "--machine", "4xRTX4090", "--validate-report", "/dev/null"],
@@ -204,7 +205,7 @@ def test_an_error_raised_again_keeps_its_catalogue_text():
     assert said_of(plain) is plain
 
 
-# -- the live display ----------------------------------------------------------------------------------------------------
+# -- the live display --------------------------------------------------------------------------------------------------
 
 class Stream(io.StringIO):
     def isatty(self):
@@ -242,7 +243,8 @@ def test_burns_telemetry_table_has_its_words_in_chinese():
 
     store = Store()
     ProgressReporter(store, 0, None, 10).post("burn", said("op.burn.memory"))
-    for lang, words in (("en", ["GPU", "status", "power", "temp", "SM clock", "reasons", "memory pattern write/verify"]),
+    for lang, words in (("en", ["GPU", "status", "power", "temp", "SM clock", "reasons",
+                                "memory pattern write/verify"]),
                         ("zh", ["GPU", "状态", "功率", "温度", "SM 频率", "降频原因", "显存模式写入/校验"])):
         stream = io.StringIO()
         Console(file=stream, width=200, color_system=None).print(
@@ -251,7 +253,7 @@ def test_burns_telemetry_table_has_its_words_in_chinese():
         assert "650 W" in stream.getvalue()
 
 
-# -- plan on the console --------------------------------------------------------------------------------------------------
+# -- plan on the console -----------------------------------------------------------------------------------------------
 
 def _plan_console(capsys, lang, *extra):
     """plan's console in `lang`; in Chinese without the English half of the bilingual labels (`电源与散热 power and

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gpuready.facts.clock_reasons import REASON_BITS, reasons_from_mask
+from gpuready.i18n import choose_language, in_language, said, sentence
 from gpuready.model import ExitCode
 from gpuready.report.safe_text import tell
 
@@ -189,18 +190,19 @@ def _table(identity: list[dict[str, Any]], samples: dict[int, dict[str, Any] | N
 def check_prometheus_endpoint(address: str, port: int) -> str | None:
     """Why metrics cannot be served on address:port (one sentence), or None. Checked before NVML is opened."""
     if not 1 <= port <= 65535:
-        return f"--prometheus-port {port} is not a TCP port (1 to 65535)"
+        return sentence("error.monitor.port", port=port)
     try:
         family, kind, proto, _, sockaddr = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0]
     except (socket.gaierror, UnicodeError) as error:
-        return f"--prometheus-address {address!r} cannot be resolved ({getattr(error, 'strerror', None) or error})"
+        return sentence("error.monitor.address", address=repr(address),
+                        reason=str(getattr(error, "strerror", None) or error))
     probe = socket.socket(family, kind, proto)
     try:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the metrics server will
         probe.bind(sockaddr)
         probe.listen(1)
     except OSError as error:
-        return f"cannot serve metrics on {address}:{port}: {error.strerror or error}"
+        return sentence("error.monitor.cannot_serve", address=address, port=port, reason=str(error.strerror or error))
     finally:
         probe.close()
     return None
@@ -212,7 +214,7 @@ def check_jsonl(path: Path) -> str | None:
         with open(path, "a"):
             pass
     except OSError as error:
-        return f"cannot append to --jsonl {path}: {error.strerror or error}"
+        return sentence("error.monitor.jsonl", path=str(path), reason=str(error.strerror or error))
     return None
 
 
@@ -222,20 +224,21 @@ def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int |
     from rich.console import Console
     from rich.live import Live
 
+    lang = choose_language()
     if interval_s <= 0 or (count is not None and count < 1):
-        tell("--interval and --count must be positive")
+        tell(in_language(said("error.monitor.positive"), lang))
         return ExitCode.USAGE
     problem = (check_prometheus_endpoint(prometheus_address, prometheus_port) if prometheus_port is not None
                else None) or (check_jsonl(jsonl) if jsonl else None)
     if problem:
-        tell(problem)
+        tell(in_language(problem, lang))
         return ExitCode.USAGE
     if source is None:
         from gpuready.facts.nvml import NvmlSession
         try:
             source = NvmlSession()
         except Exception as error:
-            tell(f"no NVIDIA GPU or driver to monitor ({type(error).__name__}: {error})")
+            tell(in_language(said("error.monitor.no_gpu", error=f"{type(error).__name__}: {error}"), lang))
             return ExitCode.NOT_READY
         source.watch_xid()
     console = Console(stderr=True)
@@ -245,8 +248,8 @@ def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int |
             exporter = PrometheusExporter(prometheus_port, source.identity, socket.gethostname(),
                                           address=prometheus_address)
         except OSError as error:
-            tell(f"cannot serve metrics on {prometheus_address}:{prometheus_port}: "
-                 f"{error.strerror or error}")
+            tell(in_language(said("error.monitor.cannot_serve", address=prometheus_address, port=prometheus_port,
+                                  reason=str(error.strerror or error)), lang))
             if hasattr(source, "close"):
                 source.close()
             return ExitCode.USAGE

@@ -201,7 +201,8 @@ def run_train(ctx: RankContext, options: dict[str, Any] | None = None) -> dict[s
         return _train(ctx, settings)
     except TrainUnsupported as error:  # raised while building, on every rank alike, before any collective
         text = said_json(error)  # by catalogue id, where the reason has one
-        return {"skipped": str(error), **({"skipped_text": text} if isinstance(text, dict) else {}), "strategy": settings.strategy, "device_type": ctx.device.type,
+        return {"skipped": str(error), **({"skipped_text": text} if isinstance(text, dict) else {}),
+                "strategy": settings.strategy, "device_type": ctx.device.type,
                 "world_size": 1 if settings.strategy == "single" else ctx.world_size}
 
 

@@ -275,8 +275,8 @@ class BenchJudge:
         # the watchdog's failures, first to fail first: the rank that ended is named before those it took along
         reported = {_rank_key(rank) for rank in results}
         watched: list[tuple[int, str | Said]] = [
-            (int(f["rank"]), said_from(f.get("detail_text")) or (str(detail) if (detail := f.get("detail") or f.get("kind"))
-                                                                  else said("bench.rank.failed")))
+            (int(f["rank"]), said_from(f.get("detail_text"))
+             or (str(detail) if (detail := f.get("detail") or f.get("kind")) else said("bench.rank.failed")))
             for f in run.get("failures") or [] if int(f["rank"]) not in reported]
         figures.errors[:0] = watched
         missing = sorted(set(range(world_size)) - reported - {rank for rank, _ in watched})

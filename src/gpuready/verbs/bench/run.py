@@ -194,8 +194,8 @@ def states_do_not_fit(options: BenchOptions, shape: ModelShape, strategy: str, w
     why = sentence("workloads.bench.states_too_big." + ("gpu" if device == "cuda" else "rank"),
                    parameters=shape.parameters(), precision=options.precision, need_gib=states / 2**30,
                    have_gib=capacity_bytes / 2**30)
-    return {"skipped": str(why), "skipped_text": said_json(why), "strategy": strategy, "world_size": world_size, "states_bytes": states, "capacity_bytes": capacity_bytes,
-            "device_type": device}
+    return {"skipped": str(why), "skipped_text": said_json(why), "strategy": strategy, "world_size": world_size,
+            "states_bytes": states, "capacity_bytes": capacity_bytes, "device_type": device}
 
 
 def no_result() -> dict[str, Any]:
