@@ -107,9 +107,9 @@ def test_the_readme_table_stays_english_in_a_chinese_environment(monkeypatch):
 @pytest.mark.parametrize("argv, english, chinese", [
     (["chek"],
      "'chek' is not a verb; did you mean check? the verbs are check, collect, validate, burn, monitor, diagnose, plan, "
-     "launch, bench, compare, fleet",
+     "launch, bench, compare, report, fleet",
      "'chek' 不是子命令；是不是想用 check？可用的子命令：check, collect, validate, burn, monitor, diagnose, plan, "
-     "launch, bench, compare, fleet"),
+     "launch, bench, compare, report, fleet"),
     (["diagnose"], "the following arguments are required: PATH", "缺少必需的参数：PATH"),
     (["validate", "--device", "gpu"],
      "argument --device: invalid choice: 'gpu' (choose from 'auto', 'cuda', 'cpu'); did you mean cpu?",

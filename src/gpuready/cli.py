@@ -34,6 +34,7 @@ VERB_MODULES = {
     "launch": "gpuready.verbs.launch",
     "bench": "gpuready.verbs.bench.cli",
     "compare": "gpuready.verbs.compare",
+    "report": "gpuready.verbs.report",
     "fleet": "gpuready.verbs.fleet.cli",
 }
 VERBS = tuple(VERB_MODULES)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from gpuready import option_kinds as kind
 from gpuready.i18n import DEFAULT_LANGUAGE, Said, message, said
 from gpuready.usage import in_language
+from gpuready.verbs.report_files import REPORT_FILES, WritableFile
 
 if TYPE_CHECKING:
     from gpuready.bundle.archive import InputLimits
@@ -75,6 +76,8 @@ OPTIONS: dict[str, Option] = {
     "fail_on": Option(("--fail-on",), {"choices": ("fail", "warn"), "default": "fail"}),
     "verbose": Option(("--verbose", "-v"), {"action": "store_true"}),
     "lang": Option(("--lang",), {"choices": ("en", "zh"), "default": None}),
+    **{name: Option((f"--{name}",), {"type": Path, "metavar": "FILE", "action": WritableFile})
+       for name in REPORT_FILES},  # --html, --junit, --markdown: checked when read, before any work
 }
 
 
@@ -133,6 +136,14 @@ def add_output(parser: argparse.ArgumentParser) -> None:
     """The report: console or JSON, a copy on disk, what fails the exit code."""
     for name in ("json", "out", "fail_on", "verbose", "lang"):
         add(parser, name)
+    add_report_files(parser)
+
+
+def add_report_files(parser: argparse.ArgumentParser) -> None:
+    """--html, --junit, --markdown: the report as other files (verbs/report_files.py checks and writes them)."""
+    group = parser.add_argument_group(said("cli.group.report_files"))
+    for name in REPORT_FILES:
+        add(group, name)
 
 
 def add_input_limits(parser: argparse.ArgumentParser, *, whole_run: bool) -> None:

@@ -1,0 +1,31 @@
+"""A saved document's measurements as the views show them: which are shown, and each one's cells (name, subject,
+value, expected, share of expected) as text. The Markdown summary reads them; the console's table shows the same
+cells (report/tables.py)."""
+
+from __future__ import annotations
+
+from gpuready.report.document import mapping, number, sequence, subject_label, text
+from gpuready.report.safe_text import printable
+from gpuready.report.tables import LATENCY_NAME, format_value
+
+
+def shown_measurements(document: dict, verbose: bool) -> list[dict]:
+    """The measurements a summary shows: latency figures (one per collective) only when `verbose`."""
+    measurements = [mapping(item) for item in sequence(document.get("measurements"))]
+    return [m for m in measurements if verbose or LATENCY_NAME not in text(m.get("name"))]
+
+
+def measurement_cells(measurement: dict) -> tuple[str, str, str, str, str]:
+    """(name, subject, value, expected, share of expected), as `691.4 watts`, `700.0`, `99%`; `-` for no expected
+    figure, an empty share where either figure is unknown."""
+    unit = text(measurement.get("unit"), "")
+    value = number(measurement.get("value"))
+    expected_value = number(measurement.get("expected"))
+    expected = format_value(expected_value, unit, generic_unit=False) if expected_value else "-"
+    share = f"{value / expected_value:.0%}" if expected_value and value is not None else ""
+    subject = mapping(measurement.get("subject"))
+    label = subject_label(subject) if subject.get("gpu") else text(subject.get("host"))
+    method = mapping(measurement.get("method"))
+    if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
+        label += printable(f" {method['strategy']}×{method['world_size']}")
+    return text(measurement.get("name")), label, format_value(value, unit), expected, share

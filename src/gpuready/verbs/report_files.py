@@ -1,0 +1,96 @@
+"""--html, --junit and --markdown: the report's other files, for every verb that prints a report and for `report`.
+
+Each path is checked as soon as the option is read, before any work (as --out is): a folder that does not exist, a
+path that is a folder or not a regular file, a file that cannot be written there is one sentence and exit 2. After
+the work the files are written; one that cannot be written is said in one sentence (exit 2 at least), and the
+others, the console and the JSON report are still complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gpuready.i18n import Said, choose_language, in_language, said
+from gpuready.model import ExitCode, worst_exit_code
+from gpuready.options import file_kind
+from gpuready.report.safe_text import tell
+from gpuready.usage import UsageError
+
+REPORT_FILES = ("html", "junit", "markdown")
+"""The options (and their `args` names), in the order the files are written."""
+
+
+class WritableFile(argparse.Action):
+    """Stores the path (a `Path`, as `type=Path` made it) once it is known to take a new file."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        refusal = refusal_of(values, option_string or self.option_strings[0])
+        if refusal is not None:
+            raise UsageError(refusal)
+        setattr(namespace, self.dest, values)
+
+
+def refusal_of(path: Path, option: str) -> Said | None:
+    """Why `path` cannot take the report `option` writes, or None: its folder must exist (it is not created), and
+    the path be a regular file or none yet."""
+    named = {"option": option, "path": str(path)}
+    folder = path.parent
+    try:
+        if path.is_dir():
+            return said("report_files.is_folder", **named)
+        if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+            return said("report_files.not_regular", kind=file_kind(path.stat().st_mode), **named)
+        if not folder.is_dir():
+            return said("report_files.no_folder", folder=str(folder), **named)
+        if path.exists() and not os.access(path, os.W_OK):
+            return said("report_files.not_writable", **named)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuready-out-", suffix=".tmp"):
+            pass
+    except OSError as error:
+        return said("report_files.cannot_write_in", folder=str(folder), reason=str(error.strerror or error), **named)
+    return None
+
+
+def write_report_files(documents: list[dict], args: argparse.Namespace) -> int:
+    """Write the report files `args` names (from `documents`); the exit code this adds: 0, or 2 where one could not
+    be written, 3 where this gpuready has no HTML report."""
+    lang = choose_language(getattr(args, "lang", None))
+    verbose = bool(getattr(args, "verbose", False))
+    warn_fails = getattr(args, "fail_on", None) == "warn"
+    code = ExitCode.READY
+    for name in REPORT_FILES:
+        path: Path | None = getattr(args, name, None)
+        if path is not None:
+            code = worst_exit_code(code, _write(name, path, documents, lang, verbose, warn_fails))
+    return int(code)
+
+
+def _write(name: str, path: Path, documents: list[dict], lang: str, verbose: bool, warn_fails: bool) -> int:
+    named = {"option": f"--{name}", "path": str(path)}
+    try:  # a FIFO or a device put there since the check would block or never end: refused, never opened
+        if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+            tell(in_language(said("report_files.not_regular", kind=file_kind(path.stat().st_mode), **named), lang))
+            return ExitCode.USAGE
+        if name == "html":
+            try:
+                from gpuready.report.html import write_html
+            except ImportError:
+                tell(in_language(said("report_files.no_html"), lang))
+                return ExitCode.TOOL_ERROR
+            write_html(documents, path, lang)
+        elif name == "junit":
+            from gpuready.report.junit import junit_xml
+            path.write_bytes(junit_xml(documents, lang, warn_fails))
+        else:
+            from gpuready.report.markdown import markdown_summary
+            path.write_text(markdown_summary(documents, lang, verbose), encoding="utf-8")
+    except OSError as error:
+        tell(in_language(said("report_files.unwritten", reason=str(error.strerror or error), **named), lang))
+        return ExitCode.USAGE
+    return ExitCode.READY
