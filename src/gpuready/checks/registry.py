@@ -122,13 +122,26 @@ def _fact(facts: Facts, path: str) -> Any:
     return value
 
 
-def run_checks(facts: Facts, options: CheckOptions | None = None, only: Iterable[str] | None = None) -> list[Finding]:
-    # Importing the modules registers their checks.
-    from gpuready.checks import gpu, health, host, network, nvlink, pcie, power, software, topology  # noqa: F401
+CHECK_MODULES = ("gpu", "nvlink", "health", "host", "network", "pcie", "power", "software", "topology")
+"""The modules of checks, in the order a report lists their findings (the order a plain `check` always had)."""
 
+
+def registered_in_order() -> list[str]:
+    """Every check id, module by module in CHECK_MODULES' order, each module's in the order it defines them: the same
+    order in every process (CHECKS alone is in import order: `plan` importing checks.power first put power.* first)."""
+    import importlib
+    for name in CHECK_MODULES:  # importing a module registers its checks
+        importlib.import_module(f"gpuready.checks.{name}")
+    position = {name: index for index, name in enumerate(CHECK_MODULES)}
+    defined = list(CHECKS)
+    return sorted(defined, key=lambda check_id: (position[CHECKS[check_id].function.__module__.rsplit(".", 1)[1]],
+                                                 defined.index(check_id)))
+
+
+def run_checks(facts: Facts, options: CheckOptions | None = None, only: Iterable[str] | None = None) -> list[Finding]:
     options = options or CheckOptions()
     findings: list[Finding] = []
-    selected = [CHECKS[check_id] for check_id in (only or CHECKS)]
+    selected = [CHECKS[check_id] for check_id in (only or registered_in_order())]
     for entry in selected:
         context = CheckContext(facts=facts, options=options, check_id=entry.id)
         missing = [need for need in entry.needs if _fact(facts, need) is None]
