@@ -12,9 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuready.report.document import mapping, number, sequence, subject_label, text
+from gpuready.report.document import mapping, number, sequence, text
 from gpuready.report.paragraph import is_wide, print_paragraph
-from gpuready.report.safe_text import printable
 
 
 def table(columns: tuple[str, ...] | list[str], plain: bool, *, numeric: tuple[int, ...] = (), frame: bool = True) -> Table:
@@ -91,25 +90,15 @@ LATENCY_NAME = "latency_us"
 
 
 def render_measurements(document: dict, console: Console, labels: dict, plain: bool, verbose: bool) -> None:
-    measurements = [mapping(item) for item in sequence(document.get("measurements"))]
-    shown = [m for m in measurements if verbose or LATENCY_NAME not in text(m.get("name"))]
+    # figures.py builds the cells the Markdown summary shows too; it imports format_value from here
+    from gpuready.report.figures import measurement_cells, shown_measurements
+    shown = shown_measurements(document, verbose)
     if not shown:
         return
     console.print()
     figures = table(labels["measurement_columns"], plain, numeric=(2, 3, 4))
     for measurement in shown:
-        unit = text(measurement.get("unit"), "")
-        value = number(measurement.get("value"))
-        expected_value = number(measurement.get("expected"))
-        expected = format_value(expected_value, unit, generic_unit=False) if expected_value else "-"
-        share = f"{value / expected_value:.0%}" if expected_value and value is not None else ""
-        subject = mapping(measurement.get("subject"))
-        label = subject_label(subject) if subject.get("gpu") else text(subject.get("host"))
-        method = mapping(measurement.get("method"))
-        if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
-            label += printable(f" {method['strategy']}×{method['world_size']}")
-        figures.add_row(*(Text(cell) for cell in (text(measurement.get("name")), label, format_value(value, unit),
-                                                  expected, share)))
+        figures.add_row(*(Text(cell) for cell in measurement_cells(measurement)))
     console.print(figures)
 
 
