@@ -88,5 +88,6 @@ def _print_documents(documents: list[tuple[Path, dict]], verbose: bool, lang: st
         if len(documents) > 1:
             if number:
                 console.print()
-            console.print(Text(f"==> {printable(path)} <==", style="bold"))
+            # One line whatever the terminal's width: a path broken in two cannot be copied.
+            console.print(Text(f"==> {printable(path)} <==", style="bold"), soft_wrap=True)
         render_console(document, console, verbose=verbose, lang=lang)
