@@ -147,6 +147,31 @@ def test_a_bundle_check_has_no_chart_and_no_bokeh(tmp_path):
     assert "NVIDIA H200" in page and "0000:00:06.0" in page
 
 
+def test_a_check_draws_its_topology_from_nvidia_smi_topo():
+    """The published two-socket 8× RTX 4090 `nvidia-smi topo -m`: PIX pairs, PXB within a socket, SYS across."""
+    document = report_for(FIXTURES / "public" / "pcie-8gpu-2socket").to_dict()
+    charts = {chart.key: chart for chart in charts_for(document, "en")}
+    assert list(charts) == ["topology-0"]
+    topology = sources(charts["topology-0"])[0]
+    cells = dict(zip(zip(topology["gpu"], topology["peer"]), topology["link"]))
+    assert len(cells) == 64 and list(cells.values()).count("X") == 8
+    assert (cells[("GPU0", "GPU1")], cells[("GPU0", "GPU2")], cells[("GPU3", "GPU4")], cells[("GPU7", "GPU6")]) == \
+        ("PIX", "PXB", "SYS", "PIX")
+
+
+def test_a_check_of_several_machines_draws_each_topology_once():
+    """The DGX H100 folder holds four machines' files; only the fourth (no host or driver named) has the topology."""
+    from gpuready.bundle.reader import read_bundle
+    from gpuready.checks.registry import CheckOptions
+    from gpuready.verbs.check import check_files
+    document = check_files(read_bundle(FIXTURES / "public" / "dgx-h100-nvswitch"), CheckOptions())[0].to_dict()
+    charts = charts_for(document, "en")
+    assert [(chart.key, chart.title) for chart in charts] == [
+        ("topology-3", "GPU topology of machine 4 (files that name no host or driver)")]
+    links = sources(charts[0])[0]["link"]
+    assert len(links) == 64 and links.count("NV18") == 56
+
+
 def test_chinese_page_from_the_catalogue():
     """Labels, chart titles and the findings' messages in Chinese (messages through their catalogue ids)."""
     document = report_for(FIXTURES / "h200-collect").to_dict()

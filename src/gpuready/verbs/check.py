@@ -167,8 +167,18 @@ def summarize_facts(facts: Facts) -> dict:
                   "device_count": torch.device_count} if torch else None,
         "host": {"cpu_count": facts.host.cpu_count, "cpu_model": facts.host.cpu_model,
                  "memory_total_bytes": facts.host.memory_total_bytes, "container": facts.host.container},
+        "topology": _topology(facts.topology),
         "sources": facts.sources,
     }
+
+
+def _topology(topology) -> dict | None:
+    """`nvidia-smi topo -m`'s GPU matrix as rows of link names (`NV18`, `PIX`, `SYS`, `X`), for the HTML heatmap."""
+    if topology is None or not topology.gpu_labels:
+        return None
+    count = len(topology.gpu_labels)
+    return {"gpu_labels": list(topology.gpu_labels),
+            "links": [[topology.links.get((i, j)) for j in range(count)] for i in range(count)]}
 
 
 # --- the command line ----------------------------------------------------------------------------------------------

@@ -67,14 +67,15 @@ def _p2p_charts(document: dict, say: Say) -> list[Chart]:
 
 def _topology_charts(document: dict, say: Say) -> list[Chart]:
     facts = mapping(document.get("facts"))
-    machines = [(None, facts.get("topology"))] + [(mapping(machine).get("machine"), mapping(machine).get("topology"))
-                                                   for machine in sequence(facts.get("machines"))]
+    # check's document of several machines repeats the first machine's facts at the top: draw each machine once.
+    machines = [(mapping(machine).get("machine"), mapping(machine).get("topology"))
+                for machine in sequence(facts.get("machines"))] or [(None, facts.get("topology"))]
     charts = []
     for position, (machine, topology) in enumerate(machines):
         links = _links(mapping(topology))
-        if not links:
-            continue
         labels = _ordered({label for pair in links for label in pair})
+        if len(labels) < 2:  # one GPU has no link to show
+            continue
         colours = [_link_colour(link, gpu == peer) for (gpu, peer), link in links.items()]
         source = ColumnDataSource({"gpu": [pair[0] for pair in links], "peer": [pair[1] for pair in links],
                                    "link": list(links.values()), "colour": colours,
