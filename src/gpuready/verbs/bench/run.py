@@ -322,7 +322,9 @@ def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: li
                                          topology=topology)
     measurements += data_measurements
     findings[-1:-1] = data_findings  # bench.decision stays last
-    report = Report(tool_version=__version__, host=host, findings=findings, measurements=measurements)
+    from gpuready.verbs.check import summarize_facts
+    report = Report(tool_version=__version__, host=host, findings=findings, measurements=measurements,
+                    facts=summarize_facts(node.facts) if node.facts is not None else {})
     report.facts["bench"] = {"model": {"name": shape.name, "family": shape.family, "parameters": shape.parameters()},
                              "device": device, "runs": [{"strategy": r["strategy"], "world_size": r["world_size"],
                                                          "failures": r["failures"], "telemetry": r["telemetry"]}
@@ -345,6 +347,8 @@ class NodeView:
     """NVML indices of the GPUs the ranks use (CUDA_VISIBLE_DEVICES honoured: NVML's GPU 0 may be someone else's)."""
     host_path: str | None = None
     """Why some pair of those GPUs has no peer-to-peer path (validate.expect.host_path_pairs), or None."""
+    facts: Any = None
+    """This node's Facts (NVML), whose summary the report carries: `fleet` groups nodes by GPU model and driver."""
 
 
 def node_view(device: str, ranks: int) -> NodeView:
@@ -360,6 +364,6 @@ def node_view(device: str, ranks: int) -> NodeView:
         gpus = list(range(ranks)) if gpus is None else gpus
         by_index = {gpu.index: gpu for gpu in facts.gpus or []}
         return NodeView(machine=machine_from_facts(facts), gpus=gpus,
-                        host_path=host_path_pairs(facts, [by_index.get(index) for index in gpus]))
+                        host_path=host_path_pairs(facts, [by_index.get(index) for index in gpus]), facts=facts)
     except Exception:
         return NodeView(gpus=list(range(ranks)))

@@ -197,7 +197,9 @@ def run_burn(options: BurnOptions) -> Report:
                     series=sampler.telemetry.series(host, identity) if sampler else [])
     report.hung = any(failure.kind in ("hang", "exit", "start") for failure in outcome.failures)
     report.interrupted, report.interrupted_by = outcome.interrupted, outcome.interrupted_by
-    report.facts = {"burn": {"dtype": dtype, "duration_s": options.duration_s, "device": device, "ranks": ranks,
+    from gpuready.verbs.check import summarize_facts
+    # The machine's GPUs and driver beside the run's settings: `fleet` groups nodes by GPU model, count and driver.
+    report.facts = {**(summarize_facts(facts) if facts is not None else {}), "burn": {"dtype": dtype, "duration_s": options.duration_s, "device": device, "ranks": ranks,
                              "log_dir": str(log_dir), "wall_s": round(outcome.wall_s, 1),
                              "telemetry_interval_s": options.interval_s,
                              "xid_source": sampler.telemetry.xid_source if sampler else "none",
