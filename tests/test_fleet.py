@@ -89,7 +89,9 @@ def test_eleven_nodes_worked_by_hand(tmp_path, capsys):
     assert cohort["measurements"]["matmul_tflops_bf16"] | {} == {
         "name": "matmul_tflops_bf16", "subject": "gpu", "unit": "tflops", "higher_is_better": True,
         "median": 799, "mad": 3, "n": 11}
-    assert document["measurements"] == {"matmul_tflops_bf16": {"median": 799, "mad": 3, "n": 11}}
+    assert document["measurements"] == {"matmul_tflops_bf16": {
+        "median": 799, "mad": 3, "n": 11, "unit": "tflops",
+        "values": [{"host": f"node{i:02d}", "value": value} for i, value in enumerate(ELEVEN)]}}
     assert document["nodes"][0]["host"] == "node09" and document["nodes"][0]["verdict"] == "outlier"
     assert outliers_of(document) == {"node09": [{
         "name": "matmul_tflops_bf16", "subject": {"kind": "gpu", "gpu": 0, "peer": None}, "value": 700.0,

@@ -218,8 +218,8 @@ def test_fleet_page_marks_the_outliers(tmp_path):
 
 def test_the_fleet_verbs_own_document(tmp_path, capsys):
     """`gpuready fleet` over eight copies of the recorded H200 validate (validate-sigterm.json), node-5's bf16 matmul
-    lowered to 70 %: its document keeps per node only the outliers' figures, so the chart draws node-5 against the
-    fleet's median and MAD and says so."""
+    lowered to 70 %: every measurement is drawn node by node, the one with an outlier first, node-5 lowest and alone
+    marked."""
     from gpuready import cli
     recorded = json.loads((FIXTURES / "h200-shared-gpu" / "validate-sigterm.json").read_text())
     for index in range(8):
@@ -233,11 +233,14 @@ def test_the_fleet_verbs_own_document(tmp_path, capsys):
     cli.main(["fleet", str(tmp_path), "--json"])
     fleet = json.loads(capsys.readouterr().out)
     charts = fleet_charts(fleet, lambda msg_id, **values: msg_id)
-    assert [chart.title for chart in charts] == ["matmul_tflops_bf16"]
-    (points, _median) = sources(charts[0])
+    measured = {m["name"] for m in recorded["measurements"]}
+    assert charts[0].title == "matmul_tflops_bf16" and {chart.title for chart in charts} == measured
+    assert all(len(sources(chart)[0]["value"]) == 8 and chart.note is None for chart in charts)
+    points = sources(charts[0])[0]
     bf16 = next(m for m in recorded["measurements"] if m["name"] == "matmul_tflops_bf16")["value"]
-    assert points["host"] == ["node-5"] and points["value"] == [pytest.approx(bf16 * 0.7)]
-    assert charts[0].note == "html.note.outliers_only"
+    assert points["host"][0] == "node-5" and points["value"][0] == pytest.approx(bf16 * 0.7)
+    assert points["value"][1:] == [pytest.approx(bf16)] * 7
+    assert len({points["colour"][0], points["colour"][1]}) == 2 and len(set(points["colour"][1:])) == 1
     assert "node-5" in render_fleet_html(fleet, "zh")
 
 

@@ -21,12 +21,14 @@ MAD_ALPHA = 0.12
 
 
 def fleet_charts(fleet: dict, say: Say) -> list[Chart]:
-    charts = []
+    drawn = []
     for position, (key, spread) in enumerate(mapping(fleet.get("measurements")).items()):
-        chart = _distribution(position, printable(key), mapping(spread), _outliers(fleet, str(key)), say)
+        outliers = _outliers(fleet, str(key))
+        chart = _distribution(position, printable(key), mapping(spread), outliers, say)
         if chart is not None:
-            charts.append(chart)
-    return charts
+            drawn.append((not outliers, chart))
+    # The measurements that named an outlier first: those are what the reader came for.
+    return [chart for _none, chart in sorted(drawn, key=lambda item: item[0])]
 
 
 def _outliers(fleet: dict, key: str) -> set[tuple[str, float]]:

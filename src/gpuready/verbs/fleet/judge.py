@@ -196,10 +196,11 @@ def _columns(nodes) -> dict[Key, list[tuple[Node, Figure]]]:
 
 def _fleet_wide(nodes) -> dict[str, dict[str, Any]]:
     """Each measurement's spread over every node, whatever its cohort (a view of the fleet; the judgement uses each
-    cohort's own)."""
+    cohort's own), and each node's figure (its worst GPU's) for the distribution plots."""
     columns = _columns(nodes)
     names = json_names(columns)
-    return {names[key]: spread([figure.value for _node, figure in column]).as_dict()
+    return {names[key]: {**spread([figure.value for _node, figure in column]).as_dict(), "unit": column[0][1].unit,
+                         "values": [{"host": node.name or None, "value": figure.value} for node, figure in column]}
             for key, column in columns.items()}
 
 
