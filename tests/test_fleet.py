@@ -20,7 +20,8 @@ from conftest import FIXTURES
 from gpuready import cli
 from gpuready.i18n import message
 from gpuready.model import ExitCode
-from gpuready.verbs.fleet import read, stream
+from gpuready.report import json_stream as stream
+from gpuready.verbs.fleet import read
 from gpuready.verbs.fleet.view import render_fleet
 
 REAL = json.loads((FIXTURES / "h200-shared-gpu" / "validate-sigterm.json").read_text())
@@ -397,3 +398,18 @@ def test_no_english_sentence_is_left_in_the_chinese_console(tmp_path, capsys):
         chinese = chinese.replace(message(f"fleet.column.{column}", "en"), "")  # English line, by the labels' convention
     assert ENGLISH_RUN.findall(chinese) == []
     assert "未知" in chinese and "只有 1 个节点" in chinese and "1 个文件无法读取" in chinese
+
+
+@pytest.mark.parametrize(("name", "unit", "sense"), [
+    ("all_reduce_busbw_gb_per_s", "gb_per_s", 1),  # bandwidth: more is faster
+    ("matmul_tflops_bf16", "tflops", 1),
+    ("p2p_latency_us", "us", -1),  # latency: less is faster
+    ("exposed_communication_share", "fraction", -1),  # a share, but of time the step waits
+    ("step_time_seconds", "seconds", -1),
+    ("peak_memory_allocated_bytes", "bytes", 0),  # the workload's, not the node's speed
+    ("power_w_median", "watts", 0),
+    ("something_new", "furlongs", 0),
+])
+def test_which_way_a_figure_is_better(name, unit, sense):
+    from gpuready.verbs.fleet.read import direction
+    assert direction(name, unit) == sense

@@ -22,7 +22,7 @@ PERCENT = number("percent", 0, MAX_PERCENT)
 """A tolerance's percent: 0 (any change counts) to 1,000 (a figure ten times its base still counts as unchanged)."""
 WHOLE_FILE_BYTES = 4 << 20
 """A report up to this size is decoded whole; a larger one (a long burn's telemetry) is streamed and its series
-skipped (verbs/fleet/stream.py), so memory never holds the telemetry."""
+skipped (report/json_stream.py), so memory never holds the telemetry."""
 WANTED = frozenset({"format", "schema_version", "tool_version", "started_at", "host", "verdict", "exit_code",
                     "findings", "measurements", "facts"})
 """What compare reads of a report: everything but the telemetry series."""
@@ -124,7 +124,7 @@ class _NotAFile(OSError):
 def _read(path: Path) -> Any:
     import stat
 
-    from gpuready.verbs.fleet.stream import pick_members
+    from gpuready.report.json_stream import pick_members
     status = path.stat()
     if not stat.S_ISREG(status.st_mode):
         raise _NotAFile(str(path))

@@ -1,5 +1,5 @@
 """Report documents (files, or folders of them) → what the fleet keeps of each: host, verdict, cohort, and per
-measurement the node's worst figure. One file at a time; a large file is streamed (stream.py), so memory holds the
+measurement the node's worst figure. One file at a time; a large file is streamed (report/json_stream.py), so memory holds the
 figures of every node and one file's wanted parts, never the telemetry."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any, Iterator
 
 from gpuready.i18n import Said, said
 from gpuready.model import UNKNOWN_HOST
-from gpuready.verbs.fleet.stream import NotJson, pick_members
+from gpuready.report.measurement_kinds import kind_of
+from gpuready.report.json_stream import NotJson, pick_members
 
 WHOLE_FILE_BYTES = 4 << 20
 """A report up to this size is decoded whole (C json: ~10x its size in objects); a larger one (a long burn's
@@ -27,19 +28,16 @@ WANTED = frozenset({"format", "host", "verdict", "exit_code", "started_at", "fac
 VERBS_IN_FACTS = ("validate", "burn", "bench", "monitor", "diagnose", "plan")
 """The verb a report is of, by the part of `facts` it writes; a report without one is `check`'s."""
 
-HIGHER_IS_BETTER_UNITS = frozenset({"tflops", "gb_per_s", "gbit_per_s", "tokens_per_s", "samples_per_s",
-                                    "bytes_per_s", "fraction"})
-LOWER_IS_BETTER_UNITS = frozenset({"us", "seconds"})
-LOWER_IS_BETTER_WORDS = ("latency", "exposed")
-"""A figure named so is worse when higher whatever its unit (bench's `exposed_communication_share`)."""
+NOT_A_NODES_SPEED = frozenset({"memory"})
+"""Kinds (knowledge/compare.toml) compare shows but the fleet does not judge: the bytes a step holds are the
+workload's, not how fast the node is (power is neither better nor worse already)."""
 
 
 def direction(name: str, unit: str) -> int:
     """+1 where a higher figure is better (throughput, bandwidth, MFU), -1 where lower is (latency, time), 0 where
-    neither (bytes held, watts drawn: not a node's speed, so not judged here)."""
-    if unit in LOWER_IS_BETTER_UNITS or any(word in name for word in LOWER_IS_BETTER_WORDS):
-        return -1
-    return 1 if unit in HIGHER_IS_BETTER_UNITS else 0
+    the fleet does not judge it: the kinds compare reads (measurement_kinds.py), one table for both verbs."""
+    kind = kind_of(name, unit)
+    return 0 if kind.name in NOT_A_NODES_SPEED else kind.better
 
 
 @dataclass(frozen=True)
