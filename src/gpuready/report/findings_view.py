@@ -38,11 +38,11 @@ def render_header(document: dict, findings: list[Finding], console: Console, lab
         verdict = document.get("verdict")
         verdicts = mapping(document.get("verdicts"))
         style = VERDICT_STYLE.get(verdict, "") if isinstance(verdict, str) else ""
-        print_paragraph(console, Text.assemble((f"{_machine_label(document, labels)}: ", "bold"),
+        print_paragraph(console, Text.assemble((f"{machine_label(document, labels)}: ", "bold"),
                                     (verdict_label(verdict, labels), style or VERDICT_STYLE[Verdict.UNKNOWN.value])))
         print_paragraph(console, Text(f"({labels['single_node']}: {verdict_label(verdicts.get('single_node'), labels)}; "
                            f"{labels['multi_node']}: {verdict_label(verdicts.get('multi_node'), labels)}; "
-                           f"{labels['judged_for']}: {_scope_label(document.get('judged_for'), labels)})"))
+                           f"{labels['judged_for']}: {scope_label(document.get('judged_for'), labels)})"))
     else:
         facts = mapping(document.get("facts"))
         print_paragraph(console, Text(labels["plan_title"] if "plan" in facts else labels["cpu_run_title"], style="bold"))
@@ -57,7 +57,7 @@ def render_header(document: dict, findings: list[Finding], console: Console, lab
         print_paragraph(console, Text(labels["status_unrecognised"].format(n=unrecognised), style=UNRECOGNISED_STYLE))
 
 
-def _machine_label(document: dict, labels: dict) -> str:
+def machine_label(document: dict, labels: dict) -> str:
     """The machine the verdict is about, in the reader's language where gpuready named it (several machines, or files
     that name none); a host name as the document has it."""
     machines = sequence(mapping(document.get("facts")).get("machines"))
@@ -99,7 +99,7 @@ def _render_row(row: Row, report_host: str, console: Console, labels: dict) -> N
     head = Text()
     head.append(status_label(status, labels).upper(), style=STATUS_STYLE.get(status, UNRECOGNISED_STYLE))
     head.append(f" {first.check_id}", style="bold")
-    subject = _subject(row, labels)
+    subject = row_subject(row, labels)
     if first.host and first.host != report_host:
         subject = f"{subject}, {first.host}" if subject else first.host
     if subject:
@@ -123,7 +123,7 @@ def _render_row(row: Row, report_host: str, console: Console, labels: dict) -> N
         print_paragraph(console, Text.assemble((f"{labels['fix']}: ", "bold"), fix), INDENT)
 
 
-def _subject(row: Row, labels: dict) -> str:
+def row_subject(row: Row, labels: dict) -> str:
     """`GPU3 0000:3b:00.0`, `GPU0↔GPU1 …`, `GPU 0–7 (8 GPUs)` (bus ids in the body), plus NIC and rank."""
     first = row.first
     parts = []
@@ -145,7 +145,7 @@ def verdict_label(value: object, labels: dict) -> str:
     return labels[value] if known else printable(labels["verdict_unrecognised"].format(value=value))
 
 
-def _scope_label(value: object, labels: dict) -> str:
+def scope_label(value: object, labels: dict) -> str:
     if value is None:
         return labels["missing"]
     if isinstance(value, str) and value in SCOPES:

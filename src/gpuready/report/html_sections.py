@@ -17,7 +17,7 @@ from gpuready.model import Status
 from gpuready.report.charts.base import finite
 from gpuready.report.document import (KNOWN_STATUSES, STATUS_ORDER, Finding, host_of, judges_machine, mapping, number,
                                       read_finding, sequence, status_rank, subject_label, text)
-from gpuready.report.findings_view import _subject, status_label, verdict_label
+from gpuready.report.findings_view import row_subject, status_label, verdict_label
 from gpuready.report.gpu_groups import Row
 from gpuready.report.safe_text import printable
 from gpuready.report.tables import format_value
@@ -120,7 +120,7 @@ def _filter_status_label(status: str, labels: dict) -> str:
 
 def _finding_row(finding: Finding, report_host: str, labels: dict) -> str:
     status = finding.status if finding.status in KNOWN_STATUSES else FILTERED_OTHER
-    subject = [_subject(Row(members=[finding]), labels)]  # the console's words for it
+    subject = [row_subject(Row(members=[finding]), labels)]  # the console's words for it
     if finding.host and finding.host != report_host:
         subject.append(finding.host)
     message = element("div", escape(finding.message), class_="message")

@@ -31,7 +31,10 @@ def _labels(lang: str) -> dict:
         else:
             labels[msg_id[len(_PREFIX):]] = message(msg_id, lang)
     labels.update({key: tuple(parts[i] for i in sorted(parts)) for key, parts in columns.items()})
+    labels[LANGUAGE_KEY] = lang  # views that render the document's own catalogue text need the language, not words
     return labels
 
 
 _PREFIX = "label."
+LANGUAGE_KEY = "language"
+"""The key holding the labels' language code (`en`, `zh`); no catalogue id is `label.language`."""

@@ -17,7 +17,7 @@ from gpuready.model import Status
 from gpuready.report.document import (KNOWN_STATUSES, Finding, host_of, judges_machine, mapping, read_finding,
                                       sequence, status_rank, text)
 from gpuready.report.figures import measurement_cells, shown_measurements
-from gpuready.report.findings_view import (EVIDENCE_SHOWN, QUIET, _machine_label, _scope_label, _subject,
+from gpuready.report.findings_view import (EVIDENCE_SHOWN, QUIET, machine_label, scope_label, row_subject,
                                            status_label, verdict_label)
 from gpuready.report.gpu_groups import Row, group_rows
 from gpuready.report.labels import labels_for
@@ -42,7 +42,7 @@ def _document(document: dict, lang: str, verbose: bool) -> str:
     labels = labels_for(lang)
     document = in_language(document, lang)
     findings = [read_finding(item) for item in sequence(document.get("findings"))]
-    title = message("report_files.md.title", lang, verb=verb_of(document), machine=_machine_label(document, labels))
+    title = message("report_files.md.title", lang, verb=verb_of(document), machine=machine_label(document, labels))
     blocks = [f"## {inline(title)}", _verdict(document, labels)]
     if document.get("not_enough_evidence"):
         blocks.append(inline(text(document["not_enough_evidence"])))
@@ -78,7 +78,7 @@ def _verdict(document: dict, labels: dict) -> str:
     verdicts = mapping(document.get("verdicts"))
     scopes = (f"{labels['single_node']}: {verdict_label(verdicts.get('single_node'), labels)}; "
               f"{labels['multi_node']}: {verdict_label(verdicts.get('multi_node'), labels)}; "
-              f"{labels['judged_for']}: {_scope_label(document.get('judged_for'), labels)}")
+              f"{labels['judged_for']}: {scope_label(document.get('judged_for'), labels)}")
     return f"**{inline(verdict_label(document.get('verdict'), labels))}** ({inline(scopes)})"
 
 
@@ -92,7 +92,7 @@ def _problem_rows(findings: list[Finding]) -> list[Row]:
 
 def _problem_item(row: Row, report_host: str, labels: dict) -> str:
     first = row.first
-    subject = _subject(row, labels)
+    subject = row_subject(row, labels)
     if first.host and first.host != report_host:
         subject = f"{subject}, {first.host}" if subject else first.host
     head = f"- **{inline(status_label(first.status, labels).upper())}** {code(first.check_id)}"

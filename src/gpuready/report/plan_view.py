@@ -9,9 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from gpuready.i18n import DEFAULT_LANGUAGE, LANGUAGES, said_from, text_in
+from gpuready.i18n import said_from, text_in
 from gpuready.report.document import mapping, number, sequence, text
-from gpuready.report.labels import labels_for
+from gpuready.report.labels import LANGUAGE_KEY
 from gpuready.report.paragraph import print_paragraph
 from gpuready.report.safe_text import printable
 from gpuready.report.tables import keep_whole, table
@@ -157,8 +157,7 @@ def _render_power(document: dict, console: Console, labels: dict) -> None:
 
 
 def _lang(labels: dict) -> str:
-    """The language `labels` are in (console.py passes the labels, not the language)."""
-    return next((lang for lang in LANGUAGES if labels_for(lang) is labels), DEFAULT_LANGUAGE)
+    return labels[LANGUAGE_KEY]
 
 
 def _in_language(english: Any, said: Any, labels: dict) -> str:
