@@ -11,6 +11,7 @@ import copy
 import re
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -336,15 +337,28 @@ def test_launch_validate_writes_one_report_per_host_into_the_folder_fleet_reads(
     assert re.search(r'--json --out /shared/fleet/\\?"\$\(hostname\)\\?"\.json', script), script
 
 
-def test_a_baseline_that_cannot_be_written_still_gives_the_judgement(tmp_path, capsys):
+def test_a_baseline_path_that_cannot_take_a_file_is_refused_before_any_report_is_read(tmp_path, capsys):
     folder = write_fleet(tmp_path / "r", [node_report(f"n{i}", 800.0) for i in range(3)])
-    code = cli.main(["fleet", str(folder), "--json", "--save-baseline", str(tmp_path)])  # a folder: not writable
+    assert cli.main(["fleet", str(folder), "--json", "--save-baseline", str(tmp_path)]) == ExitCode.USAGE
     captured = capsys.readouterr()
-    assert code == ExitCode.USAGE and json.loads(captured.out)["summary"]["healthy"] == 3
-    assert captured.err.startswith(f"gpuready: --save-baseline {tmp_path}: cannot write it (")
+    assert captured.out == "" and captured.err == f"gpuready: --save-baseline {tmp_path} is a folder; give a file name\n"
     assert cli.main(["fleet", str(folder), "--save-baseline", str(tmp_path / "no" / "b.json")]) == ExitCode.USAGE
     assert capsys.readouterr().err == (f"gpuready: --save-baseline {tmp_path / 'no' / 'b.json'}: the folder "
                                        f"{tmp_path / 'no'} does not exist (gpuready does not create it)\n")
+
+
+def test_a_baseline_that_cannot_be_written_still_gives_the_judgement(tmp_path, capsys, monkeypatch):
+    """The disk fills between the check and the write: the judgement is printed, then the sentence, exit 2."""
+    import errno
+    folder = write_fleet(tmp_path / "r", [node_report(f"n{i}", 800.0) for i in range(3)])
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    code = cli.main(["fleet", str(folder), "--json", "--save-baseline", str(tmp_path / "b.json")])
+    captured = capsys.readouterr()
+    assert code == ExitCode.USAGE and json.loads(captured.out)["summary"]["healthy"] == 3
+    assert captured.err == f"gpuready: --save-baseline {tmp_path / 'b.json'}: cannot write it (No space left on device)\n"
 
 
 def test_html_goes_through_the_report_package(tmp_path, capsys, monkeypatch):
@@ -363,7 +377,8 @@ def test_html_goes_through_the_report_package(tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     assert cli.main(["fleet", str(folder), "--html", str(tmp_path / "f.html")]) == ExitCode.TOOL_ERROR
     captured = capsys.readouterr()
-    assert captured.err.startswith("gpuready: --html: this gpuready has no HTML fleet page") and "Fleet: 2" in captured.out
+    assert captured.err == ("gpuready: --html: this gpuready has no HTML report (gpuready.report.html); the other "
+                            "reports are complete\n") and "Fleet: 2" in captured.out
 
 
 def test_a_value_over_the_limit_is_refused_not_held(tmp_path, monkeypatch):

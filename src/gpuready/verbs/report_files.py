@@ -13,7 +13,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from gpuready.i18n import Said, choose_language, in_language, said
 from gpuready.model import ExitCode, worst_exit_code
@@ -72,24 +72,35 @@ def write_report_files(documents: list[dict], args: argparse.Namespace) -> int:
 
 
 def _write(name: str, path: Path, documents: list[dict], lang: str, verbose: bool, warn_fails: bool) -> int:
+    if name == "html":
+        def write(target: Path) -> None:
+            from gpuready.report.html import write_html
+            write_html(documents, target, lang)
+    elif name == "junit":
+        def write(target: Path) -> None:
+            from gpuready.report.junit import junit_xml
+            target.write_bytes(junit_xml(documents, lang, warn_fails))
+    else:
+        def write(target: Path) -> None:
+            from gpuready.report.markdown import markdown_summary
+            target.write_text(markdown_summary(documents, lang, verbose), encoding="utf-8")
+    return write_report_file(name, path, write, lang)
+
+
+def write_report_file(name: str, path: Path, write: Callable[[Path], None], lang: str) -> int:
+    """`write(path)` for the option `--name`, its failure one sentence: exit 2 where the file cannot be written, 3
+    where the HTML report's module (or bokeh) is missing. fleet writes its own page through this too."""
     named = {"option": f"--{name}", "path": str(path)}
     try:  # a FIFO or a device put there since the check would block or never end: refused, never opened
         if path.exists() and not stat.S_ISREG(path.stat().st_mode):
             tell(in_language(said("report_files.not_regular", kind=file_kind(path.stat().st_mode), **named), lang))
             return ExitCode.USAGE
-        if name == "html":
-            try:
-                from gpuready.report.html import write_html
-            except ImportError:
-                tell(in_language(said("report_files.no_html"), lang))
-                return ExitCode.TOOL_ERROR
-            write_html(documents, path, lang)
-        elif name == "junit":
-            from gpuready.report.junit import junit_xml
-            path.write_bytes(junit_xml(documents, lang, warn_fails))
-        else:
-            from gpuready.report.markdown import markdown_summary
-            path.write_text(markdown_summary(documents, lang, verbose), encoding="utf-8")
+        write(path)
+    except ImportError:
+        if name != "html":
+            raise  # a module of this gpuready that does not import is its bug, not the user's
+        tell(in_language(said("report_files.no_html"), lang))
+        return ExitCode.TOOL_ERROR
     except OSError as error:
         tell(in_language(said("report_files.unwritten", reason=str(error.strerror or error), **named), lang))
         return ExitCode.USAGE

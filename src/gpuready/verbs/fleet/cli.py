@@ -15,6 +15,7 @@ from gpuready import option_groups as groups
 from gpuready.i18n import said
 from gpuready.option_kinds import worded
 from gpuready.options import number
+from gpuready.verbs.report_files import WritableFile
 
 FLOOR_PCT = worded(number("percent", 0, 100), "percent")
 """--floor-pct: the smallest deficit against the cohort's median that is flagged, in % of the median."""
@@ -26,10 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from gpuready.verbs.fleet.stats import Limits
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help=said("cli.fleet.paths"))
     parser.add_argument("--baseline", type=Path, metavar="FILE", help=said("cli.fleet.baseline"))
-    parser.add_argument("--save-baseline", type=Path, metavar="FILE", help=said("cli.fleet.save_baseline"))
+    parser.add_argument("--save-baseline", type=Path, metavar="FILE", action=WritableFile,
+                        help=said("cli.fleet.save_baseline"))  # checked when read, before thousands of reports
     parser.add_argument("--floor-pct", type=FLOOR_PCT, metavar="PCT", default=Limits.from_knowledge().floor_pct,
                         help=groups.with_range(said("cli.fleet.floor_pct"), FLOOR_PCT))
-    parser.add_argument("--html", type=Path, metavar="FILE", help=said("cli.fleet.html"))
+    groups.add(parser, "html", said("cli.fleet.html"))  # the fleet's own page, the path checked as every verb's
     groups.add(parser, "json")
     groups.add(parser, "out")
     groups.add(parser, "verbose", said("cli.fleet.verbose"))
@@ -49,9 +51,6 @@ def run(args: argparse.Namespace) -> int:
 
     lang = choose_language(args.lang)
     check_out(args)
-    for option, path in (("--save-baseline", args.save_baseline), ("--html", args.html)):
-        if path is not None and not path.parent.is_dir():  # before reading thousands of reports
-            raise UsageError(said("fleet.usage.no_folder", option=option, path=str(path), folder=str(path.parent)))
     baseline = read_baseline(args.baseline) if args.baseline else None
     try:
         gathered = gather(args.paths)
@@ -104,19 +103,12 @@ def _nothing_to_judge(gathered):
 
 
 def _write_html(document: dict, path: Path, lang: str) -> int:
-    """--html through the report package's fleet page; a gpuready without it, or a page that cannot be written, is
-    said in one sentence (the console and JSON report are still given)."""
-    from gpuready.model import ExitCode
-    from gpuready.report.safe_text import tell
-    from gpuready.i18n import message
-    try:
+    """--html: the fleet's page, written (or refused in one sentence) as every verb's report files are."""
+    from gpuready.verbs.report_files import write_report_file
+
+    def write(target: Path) -> None:
         from gpuready.report.html import write_fleet_html
-    except ImportError:
-        tell(message("fleet.html.missing", lang))
-        return ExitCode.TOOL_ERROR
-    try:
-        write_fleet_html(document, path, lang)
-    except OSError as error:
-        tell(message("fleet.html.unwritable", lang, path=str(path), error=error.strerror or str(error)))
-        return ExitCode.USAGE
-    return ExitCode.READY
+        write_fleet_html(document, target, lang)
+    return write_report_file("html", path, write, lang)
+
+
