@@ -362,19 +362,28 @@ def test_a_baseline_that_cannot_be_written_still_gives_the_judgement(tmp_path, c
 
 
 def test_html_goes_through_the_report_package(tmp_path, capsys, monkeypatch):
-    """--html hands the fleet document to gpuready.report.html.write_fleet_html (another module's page, replaced
-    here by a recorder); a gpuready without it says so in one sentence and exits 3, the judgement still given."""
+    """--html hands the fleet document to gpuready.report.html.render_fleet_html (another module's page, replaced
+    here by a recorder); `--html -` puts the page alone on stdout; a gpuready without the module says so in one
+    sentence and exits 3, the judgement still given."""
     import sys
     import types
-    written = []
+    rendered = []
+
+    def render_fleet_html(document, lang):
+        rendered.append((document["summary"]["nodes"], lang))
+        return "<html>fleet</html>"
     page = types.ModuleType("gpuready.report.html")
-    page.write_fleet_html = lambda document, path, lang: written.append((document["summary"]["nodes"], path, lang))
+    page.render_fleet_html = render_fleet_html
     monkeypatch.setitem(sys.modules, "gpuready.report.html", page)
     folder = write_fleet(tmp_path / "r", [node_report(f"n{i}", 800.0) for i in range(2)])
     assert cli.main(["fleet", str(folder), "--html", str(tmp_path / "f.html"), "--lang", "zh"]) == ExitCode.READY
-    assert written == [(2, tmp_path / "f.html", "zh")]
-    monkeypatch.setitem(sys.modules, "gpuready.report.html", None)  # `import` raises ImportError
+    assert rendered == [(2, "zh")] and (tmp_path / "f.html").read_text() == "<html>fleet</html>"
     capsys.readouterr()
+    assert cli.main(["fleet", str(folder), "--html", "-"]) == ExitCode.READY
+    assert capsys.readouterr().out == "<html>fleet</html>"
+    assert cli.main(["fleet", str(folder), "--html", "-", "--json"]) == ExitCode.USAGE
+    assert capsys.readouterr().err == "gpuready: --json and --html - both write to stdout; send one of them to a file\n"
+    monkeypatch.setitem(sys.modules, "gpuready.report.html", None)  # `import` raises ImportError
     assert cli.main(["fleet", str(folder), "--html", str(tmp_path / "f.html")]) == ExitCode.TOOL_ERROR
     captured = capsys.readouterr()
     assert captured.err == ("gpuready: --html: this gpuready has no HTML report (gpuready.report.html); the other "

@@ -192,7 +192,7 @@ def test_a_usage_error_is_one_sentence_in_either_language_with_exit_2(capsys, tm
 def test_an_out_folder_and_a_launch_without_image_in_chinese(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("GPUREADY_LANG", "zh")
     assert main(["plan", "--preset", "gpt2-small", "--machine", "1xH100-SXM", "--out", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.strip() == f"gpuready: --out {tmp_path} 是一个文件夹；请给出报告的文件名"
+    assert capsys.readouterr().err.strip() == f"gpuready: --out {tmp_path} 是一个文件夹；请给出文件名"
     assert main(["launch", "k8s", "--nproc-per-node", "8", "--", "train.py"]) == 2
     assert capsys.readouterr().err.strip() == "gpuready: launch k8s 需要 --image（包含 PyTorch 和你的代码的容器镜像）"
 

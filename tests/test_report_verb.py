@@ -132,20 +132,40 @@ def test_a_file_that_cannot_be_written_after_the_work_is_said_and_the_others_are
 
 
 def test_html_is_the_html_module_s_and_its_absence_is_said(capsys, tmp_path, monkeypatch):
-    """--html calls gpuready.report.html.write_html(documents, path, lang) (its own tests are test_html_report.py's);
+    """--html calls gpuready.report.html.render_html(documents, lang) (its own tests are test_html_report.py's);
     a gpuready without that module says so and exits 3, the other files still written."""
     calls = []
+
+    def render_html(documents, lang):
+        calls.append(([d["host"] for d in documents], lang))
+        return "<html>page</html>"
     fake = types.ModuleType("gpuready.report.html")
-    fake.write_html = lambda documents, path, lang: calls.append(([d["host"] for d in documents], path, lang))
+    fake.render_html = render_html
     monkeypatch.setitem(sys.modules, "gpuready.report.html", fake)
     page = tmp_path / "page.html"
     assert run(capsys, BURN, "--html", page, "--lang", "zh")[0] == ExitCode.READY
-    assert calls == [(["vm"], page, "zh")]
+    assert calls == [(["vm"], "zh")] and page.read_text() == "<html>page</html>"
     monkeypatch.setitem(sys.modules, "gpuready.report.html", None)
     code, _out, err = run(capsys, BURN, "--html", page, "--markdown", tmp_path / "m.md")
     assert code == ExitCode.TOOL_ERROR and (tmp_path / "m.md").exists()
     assert err == ("gpuready: --html: this gpuready has no HTML report (gpuready.report.html); the other reports are "
                    "complete\n")
+
+
+def test_a_report_file_on_stdout_replaces_the_console(capsys, tmp_path):
+    """`--markdown -` (a CI step summary): the Markdown alone on stdout, the same text as the file; with --json too,
+    one sentence and exit 2 before any work."""
+    summary = tmp_path / "summary.md"
+    assert run(capsys, BURN, "--markdown", summary)[0] == ExitCode.READY
+    code, out, err = run(capsys, BURN, "--markdown", "-")
+    assert code == ExitCode.READY and err == "" and out == summary.read_text(encoding="utf-8")
+    assert cli.main(["check", "--bundle", str(H200_BUNDLE), "--json", "--junit", "-"]) == ExitCode.USAGE
+    captured = capsys.readouterr()
+    assert captured.out == "" and \
+        captured.err == "gpuready: --json and --junit - both write to stdout; send one of them to a file\n"
+    assert cli.main(["check", "--bundle", str(H200_BUNDLE), "--junit", "-"]) == ExitCode.READY
+    [suite] = list(JUnitXml.fromstring(capsys.readouterr().out.encode()))
+    assert (suite.tests, suite.failures, suite.skipped) == (49, 0, 3)
 
 
 def test_check_writes_the_same_files_beside_its_report(capsys, tmp_path):

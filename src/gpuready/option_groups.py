@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from gpuready import option_kinds as kind
 from gpuready.i18n import DEFAULT_LANGUAGE, Said, message, said
 from gpuready.usage import in_language
-from gpuready.verbs.report_files import REPORT_FILES, WritableFile
+from gpuready.verbs.report_files import REPORT_FILES, ReportFile
 
 if TYPE_CHECKING:
     from gpuready.bundle.archive import InputLimits
@@ -76,7 +76,7 @@ OPTIONS: dict[str, Option] = {
     "fail_on": Option(("--fail-on",), {"choices": ("fail", "warn"), "default": "fail"}),
     "verbose": Option(("--verbose", "-v"), {"action": "store_true"}),
     "lang": Option(("--lang",), {"choices": ("en", "zh"), "default": None}),
-    **{name: Option((f"--{name}",), {"type": Path, "metavar": "FILE", "action": WritableFile})
+    **{name: Option((f"--{name}",), {"type": Path, "metavar": "FILE", "action": ReportFile})
        for name in REPORT_FILES},  # --html, --junit, --markdown: checked when read, before any work
 }
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import stat
 import sys
 import tempfile
@@ -19,28 +18,20 @@ from gpuready.usage import UsageError
 
 
 def check_out(args: argparse.Namespace) -> None:
-    """--out, before any work: its folder must exist (it is not created) and take a new file."""
+    """--out, before any work: `-` (the JSON report alone on stdout) or a path whose folder exists (it is not created)
+    and takes a new file; and one output at most on stdout (--json, --out -, --html/--junit/--markdown -)."""
+    from gpuready.verbs.report_files import on_stdout, refusal_of
     out: Path | None = getattr(args, "out", None)
-    if out is None:
-        return
-    if str(out) == "-":  # the JSON report on stdout, alone
+    if out is not None and str(out) == "-":  # the JSON report on stdout, alone
         args.out, args.json = None, True
-        return
-    folder = out.parent
-    try:
-        if out.is_dir():
-            raise UsageError(said("error.out.folder", path=str(out)))
-        if out.exists() and not stat.S_ISREG(out.stat().st_mode):
-            raise UsageError(said("error.out.not_regular", path=str(out), kind=file_kind(out.stat().st_mode)))
-        if not folder.is_dir():
-            raise UsageError(said("error.out.no_folder", path=str(out), folder=str(folder)))
-        if out.exists() and not os.access(out, os.W_OK):
-            raise UsageError(said("error.out.not_writable", path=str(out)))
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuready-out-", suffix=".tmp"):
-            pass
-    except OSError as error:
-        raise UsageError(said("error.out.cannot_write", path=str(out), folder=str(folder),
-                              reason=str(error.strerror or error))) from None
+    elif out is not None:
+        refusal = refusal_of(out, "--out", stdout_allowed=False)
+        if refusal is not None:
+            raise UsageError(refusal)
+    report_file = on_stdout(args)
+    if report_file and getattr(args, "json", False):
+        raise UsageError(said("error.stdout.twice", first="--json" if out is None else "--out -",
+                              second=f"{report_file} -"))
 
 
 def check_log_dir(args: argparse.Namespace) -> None:
@@ -75,13 +66,13 @@ def emit(report, args: argparse.Namespace) -> int:
     report.fail_on_warn = args.fail_on == "warn"
     document = json.dumps(report.to_dict(), indent=1, allow_nan=False)  # strict JSON: to_dict writes no NaN
     problem = _write_report(document, args)
+    from gpuready.verbs.report_files import on_stdout, write_report_files
     if args.json:
         print(document)
-    else:
+    elif not on_stdout(args):  # `--markdown -` and the like: that file is stdout
         from gpuready.report.console import render_console
         render_console(report.to_dict(), verbose=args.verbose, lang=choose_language(args.lang))
     code = report.exit_code()
-    from gpuready.verbs.report_files import write_report_files
     code = worst_exit_code(code, write_report_files([report.to_dict()], args))  # --html, --junit, --markdown
     if problem:  # nothing measured is lost: the JSON goes to stdout instead, and the exit code says 2 at least
         tell(in_language(said("error.report.on_stdout", problem=problem), choose_language(args.lang)))

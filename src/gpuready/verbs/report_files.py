@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -23,22 +24,37 @@ from gpuready.usage import UsageError
 
 REPORT_FILES = ("html", "junit", "markdown")
 """The options (and their `args` names), in the order the files are written."""
+STDOUT = "-"
+"""The path that means standard output (`--markdown - >> "$GITHUB_STEP_SUMMARY"`): that file instead of the console."""
+
+
+def on_stdout(args: argparse.Namespace) -> str | None:
+    """The report file option whose path is `-` (`--markdown`), or None."""
+    return next((f"--{name}" for name in REPORT_FILES if str(getattr(args, name, None)) == STDOUT), None)
 
 
 class WritableFile(argparse.Action):
     """Stores the path (a `Path`, as `type=Path` made it) once it is known to take a new file."""
+    stdout_allowed = False
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        refusal = refusal_of(values, option_string or self.option_strings[0])
+        refusal = refusal_of(values, option_string or self.option_strings[0], self.stdout_allowed)
         if refusal is not None:
             raise UsageError(refusal)
         setattr(namespace, self.dest, values)
 
 
-def refusal_of(path: Path, option: str) -> Said | None:
-    """Why `path` cannot take the report `option` writes, or None: its folder must exist (it is not created), and
-    the path be a regular file or none yet."""
+class ReportFile(WritableFile):
+    """A report file's path, or `-` for stdout."""
+    stdout_allowed = True
+
+
+def refusal_of(path: Path, option: str, stdout_allowed: bool = True) -> Said | None:
+    """Why `path` cannot take the report `option` writes, or None: `-` (stdout, where allowed), or a path whose
+    folder exists (it is not created) that is a regular file or none yet."""
+    if stdout_allowed and str(path) == STDOUT:
+        return None
     named = {"option": option, "path": str(path)}
     folder = path.parent
     try:
@@ -73,29 +89,35 @@ def write_report_files(documents: list[dict], args: argparse.Namespace) -> int:
 
 def _write(name: str, path: Path, documents: list[dict], lang: str, verbose: bool, warn_fails: bool) -> int:
     if name == "html":
-        def write(target: Path) -> None:
-            from gpuready.report.html import write_html
-            write_html(documents, target, lang)
+        def render() -> bytes:
+            from gpuready.report.html import render_html
+            return render_html(documents, lang).encode()
     elif name == "junit":
-        def write(target: Path) -> None:
+        def render() -> bytes:
             from gpuready.report.junit import junit_xml
-            target.write_bytes(junit_xml(documents, lang, warn_fails))
+            return junit_xml(documents, lang, warn_fails)
     else:
-        def write(target: Path) -> None:
+        def render() -> bytes:
             from gpuready.report.markdown import markdown_summary
-            target.write_text(markdown_summary(documents, lang, verbose), encoding="utf-8")
-    return write_report_file(name, path, write, lang)
+            return markdown_summary(documents, lang, verbose).encode()
+    return write_report_file(name, path, render, lang)
 
 
-def write_report_file(name: str, path: Path, write: Callable[[Path], None], lang: str) -> int:
-    """`write(path)` for the option `--name`, its failure one sentence: exit 2 where the file cannot be written, 3
-    where the HTML report's module (or bokeh) is missing. fleet writes its own page through this too."""
+def write_report_file(name: str, path: Path, render: Callable[[], bytes], lang: str) -> int:
+    """Write `render()` (UTF-8) for the option `--name` to `path` or, for `-`, to stdout; a failure is one sentence:
+    exit 2 where the file cannot be written, 3 where the HTML report's module (or bokeh) is missing. fleet writes its
+    own page through this too."""
     named = {"option": f"--{name}", "path": str(path)}
     try:  # a FIFO or a device put there since the check would block or never end: refused, never opened
+        if str(path) == STDOUT:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(render())
+            sys.stdout.buffer.flush()
+            return ExitCode.READY
         if path.exists() and not stat.S_ISREG(path.stat().st_mode):
             tell(in_language(said("report_files.not_regular", kind=file_kind(path.stat().st_mode), **named), lang))
             return ExitCode.USAGE
-        write(path)
+        path.write_bytes(render())
     except ImportError:
         if name != "html":
             raise  # a module of this gpuready that does not import is its bug, not the user's

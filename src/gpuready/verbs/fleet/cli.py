@@ -15,7 +15,7 @@ from gpuready import option_groups as groups
 from gpuready.i18n import said
 from gpuready.option_kinds import worded
 from gpuready.options import number
-from gpuready.verbs.report_files import WritableFile
+from gpuready.verbs.report_files import WritableFile, on_stdout
 
 FLOOR_PCT = worded(number("percent", 0, 100), "percent")
 """--floor-pct: the smallest deficit against the cohort's median that is flagged, in % of the median."""
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         code = worst_exit_code(code, _write_html(document, args.html, lang))
     if args.json:
         print(text)
-    else:
+    elif not on_stdout(args):  # `--html -`: the page is stdout
         from gpuready.verbs.fleet.view import render_fleet
         render_fleet(document, lang, args.verbose)
     for sentence in (unsaved, problem):
@@ -106,9 +106,7 @@ def _write_html(document: dict, path: Path, lang: str) -> int:
     """--html: the fleet's page, written (or refused in one sentence) as every verb's report files are."""
     from gpuready.verbs.report_files import write_report_file
 
-    def write(target: Path) -> None:
-        from gpuready.report.html import write_fleet_html
-        write_fleet_html(document, target, lang)
-    return write_report_file("html", path, write, lang)
-
-
+    def render() -> bytes:
+        from gpuready.report.html import render_fleet_html
+        return render_fleet_html(document, lang).encode()
+    return write_report_file("html", path, render, lang)
