@@ -204,3 +204,40 @@ def test_a_plan_is_no_verdict_and_a_diagnosis_keeps_its_causes_first():
     assert lines[lines.index("### Problems"):] == [
         "### Problems", "", "- **WARN** `nccl.wrong_interface`", "", "  lo", "",
         "- **FAIL** `network.unreachable`", "", r"  ↳ consequence of nccl.wrong\_interface: refused"]
+
+
+def plan_document(*argv: str) -> dict:
+    from gpuready import cli
+    import contextlib
+    import io
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        cli.main(["plan", *argv, "--json"])
+    return json.loads(out.getvalue())
+
+
+def test_a_plan_keeps_its_strategies_and_the_chosen_one():
+    """Llama-2 7B (6.7 B parameters) on one 80 GB H100: plain single-GPU training with AdamW holds ~16 bytes per
+    parameter (~107 GB before activations), so `single` is listed and does not fit; a strategy that fits is chosen.
+    The table has the console's rows in the console's order."""
+    document = plan_document("--preset", "llama2-7b", "--machine", "1xH100-SXM")
+    summary = markdown_summary([document], "en")
+    lines = summary.splitlines()
+    header = lines.index("| strategy | fits | GiB per GPU | step s | bottleneck |")
+    assert lines[header - 2] == "### strategies (best first), memory per GPU" and lines[header + 1] == "|---|---|---:|---:|---|"
+    rows = [line.split(" | ")[0].removeprefix("| ") for line in lines[header + 2:] if line.startswith("| ")]
+    assert rows == [strategy["name"] for strategy in document["strategies"][:len(rows)]]
+    single = next(line for line in lines if line.startswith("| single |"))
+    assert single.split(" | ")[1] == "no" and float(single.split(" | ")[2]) > 100  # GiB per GPU
+    chosen = next(strategy for strategy in document["strategies"] if strategy["fits"])
+    assert f"**chosen: {chosen['name']}, " in summary
+    chinese = markdown_summary([document], "zh")
+    assert "| single | 否 no | 116.4 |" in chinese and "| 策略 strategy | 放得下 fits |" in chinese
+
+
+def test_plan_cells_cannot_break_the_table():
+    document = {"facts": {"plan": {}}, "findings": [], "strategies": [
+        {"name": "a|b\nc", "fits": ["not", "a", "bool"], "memory_bytes": {"total": "x"}, "step_time_s": None,
+         "bottleneck": "<script>"}]}
+    lines = markdown_summary([document], "en").splitlines()
+    [row] = [line for line in lines if line.startswith("| a")]
+    assert row == r"| a\|b c | ? | ? | - | \<script\> |"

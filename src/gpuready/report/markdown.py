@@ -21,6 +21,8 @@ from gpuready.report.findings_view import (EVIDENCE_SHOWN, QUIET, machine_label,
                                            status_label, verdict_label)
 from gpuready.report.gpu_groups import Row, group_rows
 from gpuready.report.labels import labels_for
+from gpuready.report.plan_view import (STRATEGIES_SHOWN, chosen_line, chosen_strategy, inference_cells,
+                                       strategy_cells)
 from gpuready.report.translate import in_language
 from gpuready.report.verb_of import verb_of
 
@@ -31,6 +33,10 @@ _LINE_MARKER = re.compile(r"(?m)^(?:#{1,6}|[+\-]|\d{1,9}[.)])(?=[ \t]|$)|^(?:=+|
 """What opens a heading, a list item or a setext underline at the start of a line (`>` and `*` are escaped anyway)."""
 _NUMERIC_COLUMNS = (2, 3, 4)
 """value, expected, share: right-aligned."""
+_STRATEGY_NUMERIC = (2, 3)
+"""GiB per GPU, step time."""
+_INFERENCE_NUMERIC = (0, 2, 3, 4)
+"""TP degree and the GiB columns."""
 
 
 def markdown_summary(documents: list[dict], lang: str = "en", verbose: bool = False) -> str:
@@ -57,6 +63,7 @@ def _document(document: dict, lang: str, verbose: bool) -> str:
     if problems:
         blocks.append(f"### {inline(message('report_files.md.problems', lang))}")
         blocks += [_problem_item(row, host_of(document, ""), labels) for row in problems]
+    blocks += _plan_blocks(document, labels, verbose)
     figures = shown_measurements(document, verbose)
     if figures:
         blocks += [f"### {inline(message('report_files.md.figures', lang))}", _figures_table(figures, labels)]
@@ -115,13 +122,41 @@ def _problem_item(row: Row, report_host: str, labels: dict) -> str:
 
 
 def _figures_table(measurements: list[dict], labels: dict) -> str:
-    columns = labels["measurement_columns"]
-    alignments = ["---:" if position in _NUMERIC_COLUMNS else "---" for position in range(len(columns))]
-    lines = ["| " + " | ".join(inline(column, cell=True) for column in columns) + " |", f"|{'|'.join(alignments)}|"]
+    rows = []
     for measurement in measurements:
         name, *others = measurement_cells(measurement)
-        cells = [code(name, cell=True), *(inline(cell, cell=True) for cell in others)]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append([code(name, cell=True), *(inline(cell, cell=True) for cell in others)])
+    return _table(labels["measurement_columns"], rows, _NUMERIC_COLUMNS)
+
+
+def _plan_blocks(document: dict, labels: dict, verbose: bool) -> list[str]:
+    """plan's strategies (the first few; all with `verbose`), the one it recommends, and the inference degrees: the
+    console's tables (plan_view.py's cells)."""
+    blocks = []
+    strategies = [mapping(item) for item in sequence(document.get("strategies"))]
+    if strategies:
+        shown = strategies if verbose else strategies[:STRATEGIES_SHOWN]
+        blocks += [f"### {inline(labels['strategies_title'])}",
+                   _table(labels["strategy_columns"], [[inline(cell, cell=True) for cell in strategy_cells(row, labels)]
+                                                       for row in shown], _STRATEGY_NUMERIC)]
+        if len(strategies) > len(shown):
+            blocks.append(inline(labels["more_strategies"].format(n=len(strategies) - len(shown))))
+        chosen = chosen_strategy(document)
+        if chosen is not None:
+            blocks.append(f"**{inline(chosen_line(chosen, labels))}**")
+    degrees = [mapping(item) for item in sequence(document.get("inference"))]
+    if degrees:
+        blocks += [f"### {inline(labels['inference_title'])}",
+                   _table(labels["inference_columns"], [[inline(cell, cell=True) for cell in inference_cells(row, labels)]
+                                                        for row in degrees], _INFERENCE_NUMERIC)]
+    return blocks
+
+
+def _table(columns: tuple[str, ...], rows: list[list[str]], numeric: tuple[int, ...]) -> str:
+    """A GitHub table; `rows` hold Markdown already (each cell one line, its `|` escaped)."""
+    alignments = ["---:" if position in numeric else "---" for position in range(len(columns))]
+    lines = ["| " + " | ".join(inline(column, cell=True) for column in columns) + " |", f"|{'|'.join(alignments)}|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     return "\n".join(lines)
 
 

@@ -62,10 +62,9 @@ def _render_strategies(document: dict, console: Console, labels: dict, plain: bo
     shown = rows if verbose else rows[:STRATEGIES_SHOWN]
     keep_whole(strategies, 0, [text(row.get("name")) for row in shown])
     for row in shown:
-        step = number(row.get("step_time_s"))
-        cells = [Text(text(row.get("name"))), _fits(row.get("fits"), labels), Text(_gib(_total_bytes(row))),
-                 Text(f"{step:.3f}" if step is not None else "-"), Text(_bottleneck(row.get("bottleneck"), labels))]
-        strategies.add_row(*cells)
+        name, fits, gib, step, bottleneck = strategy_cells(row, labels)
+        strategies.add_row(Text(name), Text(fits, style=_fits_style(row.get("fits"))), Text(gib),
+                           Text(step), Text(bottleneck))
     console.print(strategies)
     if verbose:  # each strategy's reasons as a paragraph: in a table column they ran to 175 narrow lines
         _title(console, labels["why"])
@@ -74,13 +73,33 @@ def _render_strategies(document: dict, console: Console, labels: dict, plain: bo
             print_paragraph(console, Text(f"{text(row.get('name'))}: {reasons}"))
     if not verbose and len(rows) > STRATEGIES_SHOWN:
         print_paragraph(console, Text(labels["more_strategies"].format(n=len(rows) - STRATEGIES_SHOWN), style="dim"))
-    chosen = next((row for row in rows if row.get("fits") is True), None)
+    chosen = chosen_strategy(document)
     if chosen is not None:
         _render_chosen(chosen, console, labels, verbose)
 
 
-def _render_chosen(row: dict, console: Console, labels: dict, verbose: bool) -> None:
-    """One line for the strategy, at most `WHY_LINES` for its reasons (all of them under --verbose)."""
+def strategy_cells(row: dict, labels: dict) -> tuple[str, str, str, str, str]:
+    """A strategy's row as the console and the Markdown summary show it: name, fits, GiB per GPU, step (s),
+    bottleneck."""
+    step = number(row.get("step_time_s"))
+    return (text(row.get("name")), _fits(row.get("fits"), labels), _gib(_total_bytes(row)),
+            f"{step:.3f}" if step is not None else "-", _bottleneck(row.get("bottleneck"), labels))
+
+
+def inference_cells(row: dict, labels: dict) -> tuple[str, str, str, str, str, str]:
+    """An inference degree's row: TP, fits, total, weights and KV cache GiB per GPU, notes."""
+    return (text(row.get("tp")), _fits(row.get("fits"), labels), _gib(number(row.get("total_bytes"))),
+            _gib(number(row.get("weights_bytes"))), _gib(number(row.get("kv_cache_bytes"))),
+            labels["list_separator"].join(_texts(row, "notes", labels)))
+
+
+def chosen_strategy(document: dict) -> dict | None:
+    """The first strategy that fits: the one plan recommends."""
+    return next((row for row in map(mapping, sequence(document.get("strategies"))) if row.get("fits") is True), None)
+
+
+def chosen_line(row: dict, labels: dict) -> str:
+    """`Use fsdp: 30.0 GiB per GPU; a step takes … (compute-bound)` in the labels' language."""
     line = labels["chosen"].format(name=text(row.get("name")), gib=_gib(_total_bytes(row)))
     step = number(row.get("step_time_s"))
     if step is not None:
@@ -88,7 +107,12 @@ def _render_chosen(row: dict, console: Console, labels: dict, verbose: bool) -> 
         bound = text_in(_lang(labels), f"plan.bound.{bottleneck.replace(' ', '_')}", {}) \
             or text_in(_lang(labels), "plan.bound", {"bottleneck": bottleneck})
         line += labels["chosen_step_bound"].format(step=step, bound=bound)
-    print_paragraph(console, Text(line, style="bold"))
+    return line
+
+
+def _render_chosen(row: dict, console: Console, labels: dict, verbose: bool) -> None:
+    """One line for the strategy, at most `WHY_LINES` for its reasons (all of them under --verbose)."""
+    print_paragraph(console, Text(chosen_line(row, labels), style="bold"))
     reasons = _reasons(row, labels)
     if not reasons:
         return
@@ -113,10 +137,8 @@ def _render_inference(document: dict, console: Console, labels: dict, plain: boo
     _title(console, labels["inference_title"])
     degrees = table(labels["inference_columns"], plain, numeric=(0, 2, 3, 4))
     for row in rows:
-        degrees.add_row(Text(text(row.get("tp"))), _fits(row.get("fits"), labels),
-                        Text(_gib(number(row.get("total_bytes")))), Text(_gib(number(row.get("weights_bytes")))),
-                        Text(_gib(number(row.get("kv_cache_bytes")))),
-                        Text(labels["list_separator"].join(_texts(row, "notes", labels))))
+        tp, fits, *others = inference_cells(row, labels)
+        degrees.add_row(Text(tp), Text(fits, style=_fits_style(row.get("fits"))), *map(Text, others))
     console.print(degrees)
 
 
@@ -214,10 +236,14 @@ def _title(console: Console, title: str) -> None:
     print_paragraph(console, Text(title, style="bold"))
 
 
-def _fits(value: Any, labels: dict) -> Text:
-    if value is None:
-        return Text(labels["yes_no_unknown"])
-    return Text(labels["yes"], style="green") if value else Text(labels["no"], style="red")
+def _fits_style(value: Any) -> str:
+    return ("green" if value else "red") if isinstance(value, bool) else ""
+
+
+def _fits(value: Any, labels: dict) -> str:
+    if value is None or not isinstance(value, bool):
+        return labels["yes_no_unknown"]
+    return labels["yes"] if value else labels["no"]
 
 
 def _total_bytes(row: dict) -> float | int | None:
