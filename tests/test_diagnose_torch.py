@@ -343,19 +343,70 @@ def test_state_is_bounded():
     assert all(len(f.evidence) <= 5 for f in findings)
 
 
+# NCCL's ncclGetErrorString (NVIDIA/nccl src/init.cc) for each ncclResult_t of nccl.h, the plain form of NCCL < 2.13
+# and the longer form since; PyTorch's C10D_NCCL_CHECK (torch/csrc/distributed/c10d/NCCLUtils.hpp) writes
+# "NCCL error in: <file>:<line>, " + ncclGetErrorString(result) + ", NCCL version " + version.
+NCCL_ERROR_STRINGS = [
+    ("unhandled cuda error", "unhandled cuda error (run with NCCL_DEBUG=INFO for details)", "ncclUnhandledCudaError"),
+    ("unhandled system error", "unhandled system error (run with NCCL_DEBUG=INFO for details)", "ncclSystemError"),
+    ("internal error", "internal error - please report this issue to the NCCL developers", "ncclInternalError"),
+    ("invalid argument", "invalid argument (run with NCCL_DEBUG=WARN for details)", "ncclInvalidArgument"),
+    ("invalid usage", "invalid usage (run with NCCL_DEBUG=WARN for details)", "ncclInvalidUsage"),
+    ("remote process exited or there was a network error", "remote process exited or there was a network error",
+     "ncclRemoteError"),
+]
+
+
+@pytest.mark.parametrize("old,new,kind", NCCL_ERROR_STRINGS, ids=[row[2] for row in NCCL_ERROR_STRINGS])
+def test_nccl_error_lines_as_torch_writes_them(old, new, kind):
+    where = "/opt/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:2006"
+    for text, version in ((old, "2.10.3"), (new, "2.21.5")):
+        line = f"[rank1]: torch.distributed.DistBackendError: NCCL error in: {where}, {text}, NCCL version {version}"
+        assert parse.parse_nccl_error(line) == parse.NcclError(kind=kind, where=where, version=version,
+                                                              last_error=None)
+
+
 def test_parsers():
-    assert parse.cuda_from_driver_api(11040) == "11.4" and parse.cuda_from_driver_api(12020) == "12.2"
+    """Published lines (tests/fixtures/diagnose/torch/README.md names each issue) and the formats' own definitions."""
+    # cudaDriverGetVersion: "1000 * major + 10 * minor" (CUDA Runtime API reference, Version Management)
+    assert [parse.cuda_from_driver_api(v) for v in (11040, 12020, 11000, 12080, 13000)] == [
+        "11.4", "12.2", "11.0", "12.8", "13.0"]
     assert parse.line_rank("[default3]: boom") == 3
     assert parse.line_rank("[PG ID 0 PG GUID 0(default_pg) Rank 5] x") == 5
+    assert parse.line_rank("Traceback (most recent call last):") is None
+    # torch < 2.1's message; binary units: 20.00 MiB = 20,971,520; 15.78 GiB = 16,943,645,982.72; 3.12 MiB =
+    # 3,271,557.12 bytes (truncated)
     old = parse.parse_cuda_oom("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB "
                                "total capacity; 14.56 GiB already allocated; 3.12 MiB free; 14.70 GiB reserved)")
-    assert old.cuda_device == 0 and old.tried_bytes == 20 * 2**20 and old.free_bytes == int(3.12 * 2**20)
-    kinds = {parse.parse_nccl_error(f"NCCL error in: x.cpp:1, {desc}, NCCL version 2.18.1").kind
-             for desc in parse.NCCL_ERROR_KINDS}
-    assert kinds == set(parse.NCCL_ERROR_KINDS.values())
+    assert old == parse.CudaOom(cuda_device=0, tried_bytes=20_971_520, free_bytes=3_271_557,
+                                total_bytes=16_943_645_982)
+    # torch >= 2.1's, recorded in ms-swift#6301: 4.35 GiB = 4,670,776,934.4; 1.70 GiB = 1,825,361,100.8;
+    # 63.42 GiB = 68,096,706,478.08 bytes
+    new = parse.parse_cuda_oom((FIXTURES / "oom_msswift_6301.log").read_text().splitlines()[1])
+    assert new == parse.CudaOom(cuda_device=3, tried_bytes=4_670_776_934, free_bytes=1_825_361_100,
+                                total_bytes=68_096_706_478)
+    # PyTorch's getNcclErrorDetailStr puts the enum name on the next line (NVIDIA/nccl#1928, #1514)
+    remote = (FIXTURES / "remote_error_nccl_1928.log").read_text().splitlines()
+    assert parse.parse_nccl_error(remote[1]) == parse.NcclError(
+        kind="ncclRemoteError", where="/opt/pytorch/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3763",
+        version="2.28.8", last_error=None)
+    assert parse.parse_nccl_error(remote[2]) == parse.NcclError(kind="ncclRemoteError", where=None, version=None,
+                                                                last_error=None)
+    # the old one-line form with "Last error:" (stanford_alpaca#207)
+    alpaca = parse.parse_nccl_error((FIXTURES / "remote_error_alpaca_207.log").read_text())
+    assert (alpaca.kind, alpaca.where, alpaca.version) == ("ncclRemoteError", None, "2.14.3")
+    assert alpaca.last_error == ("NET/IB : Got completion from peer 11.214.147.122<39138> with error 12, opcode 0, "
+                                 "len 0, vendor err 129")
+    # torch/cuda/__init__.py's capability warning as posted in xorbitsai/inference#3603 (RTX 5090: compute
+    # capability 12.0, https://developer.nvidia.com/cuda-gpus)
     arch = parse.parse_version_mismatch("NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible "
                                         "with the current PyTorch installation.")
-    assert arch.kind == "arch" and arch.arch == "sm_120"
+    assert arch == parse.VersionMismatch(kind="arch", arch="sm_120", gpu_name="NVIDIA GeForce RTX 5090")
+    listed = parse.parse_version_mismatch("The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 "
+                                          "sm_75 sm_80 sm_86 sm_90.")
+    assert listed == parse.VersionMismatch(kind="arch_supported", supported=(
+        "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"))
     store = parse.parse_network_error("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for "
                                       "clients. 1/2 clients joined.")
-    assert store.kind == "store_timeout"
+    assert store == parse.NetworkError(kind="store_timeout", host=None, port=None,
+                                       reason="Timed out after 901 seconds waiting for clients. 1/2 clients joined.")
