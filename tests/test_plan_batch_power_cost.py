@@ -70,13 +70,28 @@ def test_bad_batch_input(kwargs):
 
 # --------------------------------------------------------------------------- power
 
+def _messages(plan: dict) -> dict[str, tuple[str, str]]:
+    return {entry["id"]: (entry["status"], entry["message"]) for entry in plan["findings"]}
+
+
 def test_8x_h100_estimate_and_household_circuit_fails():
-    machine = machine_from_description("8xH100-SXM")
-    plan = power_plan(machine, cpu_w=700, circuit="household")
-    # 8 x 700 W GPUs + 2 x 350 W CPUs + 200 W platform base + 8 x 100 W per-GPU allowance (thresholds.toml)
-    assert plan["full_load_w"] == 7300
-    assert plan["psu_needed_w"] == pytest.approx(9490)  # 1.3 x 7300
-    assert _status(plan, "plan.power_circuit") == "fail"  # 2,200 W x 0.8 = 1,760 W continuous
+    """Every watt from a published or given figure: H100 SXM "Max Thermal Design Power (TDP) up to 700W" (NVIDIA H100
+    datasheet, https://www.nvidia.com/en-us/data-center/h100/), 8 × 700 = 5,600 W; the CPUs given as 700 W (two Xeon
+    Platinum 8480C at 350 W TDP, the DGX H100's, Intel ARK) and the platform as 1,600 W: 7,900 W. README (plan): the
+    PSU needs 1.3 × full load = 10,270 W, so 10,000 W warns. NEC 210.19/210.20: a continuous load may use 80 % of the
+    breaker, 0.8 × 2,200 W household circuit = 1,760 W: fails. Heat: 7,900 W × 3.412 BTU/h per W = 26,955 BTU/h."""
+    plan = power_plan(machine_from_description("8xH100-SXM"), cpu_w=700, platform_w=1600, psu_w=10_000,
+                      circuit="household")
+    assert (plan["gpu_w"], plan["cpu_w"], plan["platform_w"], plan["full_load_w"]) == (5600, 700, 1600, 7900)
+    assert plan["psu_needed_w"] == pytest.approx(10_270) and plan["published_maximum"] is False
+    assert _messages(plan) == {
+        "plan.power_psu": ("warn", "Full load ≈ 7,900 W (8 x 700 W GPUs + 700 W CPUs + 1600 W platform); the 10,000 W "
+                                   "PSU has less than the 1.3x headroom (>= 10,270 W advised)."),
+        "plan.power_circuit": ("fail", "Full load ≈ 7,900 W against 1,760 W continuous on a household circuit (2,200 W "
+                                       "nominal, 80% rule)."),
+        "plan.cooling": ("pass", "Cooling: no problem seen (give --room-c to judge the room). GPUs slow down near 90 °C "
+                                 "(their own slowdown threshold); keep the inlet <= 25 °C. The room must remove ≈ 7,900 "
+                                 "W (≈ 26,955 BTU/h) per node.")}
 
 
 def test_8x_h100_published_maximum():
@@ -91,14 +106,27 @@ def test_8x_h100_published_maximum():
 
 
 def test_psu_13x_rule():
+    """RTX 4090: "Total Graphics Power 450 W" (NVIDIA's RTX 4090 specifications, https://www.nvidia.com/en-us/geforce/
+    graphics-cards/40-series/rtx-4090/); the CPU given as 253 W (Core i9-13900K maximum turbo power, Intel ARK) and
+    the rest of the box as 400 W: 2 × 450 + 253 + 400 = 1,553 W. README (plan): the PSU needs 1.3 × 1,553 = 2,018.9 W:
+    1,550 W cannot carry the load (fail), 2,000 W carries it without the headroom (warn), 2,019 W passes. NEC
+    210.19/210.20, continuous load at most 80 % of the breaker: 120 V × 15 A = 1,800 W nominal but 1,440 W continuous
+    (fails, though 1,553 < 1,800), 120 V × 20 A = 1,920 W continuous (passes)."""
     machine = machine_from_description("2xRTX4090")
-    # 2 x 450 + 1 x 350 + 200 + 2 x 100 = 1,650 W; 1.3 x = 2,145 W
-    assert power_plan(machine, psu_w=1600)["full_load_w"] == 1650
-    assert _status(power_plan(machine, psu_w=1600), "plan.power_psu") == "fail"
-    assert _status(power_plan(machine, psu_w=2000), "plan.power_psu") == "warn"
-    assert _status(power_plan(machine, psu_w=2145), "plan.power_psu") == "pass"
-    assert _status(power_plan(machine, circuit="120V/20A"), "plan.power_circuit") == "pass"  # <= 1,920 W
-    assert _status(power_plan(machine, circuit="120V/15A"), "plan.power_circuit") == "fail"  # > 1,440 W
+
+    def plan(**kw):
+        return power_plan(machine, cpu_w=253, platform_w=400, **kw)
+    assert plan()["full_load_w"] == 1553 and plan()["psu_needed_w"] == pytest.approx(2018.9)
+    assert [_status(plan(psu_w=w), "plan.power_psu") for w in (1550, 2000, 2019)] == ["fail", "warn", "pass"]
+    assert _messages(plan(psu_w=1550))["plan.power_psu"] == (
+        "fail", "Full load ≈ 1,553 W (2 x 450 W GPUs + 253 W CPUs + 400 W platform); the 1,550 W PSU cannot carry it "
+                "(>= 2,019 W advised).")
+    assert _messages(plan(circuit="120V/15A"))["plan.power_circuit"] == (
+        "fail", "Full load ≈ 1,553 W against 1,440 W continuous on a 120 V / 15 A circuit (1,800 W nominal, 80% rule).")
+    assert _messages(plan(circuit="120V/20A"))["plan.power_circuit"] == (
+        "pass", "Full load ≈ 1,553 W against 1,920 W continuous on a 120 V / 20 A circuit (2,400 W nominal, 80% rule).")
+    # without --cpu-w / --platform-w the estimate says which of its figures are assumed
+    assert "assumed" in _messages(power_plan(machine))["plan.power_psu"][1]
 
 
 def test_4090x4_air_cooling_warns_and_room():
@@ -127,14 +155,31 @@ def test_bad_circuit_and_utilisation():
 
 # --------------------------------------------------------------------------- cost
 
-def test_prices_table_rows_have_as_of_and_source():
+def test_price_rows_match_their_published_sources():
+    """The default prices a plan prints, held to the figures their rows cite, read apart from the table:
+    H100 SXM "sold $25,000 to $30,000" (Raymond James, Aug 2023): midpoint 27,500; a DGX H100 ~$270,000 (SemiAnalysis,
+    May 2023) = 8 × (GPU + its share of the server) → 33,750 per GPU; H100 SXM rent $2.49-3.99 and A100 80GB
+    $1.49-2.49 per GPU-hour (early 2026): midpoints 3.24 and 1.99; AWS EC2 Capacity Blocks p5e.48xlarge (8 × H200)
+    $43.26 an hour = 5.4075 per GPU-hour; CBRE North America Data Center Trends H2 2024: $184.06 per kW-month; RTX
+    4090 "starting at $1,599" (NVIDIA newsroom, 2022-09-20, GeForce RTX 40 series launch); a month of 8,760 / 12 = 730
+    hours. A row no source backs says "assumption", and a plan lists exactly those as assumed."""
     table = load_table("prices")
+    gpu = {model: {name: row["value"] for name, row in rows.items()} for model, rows in table["gpu"].items()}
+    assert 25_000 <= gpu["H100 SXM"]["purchase_usd_per_gpu"] == 27_500 <= 30_000
+    assert gpu["H100 SXM"]["purchase_usd_per_gpu"] + gpu["H100 SXM"]["server_usd_per_gpu"] == 270_000 / 8
+    assert gpu["H100 SXM"]["rent_usd_per_gpu_hour"] == pytest.approx((2.49 + 3.99) / 2)
+    assert gpu["A100 SXM4 80GB"]["rent_usd_per_gpu_hour"] == pytest.approx((1.49 + 2.49) / 2)
+    assert gpu["H200 SXM"]["rent_usd_per_gpu_hour"] == pytest.approx(43.26 / 8)
+    assert gpu["RTX 4090"]["purchase_usd_per_gpu"] == 1599
+    assert table["site"]["colocation_usd_per_kw_month"]["value"] == 184.06
+    assert table["meta"]["hours_per_month"] == 8760 / 12
     rows = [row for model in table["gpu"].values() for row in model.values()] + list(table["site"].values())
-    assert rows
-    for row in rows:
-        assert isinstance(row["value"], (int, float)) and row["value"] >= 0
-        assert row["as_of"] and row["source"] and row["unit"]
-    assert table["power"]["source"] and table["batch"]["linear_source"]
+    assert all(row["as_of"] and row["source"] and row["unit"] for row in rows)
+    plan = cost_plan(machine_from_description("8xH100-SXM"))
+    assert plan["assumed"] == ["electricity_usd_per_kwh", "pue", "operations_usd_per_node_month"]
+    assert [(p["name"], p["value"], p["as_of"]) for p in plan["prices"] if p["source"] != "assumption"] == [
+        ("purchase_usd_per_gpu", 27_500, "2023-08"), ("server_usd_per_gpu", 6_250, "2023-05"),
+        ("rent_usd_per_gpu_hour", 3.24, "2026-Q1"), ("colocation_usd_per_kw_month", 184.06, "2024-H2")]
 
 
 def test_break_even_by_hand():
