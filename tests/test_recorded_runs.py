@@ -22,11 +22,39 @@ def _text(document, lang="en"):
     return console.export_text()
 
 
-@pytest.mark.parametrize("name", sorted(path.name for path in RECORDED.glob("*.json")))
-@pytest.mark.parametrize("lang", ["en", "zh"])
-def test_recorded_reports_render_again(name, lang):
-    text = _text(_load(name), lang)
-    assert text.startswith("vm: ")
+# What each recording must say, read off the runs (README.md there): burn --exclusive refused to start on the GPU
+# another process computed on (one fail, nothing measured); burn beside the foreign loop ran at 47 % of its
+# expectation (throughput fails, the sharing warns, 8 checks pass); burn beside 130.5 GiB held elsewhere ran at full
+# speed (only the sharing warns); validate beside the loop: five compute rates and the memory bandwidth fail, the
+# sharing warns, NCCL is skipped on one GPU; validate stopped by SIGTERM warns that it was interrupted and keeps 7
+# passing checks. (verdict, zh verdict, fail, warn, pass, skip)
+RECORDED_OUTCOMES = {
+    "burn-exclusive.json": ("NOT READY", "未就绪 NOT READY", 1, 0, 0, 0),
+    "burn-foreign-loop.json": ("NOT READY", "未就绪 NOT READY", 1, 1, 8, 0),
+    "burn-memory-held.json": ("READY WITH WARNINGS", "就绪但有警告 READY WITH WARNINGS", 0, 1, 9, 0),
+    "validate-foreign-loop.json": ("NOT READY", "未就绪 NOT READY", 6, 1, 4, 1),
+    "validate-sigterm.json": ("READY WITH WARNINGS", "就绪但有警告 READY WITH WARNINGS", 0, 1, 7, 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED_OUTCOMES))
+def test_recorded_reports_render_again(name):
+    assert sorted(path.name for path in RECORDED.glob("*.json")) == sorted(RECORDED_OUTCOMES)
+    verdict, verdict_zh, fail, warn, passed, skip = RECORDED_OUTCOMES[name]
+    document = _load(name)
+    english, chinese = _text(document).splitlines(), _text(document, "zh").splitlines()
+    assert english[0] == f"vm: {verdict}" and chinese[0] == f"vm: {verdict_zh}"
+    assert english[2] == f"{fail} fail, {warn} warn, {passed} pass, {skip} skip"
+    assert chinese[2] == f"失败 {fail}，警告 {warn}，通过 {passed}，跳过 {skip}"
+    # every finding a user must act on is shown with its status, id and whole message; skips are counted
+    flat = " ".join(" ".join(english).split())
+    assert (f"{skip} check(s) skipped" in flat) == bool(skip)
+    for finding in document["findings"]:
+        if finding["status"] in ("fail", "warn"):
+            assert f"{finding['status'].upper()} {finding['check_id']}" in flat
+            assert " ".join(finding["message"].split()) in flat
+    for measurement in document["measurements"]:  # per-collective latencies only with --verbose
+        assert (measurement["name"] in flat) == ("latency" not in measurement["name"])
 
 
 def test_foreign_loop_burn_blames_the_other_process_not_the_gpu():
