@@ -265,6 +265,20 @@ def test_single_and_multi_node_verdicts():
 
 
 def test_every_check_has_a_stable_dotted_id():
+    """The ids are a contract (reports, --fail-on, JUnit names): the registry holds exactly the ids the README's
+    "Check catalog" table documents (and `check` itself adds the one about a bundle of mixed machines), each
+    `category.name`; a finding's category is its id's first part (DESIGN.md §1), whatever facts it ran on."""
+    import re
+    from pathlib import Path
+    from gpuready.verbs.check import MIXED_MACHINES_ID
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    catalog = readme[readme.index("## Check catalog"):]
+    catalog = catalog[:catalog.index("\n## ", 3)]
+    documented = {check_id for line in catalog.splitlines() if line.startswith("| `")
+                  for check_id in re.findall(r"`([a-z_]+\.[a-z_0-9]+)`", line.split(" | ")[0])}
     run_checks(Facts())
-    assert len(CHECKS) >= 40
-    assert all(check_id.count(".") == 1 for check_id in CHECKS)
+    assert set(CHECKS) | {MIXED_MACHINES_ID} == documented and MIXED_MACHINES_ID not in CHECKS
+    assert len(documented) == 50 and all(re.fullmatch(r"[a-z]+\.[a-z_0-9]+", check_id) for check_id in documented)
+    findings = run_checks(build_facts({"nvml.json": (H200_COLLECT / "nvml.json").read_text()}))
+    assert {f.check_id for f in findings} <= documented
+    assert all(f.category == f.check_id.split(".")[0] for f in findings)
