@@ -437,3 +437,14 @@ def test_no_english_sentence_is_left_in_the_chinese_console(tmp_path, capsys):
 def test_which_way_a_figure_is_better(name, unit, sense):
     from gpuready.verbs.fleet.read import direction
     assert direction(name, unit) == sense
+
+
+def test_a_recorded_burn_report_names_its_cohort(tmp_path, capsys):
+    """`gpuready burn --duration 20s` on the H200 (tests/fixtures/h200-burn/burn-20s-facts.json) carries the
+    machine's GPUs and driver, so the fleet groups it by GPU model, count and driver, not as `unknown`."""
+    import shutil
+    shutil.copy(FIXTURES / "h200-burn" / "burn-20s-facts.json", tmp_path / "node.json")
+    code, document = fleet_json(capsys, tmp_path)
+    assert code == ExitCode.READY
+    assert [cohort["key"] for cohort in document["cohorts"]] == [
+        {"gpu_model": "H200 SXM", "gpu_count": 1, "driver_version": "580.159.04"}]
