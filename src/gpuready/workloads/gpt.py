@@ -69,16 +69,19 @@ class Attention(nn.Module):
         self.heads, self.kv_heads, self.head_dim = shape.heads, shape.key_value_heads, d
         self.rope = shape.family == "llama"
         self.attention, self.selective = attention, selective
-        self.q = nn.Linear(h, shape.heads * d, bias=shape.biases)
-        self.k = nn.Linear(h, self.kv_heads * d, bias=shape.biases)
-        self.v = nn.Linear(h, self.kv_heads * d, bias=shape.biases)
+        # One fused q/k/v projection (GPT-2's c_attn, Megatron-LM's linear_qkv): under autocast the norm's fp32
+        # output is cast to bf16 once and saved once, not three times (measured on an H200: three projections took
+        # 5 % more memory and 5 % more time than a plain loop with one, issue 23)
+        self.split = (shape.heads * d, self.kv_heads * d, self.kv_heads * d)
+        self.qkv = nn.Linear(h, sum(self.split), bias=shape.biases)
         self.out = nn.Linear(shape.heads * d, h, bias=shape.biases)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
-        q = self.q(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
-        k = self.k(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k, v = self.qkv(x).split(self.split, dim=-1)
+        q = q.view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k = k.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
         if self.rope:
             q, k = rotary(q), rotary(k)
         if self.selective and self.training and torch.is_grad_enabled():
