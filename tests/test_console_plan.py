@@ -69,9 +69,11 @@ def test_training_plan_on_one_screen(training):
                                     f"{row['step_time_s']:.3f}"]
     assert "8 more strategies; --verbose or --json lists them." in lines
     # the chosen strategy and why: three lines at most
-    chosen = lines.index("chosen: tp=4×dp=2, 22.8 GiB per GPU, about 0.080 s per step (compute-bound)")
+    picked = next(row for row in training["strategies"] if row["fits"])
+    total = picked["memory_bytes"]["total"]  # the view shows the document's figure
+    chosen = lines.index(f"chosen: tp=4×dp=2, {total / GIB:.1f} GiB per GPU, about 0.080 s per step (compute-bound)")
     why = lines[chosen + 1:lines.index("batch and learning rate") - 1]
-    assert 1 <= len(why) <= 2 and why[0].startswith("why: fits: 24.4 of 141 GB per GPU; ")
+    assert 1 <= len(why) <= 2 and why[0].startswith(f"why: fits: {total / 1e9:.1f} of 141 GB per GPU; ")
     assert flat("(2 more reason(s): --verbose)") in flat("\n".join(why))
     assert flat("global batch 256 on 4 GPU(s) → 512 on 8 GPU(s) (×2; micro-batch 1 × 64 accumulation step(s)); "
                 "learning rate 0.0003 → 0.000424264 (sqrt rule, adamw)") in flat(out)

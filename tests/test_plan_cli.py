@@ -28,9 +28,13 @@ def test_every_strategy_with_its_memory_terms(capsys):
     assert {"ddp", "zero1", "zero2", "fsdp"} <= set(names) and any(name.startswith("tp=") for name in names)
     for row in report["strategies"]:
         terms = row["memory_bytes"]
-        assert set(terms) == {"parameters", "gradients", "optimizer", "activations", "other", "total"}
-        assert terms["total"] == sum(terms[key] for key in ("parameters", "gradients", "optimizer", "activations",
-                                                            "other"))
+        assert set(terms) == {"parameters", "gradients", "optimizer", "activations", "other", "backward_working",
+                              "total"}
+        # the peak is one of two moments: the start of backward (no gradients yet) or its end (all of them)
+        start = terms["activations"]
+        end = terms["gradients"] + terms["backward_working"]
+        assert terms["total"] == terms["parameters"] + terms["optimizer"] + terms["other"] + max(start, end)
+        assert row["memory_peak"] == ("backward_end" if end > start else "backward_start")
         assert isinstance(row["fits"], bool)
     ddp = next(row for row in report["strategies"] if row["name"] == "ddp")
     # model states of mixed-precision Adam under DDP: 16 bytes per parameter (ZeRO paper, 2 + 2 + 12)

@@ -69,48 +69,47 @@ def test_korthikanti_gpt3_selective_recompute_saves_70_percent():
 
 
 def test_activations_of_gpt2_small_by_hand_eager_flash_and_full_recompute():
-    """GPT-2 small (HF gpt2 config: L=12, h=768, a=12, vocab 50257), s=1024, b=1, with dropout, 16-bit activations.
+    """GPT-2 small (HF gpt2 config: L=12, h=768, a=12, vocab 50257), s=1024, b=1, with dropout, bf16 throughout.
     Korthikanti et al. 2022 (arXiv:2205.05198) §4.1, Eq. 1: per layer sbh(34 + 5as/h) bytes; sbh = 1024·768 = 786,432;
     5as/h = 5·12·1024/768 = 80:
       eager (scores stored): 786,432 × 114 = 89,653,248 per layer, × 12 = 1,075,838,976, of which the s×s scores
         5as²b·L = 5·12·1,048,576·12 = 754,974,720;
       flash attention (Dao et al. 2022: no s×s scores) = selective recompute: 34·sbh = 26,738,688 per layer,
         × 12 = 320,864,256;
-      full recompute (§5): each layer keeps its input 2sbh = 1,572,864, × 12 = 18,874,368, and the layer being
-        recomputed holds its 34·sbh = 26,738,688 working set during backward.
-    Beside the layers: logits s·v in bf16 = 1024·50257·2 = 102,926,336 and the loss's fp32 copy plus log_softmax's saved
-    output, 8 bytes per logit = 411,705,344."""
+      full recompute (§5): each layer keeps its input 2sbh = 1,572,864, × 12 = 18,874,368; the layer recomputed last
+        holds its 34·sbh = 26,738,688 at the end of backward, when the loss's tensors are long gone.
+    The loss at the start of backward: nll_loss's fp32 gradient, log_softmax's fp32 output and its fp32 input gradient,
+    12 bytes per logit: 1024·50257·12 = 617,558,016."""
     shape = PRESETS["gpt2-small"]
     ddp = Strategy(name="ddp", dp=8)
 
     def breakdown(**kw):
-        return memory_per_gpu(TrainSetup(shape=shape, seq=1024, micro_batch=1, dropout=True, **kw), ddp)
+        return memory_per_gpu(TrainSetup(shape=shape, seq=1024, micro_batch=1, dropout=True, precision="bf16", **kw),
+                              ddp)
     eager, flash, full = breakdown(attention="eager"), breakdown(), breakdown(recompute="full")
     assert eager.terms["layer_activations_bytes"] == 1_075_838_976
     assert eager.terms["attention_scores_bytes"] == 754_974_720
     assert flash.terms["layer_activations_bytes"] == 320_864_256 and "attention_scores_bytes" not in flash.terms
     assert full.terms["layer_activations_bytes"] == 18_874_368
-    assert full.terms["recomputed_layer_working_set_bytes"] == 26_738_688
-    assert (flash.terms["logits_bytes"], flash.terms["cross_entropy_fp32_bytes"]) == (102_926_336, 411_705_344)
-    # what sets the three apart is exactly the layers' share: the scores, then 34·sbh·12 − (2·sbh·12 + 34·sbh)
+    assert full.terms["backward_layer_working_set_bytes"] == 26_738_688
+    assert flash.terms["cross_entropy_bytes"] == 617_558_016
+    # what sets the three apart at the start of backward is exactly the layers' share
     assert eager.activations - flash.activations == 754_974_720
-    assert flash.activations - full.activations == 320_864_256 - 18_874_368 - 26_738_688
+    assert flash.activations - full.activations == 320_864_256 - 18_874_368
     assert all(flash.sources)
 
 
-@pytest.mark.xfail(strict=True, reason="memory.py subtracts the two dropout masks twice for LLaMA without dropout: "
-                   "layer_activation_coefficient's 18 − 2 + 8·ffn/h, then DROPOUT_MASK_COEFFICIENT again in "
-                   "_activations (14 + 8·ffn/h = 35.5 instead of 16 + 8·ffn/h = 37.5 for Llama-2 7B)")
 def test_llama2_7b_layer_activations_by_hand():
     """Llama-2 7B (HF meta-llama/Llama-2-7b-hf config: L=32, h=4096, 32 heads, intermediate 11008), s=4096, b=1, flash
-    attention, no dropout. Korthikanti's per-layer tensors, in 16-bit elements (×2 bytes), for a pre-norm block with
-    a SwiGLU MLP: the two RMSNorm inputs 2·sbh; the Q/K/V projections' input sbh; Q and K (after RoPE) 2·sbh and V sbh
-    (what flash attention saves); the output projection's input sbh; the MLP input sbh (shared by gate and up); gate
-    output (SiLU's input), SiLU output, up output and their product (down's input) 4·sbf. Bytes: sbh(16 + 8f/h) =
-    sbh(16 + 8·11008/4096) = 16,777,216 × 37.5 = 629,145,600 per layer, × 32 = 20,132,659,200. (Korthikanti's 34
-    for GPT-2 is the same count with a 2-matrix GELU MLP, 18 + 4f/h at f = 4h, plus 2·sbh of dropout masks.)"""
-    setup = TrainSetup(shape=PRESETS["llama2-7b"], seq=4096, micro_batch=1)
-    assert memory_per_gpu(setup, Strategy(name="ddp", dp=8)).terms["layer_activations_bytes"] == 20_132_659_200
+    attention, no dropout, bf16. Korthikanti's per-layer tensors, in 16-bit elements (×2 bytes), for a pre-norm block
+    with a SwiGLU MLP: the two RMSNorm inputs 2·sbh; the Q/K/V projections' input sbh; Q and K (after RoPE) 2·sbh and
+    V sbh (what flash attention saves); the output projection's input sbh; the MLP input sbh (shared by gate and up);
+    gate output (SiLU's input), SiLU output, up output and their product (down's input) 4·sbf: sbh(16 + 8f/h) bytes.
+    Hugging Face's LlamaRMSNorm computes in fp32 (`hidden_states.to(torch.float32)` … `weight *
+    hidden_states.to(input_dtype)`): each norm also keeps that fp32 copy, 4·sbh bytes, two per layer: +8.
+    sbh(16 + 8·11008/4096 + 8) = 16,777,216 × 45.5 = 763,363,328 per layer, × 32 = 24,427,626,496."""
+    setup = TrainSetup(shape=PRESETS["llama2-7b"], seq=4096, micro_batch=1, precision="bf16")
+    assert memory_per_gpu(setup, Strategy(name="ddp", dp=8)).terms["layer_activations_bytes"] == 24_427_626_496
 
 
 def test_strategies_for_lists_the_layouts():

@@ -43,11 +43,21 @@ ACTIVATION_BYTES = {"amp-bf16": 2, "bf16": 2, "fp32": 4}
 DROPOUT_MASK_COEFFICIENT = 2.0
 """The two dropout masks per layer (after attention and after the MLP, 1 byte per element: 2·sbh) in Korthikanti's
 34·sbh; left out when training runs without dropout."""
-LOSS_BYTES = 8
-"""The loss is computed in fp32: the `.float()` copy of the logits (4 bytes each; Hugging Face's causal-LM heads
-upcast so, as does workloads/gpt.py) and log_softmax's output, which cross_entropy (= nll_loss(log_softmax)) keeps
-for backward (4 bytes: PyTorch derivatives.yaml, `_log_softmax_backward_data(grad, result, ...)`). Megatron-LM counts
-only the first 4 (`theoretical_memory_usage.py`); the H200 calibration (tests/fixtures/plan) shows both live."""
+CROSS_ENTROPY_PEAK_BYTES = 12
+"""Bytes per logit live when backward starts, every layer's activations still held: nll_loss's gradient (fp32, dense
+over the vocabulary), log_softmax's saved output (fp32) and log_softmax's input gradient (fp32): PyTorch
+derivatives.yaml, `_log_softmax_backward_data(grad, result, ...)`. The loss is computed in fp32 (`logits.float()`,
+as Hugging Face's causal-LM heads do); in 16-bit training the 16-bit logits and their fp32 copy (6 bytes) are freed by
+then, and the forward's own peak (16-bit logits + fp32 copy + log_softmax output: 10 bytes) is lower. Measured so on
+an H200 against a plain loop (benchmarks/plan_memory_vs_plain.py, tests/fixtures/plan)."""
+NORM_EXTRA_COEFFICIENT = {("gpt2", "amp-bf16"): 4.0, ("llama", "bf16"): 8.0, ("llama", "amp-bf16"): 12.0,
+                          ("llama", "fp32"): 8.0}
+"""Bytes·sbh per layer the norms keep beyond Korthikanti's 16-bit norm input (2·sbh per norm), by family and
+precision. Under autocast the residual stream stays fp32 (embeddings are not autocast), so LayerNorm saves its fp32
+input (+2 per norm). Hugging Face's LlamaRMSNorm computes in fp32 (`hidden_states.to(torch.float32)`, `pow(2)`,
+`* rsqrt`, then `weight * hidden_states.to(input_dtype)`): it saves an fp32 copy of its input and the normalised
+output in the input's dtype, 6 bytes·sbh per norm in bf16 (+4), 8 under autocast's fp32 residual (+6) and 8 in fp32
+where 4 is the base (+4 in bytes). Measured on an H200: Llama-2 7B bf16 peaks at 62.1 GiB, as this count gives."""
 SOURCES = {
     "zero": "Rajbhandari et al. 2020, ZeRO (arXiv:1910.02054) §3, Fig. 1: mixed-precision Adam = 2+2+12 bytes/param",
     "deepspeed": "microsoft/DeepSpeed deepspeed/runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs, "
@@ -57,6 +67,15 @@ SOURCES = {
     "megatron": "NVIDIA/Megatron-LM megatron/training/theoretical_memory_usage.py: per-layer sbh(18 + 4·ffn/h), first "
                 "pipeline stage holds PP micro-batches in flight, embeddings and output layer + cross-entropy",
     "flash": "Dao et al. 2022, FlashAttention (arXiv:2205.14135): the s×s scores are never stored, only O(s) statistics",
+    "phases": "The peak is the larger of two moments (measured against a plain PyTorch loop on an H200, "
+              "benchmarks/plan_memory_vs_plain.py): the start of backward (weights, optimizer states, every layer's "
+              "activations, the loss's fp32 tensors; no gradients yet: zero_grad(set_to_none=True)) and the end of "
+              "backward (weights, optimizer states, all gradients, the last layer's working set). In between, "
+              "gradients grow as activations are freed.",
+    "autocast": "torch.autocast caches a bf16 copy of each fp32 weight it casts (2 bytes per matmul parameter) for the "
+                "forward and backward; a block run under full recompute (torch.utils.checkpoint) keeps no copy",
+    "hf_norms": "Hugging Face LlamaRMSNorm / autocast's fp32 residual stream: what the norms save beyond 2·sbh each "
+                "(NORM_EXTRA_COEFFICIENT)",
     "context": "CUDA context: ~700 MiB measured (discuss.pytorch.org/t/73021, /t/81330); an order of magnitude",
     "fragmentation": "allocator fragmentation margin: gpuready's assumption (10%), not a published figure",
     "ddp_buckets": "PyTorch DDP (torch.nn.parallel.DistributedDataParallel, gradient_as_bucket_view=False by default): "
@@ -126,13 +145,25 @@ class MemoryBreakdown:
     terms: dict[str, int] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
 
+    backward_working: int = 0
+    """What the end of backward holds beside the gradients: the layer being recomputed (full recompute), the first
+    layer's activations, DDP's gradient buckets."""
+
     @property
     def model_states(self) -> int:
         return self.parameters + self.gradients + self.optimizer
 
     @property
+    def peak_phase(self) -> str:
+        """`backward_start` (activations and the loss held, no gradients yet) or `backward_end` (all gradients)."""
+        return "backward_end" if self.gradients + self.backward_working > self.activations else "backward_start"
+
+    @property
     def total(self) -> int:
-        return self.parameters + self.gradients + self.optimizer + self.activations + self.other
+        """The peak: weights, optimizer states and what lives throughout, plus the larger of the two moments
+        (SOURCES["phases"])."""
+        return (self.parameters + self.optimizer + self.other
+                + max(self.activations, self.gradients + self.backward_working))
 
     @property
     def allocated(self) -> int:
@@ -214,7 +245,11 @@ def _model_states(setup: TrainSetup, strategy: Strategy, terms: dict[str, int], 
     p = stage_parameters(shape, strategy.tp, strategy.pp)
     n = strategy.dp
     z = strategy.zero
-    if setup.precision == "amp-bf16":
+    if setup.precision == "amp-bf16" and strategy.zero == 0:
+        # PyTorch's own AMP (torch.autocast): fp32 weights and gradients, AdamW's fp32 moments; the bf16 copies of
+        # the weights are autocast's (activations). 16 bytes per parameter, as ZeRO's 2 + 2 + 12
+        weight, grad, master = 4, 4, 0
+    elif setup.precision == "amp-bf16":
         weight, grad, master = 2, 2, 4
     elif setup.precision == "bf16":
         weight, grad, master = 2, 2, 0
@@ -263,14 +298,14 @@ def _model_states(setup: TrainSetup, strategy: Strategy, terms: dict[str, int], 
 # --- activations ---------------------------------------------------------------------------------------------
 
 def layer_activation_coefficient(shape: ModelShape) -> float:
-    """Korthikanti's per-layer coefficient c in c·sbh bytes (16-bit, no attention scores): 34 for GPT-2 (ffn = 4h):
-    attention 11, MLP 19, norms 4. Generalised as Megatron-LM does, 18 + 4·ffn/h; a gated (SwiGLU) MLP keeps gate and
-    up outputs, the activation and the product (8·ffn/h instead of 4·ffn/h: gpuready's count), and LLaMA has no
-    dropout masks (−2)."""
+    """Korthikanti's per-layer coefficient c in c·sbh bytes (16-bit, no attention scores), with dropout: 34 for GPT-2
+    (ffn = 4h): attention 11, MLP 19, norms 4. Generalised as Megatron-LM does, 18 + 4·ffn/h; a gated (SwiGLU) MLP
+    keeps gate and up outputs, the activation and the product (8·ffn/h instead of 4·ffn/h: gpuready's count). The two
+    dropout masks (2·sbh) are in both; `_activations` takes them out for training without dropout."""
     ratio = shape.mlp_hidden / shape.hidden
     if shape.family == "gpt2":
         return 18.0 + 4.0 * ratio
-    return 18.0 - 2.0 + 8.0 * ratio
+    return 18.0 + 8.0 * ratio
 
 
 def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, *, tp: int = 1, recompute: str = "none",
@@ -283,41 +318,67 @@ def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, *, tp: int = 1, reco
     return s * b * h * (coefficient + attention) / tp
 
 
-def _activations(setup: TrainSetup, strategy: Strategy, terms: dict[str, int], sources: list[str]) -> int:
+def _activations(setup: TrainSetup, strategy: Strategy, terms: dict[str, int], sources: list[str]) -> tuple[int, int]:
+    """(what the start of backward holds beside weights and optimizer states, what the end of backward holds beside
+    them and the gradients) on the most loaded pipeline stage."""
     shape = setup.shape
     s, b, h, a, v = setup.seq, setup.micro_batch, shape.hidden, shape.heads, shape.vocab
     t = strategy.tp
     scale = ACTIVATION_BYTES[setup.precision] / 2
+    norms = NORM_EXTRA_COEFFICIENT.get((shape.family, setup.precision), 0.0)
     coefficient = layer_activation_coefficient(shape) - (0.0 if setup.dropout else DROPOUT_MASK_COEFFICIENT)
     scores = setup.attention == "eager"
-    sources.append(SOURCES["korthikanti"])
-    sources.append(SOURCES["megatron"])
+    sources += [SOURCES["korthikanti"], SOURCES["megatron"], SOURCES["phases"]]
     if not scores:
         sources.append(SOURCES["flash"])
+    if norms:
+        sources.append(SOURCES["hf_norms"])
+    full_layer = korthikanti_layer_bytes(s, b, h, a, tp=t, recompute="none", scores=scores,
+                                         coefficient=coefficient) * scale + norms * s * b * h / t
+    if setup.recompute == "full":  # each layer keeps its input: the residual stream, fp32 under autocast
+        residual_bytes = 4 if setup.precision in ("fp32", "amp-bf16") else 2
+        per_layer = residual_bytes * s * b * h / t
+    elif setup.recompute == "selective":
+        per_layer = korthikanti_layer_bytes(s, b, h, a, tp=t, recompute="selective", scores=scores,
+                                            coefficient=coefficient) * scale + norms * s * b * h / t
+    else:
+        per_layer = full_layer
     # Megatron: the first pipeline stage holds PP micro-batches of L/PP layers in flight (1F1B), i.e. L layers' worth
-    per_layer = korthikanti_layer_bytes(s, b, h, a, tp=t, recompute=setup.recompute, scores=scores,
-                                        coefficient=coefficient) * scale
     layers_in_flight = math.ceil(shape.layers / strategy.pp) * strategy.pp
     layers = per_layer * layers_in_flight
     terms["layer_activations_bytes"] = int(layers)
     if scores and setup.recompute == "none":
         terms["attention_scores_bytes"] = int(5.0 * a * s * s * b / t * scale * layers_in_flight)
-    working = 0.0
-    if setup.recompute == "full":  # the layer being recomputed holds its full working set during backward
-        working = korthikanti_layer_bytes(s, b, h, a, tp=t, recompute="none", scores=scores,
-                                          coefficient=coefficient) * scale
-        terms["recomputed_layer_working_set_bytes"] = int(working)
     # embeddings output (and GPT-2's dropout mask), on the first stage for each micro-batch in flight
     embedding = (2 * s * b * h + (s * b * h if shape.family == "gpt2" else 0)) * scale / t * strategy.pp
     terms["embedding_activations_bytes"] = int(embedding)
-    # logits in 16 bits and their fp32 copy for the loss (vocabulary-parallel under TP), on the last stage only
-    logits = s * b * v * ACTIVATION_BYTES[setup.precision] / t
-    loss = s * b * v * LOSS_BYTES / t
-    terms["logits_bytes"] = int(logits)
-    terms["cross_entropy_fp32_bytes"] = int(loss)
-    last_stage = per_layer * math.ceil(shape.layers / strategy.pp) + logits + loss
-    first_stage = layers + embedding + (logits + loss if strategy.pp == 1 else 0)
-    return int(max(first_stage, last_stage) + working)
+    # the loss in fp32 at the start of backward (vocabulary-parallel under TP), on the last stage only
+    loss = s * b * v * CROSS_ENTROPY_PEAK_BYTES / t
+    terms["cross_entropy_bytes"] = int(loss)
+    copies = _autocast_copies(setup, strategy)
+    if copies:
+        terms["autocast_weight_copies_bytes"] = copies
+        sources.append(SOURCES["autocast"])
+    last_stage = per_layer * math.ceil(shape.layers / strategy.pp) + loss
+    first_stage = layers + embedding + (loss if strategy.pp == 1 else 0)
+    # the end of backward: the first layer's working set (recomputed, or still held), its input gradient
+    working = full_layer
+    terms["backward_layer_working_set_bytes"] = int(working)
+    return int(max(first_stage, last_stage) + copies), int(working)
+
+
+def _autocast_copies(setup: TrainSetup, strategy: Strategy) -> int:
+    """autocast's bf16 copies of fp32 weights (PyTorch AMP, `zero == 0`): every matmul weight, or under full recompute
+    only those outside the checkpointed blocks (the output head)."""
+    if setup.precision != "amp-bf16" or strategy.zero != 0:
+        return 0
+    shape = setup.shape
+    head = shape.vocab * shape.hidden
+    if setup.recompute == "full":
+        weights = head
+    else:
+        weights = stage_parameters(shape, strategy.tp, strategy.pp) - (0 if shape.tied else head)
+    return int(2 * weights / (strategy.tp if setup.recompute == "full" else 1))
 
 
 # --- the breakdown -------------------------------------------------------------------------------------------
@@ -327,22 +388,25 @@ def memory_per_gpu(setup: TrainSetup, strategy: Strategy) -> MemoryBreakdown:
     terms: dict[str, int] = {}
     sources: list[str] = []
     parameters, gradients, optimizer = _model_states(setup, strategy, terms, sources)
-    activations = _activations(setup, strategy, terms, sources)
+    activations, backward_working = _activations(setup, strategy, terms, sources)
     other = {"cuda_context_bytes": CUDA_CONTEXT_BYTES}
     sources.append(SOURCES["context"])
-    if strategy.zero == 0 and strategy.dp > 1:
-        other["ddp_gradient_buckets_bytes"] = gradients
+    if strategy.zero == 0 and strategy.dp > 1:  # full at the end of backward
+        terms["ddp_gradient_buckets_bytes"] = gradients
+        backward_working += gradients
         sources.append(SOURCES["ddp_buckets"])
     if strategy.zero == 3:
         other["fsdp_prefetch_bytes"] = (2 if setup.precision != "fp32" else 4) * math.ceil(
             setup.shape.layer_parameters() / strategy.tp)
         sources.append(SOURCES["fsdp_prefetch"])
-    subtotal = parameters + gradients + optimizer + activations + sum(other.values())
-    other["fragmentation_margin_bytes"] = int(FRAGMENTATION_FRACTION * subtotal)
+    peak = MemoryBreakdown(parameters=parameters, gradients=gradients, optimizer=optimizer, activations=activations,
+                           other=sum(other.values()), backward_working=backward_working).total
+    other["fragmentation_margin_bytes"] = int(FRAGMENTATION_FRACTION * peak)
     sources.append(SOURCES["fragmentation"])
     terms.update(other)
     return MemoryBreakdown(parameters=parameters, gradients=gradients, optimizer=optimizer, activations=activations,
-                           other=sum(other.values()), terms=terms, sources=tuple(dict.fromkeys(sources)))
+                           other=sum(other.values()), backward_working=backward_working, terms=terms,
+                           sources=tuple(dict.fromkeys(sources)))
 
 
 # --- strategies ----------------------------------------------------------------------------------------------

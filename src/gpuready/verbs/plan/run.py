@@ -216,7 +216,9 @@ def _memory_document(candidate: Any, breakdown: Any) -> dict[str, Any]:
             "zero": candidate.zero, "offload": candidate.offload,
             "memory_bytes": {"parameters": breakdown.parameters, "gradients": breakdown.gradients,
                              "optimizer": breakdown.optimizer, "activations": breakdown.activations,
-                             "other": breakdown.other, "total": breakdown.total},
+                             "other": breakdown.other, "backward_working": breakdown.backward_working,
+                             "total": breakdown.total},
+            "memory_peak": breakdown.peak_phase,
             "memory_terms": dict(breakdown.terms), "sources": list(breakdown.sources), "fits": None}
 
 
