@@ -50,6 +50,18 @@ CONFIGS = {
         ("llama3-8b", "bf16", "full", 2, 2048),
         ("llama3-8b", "bf16", "selective", 1, 2048),
     ],
+    # measured after the model was worked out on the rows above (tests/fixtures/plan/h200-plain-loop-heldout.json)
+    "heldout": [
+        ("gpt2-medium", "fp32", "full", 8, None),
+        ("gpt3-760m", "fp32", "selective", 4, None),
+        ("gpt3-1.3b", "bf16", "selective", 8, None),
+        ("gpt2-large", "amp-bf16", "full", 16, None),
+        ("gpt3-2.7b", "bf16", "none", 4, None),
+        ("llama2-7b", "amp-bf16", "full", 1, 2048),
+        ("llama2-7b", "bf16", "selective", 2, 2048),
+        ("llama3-8b", "bf16", "full", 2, 2048),
+        ("llama3-8b", "bf16", "none", 1, 2048),
+    ],
 }
 
 
@@ -107,15 +119,16 @@ def main() -> None:
         row["measured_allocated_bytes"] = measured
         row["error"] = estimate.allocated / measured - 1 if measured else None
         rows.append(row)
+        if args.out:  # after every row: a run stopped by its time limit keeps what it measured
+            with open(args.out, "w") as out:
+                json.dump({"schema": "gpuready.plan_memory_vs_plain/1", "configs": args.configs, "rows": rows}, out,
+                          indent=1)
         shown = f"{measured / GIB:12.2f} {row['error']:+8.1%}" if measured else f"{row['status']:>12}"
         print(f"{label:44} {estimate.allocated / GIB:12.2f} {shown}", flush=True)
     judged = [row["error"] for row in rows if row["error"] is not None]
     if judged:
         within = sum(abs(error) <= 0.10 for error in judged)
         print(f"within ±10 %: {within} of {len(judged)}; worst {max(judged, key=abs):+.1%}")
-    if args.out:
-        with open(args.out, "w") as out:
-            json.dump({"schema": "gpuready.plan_memory_vs_plain/1", "rows": rows}, out, indent=1)
 
 
 if __name__ == "__main__":

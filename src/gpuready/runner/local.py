@@ -80,21 +80,39 @@ def listening_store(host: str, port: int, timeout_s: float, **store_options: Any
     backends accept. `port` 0 picks a free port; the store's `.port` says which. OSError if the address
     cannot be bound (EADDRINUSE: someone listens there already; EADDRNOTAVAIL: not an address of this host).
     """
+    return store_on(bound_listener(host, port), timeout_s, **store_options)
+
+
+def bound_listener(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`'s address and listening (no torch needed: the ranks can be started before the
+    parent imports torch, and connect as soon as the store takes the socket over)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch does: rebind after TIME_WAIT
+        listener.bind(address)
+        listener.listen(2048)
+    except BaseException:
+        listener.close()
+        raise
+    return listener
+
+
+def store_on(listener: socket.socket, timeout_s: float, **store_options: Any) -> Any:
+    """The TCPStore server on an already listening socket (bound_listener), which it takes over."""
     import torch.distributed as dist
 
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    family, kind, proto = listener.family, listener.type, listener.proto
+    host, bound_port = listener.getsockname()[:2]
     last_error: Exception | None = None
     for backend in ({}, {"use_libuv": False}):  # the classic backend if this torch's libuv one refuses the fd
-        listener = socket.socket(family, kind, proto)
-        try:
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch does: rebind after TIME_WAIT
-            listener.bind(address)
+        if listener is None:  # the refused attempt closed it: the same address again
+            listener = socket.socket(family, kind, proto)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((host, bound_port))
             listener.listen(2048)
-        except BaseException:
-            listener.close()
-            raise
-        bound_port = listener.getsockname()[1]
         fd = listener.detach()  # the store owns it from here (and closes it when it is destroyed)
+        listener = None
         try:
             return dist.TCPStore(host, bound_port, is_master=True, timeout=timedelta(seconds=timeout_s),
                                  master_listen_fd=fd, **{"wait_for_workers": False, **store_options, **backend})
@@ -166,26 +184,50 @@ def _stop(processes: list[subprocess.Popen]) -> list[int]:
 def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_timeout_s: float,
               extra_env: dict[str, str] | None = None,
               on_progress: Callable[[dict[int, Progress]], None] | None = None,
-              independent: bool = False, deadline_s: float | None = None) -> RunOutcome:
+              independent: bool = False, deadline_s: float | None = None,
+              on_started: Callable[[], None] | None = None) -> RunOutcome:
     """`independent`: ranks share nothing (burn), so a failed rank is stopped alone and the others go on.
-    `deadline_s`: the whole run, start-up to the last rank's exit (None: only the per-operation timeouts)."""
-    import torch
+    `deadline_s`: the whole run, start-up to the last rank's exit (None: only the per-operation timeouts).
+    `on_started`: called once the ranks are started, while they import torch (seconds): the caller's own slow
+    preparations (facts, watchers) overlap with theirs."""
+    from importlib.metadata import PackageNotFoundError, version
 
     started = time.monotonic()
     log_dir.mkdir(parents=True, exist_ok=True)
-    store = listening_store("127.0.0.1", 0, startup_timeout_s)
+    listener = bound_listener("127.0.0.1", 0)
+    port = listener.getsockname()[1]
     local_only = {}
     for variable in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):  # one node: the ranks' own sockets on loopback too
         if variable not in os.environ and variable not in (extra_env or {}):
             local_only[variable] = loopback_interface()
-    base_env = {**os.environ, **flight_recorder_env(log_dir, torch.__version__), **local_only, **(extra_env or {}),
+    try:  # the installed torch's version without importing it (seconds): the ranks start first
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        import torch
+        torch_version = torch.__version__
+    base_env = {**os.environ, **flight_recorder_env(log_dir, torch_version), **local_only, **(extra_env or {}),
                 "CUDA_DEVICE_ORDER": "PCI_BUS_ID", SPEC_VARIABLE: json.dumps(spec),
-                STORE_VARIABLE: f"127.0.0.1:{store.port}", "WORLD_SIZE": str(world_size),
+                STORE_VARIABLE: f"127.0.0.1:{port}", "WORLD_SIZE": str(world_size),
                 "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0", "PYTHONUNBUFFERED": "1",
                 PARENT_PID_VARIABLE: str(os.getpid())}
-    processes = _spawn_all(world_size, base_env, log_dir)
-    outcome = RunOutcome(log_dir=log_dir, store_address=f"127.0.0.1:{store.port}", deadline_s=deadline_s,
+    try:
+        processes = _spawn_all(world_size, base_env, log_dir)
+    except BaseException:
+        listener.close()
+        raise
+    try:  # the ranks connect (their clients retry) once the store takes the socket over
+        store = store_on(listener, startup_timeout_s)
+    except BaseException:
+        _stop(processes)
+        raise
+    outcome = RunOutcome(log_dir=log_dir, store_address=f"127.0.0.1:{port}", deadline_s=deadline_s,
                          overridden_env=overridden_variables(dict(os.environ), base_env))
+    if on_started is not None:
+        try:
+            on_started()
+        except BaseException:
+            _stop(processes)
+            raise
     watchdog = Watchdog(store, world_size, startup_timeout_s=startup_timeout_s, deadline_s=deadline_s,
                         processes=processes, independent=independent,
                         stop_rank=lambda rank: _stop([processes[rank]]))

@@ -16,9 +16,8 @@ from gpuready.verbs.output import emit
 def usable_device(verb: str, device: str, lang: str = DEFAULT_LANGUAGE) -> str | None:
     """--device with `auto` resolved (cuda: never a silent CPU run), or None where the verb cannot run here (it
     then exits 3): no torch, or no GPU for auto. Says why on stderr, in `lang`."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
+    from importlib.util import find_spec
+    if find_spec("torch") is None:  # not imported here: the ranks import it, in parallel
         tell(in_language(said("error.needs_torch", verb=verb), lang))
         return None
     from gpuready.verbs.validate.run import NoGpuError, auto_device

@@ -20,6 +20,9 @@ MATMUL_N = 8192
 MATMUL_WARMUP, MATMUL_ITERATIONS = 3, 20
 DEVICE_COPY_BYTES, DEVICE_COPY_ITERATIONS = 4 * 2**30, 10
 HOST_COPY_BYTES, HOST_COPY_ITERATIONS = 2**30, 10
+QUICK_HOST_COPY_BYTES = 256 * 2**20
+"""--quick's host copies: a quarter of the size, well past where PCIe bandwidth flattens (tens of MiB), a quarter
+of the time (the pageable copies at ~8 GB/s were 2.5 s of a 12 s quick run on an H200)."""
 P2P_BYTES, P2P_COPIES, P2P_SAMPLES = 512 * 2**20, 16, 3
 LATENCY_SIZES = (4, 64, 512, 8192)
 LATENCY_COPIES = 100
@@ -113,10 +116,15 @@ def _local_cpus(bus_id: str | None) -> set[int] | None:
         return None
 
 
+def _host_copy_bytes(ctx: RankContext) -> int:
+    return QUICK_HOST_COPY_BYTES if ctx.options.quick else HOST_COPY_BYTES
+
+
 def _pinned_copies(torch: Any, ctx: RankContext, local: set[int] | None) -> dict[str, Any]:
     results: dict[str, Any] = {}
-    device_buffer = torch.empty(HOST_COPY_BYTES, dtype=torch.uint8, device=ctx.device)
-    host_buffer = torch.empty(HOST_COPY_BYTES, dtype=torch.uint8, pin_memory=True)
+    size = _host_copy_bytes(ctx)
+    device_buffer = torch.empty(size, dtype=torch.uint8, device=ctx.device)
+    host_buffer = torch.empty(size, dtype=torch.uint8, pin_memory=True)
     host_buffer.fill_(1)
     for direction in ("h2d", "d2h"):
         source, target = (host_buffer, device_buffer) if direction == "h2d" else (device_buffer, host_buffer)
@@ -128,8 +136,8 @@ def _pinned_copies(torch: Any, ctx: RankContext, local: set[int] | None) -> dict
                 target.copy_(source, non_blocking=True)
         seconds = _events_seconds(torch, timed)
         results[f"{direction}_pinned"] = {
-            "gb_per_s": HOST_COPY_BYTES * HOST_COPY_ITERATIONS / seconds / 1e9,
-            "method": {"bytes": HOST_COPY_BYTES, "iterations": HOST_COPY_ITERATIONS, "pinned": True,
+            "gb_per_s": size * HOST_COPY_ITERATIONS / seconds / 1e9,
+            "method": {"bytes": size, "iterations": HOST_COPY_ITERATIONS, "pinned": True,
                        "numa_local_cpus": sorted(local) if local else None, "warmup": 1,
                        "timing": "CUDA events around back-to-back non_blocking copy_ into a preallocated tensor"}}
     del host_buffer, device_buffer
@@ -142,7 +150,8 @@ def _pageable_copies(torch: Any, ctx: RankContext) -> dict[str, Any]:
     clock around each copy and its synchronize. The process's own CPU affinity, not pinned to the GPU's node."""
     import time
     results: dict[str, Any] = {}
-    host_buffer = torch.empty(HOST_COPY_BYTES, dtype=torch.uint8)
+    size = _host_copy_bytes(ctx)
+    host_buffer = torch.empty(size, dtype=torch.uint8)
     host_buffer.fill_(1)  # every page written, so no first-touch faults inside the timed copies
     device_buffer = host_buffer.to(ctx.device)  # warm-up, also the D2H source
     torch.cuda.synchronize(ctx.device)
@@ -153,10 +162,10 @@ def _pageable_copies(torch: Any, ctx: RankContext) -> dict[str, Any]:
         torch.cuda.synchronize(ctx.device)
         times.append(time.perf_counter() - begin)
         del moved
-    samples = [HOST_COPY_BYTES / seconds / 1e9 for seconds in times]
+    samples = [size / seconds / 1e9 for seconds in times]
     results["h2d_pageable"] = {
-        "gb_per_s": HOST_COPY_BYTES * len(times) / sum(times) / 1e9,
-        "method": {"bytes": HOST_COPY_BYTES, "iterations": HOST_COPY_ITERATIONS, "pinned": False, "warmup": 1,
+        "gb_per_s": size * len(times) / sum(times) / 1e9,
+        "method": {"bytes": size, "iterations": HOST_COPY_ITERATIONS, "pinned": False, "warmup": 1,
                    "samples_gb_per_s": [round(sample, 2) for sample in samples],
                    "timing": "host clock around tensor.to(device) + synchronize, one copy at a time",
                    "buffer": "torch.empty (pageable), written with fill_ before timing",
@@ -168,9 +177,9 @@ def _pageable_copies(torch: Any, ctx: RankContext) -> dict[str, Any]:
         host_buffer.copy_(device_buffer)  # synchronous into pageable memory
         times.append(time.perf_counter() - begin)
     results["d2h_pageable"] = {
-        "gb_per_s": HOST_COPY_BYTES * len(times) / sum(times) / 1e9,
-        "method": {"bytes": HOST_COPY_BYTES, "iterations": HOST_COPY_ITERATIONS, "pinned": False, "warmup": 1,
-                   "samples_gb_per_s": [round(HOST_COPY_BYTES / seconds / 1e9, 2) for seconds in times],
+        "gb_per_s": size * len(times) / sum(times) / 1e9,
+        "method": {"bytes": size, "iterations": HOST_COPY_ITERATIONS, "pinned": False, "warmup": 1,
+                   "samples_gb_per_s": [round(size / seconds / 1e9, 2) for seconds in times],
                    "timing": "host clock around copy_ into a touched pageable tensor (synchronous)",
                    "cpu_affinity": "the process's own (not pinned to the GPU's NUMA node)"}}
     del host_buffer, device_buffer

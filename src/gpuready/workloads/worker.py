@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import sys
+import time
 import traceback
 import warnings
 from datetime import timedelta
@@ -21,6 +22,9 @@ from gpuready.runner.progress import RESULT_KEY, Heartbeat, ProgressReporter
 from gpuready.runner.signals import die_with_parent, handle_stop_signals_in_thread
 from gpuready.runner.watchdog import WORKLOAD_FAILED_EXIT
 
+PROCESS_STARTED = time.monotonic()
+"""When this rank's Python reached gpuready (its own start-up, torch's import and CUDA's set-up are measured from
+here: `startup_s`)."""
 SPEC_VARIABLE = "GPUREADY_VALIDATE_SPEC"
 STORE_VARIABLE = "GPUREADY_STORE"  # host:port of the runner's TCPStore (local runs only)
 # host:port of the rendezvous store of a `gpuready validate --nnodes` run: the ranks build their process group
@@ -166,6 +170,7 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
     ctx.step("ready", said("op.all_up" if not independent else "op.started"))
 
     result: dict[str, Any] = {"rank": rank, "host": socket.gethostname(), "local_rank": local_rank,
+                              "startup_s": round(time.monotonic() - PROCESS_STARTED, 2), "workload_s": {},
                               "node_rank": ctx.node_rank, "gpu": {"bus_id": bus_id, "uuid": uuid, "name": name},
                               "backend": backend, "versions": runtime_versions(torch), "workloads": {},
                               "group_timeouts_s": group_timeouts_s}
@@ -182,8 +187,10 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
         current[0] = workload
         if workload in GPU_ONLY and not use_cuda:
             continue
+        began = time.monotonic()
         try:
             result["workloads"][workload] = functions[workload](ctx)
+            result["workload_s"][workload] = round(time.monotonic() - began, 2)
         except Exception as error:
             result["workloads"][workload] = {"error": f"{type(error).__name__}: {error}",
                                              "traceback": traceback.format_exc(limit=8)}

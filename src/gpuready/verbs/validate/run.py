@@ -8,6 +8,7 @@ their results into measurements and findings.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import tempfile
 from dataclasses import dataclass, field
@@ -100,10 +101,44 @@ def auto_device(device: str, verb: str = "validate") -> str:
     """`auto` is `cuda`: without a GPU it raises NoGpuError (the CPU path only with --device cpu)."""
     if device != "auto":
         return device
+    if gpus_cuda_shows() or _torch_sees_a_gpu():
+        return "cuda"
+    raise NoGpuError(no_gpu_reason(verb))
+
+
+def _torch_sees_a_gpu() -> bool:
     import torch
-    if not torch.cuda.is_available():
-        raise NoGpuError(no_gpu_reason(verb))
-    return "cuda"
+    return torch.cuda.is_available()
+
+
+def gpus_cuda_shows() -> int:
+    """How many GPUs a CUDA build of torch will show, without importing torch (seconds that the ranks then spend in
+    parallel): NVML's GPUs as CUDA_VISIBLE_DEVICES selects them, where the installed torch was built for CUDA. 0
+    where this cannot be told so (no NVML, MIG instances, a CPU build, an error): the caller asks torch."""
+    try:
+        from importlib.util import find_spec
+        spec = find_spec("torch")
+        if spec is None or not spec.submodule_search_locations:
+            return 0
+        version_file = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+        if not re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]\d", version_file.read_text(), re.M):
+            return 0  # `cuda = None`: a CPU build
+        from gpuready.facts.nvml import NvmlSession
+        from gpuready.facts.visible import visible_nvml_indices
+        session = NvmlSession()
+        try:
+            gpus = [{"index": index, **identity} for index, identity in enumerate(session.identity)]
+        finally:
+            session.close()
+        chosen = visible_nvml_indices(gpus)
+        return len(gpus) if chosen is None and "CUDA_VISIBLE_DEVICES" not in os.environ else len(chosen or [])
+    except Exception:  # pynvml missing, no driver, a timeout: torch decides
+        return 0
+
+
+def _torch_gpu_count() -> int:
+    import torch
+    return torch.cuda.device_count()
 
 
 def resolve_device(options: ValidateOptions, option: str = "--ranks") -> tuple[str, int]:
@@ -112,10 +147,9 @@ def resolve_device(options: ValidateOptions, option: str = "--ranks") -> tuple[s
     On GPUs one rank per GPU at most (with --backend gloo ranks may share GPUs: then bounded as CPU ranks);
     on CPUs one rank per usable CPU, or up to runner.OVERSUBSCRIBE_FACTOR per CPU with --oversubscribe.
     """
-    import torch
     device = auto_device(options.device)
     if device == "cuda":
-        count = torch.cuda.device_count()
+        count = gpus_cuda_shows() or _torch_gpu_count()
         if count == 0:
             raise RuntimeError(sentence("error.cuda.none"))
         ranks = options.ranks or count
@@ -153,6 +187,9 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
     report.interrupted, report.interrupted_by = outcome.interrupted, outcome.interrupted_by
     report.facts["validate"] = {"wall_s": round(outcome.wall_s, 1), "log_dir": str(outcome.log_dir),
                                 "ranks": sorted(outcome.results), "deadline_s": outcome.deadline_s}
+    first = outcome.results.get(min(outcome.results)) if outcome.results else None
+    if first and isinstance(first.get("workload_s"), dict):  # where a run's time goes (the plan's estimate is held to it)
+        report.facts["validate"]["seconds"] = {"startup": first.get("startup_s"), **first["workload_s"]}
     if outcome.interrupted:
         report.facts["validate"]["interrupted_by"] = outcome.interrupted_by or "SIGINT"
         report.findings.insert(0, stopped_finding("validate", host, outcome.interrupted_by, outcome.wall_s))
@@ -196,33 +233,49 @@ def visible_devices(selection: list[str], facts: Any) -> str | None:
 def run_local_validate(options: ValidateOptions, progress_callback=None) -> tuple[Report, RunOutcome]:
     from gpuready.runner.local import run_local
     device, ranks = resolve_device(options)
-    facts = local_facts(device)
     extra_env = {}
-    if options.gpus:
-        extra_env["CUDA_VISIBLE_DEVICES"] = visible_devices(options.gpus, facts)
-        ranks = min(ranks, len(options.gpus))
-    watch = None
-    if device == "cuda":
-        from gpuready.facts.gpu_users import UserWatch
-        from gpuready.verbs.sharing import exclusive_refusal
-        watch = UserWatch(selected_indices(extra_env.get("CUDA_VISIBLE_DEVICES"), facts, ranks))
-        refused = exclusive_refusal("validate", watch.before, {"ranks": []}) if options.exclusive else None
-        if refused is not None:
-            return refused, None
-    log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-validate-"))
-    _session, xid_watch = start_telemetry(device, [])  # Xids NVML reports while the workloads run
-    try:
-        if watch:
+    # --gpus and --exclusive decide before any rank starts; otherwise the facts (a second or so of nvidia-smi) and
+    # the watchers are made while the ranks import torch
+    early = bool(options.gpus or options.exclusive)
+    prepared: dict[str, Any] = {}
+
+    def prepare() -> None:
+        facts = prepared["facts"] = local_facts(device)
+        if options.gpus:
+            extra_env["CUDA_VISIBLE_DEVICES"] = visible_devices(options.gpus, facts)
+        if device == "cuda":
+            from gpuready.facts.gpu_users import UserWatch
+            watch = prepared["watch"] = UserWatch(selected_indices(extra_env.get("CUDA_VISIBLE_DEVICES"), facts,
+                                                                   min(ranks, len(options.gpus) or ranks)))
             watch.__enter__()
+        prepared["xid_watch"] = start_telemetry(device, [])[1]  # Xids NVML reports while the workloads run
+
+    def stop_watching() -> None:
+        if prepared.get("watch"):
+            prepared["watch"].__exit__(None, None, None)
+        if prepared.get("xid_watch") is not None:
+            prepared["xid_watch"].stop()
+
+    if early:
+        prepare()
+        if options.gpus:
+            ranks = min(ranks, len(options.gpus))
+        if options.exclusive and prepared.get("watch") is not None:
+            from gpuready.verbs.sharing import exclusive_refusal
+            refused = exclusive_refusal("validate", prepared["watch"].before, {"ranks": []})
+            if refused is not None:
+                stop_watching()
+                return refused, None
+    log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-validate-"))
+    try:
         outcome = run_local(world_size=ranks, spec=_rank_spec(options, device), log_dir=log_dir,
                             startup_timeout_s=options.startup_timeout_s, extra_env=extra_env,
                             on_progress=progress_callback,
-                            deadline_s=overall_deadline_s(options, device, ranks))
+                            deadline_s=overall_deadline_s(options, device, ranks),
+                            on_started=None if early else prepare)
     finally:
-        if watch:
-            watch.__exit__(None, None, None)
-        if xid_watch is not None:
-            xid_watch.stop()
+        stop_watching()
+    facts, watch, xid_watch = prepared.get("facts"), prepared.get("watch"), prepared.get("xid_watch")
     outcome.xid_events = list(xid_watch.telemetry.xid_events) if xid_watch is not None else []
     host = socket.gethostname()
     users = {host: watch.seen} if watch is not None else None
