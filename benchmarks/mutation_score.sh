@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Mutation testing of gpuready's judges (issue 23). Slow (tens of minutes per module on two cores): NOT for CI.
+#
+#   bash benchmarks/mutation_score.sh [MODULE...]      # default: every module of the table below
+#   BEFORE=1 bash benchmarks/mutation_score.sh ...     # the same without tests/test_mutants_*.py (the score before)
+#   bash benchmarks/mutation_score.sh --list           # the module -> test files table
+#
+# Tool: mutmut 2.5.1 (`pip install mutmut==2.5.1 coverage==7.6.10`). Not mutmut 3: it leaves every decorated function
+# unmutated (mutmut/mutation/file_mutation.py: "ignore decorated functions"), and every check of checks/ is one
+# (@check). mutmut 2 rewrites the source file in place, so each module runs in its own copy of the committed tree
+# (`git archive HEAD`) under $WORK, never in the checkout; its cache (.mutmut-cache) stays in that copy.
+#
+# Speed: a mutant first runs only the tests whose test function executed the mutated statement (a coverage map with
+# dynamic_context = test_function, built once per module); a mutant that survives them is run again against the
+# module's whole test list (mutmut --rerun-all), so a survivor is a survivor of the whole list. A statement run at
+# import time (or by no test at all, or only in a subprocess) runs the whole list at once.
+# Outcome codes: pytest 0 -> survived; 4 or 5 (a selected test id not found, none collected) -> treated as survived,
+# so --rerun-all decides; anything else (a failure, an error at collection, a crash) -> killed.
+#
+# RERUN_ALL=0 skips that second run (quicker; a survivor is then a survivor of the tests that ran its statement, and
+# a statement no test runs in this process, e.g. only in a `python -m gpuready` subprocess, counts as survived).
+# JOBS=2 runs two modules at a time.
+#
+# Results under $WORK/results/: <module>.counts (killed, survived, timeout, suspicious, skipped, total) and
+# <module>.survivors (each survivor's diff). Score = killed / (total - equivalent - timeout); the equivalent mutants
+# are judged by hand (the report of issue 23 lists them).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+WORK=${WORK:-/tmp/gpuready-mutation}
+LIMIT_S=${LIMIT_S:-5400}          # per module
+PYTHON=${PYTHON:-python}
+
+CHECKS_TESTS="test_checks test_pcie_acs_aer test_pcie_power_classes test_partial_evidence test_real_cases
+ test_recorded_runs test_container_health test_diagnose_host_software test_diagnose_kernel test_one_judgement
+ test_check_order test_evidence_classes test_i18n_health test_nvlink_boards test_odd_values test_diagnose_framework
+ test_diagnose_nccl test_diagnose_net test_diagnose_torch test_junit test_console_problems_first test_report_verb
+ test_hostile_bundles test_knowledge_tables test_i18n test_markdown test_safe_output test_no_english_left
+ test_diagnose_covers_check test_layout test_mutants_checks test_mutants_judges"
+PLAN_TESTS="test_plan_memory test_plan_strategy test_plan_batch_power_cost test_plan_machine test_plan_calibration
+ test_plan_cli test_console_plan test_i18n_verbs test_bench_judge test_bench_recorded test_mutants_plan"
+BURN_TESTS="test_burn_monitor test_validate_judge test_one_judgement test_shared_gpu test_visible_gpus test_i18n_runs
+ test_i18n_verbs test_recorded_runs test_mutants_judges"
+BENCH_TESTS="test_bench_judge test_bench_recorded test_bench_data test_shared_gpu test_i18n_runs test_i18n_verbs
+ test_mutants_judges"
+CHECKS_TESTS=$(echo $CHECKS_TESTS) PLAN_TESTS=$(echo $PLAN_TESTS)  # one line each: a table row is one line
+
+# name | file to mutate | test files (tests/<name>.py; a name with no file is left out)
+MODULES=(
+  "checks.pcie|src/gpuready/checks/pcie.py|$CHECKS_TESTS"
+  "checks.kernel_judge|src/gpuready/checks/kernel_judge.py|$CHECKS_TESTS"
+  "checks.health|src/gpuready/checks/health.py|$CHECKS_TESTS"
+  "checks.gpu|src/gpuready/checks/gpu.py|$CHECKS_TESTS"
+  "checks.nvlink|src/gpuready/checks/nvlink.py|$CHECKS_TESTS"
+  "checks.power|src/gpuready/checks/power.py|$CHECKS_TESTS"
+  "checks.host|src/gpuready/checks/host.py|$CHECKS_TESTS"
+  "checks.network|src/gpuready/checks/network.py|$CHECKS_TESTS"
+  "checks.software|src/gpuready/checks/software.py|$CHECKS_TESTS"
+  "checks.topology|src/gpuready/checks/topology.py|$CHECKS_TESTS"
+  "checks.registry|src/gpuready/checks/registry.py|$CHECKS_TESTS"
+  "facts.kernel_log|src/gpuready/facts/kernel_log.py|$CHECKS_TESTS test_parsers test_linear_readers"
+  "plan.memory|src/gpuready/verbs/plan/memory.py|$PLAN_TESTS"
+  "plan.strategy|src/gpuready/verbs/plan/strategy.py|$PLAN_TESTS"
+  "plan.batch|src/gpuready/verbs/plan/batch.py|$PLAN_TESTS"
+  "plan.power|src/gpuready/verbs/plan/power.py|$PLAN_TESTS"
+  "plan.cost|src/gpuready/verbs/plan/cost.py|$PLAN_TESTS"
+  "plan.machine|src/gpuready/verbs/plan/machine.py|$PLAN_TESTS"
+  "burn.judge|src/gpuready/verbs/burn/judge.py|$BURN_TESTS"
+  "bench.judge|src/gpuready/verbs/bench/judge.py|$BENCH_TESTS"
+)
+
+if [ "${1:-}" = --list ]; then
+  for row in "${MODULES[@]}"; do IFS='|' read -r name file tests <<<"$row"; echo "$name  $file  $(echo $tests)"; done
+  exit 0
+fi
+
+mkdir -p "$WORK/results"
+
+# --- helpers written into each copy (outside the repository) ---------------------------------------------------
+write_helpers() {  # $1: the copy
+  cat >"$1/mutplug.py" <<'EOF'
+"""Imports every module of checks/ before the tests, as the whole suite does: a test file run alone
+(tests/test_nvlink_boards.py) otherwise finds the registry empty."""
+import importlib
+import pathlib
+
+for path in sorted(pathlib.Path("src/gpuready/checks").glob("*.py")):
+    if path.stem != "__init__":
+        importlib.import_module(f"gpuready.checks.{path.stem}")
+EOF
+  cat >"$1/mutrun.py" <<'EOF'
+"""mutmut's runner: pytest on the given test ids; exit 0 = survived, 1 = killed (see mutation_score.sh)."""
+import sys
+
+import pytest
+
+code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-p", "mutplug", *sys.argv[1:]])
+sys.exit(0 if code in (0, 4, 5) else 1)
+EOF
+  cat >"$1/covmap.py" <<'EOF'
+"""Statement -> test ids that executed it, from a coverage run with dynamic_context = test_function."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from coverage import CoverageData
+from coverage.python import PythonParser
+
+target, data_file, out = sys.argv[1], sys.argv[2], sys.argv[3]
+tests = sys.argv[4:]
+collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                            "-p", "mutplug", *tests], capture_output=True, text=True).stdout.splitlines()
+known = {line.split("[")[0] for line in collected if "::" in line}
+files = {Path(test).stem: test for test in tests}
+parser = PythonParser(filename=target)
+parser.parse_source()
+data = CoverageData(basename=data_file)
+data.read()
+measured = next(name for name in data.measured_files() if name.endswith(target))
+by_statement: dict[int, set[str]] = {}
+for line, contexts in data.contexts_by_lineno(measured).items():
+    ids = by_statement.setdefault(parser.first_line(line), set())
+    for context in contexts:
+        module, _, rest = context.partition(".")
+        node = f"{files.get(module, '?')}::{rest.replace('.', '::')}"
+        ids.add(node if context and node in known else "*")  # "*": import time, a thread, an unknown test
+statements = {}
+for number in range(1, len(Path(target).read_text().splitlines()) + 1):
+    statements[number] = parser.first_line(number)
+json.dump({"first": statements, "tests": {line: sorted(ids) for line, ids in by_statement.items()}},
+          open(out, "w"), indent=0)
+EOF
+  cat >"$1/mutmut_config.py" <<'EOF'
+"""mutmut 2 hook: run a mutant against the tests that executed its statement first (mutation_score.sh)."""
+import json
+import os
+import shlex
+
+_MAP = json.load(open("covmap.json"))
+
+
+def pre_mutation(context):
+    if os.environ.get("MUT_FULL"):
+        return
+    line = context.current_line_index + 1
+    tests = _MAP["tests"].get(str(_MAP["first"].get(str(line), line)))
+    if not tests:  # no test runs this statement: survived (--rerun-all: the whole list decides)
+        context.config.test_command = "true"
+        return
+    if "*" in tests:
+        return  # the whole list
+    context.config.test_command = f"{os.environ['MUT_PYTHON']} mutrun.py " + " ".join(map(shlex.quote, tests))
+EOF
+}
+
+run_module() {  # name file tests...
+  local name=$1 file=$2; shift 2
+  local copy="$WORK/tree-$name" tests=() test rerun=--rerun-all
+  if [ "${RERUN_ALL:-1}" = 0 ]; then rerun=; fi
+  rm -rf "$copy"; mkdir -p "$copy"
+  git -C "$REPO" archive HEAD | tar -x -C "$copy"
+  if [ -n "${BEFORE:-}" ]; then rm -f "$copy"/tests/test_mutants_*.py; fi
+  for test in "$@"; do [ -f "$copy/tests/$test.py" ] && tests+=("tests/$test.py"); done
+  write_helpers "$copy"
+  (
+    cd "$copy"
+    export PYTHONPATH="$copy/src:$copy" MUT_PYTHON="$PYTHON"
+    printf '[run]\ndynamic_context = test_function\ninclude = %s\n' "$copy/$file" >.coveragerc-mut
+    "$PYTHON" -m coverage run --rcfile=.coveragerc-mut --data-file=.coverage-mut -m pytest -q -p no:cacheprovider \
+      -p mutplug "${tests[@]}" >"$WORK/results/$name.baseline" 2>&1 || { echo "$name: tests fail unmutated"; exit 1; }
+    "$PYTHON" covmap.py "$file" .coverage-mut covmap.json "${tests[@]}"
+    timeout "$LIMIT_S" mutmut run --paths-to-mutate "$file" --tests-dir tests $rerun --simple-output \
+      --no-progress --runner "$PYTHON mutrun.py ${tests[*]}" >"$WORK/results/$name.log" 2>&1 || true
+    for bak in $(find src -name '*.bak'); do mv "$bak" "${bak%.bak}"; done  # a run cut by the time limit
+    "$PYTHON" - "$name" >"$WORK/results/$name.counts" <<'EOF'
+import sqlite3, sys
+rows = dict(sqlite3.connect(".mutmut-cache").execute(
+    "select status, count(*) from Mutant group by status").fetchall())
+total = sum(rows.values())
+print(sys.argv[1], " ".join(f"{key}={rows.get(key, 0)}" for key in
+      ("ok_killed", "bad_survived", "bad_timeout", "ok_suspicious", "skipped", "untested")), f"total={total}")
+EOF
+    : >"$WORK/results/$name.survivors"
+    for id in $(mutmut result-ids survived); do
+      { echo "=== mutant $id"; mutmut show "$id"; } >>"$WORK/results/$name.survivors" 2>&1
+    done
+    cat "$WORK/results/$name.counts"
+  )
+}
+
+selected=("$@")
+for row in "${MODULES[@]}"; do
+  IFS='|' read -r name file tests <<<"$row"
+  if [ ${#selected[@]} -gt 0 ] && [[ ! " ${selected[*]} " == *" $name "* ]]; then continue; fi
+  while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-1}" ]; do sleep 5; done
+  # shellcheck disable=SC2086
+  run_module "$name" "$file" $tests &
+done
+wait
