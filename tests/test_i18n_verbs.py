@@ -301,10 +301,10 @@ def test_plan_fit_keeps_its_english():
         return next(f for f in run_plan(PlanOptions(preset="llama3-70b", machine=machine)).findings
                     if f.check_id == "plan.fits")
     none, one = fits("1xRTX-4090"), fits("1xH100-SXM")
-    assert none.message == ("No strategy fits 1× RTX 4090 (22 GiB each): the smallest, fsdp+offload, needs 37.0 GiB "
+    assert none.message == ("No strategy fits 1× RTX 4090 (22 GiB each): the smallest, fsdp+offload, needs 42.0 GiB "
                             "per GPU.")
-    assert chinese(none)[0] == "没有任何策略能放进 1× RTX 4090（每块 22 GiB）：最小的 fsdp+offload 每块 GPU 需要 37.0 GiB。"
-    assert one.message == ("1 of 3 strategies fit 1× H100 SXM; best: fsdp+offload at 37.0 GiB per GPU, about 23.13 s per "
+    assert chinese(none)[0] == "没有任何策略能放进 1× RTX 4090（每块 22 GiB）：最小的 fsdp+offload 每块 GPU 需要 42.0 GiB。"
+    assert one.message == ("1 of 3 strategies fit 1× H100 SXM; best: fsdp+offload at 42.0 GiB per GPU, about 23.13 s per "
                            "step (host transfer-bound).")
     assert chinese(one)[0].endswith("每步约 23.13 s（受限于主机传输）。")
 

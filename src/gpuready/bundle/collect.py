@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from gpuready import __version__
 from gpuready.bundle.layout import BUNDLE_FILES, ENV_PREFIXES
@@ -220,12 +220,14 @@ def _finish_torch_probe(process: subprocess.Popen[str] | None, started: float) -
     return Collected(text=stdout, command=command, exit_code=0, duration_s=time.monotonic() - started)
 
 
-def collect(with_torch: bool = True) -> tuple[dict[str, str], dict]:
-    """Every bundle file this machine can give, and the manifest saying how each was obtained."""
+def collect(with_torch: bool = True, only: Iterable[str] | None = None) -> tuple[dict[str, str], dict]:
+    """Every bundle file this machine can give (or those `only` names), and the manifest saying how each was
+    obtained."""
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
     torch_process = _start_torch_probe() if with_torch else None  # the slow one goes first
-    collectors = dict(COLLECTORS)
+    wanted = set(only) if only is not None else None
+    collectors = {name: function for name, function in COLLECTORS.items() if wanted is None or name in wanted}
     if not with_torch:
         collectors["torch.json"] = _torch_metadata
     with ThreadPoolExecutor(max_workers=len(collectors)) as pool:

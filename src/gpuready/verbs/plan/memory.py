@@ -325,7 +325,11 @@ def _activations(setup: TrainSetup, strategy: Strategy, terms: dict[str, int], s
     s, b, h, a, v = setup.seq, setup.micro_batch, shape.hidden, shape.heads, shape.vocab
     t = strategy.tp
     scale = ACTIVATION_BYTES[setup.precision] / 2
-    norms = NORM_EXTRA_COEFFICIENT.get((shape.family, setup.precision), 0.0)
+    # autocast's fp32 residual stream is PyTorch AMP's (zero == 0); DeepSpeed and FSDP mixed precision hold bf16
+    # weights, so their activations are bf16 ones
+    autocast = setup.precision == "amp-bf16" and strategy.zero == 0
+    activation_precision = "bf16" if setup.precision == "amp-bf16" and not autocast else setup.precision
+    norms = NORM_EXTRA_COEFFICIENT.get((shape.family, activation_precision), 0.0)
     coefficient = layer_activation_coefficient(shape) - (0.0 if setup.dropout else DROPOUT_MASK_COEFFICIENT)
     scores = setup.attention == "eager"
     sources += [SOURCES["korthikanti"], SOURCES["megatron"], SOURCES["phases"]]
@@ -336,7 +340,7 @@ def _activations(setup: TrainSetup, strategy: Strategy, terms: dict[str, int], s
     full_layer = korthikanti_layer_bytes(s, b, h, a, tp=t, recompute="none", scores=scores,
                                          coefficient=coefficient) * scale + norms * s * b * h / t
     if setup.recompute == "full":  # each layer keeps its input: the residual stream, fp32 under autocast
-        residual_bytes = 4 if setup.precision in ("fp32", "amp-bf16") else 2
+        residual_bytes = 4 if setup.precision == "fp32" or autocast else 2
         per_layer = residual_bytes * s * b * h / t
     elif setup.recompute == "selective":
         per_layer = korthikanti_layer_bytes(s, b, h, a, tp=t, recompute="selective", scores=scores,

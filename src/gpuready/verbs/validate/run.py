@@ -58,16 +58,43 @@ def _rank_spec(options: ValidateOptions, device: str) -> dict[str, Any]:
             "options": {"quick": options.quick, "timeout_s": options.timeout_s, "max_bytes": options.max_bytes}}
 
 
+FIXED_S = {"cuda": 8.5, "cpu": 3.5}
+"""Start to end without the workloads: the parent (~1.5 s), a rank's start-up (Python, torch's import, CUDA and NCCL
+set-up: 5.0-5.8 s on an H200, 1.8-2.1 s on the 2-core VM's CPU ranks) and the end (results, barrier, exit: ~1.5 s).
+Measured with facts.validate.seconds (benchmarks/issue23_h200.sh validate, benchmarks/validate_timing.sh)."""
+WORKLOAD_S = {("cuda", "compute"): 1.1, ("cuda", "transfer"): 4.3, ("cuda", "transfer", "quick"): 1.1,
+              ("cuda", "ddp"): 6.0, ("cuda", "ddp", "quick"): 1.5, ("cpu", "ddp"): 1.8, ("cpu", "ddp", "quick"): 1.5}
+"""Seconds of one rank's workload, measured as FIXED_S (H200: compute 1.08-1.26, transfer 4.28-4.36 with 1 GiB host
+copies and 1.05-1.11 with --quick's 256 MiB, ddp 5.65-6.54 with its FSDP2 step)."""
+COLLECTIVE_CALL_S = {"cuda": 0.0035, "cpu": 0.02}
+"""One (operation, size) of the sweep beyond its bytes: Python, launch and synchronisation (H200, one rank: 0.5 s for
+28 sizes × 5 operations; the VM's gloo: 1.1 s for 7 × 6 with --quick)."""
+COLLECTIVE_BUS_BYTES_PER_S = {"cuda": 100e9, "cpu": 0.4e9}
+"""Bus bandwidth the estimate assumes: gloo on the 2-core VM moved 10.5 GB in 27 s (2 ranks); 100 GB/s for NCCL is an
+assumption between PCIe (~20 GB/s) and NVLink (~400 GB/s busbw), not a measurement."""
+P2P_PAIR_S = 1.0
+"""One ordered GPU pair's copies (512 MiB × 16 × 3 samples, both directions, and latencies): an assumption, not
+measured here (one GPU lent)."""
+
+
 def predicted_seconds(options: ValidateOptions, device: str, ranks: int) -> float:
-    """A rough plan printed before the run: start-up plus each selected workload."""
-    from gpuready.workloads.collectives import message_sizes
-    estimate = 15.0
+    """The estimate printed before the run: start-up and end, plus each selected workload (its measured seconds on
+    one H200 or the 2-core VM's CPU ranks, the collectives and P2P by their size and the ranks)."""
+    from gpuready.workloads.collectives import COLLECTIVES, _iterations, message_sizes
     cuda = device == "cuda"
-    sizes = len(message_sizes(is_cuda=cuda, quick=options.quick, max_bytes=options.max_bytes))
-    per_size = 0.05 if cuda else 0.15 * ranks
-    costs = {"compute": 8.0, "transfer": 3.0 * ranks, "p2p": 3.0 * ranks * (ranks - 1),
-             "collectives": sizes * 8 * per_size + (20 if cuda and not options.quick else 0), "ddp": 6.0}
-    return estimate + sum(costs[name] for name in options.only if cuda or name not in GPU_ONLY)
+    kind = "cuda" if cuda else "cpu"
+    quick = options.quick
+    sizes = message_sizes(is_cuda=cuda, quick=quick, max_bytes=options.max_bytes)
+    operations = len(COLLECTIVES) - (1 if ranks < 2 else 0)  # send_recv needs a peer
+    bus_bytes = sum(sum(_iterations(size, cuda, quick)) * size for size in sizes) * operations
+    share = 2 * (ranks - 1) / ranks if ranks > 1 else 0.0  # nccl-tests' all_reduce bus factor: 2(n-1)/n
+    costs = {"collectives": len(sizes) * operations * COLLECTIVE_CALL_S[kind]
+                            + bus_bytes * max(share, 1.0 if not cuda else 0.0) / COLLECTIVE_BUS_BYTES_PER_S[kind],
+             "p2p": P2P_PAIR_S * ranks * (ranks - 1)}
+    for name in ("compute", "transfer", "ddp"):
+        costs[name] = WORKLOAD_S.get((kind, name, "quick") if quick else (kind, name),
+                                     WORKLOAD_S.get((kind, name), 0.0))
+    return FIXED_S[kind] + sum(costs[name] for name in options.only if cuda or name not in GPU_ONLY)
 
 
 def overall_deadline_s(options: ValidateOptions, device: str, ranks: int) -> float:
@@ -203,13 +230,19 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
     return report
 
 
+FACT_FILES = ("nvml.json", "nvidia-smi-topo.txt", "nvidia-smi-topo-p2p.txt", "nvidia-smi-nvlink-s.txt",
+              "meminfo.txt", "cpuinfo.txt", "cgroup.txt", "uptime.txt")
+"""What the expected figures and the report's facts need: the GPUs, their links, the host's memory and CPUs. Not
+`nvidia-smi -q`, lspci, pip freeze or the kernel log (seconds of subprocesses, beside ranks starting CUDA)."""
+
+
 def local_facts(device: str):
     """Facts of this node (fast: no torch probe) to derive expected figures; None on CPU runs."""
     if device != "cuda":
         return None
     from gpuready.bundle.collect import collect
     from gpuready.facts.build import build_facts
-    files, _ = collect(with_torch=False)
+    files, _ = collect(with_torch=False, only=FACT_FILES)
     return build_facts(files, live=True)
 
 
