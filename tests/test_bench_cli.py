@@ -96,10 +96,6 @@ def test_bench_on_two_nodes_through_torchrun(tmp_path):
     assert report["findings"][-1]["check_id"] == "bench.decision"
 
 
-@pytest.mark.xfail(strict=True, reason="src bug (workloads/train.py group_run, runner/progress.py Heartbeat): rank 1 "
-                   "waits for rank 0's 1-GPU run with a blocking store.wait on the TCPStore client its heartbeat thread "
-                   "also uses; TCPStore serialises one client's operations, so rank 1 stops beating and rank 0's "
-                   "watchdog takes it for dead after 20 s (exit 4) whenever the 1-GPU run lasts longer")
 def test_a_rank_waiting_for_rank_0s_one_gpu_run_keeps_beating():
     """Why test_bench_on_two_nodes_through_torchrun sometimes exits 4 on a loaded machine. Under `bench --nnodes`,
     rank 1 waits on the store for rank 0's 1-GPU run (`ctx.store.wait([SINGLE_DONE_KEY])`) while its heartbeat

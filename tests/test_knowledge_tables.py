@@ -461,9 +461,6 @@ def test_xid_rows_agree_with_nvidia_catalog(xids):
             assert row["severity"] != "critical", row["xid"]
 
 
-@pytest.mark.xfail(strict=True, reason="xid.toml has no row for Xid 110 SEC_FAULT_ERROR, 155 NVLINK_SW_DEFINED_ERROR "
-                   "and 156 RESOURCE_RETIREMENT_EVENT, whose NVIDIA immediate action is RESET_GPU: the kernel judge "
-                   "warns on them as unknown codes where its own rule ([judge] source) fails a code needing a reset")
 def test_every_xid_nvidia_resets_the_gpu_for_is_known(xids):
     catalog = _nvidia_xid_catalog()
     reset = {code for code, row in catalog.items() if row["immediate_action"] in ("RESET_GPU", "RESTART_BM")}

@@ -28,7 +28,6 @@ import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
-from datetime import timedelta
 from typing import Any, Callable
 
 from gpuready.i18n import said, said_json, sentence
@@ -189,9 +188,22 @@ def group_run(strategy: str) -> Callable[[RankContext], dict[str, Any]]:
         steps = int(options.get("warmup_steps", 0)) + int(options.get("steps", 1))
         wait_s = ctx.options.timeout_s * (steps + 2)  # rank 0's build, its steps, its checksum
         ctx.step("train", said("op.train.waiting"), timeout_s=wait_s)
-        ctx.store.wait([SINGLE_DONE_KEY], timedelta(seconds=wait_s))
+        _wait_for_key(ctx.store, SINGLE_DONE_KEY, wait_s)
         return {"waited_for": 0, "strategy": "single", "world_size": 1}
     return run
+
+
+WAIT_POLL_S = 0.5
+
+
+def _wait_for_key(store: Any, key: str, timeout_s: float) -> None:
+    """`store.wait` in short checks: a TCPStore client serves one call at a time, so a blocking wait would starve
+    this rank's heartbeat (the same client) and the watchdog would call the rank silent after 20 s."""
+    deadline = time.monotonic() + timeout_s
+    while not store.check([key]):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout_s:.0f} s for {key} on the store")
+        time.sleep(WAIT_POLL_S)
 
 
 def run_train(ctx: RankContext, options: dict[str, Any] | None = None) -> dict[str, Any]:
