@@ -471,3 +471,27 @@ def test_xids_during_a_run_are_judged_as_in_a_kernel_log_and_said_once():
     judge = judged([run("single", 1, 10_000, telemetry={"samples": 3, "xids": [[3.0, 1, 13]]}), failed])
     xids = [(f.observed, f.status) for f in judge.findings if f.check_id == "bench.xid"]
     assert xids == [(13, Status.WARN), (79, Status.FAIL)]
+
+
+ONE_H100 = Machine(gpu_name="H100 SXM", gpus_per_node=1, nvlink_domain=1, peak_tflops={"bf16": 989.0},
+                   memory_bytes_per_gpu=80_000_000_000)
+
+
+@pytest.mark.parametrize("runs, machine, status, starts", [
+    # the machine has 8 GPUs but only the single-GPU run was measured: warn, and say how to measure the other side
+    ([run("single", 1, 10_000)], NVSWITCH, "warn", "Run `gpuready bench` without --strategies"),
+    # one GPU is all there is: nothing wrong, and the next step is another machine
+    ([run("single", 1, 10_000)], ONE_H100, "pass", "Run `gpuready bench` on a machine with 2 or more GPUs"),
+    # 76 of 80 GB reserved on the only GPU: shrink the step
+    ([run("single", 1, 10_000, reserved=76_000_000_000)], ONE_H100, "warn", "Rerun with a smaller step"),
+    # scaling 0.60 of 0.90 expected over NVSwitch: communication first
+    ([run("single", 1, 10_000), run("ddp", 8, 48_000)], NVSWITCH, "warn", "Hide or shrink the communication"),
+    # scales (0.95) but MFU 0.20 on one GPU: profile the single step
+    ([run("single", 1, 4_000, flops_per_token=FLOPS_PER_TOKEN), run("ddp", 8, 30_400)], NVSWITCH, "warn",
+     "Profile one training step on one GPU"),
+])
+def test_every_decision_says_what_to_do_next(runs, machine, status, starts):
+    """Issue 23: bench.decision warned with an empty fix on the H200 (one GPU). Every warning now carries the next
+    command, and one GPU alone is a pass whose fix points to a machine with more."""
+    decision = only(judged(runs, machine=machine), "bench.decision")
+    assert decision.status.value == status and decision.fix.startswith(starts), (decision.message, decision.fix)

@@ -517,6 +517,11 @@ class BenchJudge:
             single = next((run for run in good if run.world_size == 1), None)
             what = said("bench.run.tokens", run=single.label, tokens_per_s=single.tokens_per_s) if single \
                 else self._best_text()
+            if single is not None and self.machine is not None and self.machine.gpus == 1:
+                # one GPU: nothing is wrong and nothing more can be measured here; the fix says where to go next
+                mfu = said("bench.decision.mfu", mfu=single.mfu) if single.mfu is not None \
+                    else said("bench.decision.mfu_unknown")
+                return Status.PASS, said("bench.decision.one_gpu", what=what, mfu=mfu)
             return Status.WARN, said("bench.decision.one_side", what=what)
         scaled = self.scaling[(best.strategy, best.world_size)]
         efficiency, expected = scaled["efficiency"], scaled["expected"]
