@@ -112,8 +112,6 @@ def _reference_gradients(ctx: RankContext) -> list[Any]:
 def _fsdp_step(ctx: RankContext, ddp_after_first_step: list[Any]) -> dict[str, Any]:
     """One FSDP2 step from the same start and data must land where DDP's first step did."""
     import torch
-    if ctx.options.quick:
-        return _skip(sentence("workloads.fsdp2.quick"))
     if ctx.backend == "gloo" and ctx.is_cuda:  # seen: the process segfaults (torch 2.11, H200)
         return _skip(sentence("workloads.fsdp2.gloo_cuda"))
     try:
