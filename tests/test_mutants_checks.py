@@ -156,3 +156,217 @@ def test_slot_judged_against_the_datasheet_generation_when_the_device_maximum_is
     assert finding.message == ("GPU0 supports PCIe Gen5 but its slot/host allows only Gen3: host↔GPU bandwidth is about "
                                "25% of what the GPU can do.")
     assert (finding.observed, finding.expected) == ("Gen3", "Gen5")
+
+
+# ----------------------------------------------------------------------------------------------------- pcie.bar1
+
+MIB = 2**20
+SMI_4090 = PUBLIC / "pcie-8gpu-2socket" / "nvidia-smi-q-8x4090.txt"
+"""nvidia-smi -q of 8x GeForce RTX 4090 (leptonai/gpud, tests/fixtures/public/README.md): BAR1 Total 256 MiB each."""
+
+
+def _bar1(*gpus: GpuFacts):
+    return [f for f in run_checks(Facts(gpus=list(gpus)), only=["pcie.bar1"])]
+
+
+def test_bar1_below_what_the_h100_ships_with_warns_with_the_shipped_size_and_its_source():
+    """An H100 80GB HBM3 (the H100 SXM row) ships with BAR1 131,072 MiB (thamada's 8x H100 SXM capture, gpus.toml);
+    one showing 256 MiB has Above 4G Decoding / Resizable BAR off: warn, observed '256 MiB', expected '>= 131,072 MiB
+    (as shipped)', citing the capture and the GPUDirect RDMA rule."""
+    from gpuready.knowledge import gpu_spec
+    gpu = GpuFacts(index=0, bus_id="0000:18:00.0", name="NVIDIA H100 80GB HBM3", memory_total_bytes=81559 * MIB,
+                   bar1_total_bytes=256 * MIB)
+    finding = _only(_bar1(gpu))
+    assert finding.status == Status.WARN
+    assert finding.message == ("GPU0 (0000:18:00.0)'s BAR1 is 256 MiB but the H100 SXM ships with 131,072 MiB: Above 4G "
+                               "Decoding / Resizable BAR looks off in the BIOS, which limits GPUDirect RDMA and P2P "
+                               "mappings.")
+    assert (finding.observed, finding.expected) == ("256 MiB", ">= 131,072 MiB (as shipped)")
+    source = gpu_spec("NVIDIA H100 80GB HBM3").get("bar1_source")
+    assert source.startswith("thamada/nvidia-smi") and "BAR1 Total 131072 MiB" in source
+    assert finding.refs == [source, thresholds("pcie_bar1")["source"]]
+
+
+def test_a_gpu_without_a_bar1_figure_does_not_stop_the_others_being_judged():
+    """GPU0 reports no BAR1, GPU1 (an H100 SXM) 256 MiB, GPU2 (a board gpuready has no shipped size for) reports no
+    VRAM, GPU3 (same unknown board) 256 MiB of 16 GiB: GPU1 is judged against its shipped size, GPU3 against its VRAM
+    (256 MiB < 0.5 × 16,384 MiB)."""
+    gpus = [GpuFacts(index=0, bus_id="0000:17:00.0", name="NVIDIA H100 80GB HBM3", bar1_total_bytes=None),
+            GpuFacts(index=1, bus_id="0000:18:00.0", name="NVIDIA H100 80GB HBM3", memory_total_bytes=81559 * MIB,
+                     bar1_total_bytes=256 * MIB),
+            GpuFacts(index=2, bus_id="0000:19:00.0", name="NVIDIA Unknown Board", memory_total_bytes=None,
+                     bar1_total_bytes=256 * MIB),
+            GpuFacts(index=3, bus_id="0000:1a:00.0", name="NVIDIA Unknown Board", memory_total_bytes=16384 * MIB,
+                     bar1_total_bytes=256 * MIB)]
+    found = _bar1(*gpus)
+    assert [(f.status, f.subject.gpu.index) for f in found] == [(Status.WARN, 1), (Status.WARN, 3)]
+    assert found[1].message == ("GPU3 (0000:1a:00.0)'s BAR1 is 256 MiB for 16 GiB of VRAM: Resizable BAR / Above 4G "
+                                "Decoding looks off, which limits GPUDirect RDMA and P2P mappings.")
+    assert (found[1].observed, found[1].expected) == ("256 MiB", ">= 50% of VRAM (model's shipped BAR1 unknown)")
+    assert found[1].refs == [thresholds("pcie_bar1")["source"]]
+
+
+def test_bar1_of_exactly_half_the_vram_is_not_small():
+    """The rule warns below 0.5 × VRAM (thresholds.toml [pcie_bar1]); a card showing exactly half (32,768 MiB of
+    65,536) is not below it: the plain pass, for an RTX 4090 (shipped 256 MiB) and for a board of unknown size."""
+    for name in ("NVIDIA GeForce RTX 4090", "NVIDIA Unknown Board"):
+        gpu = GpuFacts(index=0, bus_id="0000:01:00.0", name=name, memory_total_bytes=65536 * MIB,
+                       bar1_total_bytes=32768 * MIB)
+        finding = _only(_bar1(gpu))
+        assert (finding.status, finding.message) == (Status.PASS, "BAR1 is as shipped or covers the VRAM on all 1 GPU(s).")
+
+
+def test_the_recorded_4090_box_passes_as_shipped_citing_the_capture(make_bundle):
+    """8x RTX 4090 at BAR1 256 MiB each, which is what the card ships with (gpus.toml, thamada's and gpud's
+    captures): one pass naming the eight GPUs and the size, citing the capture."""
+    from gpuready.knowledge import gpu_spec
+    finding = _only(_findings(make_bundle, {"nvidia-smi-q.txt": SMI_4090}, "pcie.bar1"))
+    assert finding.status == Status.PASS
+    assert finding.refs == [gpu_spec("NVIDIA GeForce RTX 4090").get("bar1_source")]
+    assert finding.message.startswith("BAR1 is what these GPUs ship with: GPU0 (0000:01:00.0) RTX 4090, ")
+    assert "GPU7 (0000:e1:00.0) RTX 4090 (256 MiB). Such boards map only a small window" in finding.message
+    assert finding.observed["GPU7 (0000:e1:00.0)"] == "256 MiB" and len(finding.observed) == 8
+
+
+# ------------------------------------------------------------------------------------------------ pcie.acs_iommu
+
+LSPCI_PLX = Path(__file__).parent / "fixtures" / "pcie-power" / "lspci-vv-8xl40s-plx.txt"
+"""lspci -vv of 8x L40S behind four PLX switches (tests/fixtures/pcie-power/README.md): root ports 16:00.0, 3a:00.0,
+85:00.0, ae:00.0 show ACSCtl ReqRedir+ CmpltRedir+; of the switch ports only af's downstream ports b0:08.0 and
+b0:10.0 do, above GPUs b1:00.0 and b2:00.0."""
+H200_DMESG = Path(__file__).parent / "fixtures" / "h200-collect" / "dmesg.txt"
+"""dmesg of the recorded H200: `iommu: Default domain type: Translated`."""
+ROOT_NOTE = (" ACS redirection on CPU root port(s) 0000:16:00.0, 0000:3a:00.0, 0000:85:00.0, 0000:ae:00.0 is by design "
+             "(the kernel sets it with the IOMMU on) and does not slow GPU peer traffic, which crosses the root complex "
+             "between root ports anyway.")
+NCCL_IOMMU_REF = "NCCL troubleshooting, IOMMU: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+
+
+def _l40s_box() -> list[GpuFacts]:
+    buses = ("19", "1a", "3d", "3e", "88", "89", "b1", "b2")
+    return [GpuFacts(index=i, bus_id=f"0000:{bus}:00.0", name="NVIDIA L40S") for i, bus in enumerate(buses)]
+
+
+def _acs(gpus, devices=None, cmdline=None, log=None):
+    from gpuready.facts.kernel_log import parse_kernel_log
+    from gpuready.facts.types import HostFacts
+    facts = Facts(gpus=gpus, pci_devices=devices, host=HostFacts(kernel_cmdline=cmdline),
+                  kernel_log=parse_kernel_log(log) if log is not None else None)
+    return run_checks(facts, only=["pcie.acs_iommu"])
+
+
+def _plx():
+    from gpuready.facts.lspci import parse_lspci
+    return parse_lspci(LSPCI_PLX.read_text())
+
+
+def test_acs_on_a_switch_above_two_gpus_warns_naming_ports_gpus_and_the_root_ports_by_design():
+    """af's downstream ports b0:08.0 and b0:10.0 redirect (ReqRedir+ CmpltRedir+) with GPU6 (b1) and GPU7 (b2) below
+    the same switch: one warning for the switch; the four root ports' ACS is noted as by design; the fix's setpci
+    names the first port."""
+    finding = _only(_acs(_l40s_box(), _plx()))
+    assert finding.status == Status.WARN
+    assert finding.message == (
+        "ACS redirection is on at PCIe switch port(s) 0000:b0:08.0 (ReqRedir+ CmpltRedir+), 0000:b0:10.0 (ReqRedir+ "
+        "CmpltRedir+) with 2 GPUs below the same switch: GPU6 (0000:b1:00.0), GPU7 (0000:b2:00.0). Their peer "
+        "traffic, which should turn inside the switch, detours through the CPU root complex: P2P is slow and NCCL can "
+        "hang." + ROOT_NOTE)
+    assert "`sudo setpci -s 0000:b0:08.0 ECAP_ACS+0x6.w=0000`" in finding.fix
+    assert finding.expected == "ACSCtl ReqRedir- CmpltRedir- on switch ports between GPUs"
+    assert finding.refs == [thresholds("pcie_acs")["source"]]
+
+
+def test_a_switch_with_one_gpu_below_does_not_hide_a_later_switch_with_two():
+    """The same box with ACS also on 18:08.0, whose switch (17:00.0) has GPUs 19 and 1a below but 18:08.0 only 19:
+    the 17 switch then holds 2 GPUs too — both switches warn, in lspci order; with ACS on 18:08.0 and its upstream
+    left out of the list, 18:08.0 is judged alone (one GPU below it): only af's switch warns."""
+    devices = _plx()
+    for device in devices:
+        if device.address == "0000:18:08.0":
+            device.acs_enabled = ["ReqRedir", "CmpltRedir"]
+    found = _acs(_l40s_box(), devices)
+    assert [f.observed["switch"] for f in found] == ["0000:17:00.0", "0000:af:00.0"]
+    assert found[0].observed["gpus"] == ["GPU0 (0000:19:00.0)", "GPU1 (0000:1a:00.0)"]
+    alone = [device for device in devices if device.address != "0000:17:00.0"]
+    assert [f.observed["switch"] for f in _acs(_l40s_box(), alone)] == ["0000:af:00.0"]
+
+
+def test_a_bridge_without_an_express_capability_is_named_a_bridge():
+    """tests/test_pcie_acs_aer.py's hand-written lspci: a PLX bridge (no Express capability, so its port type is
+    unknown) at 17:00.0 with ACSCtl ReqRedir+ CmpltRedir+ above two A100s."""
+    from test_pcie_acs_aer import LSPCI
+    from gpuready.facts.lspci import parse_lspci
+    gpus = [GpuFacts(index=i, bus_id=f"0000:{bus}:00.0", name="NVIDIA A100-PCIE-40GB") for i, bus in enumerate(("18", "19"))]
+    finding = _only(_acs(gpus, parse_lspci(LSPCI)))
+    assert finding.status == Status.WARN
+    assert finding.message == (
+        "ACS redirection is on at PCIe bridge (port type unknown: lspci showed no Express capability) port(s) "
+        "0000:17:00.0 (ReqRedir+ CmpltRedir+) with 2 GPUs below the same switch: GPU0 (0000:18:00.0), GPU1 "
+        "(0000:19:00.0). Their peer traffic, which should turn inside the switch, detours through the CPU root "
+        "complex: P2P is slow and NCCL can hang.")
+
+
+@pytest.mark.parametrize("cmdline, option", [("BOOT_IMAGE=/vmlinuz intel_iommu=on quiet", "intel_iommu=on"),
+                                             ("BOOT_IMAGE=/vmlinuz amd_iommu=on", "amd_iommu=on")])
+def test_a_translating_iommu_on_the_command_line_warns(cmdline, option):
+    finding = _only(_acs(_l40s_box()[:2], cmdline=cmdline))
+    assert finding.status == Status.WARN
+    assert finding.message == (f"The IOMMU translates DMA (kernel command line has {option}): PCIe P2P between GPUs "
+                               "may be slow, fail, or be silently dropped.")
+    assert finding.fix == "Add `iommu=pt` to the kernel command line (GRUB_CMDLINE_LINUX), update-grub, reboot."
+    assert (finding.observed, finding.expected) == (f"kernel command line has {option}",
+                                                    "iommu=pt (passthrough) or off on bare metal")
+    assert finding.refs == [NCCL_IOMMU_REF]
+
+
+@pytest.mark.parametrize("cmdline, said", [
+    ("BOOT_IMAGE=/vmlinuz intel_iommu=on iommu=pt", "kernel command line has iommu=pt"),
+    ("BOOT_IMAGE=/vmlinuz iommu.passthrough=1", "kernel command line has iommu=pt"),
+    ("BOOT_IMAGE=/vmlinuz intel_iommu=off", "kernel command line turns the IOMMU off"),
+    ("BOOT_IMAGE=/vmlinuz amd_iommu=off", "kernel command line turns the IOMMU off"),
+])
+def test_passthrough_or_off_on_the_command_line_passes(cmdline, said):
+    """iommu=pt (or iommu.passthrough=1) and intel_iommu/amd_iommu=off do not translate GPU DMA: a pass saying which,
+    and that ACS was not judged without lspci."""
+    finding = _only(_acs(_l40s_box()[:2], cmdline=cmdline))
+    assert (finding.status, finding.refs, finding.observed) == (Status.PASS, [], None)
+    assert finding.message == f"ACS not judged (no lspci -vv as root in this run); IOMMU: {said}."
+
+
+def test_the_recorded_kernel_logs_translated_domain_warns_and_passthrough_passes():
+    """The recorded H200 dmesg says `iommu: Default domain type: Translated` (Linux drivers/iommu/iommu.c prints
+    Translated, or Passthrough under iommu=pt): with two GPUs that is the translating IOMMU's warning, quoting the
+    log; the same line saying Passthrough passes with lspci's ACS verdict."""
+    log = H200_DMESG.read_text()
+    finding = _only(_acs(_l40s_box()[:2], log=log))
+    assert finding.status == Status.WARN
+    assert finding.message == ("The IOMMU translates DMA (kernel log: iommu: Default domain type: Translated): PCIe P2P "
+                               "between GPUs may be slow, fail, or be silently dropped.")
+    assert finding.observed == "kernel log: iommu: Default domain type: Translated"
+    passthrough = log.replace("iommu: Default domain type: Translated", "iommu: Default domain type: Passthrough")
+    finding = _only(_acs(_l40s_box(), _plx(), log=passthrough, cmdline="BOOT_IMAGE=/vmlinuz quiet"))
+    assert finding.status == Status.WARN  # af's switch still redirects
+    devices = _plx()
+    for device in devices:
+        if device.port_type == "Downstream Port":
+            device.acs_enabled = []
+    finding = _only(_acs(_l40s_box(), devices, log=passthrough))
+    assert finding.status == Status.PASS
+    assert finding.message == ("lspci shows no ACS redirection on PCIe switch ports between GPUs; IOMMU: kernel log: "
+                               "iommu: Default domain type: Passthrough." + ROOT_NOTE)
+    assert finding.observed == {"root_ports_redirecting": ["0000:16:00.0", "0000:3a:00.0", "0000:85:00.0",
+                                                           "0000:ae:00.0"]}
+    assert finding.refs == [thresholds("pcie_acs")["source"]]
+
+
+def test_no_iommu_evidence_with_lspci_passes_saying_so_and_without_anything_is_not_judged():
+    devices = _plx()
+    for device in devices:
+        if device.port_type == "Downstream Port":
+            device.acs_enabled = []
+    finding = _only(_acs(_l40s_box(), devices))
+    assert finding.message == ("lspci shows no ACS redirection on PCIe switch ports between GPUs; IOMMU: no IOMMU "
+                               "setting on the kernel command line or in the kernel log." + ROOT_NOTE)
+    nothing = _only(_acs(_l40s_box()[:2]))
+    assert (nothing.status, nothing.message) == (Status.SKIP, "Not judged: neither lspci -vv (ACS) nor the kernel "
+                                                               "command line or log (IOMMU) is in this run.")

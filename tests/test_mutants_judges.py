@@ -14,7 +14,7 @@ import pytest
 
 from conftest import FIXTURES
 from gpuready.checks import kernel_judge
-from gpuready.checks.kernel_judge import judge_sxid, judge_xid, xid_text
+from gpuready.checks.kernel_judge import XidGroup, judge_sxid, judge_xid, root_causes, xid_text
 from gpuready.i18n import catalogue, message
 from gpuready.model import Status
 
@@ -95,6 +95,18 @@ def test_an_unknown_xid_is_a_warning_and_not_an_nvlink_error():
     assert judge_xid(145, NVLINK5_NON_FATAL).nvlink is True and judge_xid(13).nvlink is False
 
 
+def test_each_judgement_cites_its_source():
+    """An unknown Xid cites NVIDIA's Xid catalog (the page tests/fixtures/nvidia-xid-catalog/README.md names), an
+    SXid the Fabric Manager user guide, a known Xid its row's own source."""
+    catalog_url = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+    assert catalog_url in (FIXTURES / "nvidia-xid-catalog" / "README.md").read_text()
+    assert judge_xid(201).ref == f"NVIDIA Xid catalog, {catalog_url}"
+    sxid_ref = judge_sxid(12028, "Non-fatal").ref
+    assert sxid_ref.startswith("NVIDIA Fabric Manager User Guide, SXid errors: ")
+    assert sxid_ref.endswith("https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/")
+    assert judge_xid(13).ref.startswith("NVIDIA Xid catalog https://docs.nvidia.com/deploy/xid-errors/")
+
+
 def test_a_judgement_is_a_value_that_cannot_be_changed():
     judged = judge_xid(13)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -112,13 +124,14 @@ def test_a_row_added_without_a_translation_says_its_english(monkeypatch):
     """A row in xid.toml that the catalogue does not have yet (an invented code 999): its meaning is its English
     without the closing full stop (it is a part of a sentence), its action keeps the full stop; a code in neither
     says nothing."""
-    row = {"xid": 999, "name": "INVENTED", "meaning": "An invented meaning.", "action": "Do the invented thing."}
+    row = {"xid": 999, "name": "INVENTED", "meaning": "An invented error on the link's TX.",
+           "action": "Do the invented thing."}
     monkeypatch.setattr(kernel_judge, "xid_entry", lambda code: row if code == 999 else None)
     assert "xid.999.meaning" not in catalogue("en")
     meaning, action = xid_text(999, "meaning"), xid_text(999, "action")
     assert (meaning.msg_id, meaning.english(), action.english()) == (
-        "xid.untranslated", "An invented meaning", "Do the invented thing.")
-    assert xid_text(998, "action").english() == ""
+        "xid.untranslated", "An invented error on the link's TX", "Do the invented thing.")
+    assert xid_text(998, "meaning").english() == xid_text(998, "action").english() == ""
 
 
 def test_sxid_status_follows_the_lines_word():
@@ -130,3 +143,41 @@ def test_sxid_status_follows_the_lines_word():
     assert (non_fatal.status, non_fatal.reasons) == (Status.WARN, ("the line says non-fatal",))
     assert (unstated.status, unstated.reasons) == (Status.WARN, ("the line does not say fatal",))
     assert fatal.name == "SXid 20034" and fatal.blame == "fabric" and fatal.nvlink
+    assert fatal.meaning == "an NVSwitch error"
+
+
+# ----------------------------------------------------------------------------------- cascades: which Xid caused which
+
+def _group(code: int, first: int, bus: str = "0000:19:00.0", epoch: int = 0, clock=None) -> XidGroup:
+    return XidGroup(bus_id=bus, code=code, epoch=epoch, first=first, first_clock=clock)
+
+
+def _causes(groups, first_sxid=None) -> dict[int, tuple[str, str]]:
+    """Xid code → (its root cause, why), in English."""
+    return {group.code: (cause.english(), why.english())
+            for group, (cause, why) in root_causes(groups, first_sxid).items()}
+
+
+DBE_WHY = "the uncorrectable memory error (Xid 48, DBE) causes the row remap, the containment and the recovery action"
+CONTAINED_WHY = "the uncorrectable memory error (Xid 94/95) causes the row remap and the recovery action"
+
+
+def test_the_memory_chain_follows_the_double_bit_error_wherever_it_is_logged():
+    """NVIDIA's catalog: Xid 48 'Double Bit ECC Error' → 63 'GPU memory remapping event' / 64 'remapping failure' →
+    94/95 'Contained/Uncontained memory error' → 154 'GPU Recovery Action Changed' ('Informational only regarding
+    another Xid'). The driver may log the 63 before the 48 (one driver load): every one of them follows from the 48."""
+    assert _catalog_row(48)[4] == "Double Bit ECC Error" and _catalog_row(154)[3].startswith("N/A Informational")
+    groups = [_group(63, 0), _group(48, 1), _group(64, 2), _group(95, 3), _group(154, 4)]
+    assert _causes(groups) == {code: ("Xid 48", DBE_WHY) for code in (63, 64, 95, 154)}
+
+
+def test_a_contained_or_uncontained_error_causes_the_remap_without_a_dbe():
+    """Without a 48, the 94/95 starts the chain: the remap (63, or 64 failed) and the recovery action follow it."""
+    assert _causes([_group(95, 0), _group(63, 1)]) == {63: ("Xid 95", CONTAINED_WHY)}
+    assert _causes([_group(64, 0), _group(94, 1)]) == {64: ("Xid 94", CONTAINED_WHY)}
+
+
+def test_a_cascade_stays_on_its_gpu_and_in_its_driver_load():
+    """The same 48 and 63 on two GPUs, or before and after a driver reload: nothing follows from the other."""
+    assert _causes([_group(48, 0, bus="0000:19:00.0"), _group(63, 1, bus="0000:3b:00.0")]) == {}
+    assert _causes([_group(48, 0, epoch=1), _group(63, 1, epoch=2)]) == {}
