@@ -370,3 +370,170 @@ def test_no_iommu_evidence_with_lspci_passes_saying_so_and_without_anything_is_n
     nothing = _only(_acs(_l40s_box()[:2]))
     assert (nothing.status, nothing.message) == (Status.SKIP, "Not judged: neither lspci -vv (ACS) nor the kernel "
                                                                "command line or log (IOMMU) is in this run.")
+
+
+# ------------------------------------------------------------------------------------------------------ pcie.aer
+
+PCIE_POWER = Path(__file__).parent / "fixtures" / "pcie-power"
+"""Recorded (public) and hand-built AER logs and lspci listings, each with its source in the folder's README.md."""
+LSPCI_4090 = PCIE_POWER / "lspci-vv-8x4090-rootports.txt"
+AER_REF = ("Linux PCIe AER howto: the root port logs 'AER: <severity> error received: <source BDF>' and the source "
+           "device prints 'PCIe Bus Error: severity=…', https://docs.kernel.org/PCI/pcieaer-howto.html")
+
+
+def _box_4090() -> list[GpuFacts]:
+    buses = ("01", "23", "41", "61", "81", "a1", "c1", "e1")
+    return [GpuFacts(index=i, bus_id=f"0000:{bus}:00.0", name="NVIDIA GeForce RTX 4090") for i, bus in enumerate(buses)]
+
+
+def _aer(log: str, gpus, lspci: str | None = None):
+    from gpuready.facts.kernel_log import parse_kernel_log
+    from gpuready.facts.lspci import parse_lspci
+    facts = Facts(gpus=gpus, kernel_log=parse_kernel_log(log), pci_devices=parse_lspci(lspci) if lspci else None)
+    found = run_checks(facts, only=["pcie.aer"])
+    for finding in found:
+        assert finding.refs[0].startswith(AER_REF), finding.refs
+    return found
+
+
+def test_aer_on_the_root_port_above_a_gpu_counts_for_that_gpu():
+    """dmesg-aer-rootport-above-gpu.txt: root port 0000:40:01.1 (above GPU2, 0000:41:00.0, in the 4090 lspci) reports
+    two corrected errors of its own: a warning for GPU2 quoting the last line."""
+    finding = _only(_aer((PCIE_POWER / "dmesg-aer-rootport-above-gpu.txt").read_text(), _box_4090(),
+                         LSPCI_4090.read_text()))
+    assert (finding.status, finding.subject.gpu.index) == (Status.WARN, 2)
+    assert finding.message == (
+        "2 corrected PCIe AER error(s) on Root Port 0000:40:01.1 above GPU2 (0000:41:00.0): errors on the link to this "
+        "GPU count for it; last: [ 8124.377428] pcieport 0000:40:01.1: AER: PCIe Bus Error: severity=Corrected, "
+        "type=Physical Layer, (Receiver ID)")
+    assert (finding.observed, finding.expected) == ({"port": "0000:40:01.1", "errors": 2}, 0)
+    assert finding.fix.startswith("Reseat the GPU and its riser/cable, check the slot and the port's link "
+                                  "(`sudo lspci -vv -s 0000:40:01.1`: LnkSta, AER status)")
+
+
+def test_uncorrected_aer_on_an_nvme_drive_names_the_drive_and_its_product():
+    """dmesg-aer-nvme-uncorrected.txt: 0000:42:00.0 is `Non-Volatile memory controller: Samsung Electronics Co Ltd NVMe
+    SSD Controller PM173X (prog-if 02 [NVM Express])` in the lspci: one uncorrected error, the product named without
+    the prog-if."""
+    finding = _only(_aer((PCIE_POWER / "dmesg-aer-nvme-uncorrected.txt").read_text(), _box_4090(),
+                         LSPCI_4090.read_text()))
+    assert (finding.status, finding.subject.gpu) == (Status.WARN, None)
+    assert finding.message == (
+        "1 uncorrected PCIe AER error(s) on Non-Volatile memory controller 0000:42:00.0 (Samsung Electronics Co Ltd "
+        "NVMe SSD Controller PM173X): a NIC or NVMe drive, not a GPU fault, but it can stall I/O or RDMA; last: "
+        "[ 9001.554210] pcieport 0000:40:03.1: AER: Uncorrected (Non-Fatal) error received: 0000:42:00.0")
+    assert finding.fix == ("Check device 0000:42:00.0: reseat it, update its firmware, read "
+                           "`sudo lspci -vv -s 0000:42:00.0`.")
+    assert (finding.observed, finding.expected) == (
+        {"device": "0000:42:00.0", "class": "Non-Volatile memory controller", "errors": 1}, 0)
+
+
+def test_uncorrected_aer_on_a_device_that_is_no_nic_or_drive_is_not_called_one():
+    """The same log with the drive's lspci class changed to `Mass storage controller` (a class gpuready does not call
+    a NIC or NVMe drive) and a revision instead of a prog-if: the device is named by its class, the product without
+    the revision."""
+    lspci = LSPCI_4090.read_text().replace(
+        "42:00.0 Non-Volatile memory controller: Samsung Electronics Co Ltd NVMe SSD Controller PM173X (prog-if 02 "
+        "[NVM Express])", "42:00.0 Mass storage controller: Broadcom / LSI SAS3008 PCI-Express Fusion-MPT SAS-3 (rev 02)")
+    finding = _only(_aer((PCIE_POWER / "dmesg-aer-nvme-uncorrected.txt").read_text(), _box_4090(), lspci))
+    assert finding.message.startswith(
+        "1 uncorrected PCIe AER error(s) on Mass storage controller 0000:42:00.0 (Broadcom / LSI SAS3008 PCI-Express "
+        "Fusion-MPT SAS-3): ")
+    assert "a NIC or NVMe drive" not in finding.message
+
+
+def test_uncorrected_aer_on_a_device_without_lspci():
+    """dmesg-aer-igb-uncorrected.txt (intel-wired-lan patch, 2024): igb 0000:09:00.0 behind root port 00:1c.5, one
+    uncorrected non-fatal error; no lspci: the device is unknown to the run."""
+    finding = _only(_aer((PCIE_POWER / "dmesg-aer-igb-uncorrected.txt").read_text(), _box_4090()))
+    assert finding.message == (
+        "1 uncorrected PCIe AER error(s) on device 0000:09:00.0, which is not a GPU this run knows; last: [  T292] "
+        "pcieport 0000:00:1c.5: AER: Uncorrected (Non-Fatal) error received: 0000:09:00.0")
+    assert (finding.observed, finding.expected) == ({"device": "0000:09:00.0", "errors": 1, "severity": "uncorrected"},
+                                                    0)
+    assert finding.fix == "Identify it with `lspci -s 0000:09:00.0`."
+
+
+def test_old_kernel_requester_ids_name_the_port_that_reported():
+    """dmesg-aer-tesla-oldformat.txt (wilicc/gpu-burn#1): `error received: id=0010` — requester id 0x0010 is bus 0x00,
+    device 0x10 >> 3 = 2, function 0: the port 0000:00:02.0 itself, one corrected and one uncorrected (fatal) error;
+    no lspci, so a GPU may sit below it."""
+    log = (PCIE_POWER / "dmesg-aer-tesla-oldformat.txt").read_text()
+    finding = _only(_aer(log, [GpuFacts(index=0, bus_id="0000:02:00.0", name="Tesla P100-PCIE-16GB")]))
+    assert finding.message == (
+        "2 PCIe AER error(s) (1 uncorrected, 1 corrected) on PCIe port 0000:00:02.0: a GPU may sit below it (this run "
+        "has no lspci -vv to tell); last: [74889.542044] pcieport 0000:00:02.0: PCIe Bus Error: severity=Uncorrected "
+        "(Fatal), type=Transaction Layer, id=0010(Receiver ID)")
+    assert (finding.observed, finding.expected) == ({"port": "0000:00:02.0", "errors": 2, "severity": "uncorrected"}, 0)
+    assert finding.fix == ("Add lspci-vv.txt (`sudo lspci -vv`) to see what sits below 0000:00:02.0; if a GPU does, "
+                           "reseat it and its riser.")
+
+
+def test_a_requester_id_with_a_function_number():
+    """Requester id 0x0219: bus 0x02, devfn 0x19 = device 0x19 >> 3 = 3, function 0x19 & 7 = 1: 0000:02:03.1 (the
+    old kernel format of the Tesla log, written for another source): one corrected error on an unknown device is a
+    note only where a GPU has no bus id."""
+    line = "[74785.660366] pcieport 0000:00:02.0: AER: Uncorrected (Non-Fatal) error received: id=0219\n"
+    finding = _only(_aer(line, [GpuFacts(index=0, bus_id="0000:01:00.0")]))
+    assert finding.observed == {"device": "0000:02:03.1", "errors": 1, "severity": "uncorrected"}
+    corrected = line.replace("Uncorrected (Non-Fatal)", "Corrected")
+    assert _only(_aer(corrected, [GpuFacts(index=0, bus_id="0000:01:00.0")])).status == Status.PASS
+    unnamed = _only(_aer(corrected, [GpuFacts(index=0, bus_id=None)]))
+    assert unnamed.status == Status.WARN
+    assert unnamed.message.startswith("1 corrected PCIe AER error(s) on device 0000:02:03.1")
+    assert unnamed.observed == {"device": "0000:02:03.1", "errors": 1, "severity": "corrected"}
+
+
+def test_errors_on_a_gpu_itself():
+    """A 4090 at 0000:01:00.0 logs one corrected error (root port headline and its own line count once) and, later,
+    one uncorrected: both kinds are named, and an uncorrected error fails the GPU."""
+    log = ("[  10.1] pcieport 0000:00:01.1: AER: Corrected error received: 0000:01:00.0\n"
+           "[  10.2] nvidia 0000:01:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)\n"
+           "[  20.1] pcieport 0000:00:01.1: AER: Uncorrected (Non-Fatal) error received: 0000:01:00.0\n")
+    gpu = GpuFacts(index=0, bus_id="0000:01:00.0", name="NVIDIA GeForce RTX 4090")
+    corrected = _only(_aer(log.split("[  20.1]")[0], [gpu]))
+    assert (corrected.status, corrected.observed) == (Status.WARN, 1)
+    assert corrected.message == ("1 corrected PCIe AER error(s) on GPU0 (0000:01:00.0); last: [  10.2] nvidia "
+                                 "0000:01:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)")
+    both = _only(_aer(log, [gpu]))
+    assert (both.status, both.observed, both.expected) == (Status.FAIL, 2, 0)
+    assert both.message.startswith("2 PCIe AER error(s) (1 uncorrected, 1 corrected) on GPU0 (0000:01:00.0); last: "
+                                   "[  20.1] pcieport")
+
+
+def test_errors_on_a_gpu_lspci_shows_but_the_run_does_not_list():
+    """The 4090 box with GPU7 (0000:e1:00.0) missing from the GPU list: lspci still shows an NVIDIA GPU there."""
+    log = "[  10.1] pcieport 0000:e0:01.1: AER: Corrected error received: 0000:e1:00.0\n"
+    finding = _only(_aer(log, _box_4090()[:7], LSPCI_4090.read_text()))
+    assert (finding.status, finding.subject.gpu) == (Status.WARN, None)
+    assert finding.message.startswith("1 corrected PCIe AER error(s) on NVIDIA GPU 0000:e1:00.0 (lspci; not in the GPU "
+                                      "list); last: ")
+
+
+def test_errors_on_a_switch_port_count_for_every_gpu_below_it():
+    """The PLX box: upstream port 0000:af:00.0 reports a corrected error of its own; GPU6 (b1) and GPU7 (b2) sit below
+    it: one warning for each, saying the port is shared; a bridge of unknown type (the hand-written PLX bridge of
+    tests/test_pcie_acs_aer.py) is called a PCIe bridge."""
+    log = "[  10.1] pcieport 0000:af:00.0: AER: Corrected error received: 0000:af:00.0\n"
+    found = _aer(log, _l40s_box(), LSPCI_PLX.read_text())
+    assert [(f.status, f.subject.gpu.index) for f in found] == [(Status.WARN, 6), (Status.WARN, 7)]
+    assert found[0].message.startswith("1 corrected PCIe AER error(s) on Upstream Port 0000:af:00.0 above GPU6 "
+                                       "(0000:b1:00.0)")
+    assert "shared" in found[0].message and found[0].observed == {"port": "0000:af:00.0", "errors": 1}
+    from test_pcie_acs_aer import LSPCI
+    gpus = [GpuFacts(index=i, bus_id=f"0000:{bus}:00.0") for i, bus in enumerate(("18", "19"))]
+    bridge = _aer("[  10.1] pcieport 0000:17:00.0: AER: Corrected error received: 0000:17:00.0\n", gpus[:1], LSPCI)
+    assert [f.subject.gpu.index if f.subject.gpu else None for f in bridge] == [0, None]
+    assert bridge[0].message.startswith("1 corrected PCIe AER error(s) on PCIe bridge 0000:17:00.0 above GPU0 "
+                                        "(0000:18:00.0)")
+    assert bridge[1].message.startswith("1 corrected PCIe AER error(s) on PCIe bridge 0000:17:00.0 above NVIDIA GPU "
+                                        "0000:19:00.0")
+
+
+def test_a_long_last_line_is_cut_at_160_characters():
+    """A journalctl-style line of 167 characters: the finding quotes its first 160."""
+    line = ("Jan 21 10:11:12 gpu-node-017.example.internal kernel: pcieport 0000:00:02.0: PCIe Bus Error: "
+            "severity=Uncorrected (Fatal), type=Transaction Layer, id=0010(Receiver ID)")
+    assert len(line) == 167
+    finding = _only(_aer(line + "\n", [GpuFacts(index=0, bus_id="0000:02:00.0")]))
+    assert finding.message.endswith("; last: " + line[:160])

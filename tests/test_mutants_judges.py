@@ -134,6 +134,15 @@ def test_a_row_added_without_a_translation_says_its_english(monkeypatch):
     assert xid_text(998, "meaning").english() == xid_text(998, "action").english() == ""
 
 
+def test_the_status_of_an_sxid_line_that_does_not_say_is_the_tables(monkeypatch):
+    """xid.toml `[sxid] unstated` decides a line without Fatal/Non-fatal; a line that says Non-fatal warns whatever
+    it says (here the table set to fail for the test)."""
+    table = kernel_judge.load_table("xid")
+    monkeypatch.setattr(kernel_judge, "load_table", lambda name: {**table, "sxid": {**table["sxid"], "unstated": "fail"}})
+    assert judge_sxid(11004, "Link 32 ingress invalid ACL").status == Status.FAIL
+    assert judge_sxid(12028, "Non-fatal, Link 32 egress non-posted PRIV error").status == Status.WARN
+
+
 def test_sxid_status_follows_the_lines_word():
     """An NVSwitch SXid: fatal as its line says, non-fatal or unstated warn; the reason names which."""
     fatal, non_fatal, unstated = (judge_sxid(20034, "Fatal, Link 32 LTSSM Fault Up"),
@@ -175,6 +184,81 @@ def test_a_contained_or_uncontained_error_causes_the_remap_without_a_dbe():
     """Without a 48, the 94/95 starts the chain: the remap (63, or 64 failed) and the recovery action follow it."""
     assert _causes([_group(95, 0), _group(63, 1)]) == {63: ("Xid 95", CONTAINED_WHY)}
     assert _causes([_group(64, 0), _group(94, 1)]) == {64: ("Xid 94", CONTAINED_WHY)}
+    assert _causes([_group(95, 0), _group(154, 1)]) == {154: ("Xid 95", CONTAINED_WHY)}
+
+
+def test_a_channel_teardown_after_an_nvlink_error_follows_from_it():
+    """NVIDIA's catalog row 45 'Preemptive cleanup, due to previous errors': after an NVLink5 Xid 145 on the same GPU
+    the 45 is the NVLink error's doing (the kernel line itself says `caused by previous Xid 145`,
+    tests/fixtures/public/xid/xid45-after-145-149-kernlog.txt); a 45 logged before the 145 is not."""
+    assert _catalog_row(45)[4].startswith("Preemptive cleanup, due to previous errors")
+    assert _causes([_group(145, 0), _group(45, 1)]) == {45: ("Xid 145", "the NVLink error tore down the job's channels")}
+    assert _causes([_group(45, 0), _group(145, 1)]) == {}
+    assert _causes([_group(145, 0), _group(154, 1)]) == {
+        154: ("Xid 145", "the NVLink error tore down the job's channels")}
+
+
+EARLIER_WHY = "the catalog says it follows an earlier error on the GPU"
+
+
+def test_a_cleanup_or_recovery_xid_follows_the_latest_earlier_error_on_its_gpu():
+    """Catalog row 45 ('Preemptive cleanup, due to previous errors') and 154 ('Informational only regarding another
+    Xid') follow whatever error came before them on the GPU: the latest earlier one; never one logged after them."""
+    assert _causes([_group(13, 0), _group(45, 1)]) == {45: ("Xid 13", EARLIER_WHY)}
+    assert _causes([_group(13, 0), _group(31, 1), _group(154, 2)]) == {154: ("Xid 31", EARLIER_WHY)}
+    assert _causes([_group(45, 0), _group(13, 1)]) == {}
+    assert _causes([_group(154, 0), _group(31, 1)]) == {}
+
+
+def test_a_chain_names_its_first_cause():
+    """48 (DBE) → 95 (uncontained, the DBE rule) → 45 (cleanup after the 95, the earlier-error rule): the 45's root
+    cause is the 48; with both 94 and 95 before a 63 the contained rule names the 94 (listed first, and first here)."""
+    assert _causes([_group(48, 0), _group(95, 1), _group(45, 2)]) == {
+        95: ("Xid 48", DBE_WHY), 45: ("Xid 48", EARLIER_WHY)}
+    assert _causes([_group(94, 0), _group(95, 1), _group(63, 2)]) == {63: ("Xid 94", CONTAINED_WHY)}
+
+
+SXID_WHY = "it follows an NVSwitch error on the fabric"
+
+
+def test_an_xid_shortly_after_an_nvswitch_sxid_follows_from_it():
+    """tests/fixtures/public/xid/xid79-sxid-dmesg.txt logs the SXids 12 s after the Xid 79; an Xid up to 60 s after
+    the first SXid (kernel_judge.SXID_WINDOW_S, gpuready's choice) on the same clock follows from it, an application
+    fault (13, 31) never does, and with no comparable clock the log's order decides."""
+    sxid = (0, ("boot", 6781741.5))
+
+    def after(code: int, seconds: float | None, clock: str = "boot"):
+        stamp = None if seconds is None else (clock, 6781741.5 + seconds)
+        return _causes([_group(code, 1, clock=stamp)], sxid).get(code)
+    assert after(32, 0.0) == after(32, 12.0) == after(32, 60.0) == ("an NVSwitch SXid", SXID_WHY)
+    assert after(32, 60.5) is None and after(32, -1.0) is None
+    assert after(31, 12.0) is None and after(13, 12.0) is None
+    assert after(32, None) == ("an NVSwitch SXid", SXID_WHY)  # the Xid has no clock
+    assert after(32, 600.0, clock="wall") == ("an NVSwitch SXid", SXID_WHY)  # clocks of different kinds
+    no_clock = (0, None)
+    assert _causes([_group(32, 1, clock=("boot", 5.0))], no_clock) == {32: ("an NVSwitch SXid", SXID_WHY)}
+    assert _causes([_group(32, 0, clock=("boot", 5.0))], (1, ("boot", 4.0))) == {}  # the Xid was logged first
+
+
+def test_xids_nvml_reported_during_a_run_are_judged_and_worded_as_in_a_log():
+    """NVML's event API gave Xid 13 at 3 s and Xid 79 at 12 s into a run: each is one finding with the same status as
+    the kernel judge gives the number (13 warns: the application; 79 fails), `expected` 'no Xid', the Xid as observed,
+    and no note added where none was given."""
+    from gpuready.checks.kernel_judge import nvml_xid_findings
+    from gpuready.model import Subject
+    found = nvml_xid_findings("bench.xid", [(3.0, 1, 13), (12.0, 0, 79)], lambda index: Subject(host="h"), "the run")
+    assert [(f.status, f.observed, f.expected) for f in found] == [(Status.WARN, 13, "no Xid"),
+                                                                   (Status.FAIL, 79, "no Xid")]
+    assert found[0].message == (
+        "Xid 13 ROBUST_CHANNEL_GR_EXCEPTION at 3 s into the run: Graphics/compute engine exception, usually an illegal "
+        "memory access or other fault raised by the application's kernel (the catalog blames the application: check "
+        "the application first).")
+    assert found[1].refs == [judge_xid(79).ref]
+
+
+def test_the_cascade_table_cannot_be_changed_by_a_caller():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        kernel_judge.CASCADES[0].later_only = False  # type: ignore[misc]
 
 
 def test_a_cascade_stays_on_its_gpu_and_in_its_driver_load():
