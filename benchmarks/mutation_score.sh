@@ -10,10 +10,11 @@
 # (@check). mutmut 2 rewrites the source file in place, so each module runs in its own copy of the committed tree
 # (`git archive HEAD`) under $WORK, never in the checkout; its cache (.mutmut-cache) stays in that copy.
 #
-# Speed: a mutant first runs only the tests whose test function executed the mutated statement (a coverage map with
-# dynamic_context = test_function, built once per module); a mutant that survives them is run again against the
-# module's whole test list (mutmut --rerun-all), so a survivor is a survivor of the whole list. A statement run at
-# import time (or by no test at all, or only in a subprocess) runs the whole list at once.
+# Speed: a mutant first runs only the test files that executed the mutated statement (a coverage map whose contexts
+# are test files, built once per module; whole files, so module-scoped fixtures and results a test module computes
+# at import still count); a mutant that survives them is run again against the module's whole test list (mutmut
+# --rerun-all), so a survivor is a survivor of the whole list. A statement at the module's top level (run once, at
+# import) runs the whole list at once; one no test runs (in this process: not in a subprocess) survives at once.
 # Outcome codes: pytest 0 -> survived; 4 or 5 (a selected test id not found, none collected) -> treated as survived,
 # so --rerun-all decides; anything else (a failure, an error at collection, a crash) -> killed.
 #
@@ -31,19 +32,20 @@ WORK=${WORK:-/tmp/gpuready-mutation}
 LIMIT_S=${LIMIT_S:-5400}          # per module
 PYTHON=${PYTHON:-python}
 
-CHECKS_TESTS="test_checks test_pcie_acs_aer test_pcie_power_classes test_partial_evidence test_real_cases
+CHECKS_TESTS="test_mutants_checks test_mutants_judges test_checks test_pcie_acs_aer test_pcie_power_classes test_partial_evidence test_real_cases
  test_recorded_runs test_container_health test_diagnose_host_software test_diagnose_kernel test_one_judgement
  test_check_order test_evidence_classes test_i18n_health test_nvlink_boards test_odd_values test_diagnose_framework
  test_diagnose_nccl test_diagnose_net test_diagnose_torch test_junit test_console_problems_first test_report_verb
  test_hostile_bundles test_knowledge_tables test_i18n test_markdown test_safe_output test_no_english_left
- test_diagnose_covers_check test_layout test_mutants_checks test_mutants_judges"
-PLAN_TESTS="test_plan_memory test_plan_strategy test_plan_batch_power_cost test_plan_machine test_plan_calibration
- test_plan_cli test_console_plan test_i18n_verbs test_bench_judge test_bench_recorded test_mutants_plan"
-BURN_TESTS="test_burn_monitor test_validate_judge test_one_judgement test_shared_gpu test_visible_gpus test_i18n_runs
- test_i18n_verbs test_recorded_runs test_mutants_judges"
-BENCH_TESTS="test_bench_judge test_bench_recorded test_bench_data test_shared_gpu test_i18n_runs test_i18n_verbs
- test_mutants_judges"
+ test_diagnose_covers_check test_layout"
+PLAN_TESTS="test_mutants_plan test_plan_memory test_plan_strategy test_plan_batch_power_cost test_plan_machine test_plan_calibration
+ test_plan_cli test_console_plan test_i18n_verbs test_bench_judge test_bench_recorded"
+BURN_TESTS="test_mutants_judges test_validate_judge test_one_judgement test_i18n_runs test_i18n_verbs test_recorded_runs
+ test_visible_gpus test_shared_gpu test_burn_monitor"  # the slow ones (processes) last
+BENCH_TESTS="test_mutants_judges test_bench_judge test_bench_recorded test_i18n_runs test_i18n_verbs test_bench_data
+ test_shared_gpu"
 CHECKS_TESTS=$(echo $CHECKS_TESTS) PLAN_TESTS=$(echo $PLAN_TESTS)  # one line each: a table row is one line
+BURN_TESTS=$(echo $BURN_TESTS) BENCH_TESTS=$(echo $BENCH_TESTS)
 
 # name | file to mutate | test files (tests/<name>.py; a name with no file is left out)
 MODULES=(
@@ -97,10 +99,41 @@ import pytest
 code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-p", "mutplug", *sys.argv[1:]])
 sys.exit(0 if code in (0, 4, 5) else 1)
 EOF
+  cat >"$1/mutctx.py" <<'EOF'
+"""Coverage contexts by test file: a test's setup, call and teardown are its file's, and so is the collection of the
+file (module-level work of a test file). Mutants then run whole test files, which holds with module-scoped fixtures
+and results computed at a test module's import."""
+import coverage
+import pytest
+
+
+def _switch(name):
+    current = coverage.Coverage.current()
+    if current is not None:
+        current.switch_context(name)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    module = isinstance(collector, pytest.Module)
+    if module:
+        _switch(f"file:{collector.nodeid.split('::')[0]}")
+    yield
+    if module:
+        _switch("")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _switch(f"file:{item.nodeid.split('::')[0]}")
+    yield
+    _switch("")
+EOF
   cat >"$1/covmap.py" <<'EOF'
-"""Statement -> test ids that executed it, from a coverage run with dynamic_context = test_function."""
+"""Statement -> test files that ran it (coverage contexts of mutctx.py); "*" for a statement of the module's top level
+(run once, at its import: any test may depend on it) or one run outside any test file."""
+import ast
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -108,28 +141,29 @@ from coverage import CoverageData
 from coverage.python import PythonParser
 
 target, data_file, out = sys.argv[1], sys.argv[2], sys.argv[3]
-tests = sys.argv[4:]
-collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                            "-p", "mutplug", *tests], capture_output=True, text=True).stdout.splitlines()
-known = {line.split("[")[0] for line in collected if "::" in line}
-files = {Path(test).stem: test for test in tests}
-parser = PythonParser(filename=target)
+source = Path(target).read_text()
+parser = PythonParser(text=source, filename=target)
 parser.parse_source()
+in_function = set()
+for node in ast.walk(ast.parse(source)):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        body = node.body if isinstance(node.body, list) else [node.body]
+        for statement in body:
+            in_function.update(range(statement.lineno, statement.end_lineno + 1))
 data = CoverageData(basename=data_file)
 data.read()
 measured = next(name for name in data.measured_files() if name.endswith(target))
 by_statement: dict[int, set[str]] = {}
 for line, contexts in data.contexts_by_lineno(measured).items():
-    ids = by_statement.setdefault(parser.first_line(line), set())
+    files = by_statement.setdefault(parser.first_line(line), set())
     for context in contexts:
-        module, _, rest = context.partition(".")
-        node = f"{files.get(module, '?')}::{rest.replace('.', '::')}"
-        ids.add(node if context and node in known else "*")  # "*": import time, a thread, an unknown test
-statements = {}
-for number in range(1, len(Path(target).read_text().splitlines()) + 1):
-    statements[number] = parser.first_line(number)
-json.dump({"first": statements, "tests": {line: sorted(ids) for line, ids in by_statement.items()}},
-          open(out, "w"), indent=0)
+        files.add(context[len("file:"):] if context.startswith("file:") else "*")
+lines = len(source.splitlines())
+first = {number: parser.first_line(number) for number in range(1, lines + 1)}
+for number in range(1, lines + 1):
+    if number not in in_function and first[number] in by_statement:
+        by_statement[first[number]].add("*")
+json.dump({"first": first, "tests": {line: sorted(files) for line, files in by_statement.items()}}, open(out, "w"))
 EOF
   cat >"$1/mutmut_config.py" <<'EOF'
 """mutmut 2 hook: run a mutant against the tests that executed its statement first (mutation_score.sh)."""
@@ -150,6 +184,8 @@ def pre_mutation(context):
         return
     if "*" in tests:
         return  # the whole list
+    order = os.environ["MUT_TESTS"].split()  # the list's order: the closest tests first
+    tests = sorted(tests, key=lambda test: order.index(test) if test in order else len(order))
     context.config.test_command = f"{os.environ['MUT_PYTHON']} mutrun.py " + " ".join(map(shlex.quote, tests))
 EOF
 }
@@ -166,10 +202,12 @@ run_module() {  # name file tests...
   (
     cd "$copy"
     export PYTHONPATH="$copy/src:$copy" MUT_PYTHON="$PYTHON"
-    printf '[run]\ndynamic_context = test_function\ninclude = %s\n' "$copy/$file" >.coveragerc-mut
+    export MUT_TESTS="${tests[*]}"
+    printf '[run]\ninclude = %s\n' "$copy/$file" >.coveragerc-mut
     "$PYTHON" -m coverage run --rcfile=.coveragerc-mut --data-file=.coverage-mut -m pytest -q -p no:cacheprovider \
-      -p mutplug "${tests[@]}" >"$WORK/results/$name.baseline" 2>&1 || { echo "$name: tests fail unmutated"; exit 1; }
-    "$PYTHON" covmap.py "$file" .coverage-mut covmap.json "${tests[@]}"
+      -p mutplug -p mutctx "${tests[@]}" >"$WORK/results/$name.baseline" 2>&1 \
+      || { echo "$name: tests fail unmutated"; exit 1; }
+    "$PYTHON" covmap.py "$file" .coverage-mut covmap.json
     timeout "$LIMIT_S" mutmut run --paths-to-mutate "$file" --tests-dir tests $rerun --simple-output \
       --no-progress --runner "$PYTHON mutrun.py ${tests[*]}" >"$WORK/results/$name.log" 2>&1 || true
     for bak in $(find src -name '*.bak'); do mv "$bak" "${bak%.bak}"; done  # a run cut by the time limit
