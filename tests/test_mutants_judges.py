@@ -9,6 +9,7 @@ Expected values come from recordings (tests/fixtures, each README names its sour
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -265,3 +266,61 @@ def test_a_cascade_stays_on_its_gpu_and_in_its_driver_load():
     """The same 48 and 63 on two GPUs, or before and after a driver reload: nothing follows from the other."""
     assert _causes([_group(48, 0, bus="0000:19:00.0"), _group(63, 1, bus="0000:3b:00.0")]) == {}
     assert _causes([_group(48, 0, epoch=1), _group(63, 1, epoch=2)]) == {}
+
+
+# ------------------------------------------------------------------------------------------------ the burn judge
+
+BURN_60S = json.loads((FIXTURES / "h200-burn" / "burn-60s-report.json").read_text())
+"""`gpuready burn --duration 60s` on one H200 (tests/fixtures/h200-burn/README.md): 66 telemetry samples a second
+apart, idle until t = 4 s, 60 s of bf16 8192³ GEMMs, 36,300 GEMMs at 664.85 TFLOP/s, 8 GiB memory pattern."""
+
+
+def _recorded_burn_samples() -> list[tuple[float, dict]]:
+    series = {s["metric"]: s for s in BURN_60S["series"]}
+    return [(t, {metric: s["values"][i] for metric, s in series.items()}) for i, t in enumerate(series["power_w"]["t_s"])]
+
+
+def _recorded_burn_gpu(**changes) -> "BurnGpu":
+    from gpuready.verbs.burn.judge import BurnGpu
+    result = {"iterations": 36300, "dtype": "bf16", "n": 8192, "errors": [], "tolerance_abs": 5.0,
+              "reference_checksum": 1.5, "tflops": 664.85, "window_start": 4.3, "window_end": 64.3,
+              "intervals": [], "memory": {"bytes": 2**33, "wrong_words": 0}, **changes}
+    return BurnGpu(rank=0, nvml_index=0, identity={"bus_id": "0000:00:06.0", "uuid": "GPU-0000", "name": "NVIDIA H200"},
+                   result=result, slowdown_c=89.0)
+
+
+def test_the_recorded_h200_burn_replayed_gives_the_recorded_findings():
+    """The recorded series replayed through the judge with the run's result (its GEMM window: 60 s from t = 4.3 s,
+    between the last idle sample at 4.005 s and the first busy one at 5.006 s) give every finding the recorded report
+    holds, word for word: errors, Xid, thermal and HW throttling, temperature (peak 63 °C of 89), power (691 W = 99 %
+    of 700, capped), ECC, clocks (median 1,500 → 1,508 MHz), and its two measurements (664.85 TFLOP/s, 691.4 W)."""
+    from gpuready.telemetry import Telemetry
+    from gpuready.verbs.burn.judge import BurnJudge
+    telemetry = Telemetry(started_at=0.0, samples={0: _recorded_burn_samples()}, xid_source="NVML event API")
+    judge = BurnJudge("h200", [_recorded_burn_gpu()], telemetry, [])
+    judge.judge()
+    recorded = [(f["check_id"], f["status"], f["message"]) for f in BURN_60S["findings"]]
+    replayed = [(f.check_id, f.status.value, f.message) for f in judge.findings if f.check_id != "burn.throughput_low"]
+    assert replayed == recorded
+    recorded_measurements = {m["name"]: (m["value"], m["expected"]) for m in BURN_60S["measurements"]}
+    assert {m.name: m.value for m in judge.measurements} == {name: value for name, (value, _)
+                                                             in recorded_measurements.items()}
+    power = next(m for m in judge.measurements if m.name == "burn_power_w")
+    recorded_power = next(m for m in BURN_60S["measurements"] if m["name"] == "burn_power_w")
+    assert (power.expected, power.samples, power.method) == (700.0, recorded_power["samples"], recorded_power["method"])
+
+
+def test_the_recorded_burn_against_the_datasheet():
+    """664.85 TFLOP/s against the H200's dense bf16 989 × 0.66 sustained (DESIGN.md §3: 655-665 measured at the 700 W
+    cap) = 652.74: 664.85 / 652.74 = 1.019, '102%': a pass with no next step."""
+    from gpuready.telemetry import Telemetry
+    from gpuready.verbs.burn.judge import BurnJudge
+    telemetry = Telemetry(started_at=0.0, samples={0: _recorded_burn_samples()}, xid_source="NVML event API")
+    judge = BurnJudge("h200", [_recorded_burn_gpu()], telemetry, [])
+    judge.judge()
+    finding = next(f for f in judge.findings if f.check_id == "burn.throughput_low")
+    assert (finding.status, finding.fix, finding.observed, finding.expected) == (Status.PASS, None, 664.9, 652.7)
+    assert finding.message == ("664.9 bf16 TFLOP/s sustained, 102% of the 652.7 expected (989.0 dense × 0.66 "
+                               "sustained).")
+    measured = next(m for m in judge.measurements if m.name == "burn_tflops_bf16")
+    assert (measured.value, measured.expected, measured.method["window_s"]) == (664.85, 652.7, 60.0)
