@@ -18,6 +18,8 @@ from gpuready.checks import kernel_judge
 from gpuready.checks.kernel_judge import XidGroup, judge_sxid, judge_xid, root_causes, xid_text
 from gpuready.i18n import catalogue, message
 from gpuready.model import Status
+from gpuready.telemetry import Telemetry
+from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
 
 BOARDS = FIXTURES / "boards"
 NVLINK5_NON_FATAL = "RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)"
@@ -280,8 +282,7 @@ def _recorded_burn_samples() -> list[tuple[float, dict]]:
     return [(t, {metric: s["values"][i] for metric, s in series.items()}) for i, t in enumerate(series["power_w"]["t_s"])]
 
 
-def _recorded_burn_gpu(**changes) -> "BurnGpu":
-    from gpuready.verbs.burn.judge import BurnGpu
+def _recorded_burn_gpu(**changes) -> BurnGpu:
     result = {"iterations": 36300, "dtype": "bf16", "n": 8192, "errors": [], "tolerance_abs": 5.0,
               "reference_checksum": 1.5, "tflops": 664.85, "window_start": 4.3, "window_end": 64.3,
               "intervals": [], "memory": {"bytes": 2**33, "wrong_words": 0}, **changes}
@@ -294,8 +295,6 @@ def test_the_recorded_h200_burn_replayed_gives_the_recorded_findings():
     between the last idle sample at 4.005 s and the first busy one at 5.006 s) give every finding the recorded report
     holds, word for word: errors, Xid, thermal and HW throttling, temperature (peak 63 °C of 89), power (691 W = 99 %
     of 700, capped), ECC, clocks (median 1,500 → 1,508 MHz), and its two measurements (664.85 TFLOP/s, 691.4 W)."""
-    from gpuready.telemetry import Telemetry
-    from gpuready.verbs.burn.judge import BurnJudge
     telemetry = Telemetry(started_at=0.0, samples={0: _recorded_burn_samples()}, xid_source="NVML event API")
     judge = BurnJudge("h200", [_recorded_burn_gpu()], telemetry, [])
     judge.judge()
@@ -313,8 +312,6 @@ def test_the_recorded_h200_burn_replayed_gives_the_recorded_findings():
 def test_the_recorded_burn_against_the_datasheet():
     """664.85 TFLOP/s against the H200's dense bf16 989 × 0.66 sustained (DESIGN.md §3: 655-665 measured at the 700 W
     cap) = 652.74: 664.85 / 652.74 = 1.019, '102%': a pass with no next step."""
-    from gpuready.telemetry import Telemetry
-    from gpuready.verbs.burn.judge import BurnJudge
     telemetry = Telemetry(started_at=0.0, samples={0: _recorded_burn_samples()}, xid_source="NVML event API")
     judge = BurnJudge("h200", [_recorded_burn_gpu()], telemetry, [])
     judge.judge()
