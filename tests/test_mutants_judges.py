@@ -321,3 +321,131 @@ def test_the_recorded_burn_against_the_datasheet():
                                "sustained).")
     measured = next(m for m in judge.measurements if m.name == "burn_tflops_bf16")
     assert (measured.value, measured.expected, measured.method["window_s"]) == (664.85, 652.7, 60.0)
+
+
+def _replay(edit=None, gpu: BurnGpu | None = None, failures=(), xids=(), xid_source="NVML event API"):
+    """The recorded burn replayed, each sample passed with its position in the GEMM window (t = 5.006 … 64.006 s:
+    0 … 59; negative before, 60 after) to `edit(position, sample)`; findings by check id, and the judge."""
+    samples = []
+    for t, sample in _recorded_burn_samples():
+        sample = dict(sample)
+        if edit:
+            edit(round(t - 5.006), sample)
+        samples.append((t, sample))
+    telemetry = Telemetry(started_at=0.0, samples={0: samples}, xid_source=xid_source, xid_events=list(xids))
+    judge = BurnJudge("h200", [gpu or _recorded_burn_gpu()], telemetry, list(failures))
+    judge.judge()
+    found: dict[str, list] = {}
+    for finding in judge.findings:
+        found.setdefault(finding.check_id, []).append(finding)
+    return found, judge
+
+
+@pytest.mark.parametrize("bit, check_id", [("hw_thermal_slowdown", "burn.throttle_thermal"),
+                                           ("hw_slowdown", "burn.throttle_hw"),
+                                           ("hw_power_brake_slowdown", "burn.throttle_hw")])
+@pytest.mark.parametrize("throttled, status, share", [(3, Status.PASS, "5%"), (4, Status.WARN, "7%"),
+                                                      (15, Status.WARN, "25%"), (16, Status.FAIL, "27%")])
+def test_throttle_shares_of_the_recorded_window(bit, check_id, throttled, status, share):
+    """The recorded window holds 60 samples; the burn thresholds (thresholds.toml [burn]) warn above 5 % and fail
+    above 25 % of them: 3/60 = 5 % passes, 4/60 = 6.7 % warns, 15/60 = 25 % warns, 16/60 = 26.7 % fails."""
+    from gpuready.facts.clock_reasons import REASON_BITS
+
+    def edit(position, sample):
+        if 0 <= position < throttled:
+            sample["clock_event_reasons"] = int(sample["clock_event_reasons"]) | REASON_BITS[bit]
+    found, _ = _replay(edit)
+    finding = found[check_id][0]
+    assert (finding.status, finding.observed) == (status, round(throttled / 60, 3))
+    assert f" in {share} of the GEMM window's samples." in finding.message
+    assert finding.expected == "<= 5%" and (finding.fix is None) == (status == Status.PASS)
+
+
+@pytest.mark.parametrize("peak, slowdown, status, why", [
+    (89, 89.0, Status.FAIL, "reached its slowdown temperature 89 °C"),
+    (88, 89.0, Status.WARN, "came within 5 °C of its slowdown temperature or above 90 °C"),
+    (84, 89.0, Status.WARN, "came within 5 °C of its slowdown temperature or above 90 °C"),
+    (83, 89.0, Status.PASS, "stayed clear of its slowdown temperature (89 °C)"),
+    (90, None, Status.WARN, "came within 5 °C of its slowdown temperature or above 90 °C"),
+    (89, None, Status.PASS, "stayed clear of its slowdown temperature"),
+])
+def test_peak_temperature_against_the_gpus_slowdown_and_the_rule_of_thumb(peak, slowdown, status, why):
+    """The recorded peak (63 °C) raised to `peak` at one sample: at or above the GPU's own slowdown (89 °C for the
+    H200, NVML) fails, within 5 °C of it warns; without a slowdown figure the 90 °C rule of thumb decides."""
+    def edit(position, sample):
+        if position == 30:
+            sample["temperature_c"] = peak
+    gpu = _recorded_burn_gpu()
+    gpu.slowdown_c = slowdown
+    found, _ = _replay(edit, gpu=gpu)
+    finding = found["burn.temperature"][0]
+    assert (finding.status, finding.message) == (status, f"Peak {peak} °C under full load: {why}.")
+    assert finding.expected == ("< 84 °C" if slowdown else "< 90 °C")
+
+
+def test_power_far_below_the_limit_without_the_cap_warns():
+    """The recorded power (691 W of 700) cut to 500 W and the SW power cap bit cleared over the whole window: 500/700
+    = 71 % < 80 % uncapped warns; at 570 W (81 %) it passes; capped at 500 W it passes (the cap explains it)."""
+    from gpuready.facts.clock_reasons import REASON_BITS
+    cap = REASON_BITS["sw_power_cap"]
+
+    def uncapped(watts):
+        def edit(position, sample):
+            sample["power_w"] = watts
+            sample["clock_event_reasons"] = int(sample["clock_event_reasons"]) & ~cap
+        return edit
+    found, judge = _replay(uncapped(500.0))
+    finding = found["burn.power"][0]
+    assert (finding.status, finding.observed, finding.expected) == (Status.WARN, 500.0, 700.0)
+    assert finding.message == "Sustained 500 W = 71% of the 700 W limit; not power-capped"
+    assert next(m for m in judge.measurements if m.name == "burn_power_w").method["sw_power_cap_share"] == 0.0
+    assert _replay(uncapped(570.0))[0]["burn.power"][0].status == Status.PASS
+
+    def capped(position, sample):
+        sample["power_w"] = 500.0
+    assert _replay(capped)[0]["burn.power"][0].status == Status.PASS
+
+
+def test_new_ecc_errors_during_the_burn():
+    """The recorded ECC counters are flat; 2 more uncorrectable errors from the 20th window sample fail, 3 corrected
+    ones are noted as a pass."""
+    def uncorrected(position, sample):
+        if position >= 20:
+            sample["ecc_uncorrected"] = sample["ecc_uncorrected"] + 2
+
+    def corrected(position, sample):
+        if position >= 20:
+            sample["ecc_corrected"] = sample["ecc_corrected"] + 3
+    finding = _replay(uncorrected)[0]["burn.ecc"][0]
+    assert (finding.status, finding.observed, finding.message) == (
+        Status.FAIL, 2, "2 new uncorrectable ECC error(s) during the burn.")
+    finding = _replay(corrected)[0]["burn.ecc"][0]
+    assert (finding.status, finding.observed, finding.message) == (
+        Status.PASS, 3, "3 new corrected ECC error(s) during the burn (corrected by ECC; noted, not a fault).")
+
+
+@pytest.mark.parametrize("last_mhz, capped, status", [(1274, False, Status.WARN), (1275, False, Status.PASS),
+                                                      (1274, True, Status.PASS)])
+def test_a_lasting_clock_step_not_explained_by_the_power_cap(last_mhz, capped, status):
+    """Clocks are judged after the window's first 10 s (t = 15.006 … 64.006: 50 samples, thirds of 16); the recorded
+    first third's median is 1,500 MHz. A step is a last-third median more than 15 % lower (thresholds.toml [burn]
+    clock_step_fraction): below 1,500 × 0.85 = 1,275 MHz. The last 16 samples set to 1,274 MHz without the SW power
+    cap warn; 1,275 is no step; 1,274 under the power cap is the cap's doing."""
+    from gpuready.facts.clock_reasons import REASON_BITS
+    cap = REASON_BITS["sw_power_cap"]
+
+    def edit(position, sample):
+        if position >= 60 - 16:
+            sample["sm_clock_mhz"] = last_mhz
+            if not capped:
+                sample["clock_event_reasons"] = int(sample["clock_event_reasons"]) & ~cap
+    finding = _replay(edit)[0]["burn.clock_instability"][0]
+    assert finding.status == status
+    assert finding.observed == {"first_third_mhz": 1500.0, "last_third_mhz": float(last_mhz)}
+    if status == Status.WARN:
+        assert finding.message == ("SM clock stepped down from a median 1,500 MHz to 1,274 MHz over the run, not "
+                                   "explained by the power cap.")
+        assert finding.expected == ">= 1,275 MHz"
+    else:
+        assert finding.message == (f"SM clock median 1,500 → {last_mhz:,} MHz" + (
+            " (swings under the power cap are normal)." if capped else "."))
