@@ -68,6 +68,7 @@ MODULES=(
   "plan.cost|src/gpuready/verbs/plan/cost.py|$PLAN_TESTS"
   "plan.machine|src/gpuready/verbs/plan/machine.py|$PLAN_TESTS"
   "burn.judge|src/gpuready/verbs/burn/judge.py|$BURN_TESTS"
+  "burn.run|src/gpuready/verbs/burn/run.py|test_mutants_burn $BURN_TESTS"
   "bench.judge|src/gpuready/verbs/bench/judge.py|$BENCH_TESTS"
 )
 

@@ -449,3 +449,4 @@ def test_a_lasting_clock_step_not_explained_by_the_power_cap(last_mhz, capped, s
     else:
         assert finding.message == (f"SM clock median 1,500 → {last_mhz:,} MHz" + (
             " (swings under the power cap are normal)." if capped else "."))
+
