@@ -644,3 +644,49 @@ def test_a_clean_log_names_the_driver_load_it_covers(make_bundle):
     bare = _only(_health("[    1.0] Linux version 6.8.0\n", "health.xid"))
     assert bare.message == ("No Xid or fallen-off-the-bus messages in the kernel log (the kernel log since boot); NVLink "
                             "Xids are nvlink.errors'.")
+
+
+# --------------------------------------------------------------------------------------------------- health.sxid
+
+SXID_12028 = (Path(__file__).parent / "fixtures" / "boards" / "sxid12028-nonfatal-dmesg.txt").read_text()
+"""`nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error (First)`
+(leptonai/gpud's SXid tests, tests/fixtures/boards/README.md)."""
+
+
+def test_the_recorded_fatal_sxids_are_one_finding_per_switch_in_switch_order():
+    """xid79-sxid-dmesg.txt: SXid 20034 on nvswitch1 (1 line, Fatal, link 48), nvswitch0 (4 lines, two Fatal, links
+    63 and 62), nvswitch2 (3 lines, links 37); the 12028 line of nvswitch3 logged first: sorted 0, 1, 2, 3. A switch
+    whose lines say Fatal fails; the non-fatal one warns; each observed holds count, fatal, status and links."""
+    log = SXID_12028 + (XID_LOGS / "xid79-sxid-dmesg.txt").read_text()
+    found = _health(log, "health.sxid")
+    assert [(f.status, f.observed["switch"], f.observed["bus_id"]) for f in found] == [
+        (Status.FAIL, 0, "0000:05:00.0"), (Status.FAIL, 1, "0000:06:00.0"), (Status.FAIL, 2, "0000:07:00.0"),
+        (Status.WARN, 3, "0000:05:00.0")]
+    assert found[0].observed == {"switch": 0, "bus_id": "0000:05:00.0", "history": False, "sxids": {
+        "20034": {"count": 4, "fatal": True, "status": "fail", "links": [62, 63]}}}
+    assert found[1].message == ("NVSwitch errors on NVSwitch 1 (0000:06:00.0): SXid 20034, 1 line(s) (fatal) on link(s) "
+                                "48. Last: [6781753.400584] nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, "
+                                "Link 48 LTSSM Fault Up")
+    assert found[3].observed["sxids"] == {"12028": {"count": 1, "fatal": False, "status": "warn", "links": [32]}}
+    assert found[3].message.startswith("NVSwitch errors on NVSwitch 3 (0000:05:00.0): SXid 12028, 1 line(s) "
+                                       "(non-fatal) on link(s) 32. Last: ")
+    assert all(f.expected == "no SXid" for f in found)
+    assert found[3].fix.startswith("Non-fatal: no immediate action")
+    assert found[0].fix.startswith("Drain the node and reboot it (a fatal SXid needs the NVSwitch and its GPUs reset)")
+
+
+def test_two_sxid_codes_on_one_switch_in_code_order_and_a_line_without_severity():
+    """nvswitch0 with the recorded 20034 Fatal line and an 11004 line that names no severity and no link (written in the
+    recorded lines' layout), the 11004 logged last: one finding, the parts in code order, the worst status; a
+    switch known only by its bus id is named so."""
+    log = ("[6781753.404587] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 63 LTSSM Fault Up\n"
+           "[6781760.000001] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 11004, Ingress invalid ACL\n")
+    finding = _only(_health(log, "health.sxid"))
+    assert finding.status == Status.FAIL
+    assert finding.message.startswith(
+        "NVSwitch errors on NVSwitch 0 (0000:05:00.0): SXid 11004, 1 line(s) (severity not stated); SXid 20034, 1 "
+        "line(s) (fatal) on link(s) 63. Last: [6781760.000001]")
+    assert finding.observed["sxids"]["11004"] == {"count": 1, "fatal": False, "status": "warn", "links": []}
+    unnamed = _only(_health(log.replace("nvidia-nvswitch0: ", "kernel: "), "health.sxid"))
+    assert unnamed.message.startswith("NVSwitch errors on the NVSwitch at 0000:05:00.0: ")
+    assert unnamed.observed["switch"] is None
