@@ -686,3 +686,150 @@ def test_two_sxid_codes_on_one_switch_in_code_order_and_a_line_without_severity(
         "NVSwitch errors on NVSwitch 0 (0000:05:00.0): SXid 11004, 1 line(s) (severity not stated); SXid 20034, 1 "
         "line(s) (fatal) on link(s) 63. Last: [6781760.000001]")
     assert finding.observed["sxids"]["11004"] == {"count": 1, "fatal": False, "status": "warn", "links": []}
+
+
+# --------------------------------------------------------------------------- health: ECC, retired pages, row remapping
+
+ECC_XML = PUBLIC / "ecc-errors" / "nvidia-smi-q.xml"
+"""Tesla V100-SXM3-32GB (microsoft/pai): volatile DBE 1, aggregate DBE 7627, 2 double-bit retired pages, pending
+retirement Yes."""
+A10_SMI = PUBLIC / "ecc-errors" / "nvidia-smi-q.txt"
+"""NVIDIA A10 (leptonai/gpud): ECC counters 0, Remapped Rows Uncorrectable Error 4, Pending: Yes."""
+REMAP_REF = ("NVIDIA GPU memory error management, row remapping: "
+             "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html")
+
+
+def test_the_recorded_v100_with_a_volatile_dbe_and_a_pending_retirement(make_bundle):
+    """The V100 recording: 1 uncorrectable (double-bit) error since the driver loaded fails, with the lifetime 7,627
+    as observed; 2 retired pages with a retirement pending warns (it applies at the next reset)."""
+    files = {"nvidia-smi-q.xml": ECC_XML}
+    ecc = _only(_findings(make_bundle, files, "health.ecc_uncorrected"))
+    assert (ecc.status, ecc.observed, ecc.expected, ecc.refs) == (
+        Status.FAIL, {"volatile": 1, "aggregate": 7627}, 0, ["Xid 48 / 94 / 95", "NVML ECC"])
+    assert ecc.message == ("GPU0 has 1 uncorrectable ECC error(s) since the last driver load: results may be wrong and "
+                           "jobs on it die.")
+    retired = _only(_findings(make_bundle, files, "health.retired_pages"))
+    assert (retired.status, retired.observed, retired.expected) == (
+        Status.WARN, {"retired": 2, "pending": True}, "no pending retirement")
+    assert retired.refs == [thresholds("retired_pages")["source"]]
+
+
+def test_the_recorded_a10_with_a_pending_row_remap(make_bundle):
+    """The A10 recording: Remapped Rows Pending: Yes fails (the faulty row stays in use until a reset); its 4 rows
+    remapped after uncorrectable errors pass: remapping works."""
+    files = {"nvidia-smi-q.txt": A10_SMI}
+    pending = _only(_findings(make_bundle, files, "health.row_remap_pending"))
+    assert (pending.status, pending.observed, pending.expected, pending.refs) == (
+        Status.FAIL, "Pending: Yes", "No", [REMAP_REF])
+    assert pending.fix == "Reset the GPU when idle (`sudo nvidia-smi -r -i 0`) or reboot."
+    failure = _only(_findings(make_bundle, files, "health.row_remap_failure"))
+    assert (failure.status, failure.observed) == (Status.PASS, {"uncorrectable_rows": 4})
+    assert failure.message == "GPU0 has remapped 4 row(s) after uncorrectable errors; remapping works as designed."
+
+
+@pytest.mark.parametrize("sbe, dbe, status, message", [
+    (10, 4, Status.PASS, "Retired pages within limits on all 1 GPU(s)."),
+    (10, 5, Status.WARN, "GPU0 has retired 15 pages (DCGM's soft limit is 15)."),
+    (60, 2, Status.WARN, "GPU0 has retired 62 pages (DCGM's soft limit is 15)."),
+    (60, 3, Status.FAIL, "GPU0 has retired 63 pages, at DCGM's limit of 63."),
+])
+def test_retired_pages_against_dcgms_limits(sbe, dbe, status, message):
+    """NVIDIA DCGM (dcgm_gpu_hardware_limits.h): DCGM_LIMIT_MAX_RETIRED_PAGES 63, soft limit 15; single- and
+    double-bit retirements count together: 14 passes, 15 and 62 warn, 63 fails."""
+    gpu = GpuFacts(index=0, bus_id="0000:01:00.0", retired_pages_sbe=sbe, retired_pages_dbe=dbe,
+                   retired_pages_pending=False)
+    finding = _only(run_checks(Facts(gpus=[gpu]), only=["health.retired_pages"]))
+    assert (finding.status, finding.message) == (status, message)
+    if status != Status.PASS:
+        limit = 63 if status == Status.FAIL else 15
+        assert (finding.observed, finding.expected) == (sbe + dbe, f"< {limit}")
+
+
+@pytest.mark.parametrize("volatile, aggregate, corrected, status, message", [
+    (0, 3, None, Status.WARN, "GPU0 has 3 uncorrectable ECC error(s) in its lifetime (none since the last driver "
+                              "load)."),
+    (0, 0, 177, Status.PASS, "GPU0: 177 corrected ECC error(s) since boot, no uncorrectable ones (corrected errors are "
+                             "handled by ECC; not a fault)."),
+    (0, 0, 0, Status.PASS, "No uncorrectable ECC errors on any of 1 GPU(s)."),
+])
+def test_ecc_counters_lifetime_and_corrected(volatile, aggregate, corrected, status, message):
+    """An uncorrectable error only in the lifetime count warns; corrected errors alone (177, as stas00's A100
+    excerpt, tests/fixtures/public/ecc-errors/nvidia-smi-q-a100-excerpt.txt) are a noted pass."""
+    gpu = GpuFacts(index=0, bus_id="0000:01:00.0", ecc_uncorrected_volatile=volatile,
+                   ecc_uncorrected_aggregate=aggregate, ecc_corrected_volatile=corrected)
+    finding = _only(run_checks(Facts(gpus=[gpu]), only=["health.ecc_uncorrected"]))
+    assert (finding.status, finding.message) == (status, message)
+
+
+def test_the_dbe_chain_in_the_kernel_log_stands_for_missing_counters():
+    """xid48-63-94-dmesg.txt on GPU0 0000:19:00.0 with no ECC or row-remap counters in the run: Xid 48 ×1 and
+    94 ×9 are uncorrectable errors since the driver load (fail); the Xid 63 marks a row remap with no reset after it
+    (pending: fail); no Xid 64, so no remap failure."""
+    found = _health((XID_LOGS / "xid48-63-94-dmesg.txt").read_text(), "health.ecc_uncorrected",
+                    "health.row_remap_pending", "health.row_remap_failure")
+    assert [(f.check_id, f.status) for f in found] == [
+        ("health.ecc_uncorrected", Status.FAIL), ("health.row_remap_pending", Status.FAIL),
+        ("health.row_remap_failure", Status.SKIP)]
+    assert found[0].message == (
+        "GPU0: the kernel log shows uncorrectable ECC errors (Xid 48 ×1, Xid 94 ×9, last at "
+        "2024-11-15T12:02:03,638794+00:00) since the last driver load; the ECC counters are not in this run, so the "
+        "evidence is the kernel log.")
+    assert found[0].observed == {"kernel_log": "Xid 48 ×1, Xid 94 ×9, last at 2024-11-15T12:02:03,638794+00:00",
+                                 "counters": None}
+    assert found[0].refs[0].startswith("NVIDIA Xid catalog (48 DBE, 94/95 contained/uncontained ECC, 63 row remap, "
+                                       "64 remap failure), https://docs.nvidia.com/deploy/xid-errors/")
+    assert found[1].refs == [REMAP_REF, found[0].refs[0]]
+    assert found[1].observed == {"kernel_log": "Xid 63 ×1, last at 2024-11-15T12:02:03,498753+00:00", "pending": None}
+
+
+def test_a_driver_load_after_the_dbe_chain_makes_it_history():
+    """The same log, then the module's banner (`NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15 …`, the
+    layout kernel_log.py documents) a minute later: the ECC errors are history (warn), the row remap applied (pass),
+    and health.xid's Xid 48 drops from fail to warn with the history note."""
+    log = (XID_LOGS / "xid48-63-94-dmesg.txt").read_text() + (  # the recording ends without a newline
+        "\n2024-11-15T12:03:10,000000+00:00 NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 "
+        "22:23:56 UTC 2024\n")
+    ecc, pending = _health(log, "health.ecc_uncorrected", "health.row_remap_pending")
+    assert (ecc.status, pending.status) == (Status.WARN, Status.PASS)
+    assert ecc.message.startswith("GPU0: the kernel log shows uncorrectable ECC errors (Xid 48 ×1, Xid 94 ×9, last at "
+                                  "2024-11-15T12:02:03,638794+00:00) before the driver (re)load (NVIDIA 550.54.15) at "
+                                  "2024-11-15T12:03:10,000000+00:00: history.")
+    assert ecc.observed["history"] is True and pending.observed["history"] is True
+    assert pending.message == ("GPU0: the row remap the kernel log marked (Xid 63 ×1, last at "
+                               "2024-11-15T12:02:03,498753+00:00) was followed by the driver (re)load (NVIDIA 550.54.15) "
+                               "at 2024-11-15T12:03:10,000000+00:00, which applies it.")
+    xid48 = _health(log, "health.xid")[0]
+    assert (xid48.status, xid48.observed["history"], xid48.observed["why"]) == (
+        Status.WARN, True, "catalog severity critical; history: a later driver load or reset of this GPU came after it")
+
+
+@pytest.mark.parametrize("replays, status, message", [
+    (480, Status.PASS, "GPU0: 480 PCIe replays since boot (8.00/min), below 8/min: not a fault."),
+    (481, Status.WARN, "GPU0 has 481 PCIe replays since boot (8.0/min on average): the link is retrying transfers."),
+])
+def test_pcie_replays_against_dcgms_rate(replays, status, message):
+    """DCGM: '8 replays per minute is the maximum recommended by RM' (DCGM_LIMIT_MAX_PCIREPLAY_RATE). An hour of
+    uptime (60 min): 480 replays = 8.0/min passes, 481 = 8.02/min warns."""
+    from gpuready.facts.types import HostFacts
+    gpu = GpuFacts(index=0, bus_id="0000:01:00.0", pcie_replay_count=replays)
+    finding = _only(run_checks(Facts(gpus=[gpu], host=HostFacts(uptime_s=3600.0)), only=["health.pcie_replay"]))
+    assert (finding.status, finding.message) == (status, message)
+    if status == Status.WARN:
+        assert (finding.observed, finding.expected) == ("8.0/min", "<= 8/min")
+        assert finding.refs == [thresholds("pcie_replay")["source"]]
+
+
+def test_a_corrupted_inforom_in_the_kernel_log_or_from_the_driver():
+    """NVML's nvmlDeviceValidateInforom failing for GPU1 fails it; a kernel line 'infoROM is corrupted' with the
+    GPUs' own validity unknown fails the run."""
+    gpus = [GpuFacts(index=0, bus_id="0000:01:00.0", inforom_valid=True),
+            GpuFacts(index=1, bus_id="0000:02:00.0", inforom_valid=False)]
+    finding = _only(run_checks(Facts(gpus=gpus), only=["health.inforom"]))
+    assert (finding.status, finding.subject.gpu.index, finding.observed, finding.expected, finding.refs) == (
+        Status.FAIL, 1, "corrupted", "valid", ["NVML nvmlDeviceValidateInforom"])
+    from gpuready.facts.kernel_log import parse_kernel_log
+    log = parse_kernel_log("[   12.5] NVRM: GPU 0000:01:00.0: RmInitAdapter: infoROM is corrupted\n")
+    unknown = [GpuFacts(index=0, bus_id="0000:01:00.0")]
+    finding = _only(run_checks(Facts(gpus=unknown, kernel_log=log), only=["health.inforom"]))
+    assert (finding.status, finding.message) == (Status.FAIL, "The kernel log reports a corrupted infoROM.")
+    assert _only(run_checks(Facts(gpus=unknown, kernel_log=[]), only=["health.inforom"])).status == Status.SKIP
