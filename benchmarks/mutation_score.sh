@@ -4,6 +4,7 @@
 #   bash benchmarks/mutation_score.sh [MODULE...]      # default: every module of the table below
 #   BEFORE=1 bash benchmarks/mutation_score.sh ...     # the same without tests/test_mutants_*.py (the score before)
 #   bash benchmarks/mutation_score.sh --list           # the module -> test files table
+#   AFTER=1 bash benchmarks/mutation_score.sh ...      # an earlier run's survivors against the tests committed now
 #
 # Tool: mutmut 2.5.1 (`pip install mutmut==2.5.1 coverage==7.6.10`). Not mutmut 3: it leaves every decorated function
 # unmutated (mutmut/mutation/file_mutation.py: "ignore decorated functions"), and every check of checks/ is one
@@ -23,8 +24,9 @@
 # JOBS=2 runs two modules at a time.
 #
 # Results under $WORK/results/: <module>.counts (killed, survived, timeout, suspicious, skipped, total) and
-# <module>.survivors (each survivor's diff). Score = killed / (total - equivalent - timeout); the equivalent mutants
-# are judged by hand (the report of issue 23 lists them).
+# <module>.survivors (each survivor's diff); AFTER=1 writes <module>.after (those still alive, with diffs).
+# Score = killed / (total - equivalent - timeout); the equivalent mutants are judged by hand (the report of issue 23
+# lists them).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -189,6 +191,67 @@ def pre_mutation(context):
     tests = sorted(tests, key=lambda test: order.index(test) if test in order else len(order))
     context.config.test_command = f"{os.environ['MUT_PYTHON']} mutrun.py " + " ".join(map(shlex.quote, tests))
 EOF
+  cat >"$1/mutafter.py" <<'EOF'
+"""AFTER=1: each mutant an earlier run left alive, applied again and run against the tests as committed now (the
+new tests/test_mutants_*.py of the list first, then the files the coverage map selects); prints each one still alive
+with its diff, then a summary line."""
+import difflib
+import json
+import os
+import shlex
+import sqlite3
+import subprocess
+import sys
+
+from mutmut import Context, RelativeMutationID, mutate
+
+target, tests = sys.argv[1], sys.argv[2:]
+new = [test for test in tests if os.path.basename(test).startswith("test_mutants_")]
+coverage = json.load(open("covmap.json"))
+rows = sqlite3.connect(".mutmut-cache").execute(
+    'select m.id, l.line, l.line_number, m."index" from Mutant m join Line l on m.line = l.id '
+    'where m.status = "bad_survived" order by m.id').fetchall()
+pristine = open(target).read()
+alive = []
+for mutant_id, line, number, index in rows:
+    selected = coverage["tests"].get(str(coverage["first"].get(str(number + 1), number + 1))) or []
+    files = tests if "*" in selected else new + [test for test in tests if test in selected and test not in new]
+    mutated, _ = mutate(Context(source=pristine, filename=target,
+                                mutation_id=RelativeMutationID(line=line, index=index, line_number=number)))
+    try:
+        open(target, "w").write(mutated)
+        command = f"{os.environ['MUT_PYTHON']} mutrun.py " + " ".join(map(shlex.quote, files))
+        try:
+            survived = subprocess.run(command, shell=True, capture_output=True, timeout=600).returncode == 0
+        except subprocess.TimeoutExpired:
+            survived = False
+    finally:
+        open(target, "w").write(pristine)
+    if survived:
+        alive.append(mutant_id)
+        print(f"=== mutant {mutant_id} (line {number + 1})")
+        for change in difflib.unified_diff(pristine.split("\n"), mutated.split("\n"), lineterm="", n=0):
+            if change[:1] in "+-" and change[:3] not in ("---", "+++"):
+                print("   " + change)
+print(f"# after: {len(rows)} survivors of the earlier run, {len(rows) - len(alive)} killed now, {len(alive)} alive:",
+      " ".join(map(str, alive)))
+EOF
+}
+
+after_module() {  # name file tests...: the survivors of an earlier run against the tests committed now
+  local name=$1 file=$2; shift 2
+  local copy="$WORK/tree-$name" tests=() test
+  if [ ! -f "$copy/.mutmut-cache" ]; then echo "$name: no earlier run in $copy"; return 0; fi
+  rm -rf "$copy/tests"
+  git -C "$REPO" archive HEAD tests | tar -x -C "$copy"
+  for test in "$@"; do [ -f "$copy/tests/$test.py" ] && tests+=("tests/$test.py"); done
+  write_helpers "$copy"
+  (
+    cd "$copy"
+    export PYTHONPATH="$copy/src:$copy" MUT_PYTHON="$PYTHON"
+    "$PYTHON" mutafter.py "$file" "${tests[@]}" >"$WORK/results/$name.after" 2>&1
+    echo "$name $(tail -1 "$WORK/results/$name.after")"
+  )
 }
 
 run_module() {  # name file tests...
@@ -234,6 +297,6 @@ for row in "${MODULES[@]}"; do
   if [ ${#selected[@]} -gt 0 ] && [[ ! " ${selected[*]} " == *" $name "* ]]; then continue; fi
   while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-1}" ]; do sleep 5; done
   # shellcheck disable=SC2086
-  run_module "$name" "$file" $tests &
+  if [ -n "${AFTER:-}" ]; then after_module "$name" "$file" $tests & else run_module "$name" "$file" $tests & fi
 done
 wait
