@@ -228,6 +228,19 @@ def test_the_recorded_4090_box_passes_as_shipped_citing_the_capture(make_bundle)
     assert finding.message.startswith("BAR1 is what these GPUs ship with: GPU0 (0000:01:00.0) RTX 4090, ")
     assert "GPU7 (0000:e1:00.0) RTX 4090 (256 MiB). Such boards map only a small window" in finding.message
     assert finding.observed["GPU7 (0000:e1:00.0)"] == "256 MiB" and len(finding.observed) == 8
+    assert finding.expected == "BAR1 as shipped"
+
+
+def test_boards_as_shipped_with_different_bar1_sizes_are_named_without_a_size():
+    """Two RTX 4090s (shipped BAR1 256 MiB, 24,564 MiB of VRAM) showing 256 and 512 MiB: both at least as shipped and
+    below half the VRAM, so one pass naming both, with no single size to quote."""
+    gpus = [GpuFacts(index=i, bus_id=f"0000:0{i + 1}:00.0", name="NVIDIA GeForce RTX 4090",
+                     memory_total_bytes=24564 * MIB, bar1_total_bytes=size * MIB) for i, size in enumerate((256, 512))]
+    finding = _only(_bar1(*gpus))
+    assert finding.status == Status.PASS
+    assert finding.message.startswith("BAR1 is what these GPUs ship with: GPU0 (0000:01:00.0) RTX 4090, GPU1 "
+                                      "(0000:02:00.0) RTX 4090. Such boards map only a small window of VRAM by design")
+    assert finding.observed == {"GPU0 (0000:01:00.0)": "256 MiB", "GPU1 (0000:02:00.0)": "512 MiB"}
 
 
 # ------------------------------------------------------------------------------------------------ pcie.acs_iommu
