@@ -846,3 +846,19 @@ def test_a_corrupted_inforom_in_the_kernel_log_or_from_the_driver():
     finding = _only(run_checks(Facts(gpus=unknown, kernel_log=log), only=["health.inforom"]))
     assert (finding.status, finding.message) == (Status.FAIL, "The kernel log reports a corrupted infoROM.")
     assert _only(run_checks(Facts(gpus=unknown, kernel_log=[]), only=["health.inforom"])).status == Status.SKIP
+
+
+def test_more_than_four_root_ports_are_cut_after_four():
+    """The hand-built 8x 4090 lspci (each GPU on its own CPU root port, all redirecting by design) with the GPUs at
+    a1, c1 and e1 left out: five root ports above GPUs; the note names four and an ellipsis, observed lists all five."""
+    from gpuready.facts.lspci import parse_lspci
+    devices = [device for device in parse_lspci(LSPCI_4090.read_text())
+               if device.address not in ("0000:a1:00.0", "0000:c1:00.0", "0000:e1:00.0")]
+    finding = _only(_acs(_box_4090()[:5], devices, cmdline="BOOT_IMAGE=/vmlinuz iommu=pt"))
+    assert finding.message == (
+        "lspci shows no ACS redirection on PCIe switch ports between GPUs; IOMMU: kernel command line has iommu=pt. ACS "
+        "redirection on CPU root port(s) 0000:00:01.1, 0000:20:03.1, 0000:40:01.1, 0000:60:01.1 … is by design (the "
+        "kernel sets it with the IOMMU on) and does not slow GPU peer traffic, which crosses the root complex between "
+        "root ports anyway.")
+    assert finding.observed == {"root_ports_redirecting": ["0000:00:01.1", "0000:20:03.1", "0000:40:01.1",
+                                                           "0000:60:01.1", "0000:80:01.1"]}
