@@ -7,6 +7,8 @@ Face config), never recomputed with plan's own formulas.
 
 from __future__ import annotations
 
+import pytest
+
 from gpuready.shapes import PRESETS
 from gpuready.verbs.plan.memory import Strategy, TrainSetup, memory_per_gpu
 
@@ -51,3 +53,116 @@ def test_zero1_on_two_gpus_halves_the_optimizer_and_the_fp32_partition():
     """The same model on N = 2: optimizer 12Ψ/2 = 746,638,848; gradients 2Ψ + 4Ψ/2 = 248,879,616 + 248,879,616 =
     497,759,232 (a wrong divisor, N² or N/2, moves both)."""
     assert _states("amp-bf16", Strategy(name="zero1", dp=2, zero=1)) == (248_879_616, 497_759_232, 746_638_848)
+
+
+# ------------------------------------------------------------------------------------ activations by family and dtype
+
+LLAMA_SBH = 4096 * 4096
+"""Llama-2 7B (HF meta-llama/Llama-2-7b-hf: L = 32, h = 4096, ffn 11008) at s = 4096, b = 1: sbh = 16,777,216."""
+GPT2_SBH = 1024 * 768
+"""GPT-2 small (HF gpt2: L = 12, h = 768, ffn 3072) at s = 1024, b = 1: sbh = 786,432."""
+
+
+def _layers(model: str, precision: str, zero: int = 0) -> int:
+    seq = 4096 if model == "llama2-7b" else 1024
+    setup = TrainSetup(shape=PRESETS[model], seq=seq, micro_batch=1, precision=precision)
+    return memory_per_gpu(setup, Strategy(name="x", dp=8, zero=zero)).terms["layer_activations_bytes"]
+
+
+def test_llama_layer_activations_in_each_precision():
+    """Korthikanti's count for a SwiGLU block without dropout (flash attention, no scores): 16-bit elements of the two
+    norm inputs 2·sbh, the q/k/v input sbh, q and k 2·sbh, v sbh, the output projection's input sbh, the MLP input
+    sbh and 4·sbf of the gated MLP: (16 + 8·f/h)·sbh bytes = (16 + 8·2.6875)·sbh = 37.5·sbh.
+    Hugging Face's LlamaRMSNorm works in fp32 (`hidden_states.to(torch.float32)`, `weight * hidden.to(input_dtype)`):
+      bf16: each norm keeps an fp32 copy of its input (+4 bytes) beside the 2 counted: +8·sbh for two norms: 45.5;
+      PyTorch AMP (autocast, DDP): the residual stream is fp32 (embeddings are not autocast), each norm keeps its
+        fp32 input (+2 over 2) and the fp32 copy (+4): +12·sbh: 49.5 — under ZeRO-1 the weights are bf16, as bf16;
+      fp32: every element 4 bytes, 75·sbh, and the norm's normalised output beside its input (+4 each): 83·sbh.
+    × 32 layers × 16,777,216: 45.5 → 24,427,626,496; 49.5 → 26,575,110,144; 83 → 44,560,285,696."""
+    assert _layers("llama2-7b", "bf16") == 24_427_626_496 == 45.5 * LLAMA_SBH * 32
+    assert _layers("llama2-7b", "amp-bf16") == 26_575_110_144 == 49.5 * LLAMA_SBH * 32
+    assert _layers("llama2-7b", "amp-bf16", zero=1) == 24_427_626_496
+    assert _layers("llama2-7b", "fp32") == 44_560_285_696 == 83 * LLAMA_SBH * 32
+
+
+def test_gpt2_layer_activations_in_each_precision():
+    """GPT-2's block without dropout: Korthikanti's 34·sbh less the two dropout masks (2·sbh): 32·sbh in 16 bits.
+    LayerNorm under autocast saves its fp32 input (the residual stream stays fp32): +2 per norm, +4·sbh: 36; bf16
+    has no extra (LayerNorm keeps its input's dtype), fp32 doubles to 64.
+    × 12 layers × 786,432: 32 → 301,989,888; 36 → 339,738,624; 64 → 603,979,776."""
+    assert _layers("gpt2-small", "bf16") == 301_989_888 == 32 * GPT2_SBH * 12
+    assert _layers("gpt2-small", "amp-bf16") == 339_738_624 == 36 * GPT2_SBH * 12
+    assert _layers("gpt2-small", "fp32") == 603_979_776 == 64 * GPT2_SBH * 12
+
+
+def test_the_cuda_context_is_700_mib():
+    """~700 MiB for the CUDA context and PyTorch's kernels (723 MiB measured for `torch.randn(1).cuda()`,
+    discuss.pytorch.org/t/73021): 700 × 2^20 = 734,003,200 bytes in every breakdown."""
+    setup = TrainSetup(shape=PRESETS["gpt2-small"], seq=1024, micro_batch=1)
+    assert memory_per_gpu(setup, Strategy(name="ddp", dp=8)).terms["cuda_context_bytes"] == 734_003_200
+
+
+# --------------------------------------------------------------------------------------------- sources and input
+
+CITED = {
+    "Rajbhandari et al. 2020, ZeRO (arXiv:1910.02054)": "mixed-precision Adam = 2+2+12 bytes/param",
+    "microsoft/DeepSpeed deepspeed/runtime/zero/stage_1_and_2.py": "(docs/code-docs/source/memory.rst)",
+    "Korthikanti et al. 2022 (arXiv:2205.05198)": "full recompute keeps 2sbh",
+    "NVIDIA/Megatron-LM megatron/training/theoretical_memory_usage.py": "embeddings and output layer + cross-entropy",
+    "The peak is the larger of two moments": "gradients grow as activations are freed.",
+    "Dao et al. 2022, FlashAttention (arXiv:2205.14135)": "only O(s) statistics",
+    "Hugging Face LlamaRMSNorm": "(NORM_EXTRA_COEFFICIENT)",
+    "torch.autocast caches a bf16 copy": "(torch.utils.checkpoint) keeps no copy",
+    "CUDA context: ~700 MiB measured (discuss.pytorch.org/t/73021, /t/81330)": "an order of magnitude",
+    "allocator fragmentation margin": "not a published figure",
+    "PyTorch DDP (torch.nn.parallel.DistributedDataParallel": "'the saved memory size will be equal to the total "
+                                                             "gradients size'",
+    "PyTorch FSDP prefetches the next unit's all-gather": "one more layer unsharded in 16 bits",
+    "Shazeer & Stern 2018, Adafactor (arXiv:1804.04235)": "rows + columns per matrix",
+    "torch.optim.SGD": "in the parameter's dtype",
+    "DeepSpeed ZeRO-Offload / ZeRO-Infinity (arXiv:2101.06840, arXiv:2104.07857)": "live in CPU memory",
+}
+
+
+def _cited(sources) -> set[str]:
+    """Which works the sources name; each source must begin with the work and end with its claim."""
+    named = set()
+    for source in sources:
+        work = next(work for work in CITED if source.startswith(work))
+        assert source.endswith(CITED[work]), source
+        named.add(work)
+    return named
+
+
+def test_every_term_names_its_source():
+    """Llama-2 7B under PyTorch AMP and DDP on 8 GPUs: ZeRO's 16 bytes, Korthikanti's and Megatron's activations, the
+    two moments, flash attention, the fp32 norms, autocast's copies, the CUDA context, DDP's buckets, the margin; GPT-2
+    small in bf16 with SGD under ZeRO-2 offload: ZeRO, DeepSpeed, SGD's momentum, the offload; with Adafactor under
+    FSDP: Adafactor and FSDP's prefetch."""
+    llama = TrainSetup(shape=PRESETS["llama2-7b"], seq=4096, micro_batch=1, precision="amp-bf16")
+    assert _cited(memory_per_gpu(llama, Strategy(name="ddp", dp=8)).sources) == {
+        "Rajbhandari et al. 2020, ZeRO (arXiv:1910.02054)", "Korthikanti et al. 2022 (arXiv:2205.05198)",
+        "NVIDIA/Megatron-LM megatron/training/theoretical_memory_usage.py", "The peak is the larger of two moments",
+        "Dao et al. 2022, FlashAttention (arXiv:2205.14135)", "Hugging Face LlamaRMSNorm",
+        "torch.autocast caches a bf16 copy", "CUDA context: ~700 MiB measured (discuss.pytorch.org/t/73021, /t/81330)",
+        "PyTorch DDP (torch.nn.parallel.DistributedDataParallel", "allocator fragmentation margin"}
+    sgd = TrainSetup(shape=PRESETS["gpt2-small"], seq=1024, micro_batch=1, precision="bf16", optimizer="sgd")
+    named = _cited(memory_per_gpu(sgd, Strategy(name="zero2+offload", dp=8, zero=2, offload="optimizer")).sources)
+    assert {"microsoft/DeepSpeed deepspeed/runtime/zero/stage_1_and_2.py", "torch.optim.SGD",
+            "DeepSpeed ZeRO-Offload / ZeRO-Infinity (arXiv:2101.06840, arXiv:2104.07857)"} <= named
+    adafactor = TrainSetup(shape=PRESETS["gpt2-small"], seq=1024, micro_batch=1, optimizer="adafactor")
+    named = _cited(memory_per_gpu(adafactor, Strategy(name="fsdp", dp=8, zero=3)).sources)
+    assert {"Shazeer & Stern 2018, Adafactor (arXiv:1804.04235)",
+            "PyTorch FSDP prefetches the next unit's all-gather"} <= named
+
+
+def test_a_setup_outside_the_choices_is_refused_naming_the_option_and_the_choices():
+    shape = PRESETS["gpt2-small"]
+    for option, value, choices in (("precision", "fp8", "amp-bf16, bf16, fp32"),
+                                   ("optimizer", "lion", "adamw, sgd, adafactor"),
+                                   ("recompute", "some", "none, selective, full"),
+                                   ("attention", "sdpa", "flash, eager")):
+        with pytest.raises(ValueError) as refused:
+            TrainSetup(shape=shape, seq=1024, micro_batch=1, **{option: value})
+        assert str(refused.value) == f"--{option} {value!r}: one of {choices}"
+    assert TrainSetup(shape=shape, seq=1024, micro_batch=1).dropout is False
