@@ -166,3 +166,99 @@ def test_a_setup_outside_the_choices_is_refused_naming_the_option_and_the_choice
             TrainSetup(shape=shape, seq=1024, micro_batch=1, **{option: value})
         assert str(refused.value) == f"--{option} {value!r}: one of {choices}"
     assert TrainSetup(shape=shape, seq=1024, micro_batch=1).dropout is False
+
+
+# ------------------------------------------------------------------------------------ the pieces of the memory model
+
+def test_the_largest_layer_deepspeed_gathers_is_the_widest_module():
+    """DeepSpeed's ZeRO-3 gathers the largest module (`4 × largest_layer_params`): for the published models the token
+    embedding; for shapes with a small vocabulary the widest linear layer, with its bias where it has one. GPT-2
+    shapes (HF Conv1D layers with biases):
+      h 64, vocab 256 ('tiny'): MLP c_fc 64×256 + 256 = 16,640 > embedding 256×64 = 16,384 = positions 256×64;
+      h 512, vocab 1000, ffn 1024, 8,192 positions: position table 8,192×512 = 4,194,304 > c_attn 512×1536 + 1536 =
+        787,968;
+      h 512, vocab 1000, ffn 1024, 1,024 positions: c_attn 512×(512 + 1024) + 1536 = 787,968 > c_fc 512×1024 + 1024
+        = 525,312 > c_proj 512×512 + 512 = 262,656.
+    A LLaMA shape (no biases) h 1024, vocab 1000, ffn 4096: gate/up 1024×4096 = 4,194,304; with ffn 512 the
+    attention's q/o projections, 1024×1024 = 1,048,576, beat the embedding's 1,024,000."""
+    from gpuready.shapes import ModelShape
+    from gpuready.verbs.plan.memory import largest_layer_parameters
+    assert largest_layer_parameters(PRESETS["tiny"]) == 16_640
+    assert largest_layer_parameters(PRESETS["llama2-7b"]) == 32000 * 4096
+    gpt2 = dict(layers=2, hidden=512, heads=8, vocab=1000, ffn_hidden=1024)
+    assert largest_layer_parameters(ModelShape(**gpt2, max_positions=8192)) == 4_194_304
+    assert largest_layer_parameters(ModelShape(**gpt2, max_positions=1024)) == 787_968
+    llama = dict(family="llama", layers=2, hidden=1024, heads=16, vocab=1000)
+    assert largest_layer_parameters(ModelShape(**llama, ffn_hidden=4096)) == 4_194_304
+    assert largest_layer_parameters(ModelShape(**llama, ffn_hidden=512)) == 1_048_576
+
+
+def test_parameters_on_the_most_loaded_pipeline_stage():
+    """Megatron-LM's theoretical_memory_usage: (blocks/PP + embeddings)/TP on the first stage. GPT-2 small (HF: each
+    block 7,087,872 parameters) on PP = 2: 6 blocks = 42,527,232, the token table 50,257 × 768 = 38,597,376 and the
+    position table 1,024 × 768 = 786,432: 81,911,040; with no split, all 124,439,808. Llama-2 7B (each block
+    4·4096² + 3·4096·11,008 + 2·4096 = 202,383,360) on PP = 2: 16 blocks = 3,238,133,760 + the token table 32,000 ×
+    4096 = 131,072,000 (no position table: RoPE): 3,369,205,760."""
+    from gpuready.verbs.plan.memory import stage_parameters
+    assert stage_parameters(PRESETS["gpt2-small"]) == GPT2_SMALL
+    assert stage_parameters(PRESETS["gpt2-small"], pp=2) == 81_911_040
+    assert stage_parameters(PRESETS["llama2-7b"], pp=2) == 3_369_205_760
+
+
+def test_deepspeeds_estimator_on_one_gpu_and_on_two_nodes():
+    """memory.rst: ZeRO-2 on one GPU holds 2P + 18P/1 = 20 bytes per parameter: 20 GB for 1e9 parameters; ZeRO-3 of
+    the T5-3B example (2,851e6 parameters, largest layer 32e6) on 8 GPUs is 6.09 GiB per GPU whether the 8 are one
+    node or 4 × 2 nodes (N = GPUs per node × nodes)."""
+    from gpuready.verbs.plan.memory import deepspeed_model_states
+    assert deepspeed_model_states(1e9, 0, stage=2) == 20_000_000_000
+    two_nodes = deepspeed_model_states(2851e6, 32e6, stage=3, gpus_per_node=4, nodes=2)
+    assert two_nodes == deepspeed_model_states(2851e6, 32e6, stage=3, gpus_per_node=8)
+    assert round(two_nodes / 2**30, 2) == 6.09
+    with pytest.raises(ValueError) as refused:
+        deepspeed_model_states(1e9, 0, stage=1)
+    assert str(refused.value) == "DeepSpeed's estimators cover ZeRO-2 and ZeRO-3"
+
+
+def test_the_peak_is_the_larger_of_the_two_moments():
+    """A breakdown by hand: weights 100, optimizer 300, other 50 live throughout. Start of backward: activations 80;
+    end: gradients 40 + working 60 = 100 > 80: the end is the peak, 100 + 300 + 50 + 100 = 550. With working 40:
+    40 + 40 = 80, not above the 80 of activations: the start, 530. Without a working figure (0): gradients 90 alone
+    beat activations 80: 540. `allocated` leaves out the CUDA context and the fragmentation margin where the terms
+    hold them."""
+    from gpuready.verbs.plan.memory import MemoryBreakdown
+    end = MemoryBreakdown(parameters=100, gradients=40, optimizer=300, activations=80, other=50, backward_working=60)
+    assert (end.peak_phase, end.total, end.allocated) == ("backward_end", 550, 550)
+    start = MemoryBreakdown(parameters=100, gradients=40, optimizer=300, activations=80, other=50, backward_working=40)
+    assert (start.peak_phase, start.total) == ("backward_start", 530)
+    plain = MemoryBreakdown(parameters=100, gradients=90, optimizer=300, activations=80, other=50)
+    assert (plain.peak_phase, plain.total, plain.terms, plain.sources) == ("backward_end", 540, {}, ())
+    held = MemoryBreakdown(parameters=100, gradients=40, optimizer=300, activations=80, other=50, backward_working=60,
+                           terms={"cuda_context_bytes": 30, "fragmentation_margin_bytes": 7})
+    assert held.allocated == 550 - 30 - 7
+
+
+def test_setups_and_strategies_are_keyword_only_values_checked_on_creation():
+    """seq and micro-batch at least 1; dp, tp, pp at least 1, ZeRO 0-3, a known offload; both frozen, keyword-only."""
+    import dataclasses
+    shape = PRESETS["gpt2-small"]
+    assert TrainSetup(shape=shape, seq=1, micro_batch=1).seq == 1
+    for seq, micro in ((0, 1), (1, 0)):
+        with pytest.raises(ValueError) as refused:
+            TrainSetup(shape=shape, seq=seq, micro_batch=micro)
+        assert str(refused.value) == "--seq and --micro-batch must be at least 1"
+    for bad in (dict(dp=0), dict(dp=2, tp=0), dict(dp=2, pp=0), dict(dp=2, zero=4), dict(dp=2, offload="disk")):
+        with pytest.raises(ValueError) as refused:
+            Strategy(name="odd", **bad)
+        assert str(refused.value) == ("strategy 'odd': dp, tp, pp >= 1, zero in 0..3, offload in ('none', "
+                                      "'optimizer', 'optimizer+params')")
+    from gpuready.verbs.plan.memory import MemoryBreakdown
+    for positional in (lambda: Strategy("ddp", 8), lambda: TrainSetup(shape, 1, 1),
+                       lambda: MemoryBreakdown(1, 2, 3, 4, 5)):
+        with pytest.raises(TypeError):
+            positional()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        MemoryBreakdown(parameters=1, gradients=2, optimizer=3, activations=4, other=5).other = 6  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Strategy(name="ddp", dp=8).dp = 4  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TrainSetup(shape=shape, seq=1, micro_batch=1).seq = 2  # type: ignore[misc]
