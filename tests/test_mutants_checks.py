@@ -862,3 +862,41 @@ def test_more_than_four_root_ports_are_cut_after_four():
         "root ports anyway.")
     assert finding.observed == {"root_ports_redirecting": ["0000:00:01.1", "0000:20:03.1", "0000:40:01.1",
                                                            "0000:60:01.1", "0000:80:01.1"]}
+
+
+def test_a_port_that_names_itself_as_the_source_is_a_port():
+    """The first line of dmesg-aer-returnn-fatal.txt alone: root port 0000:00:03.0 says `Multiple Uncorrected (Fatal)
+    error received: 0000:00:03.0`, itself: with no lspci it is a port a GPU may sit below."""
+    line = next(line for line in (PCIE_POWER / "dmesg-aer-returnn-fatal.txt").read_text().splitlines()
+                if "error received" in line)
+    finding = _only(_aer(line + "\n", [GpuFacts(index=0, bus_id="0000:03:00.0")]))
+    assert finding.observed == {"port": "0000:00:03.0", "errors": 1, "severity": "uncorrected"}
+
+
+def test_a_device_printing_its_own_bus_error_is_not_a_port():
+    """dmesg-aer-nvme-uncorrected.txt without lspci: the drive's own `nvme 0000:42:00.0: … PCIe Bus Error` line is the
+    device's, not a port's (only `pcieport` prints a port's): an unknown device, not a port a GPU may sit below."""
+    finding = _only(_aer((PCIE_POWER / "dmesg-aer-nvme-uncorrected.txt").read_text(), _box_4090()))
+    assert finding.message.startswith("1 uncorrected PCIe AER error(s) on device 0000:42:00.0, which is not a GPU "
+                                      "this run knows; last: ")
+
+
+def test_every_source_of_errors_is_reported():
+    """The NVMe drive's uncorrected error (42:00.0, in the lspci) and, in the same log, one corrected error on GPU4
+    (0000:81:00.0) and one on GPU0 (0000:01:00.0): three findings, by address."""
+    log = ("[  10.1] pcieport 0000:00:01.1: AER: Corrected error received: 0000:01:00.0\n"
+           + (PCIE_POWER / "dmesg-aer-nvme-uncorrected.txt").read_text()
+           + "\n[ 9100.1] pcieport 0000:80:01.1: AER: Corrected error received: 0000:81:00.0\n")
+    found = _aer(log, _box_4090(), LSPCI_4090.read_text())
+    assert [(f.status, f.subject.gpu.index if f.subject.gpu else f.observed["device"]) for f in found] == [
+        (Status.WARN, 0), (Status.WARN, "0000:42:00.0"), (Status.WARN, 4)]
+
+
+def test_a_long_product_name_is_cut_at_80_characters():
+    """The drive of the 4090 lspci renamed to an 84-character product: its first 80 characters are quoted."""
+    product = "Intel Corporation Xeon E7 v4/Xeon E5 v4/Xeon E3 v4/Xeon D PCI Express Storage Port 2"
+    assert len(product) == 84
+    lspci = LSPCI_4090.read_text().replace(
+        "Samsung Electronics Co Ltd NVMe SSD Controller PM173X (prog-if 02 [NVM Express])", product)
+    finding = _only(_aer((PCIE_POWER / "dmesg-aer-nvme-uncorrected.txt").read_text(), _box_4090(), lspci))
+    assert f"0000:42:00.0 ({product[:80]}): a NIC or NVMe drive" in finding.message
