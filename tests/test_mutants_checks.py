@@ -900,3 +900,29 @@ def test_a_long_product_name_is_cut_at_80_characters():
         "Samsung Electronics Co Ltd NVMe SSD Controller PM173X (prog-if 02 [NVM Express])", product)
     finding = _only(_aer((PCIE_POWER / "dmesg-aer-nvme-uncorrected.txt").read_text(), _box_4090(), lspci))
     assert f"0000:42:00.0 ({product[:80]}): a NIC or NVMe drive" in finding.message
+
+
+def test_cuda_stopping_a_job_on_an_uncorrectable_ecc_error_fails_whatever_the_counters():
+    """kohya-ss/sd-scripts#1434 (tests/fixtures/cases/uncorrectable-ecc-2xh100-kohya-1434/train.log): two lines say
+    `CUDA error: uncorrectable ECC error encountered` (the rank and its NCCL watchdog): a fail quoting the last one,
+    even with clean counters."""
+    log = (Path(__file__).parent / "fixtures" / "cases" / "uncorrectable-ecc-2xh100-kohya-1434" / "train.log").read_text()
+    lines = [line for line in log.splitlines() if "uncorrectable ECC error encountered" in line]
+    assert len(lines) == 2
+    clean = GpuFacts(index=0, bus_id="0000:19:00.0", ecc_uncorrected_volatile=0, ecc_uncorrected_aggregate=0)
+    finding = _only(_health(log, "health.ecc_uncorrected", gpus=[clean]))
+    assert (finding.status, finding.observed, finding.expected) == (Status.FAIL, lines[1][:200],
+                                                                    "no uncorrectable ECC error")
+    assert finding.message.startswith("CUDA stopped a job with 'uncorrectable ECC error encountered' (2 line(s)): ")
+    assert finding.refs[0].startswith("NVIDIA Xid catalog (48 DBE, 94/95")
+
+
+def test_an_uncontained_memory_error_alone_stands_for_missing_counters():
+    """One Xid 95 line (uncontained ECC; no public log has one, so it is written in the layout of the recorded Xid 94
+    line of xid48-63-94-dmesg.txt) on GPU0 without counters: an uncorrectable error since the driver load."""
+    log = ("2024-11-15T12:02:03,638794+00:00 NVRM: Xid (PCI:0000:19:00): 95, pid=1248209, name=python3.10, "
+           "Uncontained: FBHUB. RST: Yes, D-RST: No\n")
+    finding = _only(_health(log, "health.ecc_uncorrected"))
+    assert (finding.status, finding.observed) == (Status.FAIL, {
+        "kernel_log": "Xid 95 ×1, last at 2024-11-15T12:02:03,638794+00:00", "counters": None})
+    assert finding.expected == "no uncorrectable error"
