@@ -262,3 +262,62 @@ def test_setups_and_strategies_are_keyword_only_values_checked_on_creation():
         Strategy(name="ddp", dp=8).dp = 4  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         TrainSetup(shape=shape, seq=1, micro_batch=1).seq = 2  # type: ignore[misc]
+
+
+# -------------------------------------------------------------------------------------- model states by optimizer
+
+def test_pytorch_amp_and_fp32_keep_fp32_weights_and_gradients():
+    """PyTorch AMP (torch.autocast over an fp32 model) and plain fp32 under DDP: fp32 weights 4Ψ, fp32 gradients 4Ψ,
+    AdamW's two fp32 moments 8Ψ: 16 bytes per parameter as ZeRO's 2 + 2 + 12, split differently. GPT-2 small:
+    497,759,232 / 497,759,232 / 995,518,464."""
+    for precision in ("amp-bf16", "fp32"):
+        assert _states(precision, Strategy(name="ddp", dp=8)) == (497_759_232, 497_759_232, 995_518_464)
+
+
+def test_sgd_keeps_one_momentum_buffer():
+    """torch.optim.SGD with momentum: one buffer per parameter in the parameter's dtype. GPT-2 small under DDP:
+    fp32 weights (AMP) → 4Ψ = 497,759,232; pure bf16 → 2Ψ = 248,879,616."""
+    assert _states("amp-bf16", Strategy(name="ddp", dp=8), optimizer="sgd")[2] == 497_759_232
+    assert _states("bf16", Strategy(name="ddp", dp=8), optimizer="sgd")[2] == 248_879_616
+
+
+def test_adafactor_factors_the_second_moment_of_each_matrix():
+    """Shazeer & Stern 2018 (arXiv:1804.04235): an n×m matrix keeps n + m second-moment statistics, a vector its own
+    size, no first moment. GPT-2 small (h 768, ffn 3072, 12 heads of 64):
+      per block: q/k/v and output projections 4 × (768 + 768) = 6,144, MLP (768 + 3072) × 2 = 7,680: 13,824 factored;
+        the block's 7,087,872 parameters less its matrices (4 × 768² + 2 × 768 × 3072 = 7,077,888) leave 9,984 in
+        vectors (biases, norms): 23,808 per block, × 12 = 285,696;
+      the tied token table 50,257 × 768: 50,257 + 768 = 51,025.
+    336,721 fp32 statistics, 4 bytes each, under PyTorch AMP and DDP (no master copy): 1,346,884."""
+    assert _states("amp-bf16", Strategy(name="ddp", dp=8), optimizer="adafactor")[2] == 1_346_884
+
+
+def test_adafactor_counts_an_untied_head_apart():
+    """Llama-2 7B (h 4096, ffn 11008, untied head): per block q, k, v, o 4 × 8,192 = 32,768 and gate, up, down
+    3 × (4,096 + 11,008) = 45,312: 78,080; the block's 202,383,360 parameters less its matrices (4 × 4096² +
+    3 × 4096 × 11008 = 202,375,168) leave its two RMSNorm weights, 8,192: 86,272 per block, × 32 = 2,760,704; the
+    token table and the head (32,000 + 4,096) × 2 = 72,192: 2,832,896 statistics, × 4 bytes (PyTorch AMP, DDP) =
+    11,331,584; on a pipeline of 2 the first stage holds 16 blocks and only the token table: 1,380,352 + 36,096 =
+    1,416,448, × 4 = 5,665,792."""
+    assert _states("amp-bf16", Strategy(name="ddp", dp=8), "llama2-7b", "adafactor")[2] == 11_331_584
+    assert _states("amp-bf16", Strategy(name="pp", dp=1, pp=2), "llama2-7b", "adafactor")[2] == 5_665_792
+
+
+def test_what_offload_moves_to_the_cpu():
+    """ZeRO-2 with the optimizer offloaded (DeepSpeed ZeRO-Offload): the GPU keeps the 16-bit weights 2Ψ, the CPU the
+    fp32 master and Adam's moments (12Ψ), the 16-bit gradients (2Ψ) and their fp32 copy (4Ψ): 18Ψ = 2,239,916,544 for
+    GPT-2 small. ZeRO-3 (FSDP) offloading the optimizer moves 12Ψ + the fp32 gradients 4Ψ = 16Ψ = 1,991,036,928;
+    offloading parameters too adds the 16-bit weights and gradients: 2 + 2 + 4 + 12 = 20Ψ = 2,488,796,160. The layer
+    ZeRO-3 gathers is the token table 50,257 × 768 = 38,597,376 parameters, × 4 bytes (16-bit weights and gradients,
+    DeepSpeed's `4 * largest_layer_params`) = 154,389,504; split over TP = 2, 77,194,752."""
+    def terms(strategy):
+        setup = TrainSetup(shape=PRESETS["gpt2-small"], seq=1024, micro_batch=1)
+        return memory_per_gpu(setup, strategy).terms
+    zero2 = terms(Strategy(name="zero2+offload", dp=8, zero=2, offload="optimizer"))
+    assert zero2["optimizer_offloaded_to_cpu_bytes"] == 18 * GPT2_SMALL == 2_239_916_544
+    fsdp = terms(Strategy(name="fsdp+offload-optimizer", dp=8, zero=3, offload="optimizer"))
+    assert fsdp["optimizer_offloaded_to_cpu_bytes"] == 16 * GPT2_SMALL == 1_991_036_928
+    everything = terms(Strategy(name="fsdp+offload", dp=8, zero=3, offload="optimizer+params"))
+    assert everything["offloaded_to_cpu_bytes"] == 20 * GPT2_SMALL == 2_488_796_160
+    assert fsdp["zero3_gathered_layer_bytes"] == 154_389_504
+    assert terms(Strategy(name="fsdp-tp2", dp=4, tp=2, zero=3))["zero3_gathered_layer_bytes"] == 77_194_752
