@@ -926,3 +926,50 @@ def test_an_uncontained_memory_error_alone_stands_for_missing_counters():
     assert (finding.status, finding.observed) == (Status.FAIL, {
         "kernel_log": "Xid 95 ×1, last at 2024-11-15T12:02:03,638794+00:00", "counters": None})
     assert finding.expected == "no uncorrectable error"
+
+
+XID63_LINE = ("NVRM: Xid (PCI:0000:19:00): 63, pid='<unknown>', name=<unknown>, Row Remapper: New row (0x00000012bac1c3e0) "
+              "marked for remapping, reset gpu to activate.")
+"""The Xid 63 line of xid48-63-94-dmesg.txt without its wall clock (given a kernel stamp where a test needs one)."""
+XID64_LINE = ("NVRM: Xid (PCI:0000:19:00): 64, pid='<unknown>', name=<unknown>, Row Remapper Error: failed to remap row "
+              "0x00000012bac1c3e0")
+"""An Xid 64 (remap failure) in the recorded Xid lines' layout: no public log has one (tests/fixtures/public/README.md)."""
+
+
+def test_row_remap_evidence_in_the_kernel_log_says_when():
+    """The Xid 63 line stamped 6,781,741.5 s after boot, read at an uptime of 6,781,800 s: pending, last 58 s ago
+    (58.5 s); an Xid 64 likewise: a failed remap, which no later reset undoes."""
+    pending = _only(_health(f"[6781741.500000] {XID63_LINE}\n", "health.row_remap_pending", uptime_s=6781800.0))
+    assert (pending.status, pending.expected) == (Status.FAIL, "No")
+    assert pending.observed == {"kernel_log": "Xid 63 ×1, last 58 s ago (kernel time 6,781,742 s, uptime 6,781,800 s)",
+                                "pending": None}
+    log = f"[6781741.500000] {XID64_LINE}\n"
+    failed = _only(_health(log, "health.row_remap_failure", uptime_s=6781800.0))
+    assert (failed.status, failed.expected) == (Status.FAIL, "no Xid 64")
+    assert failed.observed == {"kernel_log": "Xid 64 ×1, last 58 s ago (kernel time 6,781,742 s, uptime 6,781,800 s)",
+                               "failure": None}
+    assert failed.refs == [REMAP_REF, pending.refs[1]]
+    reloaded = log + "[6781790.000000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 2024\n"
+    assert _only(_health(reloaded, "health.row_remap_failure", uptime_s=6781800.0)).status == Status.FAIL
+
+
+def test_remap_counters_outrank_the_kernel_log():
+    """A GPU whose row remapper reports no failure is not failed by an Xid 64 line; one that reports a failure fails
+    whatever the log says."""
+    log = f"[6781741.500000] {XID64_LINE}\n"
+    fine = GpuFacts(index=0, bus_id="0000:19:00.0", remap_failure=False, remap_pending=False)
+    assert _only(_health(log, "health.row_remap_failure", gpus=[fine])).status == Status.PASS
+    broken = GpuFacts(index=0, bus_id="0000:19:00.0", remap_failure=True, remap_pending=False)
+    finding = _only(_health("", "health.row_remap_failure", gpus=[broken]))
+    assert (finding.status, finding.observed, finding.expected, finding.refs) == (
+        Status.FAIL, "Remapping Failure Occurred: Yes", "No", [REMAP_REF])
+    assert finding.message == "GPU0 failed to remap a memory row: it has run out of spare rows."
+
+
+def test_a_gpu_reporting_only_double_bit_retirements_is_judged():
+    """A pre-Ampere GPU that reports 20 double-bit retired pages and no single-bit figure, beside an Ampere GPU that
+    remaps rows: the 20 are above DCGM's soft limit of 15: a warning, not 'page retirement not used'."""
+    gpus = [GpuFacts(index=0, bus_id="0000:01:00.0", retired_pages_dbe=20),
+            GpuFacts(index=1, bus_id="0000:02:00.0", remap_pending=False)]
+    finding = _only(run_checks(Facts(gpus=gpus), only=["health.retired_pages"]))
+    assert (finding.status, finding.message) == (Status.WARN, "GPU0 has retired 20 pages (DCGM's soft limit is 15).")
