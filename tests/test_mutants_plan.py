@@ -321,3 +321,47 @@ def test_what_offload_moves_to_the_cpu():
     assert everything["offloaded_to_cpu_bytes"] == 20 * GPT2_SMALL == 2_488_796_160
     assert fsdp["zero3_gathered_layer_bytes"] == 154_389_504
     assert terms(Strategy(name="fsdp-tp2", dp=4, tp=2, zero=3))["zero3_gathered_layer_bytes"] == 77_194_752
+
+
+# ------------------------------------------------------------------------ activations on a TP × PP grid, by hand
+
+def _grid(precision: str, recompute: str, attention: str, zero: int):
+    """GPT-2 small, s = 1024, micro-batch 2, on TP = 2 × PP = 2 × DP = 2."""
+    setup = TrainSetup(shape=PRESETS["gpt2-small"], seq=1024, micro_batch=2, precision=precision, recompute=recompute,
+                       attention=attention)
+    return memory_per_gpu(setup, Strategy(name="tp=2×pp=2×dp=2", dp=2, tp=2, pp=2, zero=zero))
+
+
+def test_activations_on_a_tp_pp_grid_eager_attention():
+    """s = 1024, b = 2, h = 768, a = 12, vocabulary 50,257, L = 12, bf16, no dropout; sbh = 1,572,864.
+    Korthikanti et al. 2022 with TP + sequence parallelism, per layer sbh(32 + 5as/h)/t: 5·12·1024/768 = 80, so
+    1,572,864 × 112 / 2 = 88,080,384. Megatron's 1F1B: the first stage holds PP micro-batches of L/PP layers:
+    6 × 2 = 12 layers' worth, 1,056,964,608; of which the s×s scores 5as²b/t per layer: 62,914,560 × 12 =
+    754,974,720. The embeddings' output and GPT-2's embedding dropout mask 3·sbh/t, × PP = 2 micro-batches:
+    4,718,592. The loss (12 bytes per logit, vocabulary-parallel) on the last stage: 1024·2·50,257·12 / 2 =
+    617,558,016. First stage 1,056,964,608 + 4,718,592 = 1,061,683,200; last stage 6 × 88,080,384 + 617,558,016 =
+    1,146,040,320: the last is the most loaded. The end of backward holds one layer's working set: 88,080,384."""
+    grid = _grid("bf16", "none", "eager", 1)
+    assert grid.terms["layer_activations_bytes"] == 1_056_964_608
+    assert grid.terms["attention_scores_bytes"] == 754_974_720
+    assert grid.terms["embedding_activations_bytes"] == 4_718_592
+    assert grid.terms["cross_entropy_bytes"] == 617_558_016
+    assert (grid.activations, grid.backward_working) == (1_146_040_320, 88_080_384)
+    assert "autocast_weight_copies_bytes" not in grid.terms
+
+
+def test_recompute_on_the_grid():
+    """Selective recompute drops the 5as/h scores: 32 × 1,572,864 / 2 × 12 = 301,989,888. Full recompute keeps each
+    layer's input, the residual stream: 2 bytes in bf16, 1,572,864 / 2 × 2 × 12 = 18,874,368; fp32 under PyTorch
+    AMP (autocast, DDP replicas): 4 bytes, 37,748,736. Under AMP autocast keeps bf16 copies of the weights it casts:
+    with full recompute only the head's (tied: the token table 50,257 × 768, over TP 2, 2 bytes) 38,597,376; without,
+    every weight of the stage (81,911,040 on the first of PP 2 (6 blocks + tables), over TP 2, 2 bytes) 81,911,040.
+    The layer recomputed last holds its full working set, with LayerNorm's fp32 input under autocast (+4·sbh):
+    (32 + 4) × 1,572,864 / 2 = 28,311,552."""
+    assert _grid("bf16", "selective", "eager", 1).terms["layer_activations_bytes"] == 301_989_888
+    assert _grid("bf16", "full", "flash", 1).terms["layer_activations_bytes"] == 18_874_368
+    amp_full = _grid("amp-bf16", "full", "flash", 0)
+    assert amp_full.terms["layer_activations_bytes"] == 37_748_736
+    assert amp_full.terms["autocast_weight_copies_bytes"] == 38_597_376
+    assert amp_full.terms["backward_layer_working_set_bytes"] == 28_311_552
+    assert _grid("amp-bf16", "none", "flash", 0).terms["autocast_weight_copies_bytes"] == 81_911_040
