@@ -365,3 +365,21 @@ def test_recompute_on_the_grid():
     assert amp_full.terms["autocast_weight_copies_bytes"] == 38_597_376
     assert amp_full.terms["backward_layer_working_set_bytes"] == 28_311_552
     assert _grid("amp-bf16", "none", "flash", 0).terms["autocast_weight_copies_bytes"] == 81_911_040
+
+
+def test_ddp_buckets_and_fsdp_prefetch():
+    """PyTorch DDP (gradient_as_bucket_view=False) copies every gradient into its buckets: on 2 replicas of GPT-2
+    small under AMP the buckets hold the 4Ψ fp32 gradients, 497,759,232, held at the end of backward beside the
+    gradients; one GPU has no DDP. FSDP prefetches the next unit in 16 bits: one block of 7,087,872 parameters,
+    2 bytes each: 14,175,744 (fp32: 4 bytes, 28,351,488; over TP 2: 7,087,872)."""
+    def breakdown(precision, **strategy):
+        setup = TrainSetup(shape=PRESETS["gpt2-small"], seq=1024, micro_batch=1, precision=precision)
+        return memory_per_gpu(setup, Strategy(name="s", **strategy))
+    ddp = breakdown("amp-bf16", dp=2)
+    assert ddp.terms["ddp_gradient_buckets_bytes"] == 497_759_232
+    assert ddp.backward_working == ddp.terms["backward_layer_working_set_bytes"] + 497_759_232
+    assert "ddp_gradient_buckets_bytes" not in breakdown("amp-bf16", dp=1).terms
+    assert "ddp_gradient_buckets_bytes" not in breakdown("amp-bf16", dp=2, zero=1).terms
+    assert breakdown("bf16", dp=8, zero=3).terms["fsdp_prefetch_bytes"] == 14_175_744
+    assert breakdown("fp32", dp=8, zero=3).terms["fsdp_prefetch_bytes"] == 28_351_488
+    assert breakdown("bf16", dp=4, tp=2, zero=3).terms["fsdp_prefetch_bytes"] == 7_087_872
