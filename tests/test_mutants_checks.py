@@ -973,3 +973,24 @@ def test_a_gpu_reporting_only_double_bit_retirements_is_judged():
             GpuFacts(index=1, bus_id="0000:02:00.0", remap_pending=False)]
     finding = _only(run_checks(Facts(gpus=gpus), only=["health.retired_pages"]))
     assert (finding.status, finding.message) == (Status.WARN, "GPU0 has retired 20 pages (DCGM's soft limit is 15).")
+
+
+def test_a_gpu_fallen_off_the_bus_without_an_address_is_an_unnamed_gpu():
+    """A driver line that says the GPU 'has fallen off the bus' without naming it (the generic form the kernel-log
+    reader accepts): Xid 79 on an unnamed GPU, not lowered as another container's (nothing names it)."""
+    finding = _only(_health("[   49.261458] NVRM: RmInitAdapter failed: the GPU has fallen off the bus.\n", "health.xid"))
+    assert (finding.status, finding.observed["outside_allocation"]) == (Status.FAIL, False)
+    assert finding.message.startswith("Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS on an unnamed GPU, 1×: ")
+
+
+def test_the_quoted_line_is_cut_at_200_characters_and_a_wall_clock_line_has_no_age():
+    """xid13-43-dmesg.txt (`dmesg -x --time-format iso`) ends with a 13 line longer than 200 characters: the finding
+    quotes its first 200. The log's times are wall clocks, so an uptime gives no age."""
+    log = (XID_LOGS / "xid13-43-dmesg.txt").read_text()
+    last = [line for line in log.splitlines() if "): 13," in line][-1]
+    assert len(last) > 200
+    finding = _health(log, "health.xid", uptime_s=1000.0)[0]
+    assert finding.message.endswith(f"Last: {last[:200]}")
+    assert finding.observed["last_age_s"] is None
+    dbe = _health((XID_LOGS / "xid48-63-94-dmesg.txt").read_text(), "health.xid", uptime_s=1000.0)[0]
+    assert (dbe.observed["last"], dbe.observed["last_age_s"]) == ("at 2024-11-15T12:02:03,470068+00:00", None)
