@@ -450,3 +450,55 @@ def test_a_lasting_clock_step_not_explained_by_the_power_cap(last_mhz, capped, s
         assert finding.message == (f"SM clock median 1,500 → {last_mhz:,} MHz" + (
             " (swings under the power cap are normal)." if capped else "."))
 
+
+
+@pytest.mark.parametrize("error, cause", [
+    # CUDA runtime's cudaGetErrorString texts, as PyTorch raises them ("CUDA error: <text>")
+    ("RuntimeError: CUDA error: out of memory", "out_of_memory"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB", "out_of_memory"),
+    ("cudaErrorMemoryAllocation", "out_of_memory"),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "illegal_address"),
+    ("RuntimeError: CUDA error: misaligned address", "illegal_address"),
+    ("CUDA Exception: Warp Illegal Address", "illegal_address"),  # cuda-gdb's name for the fault
+    ("RuntimeError: CUDA error: unspecified launch failure", "launch_failure"),
+    ("RuntimeError: CUDA error: the launch timed out and was terminated", "launch_failure"),
+    ("RuntimeError: CUDA error: too many resources requested for launch", "launch_failure"),
+    ("RuntimeError: CUDA error: GPU has fallen off the bus", "device_lost"),
+    ("RuntimeError: device lost", "device_lost"),  # the classifier's own wording (VK_ERROR_DEVICE_LOST's)
+    ("RuntimeError: CUDA error: GPU is lost", "device_lost"),
+    ("RuntimeError: CUDA error: no CUDA-capable device is detected", "device_lost"),
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "device_lost"),  # kohya-ss/sd-scripts#1434
+    ("GPU 0: double-bit ECC error", "device_lost"),
+    ("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", "device_lost"),
+    ("RuntimeError: CUDA error: device not ready", "device_lost"),
+    ("RuntimeError: CUDA error: unknown error", "device_lost"),
+    ("cudaErrorDevicesUnavailable", "device_lost"),
+    ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "other"),
+    ("", "other"),
+])
+def test_a_workers_exception_is_classified_by_its_cause(error, cause):
+    """Every pattern the classifier knows, in the texts CUDA (cudaGetErrorString) and PyTorch print where they have
+    one; anything else is `other`."""
+    from gpuready.verbs.burn.judge import classify_failure
+    assert classify_failure(error) == cause
+    assert classify_failure(error.upper()) == cause  # CUDA's and PyTorch's capitals do not matter
+
+
+def test_a_gpu_without_a_slowdown_figure_or_power_limit():
+    """A burned GPU built without its slowdown temperature or power limits (NVML gave none): the temperature is held
+    to the 90 °C rule of thumb, the expectation is not power-scaled and names no limit."""
+    gpu = _recorded_burn_gpu()
+    bare = BurnGpu(rank=gpu.rank, nvml_index=gpu.nvml_index, identity=gpu.identity, result=gpu.result)
+    found, judge = _replay(gpu=bare)
+    assert found["burn.temperature"][0].expected == "< 90 °C"
+    basis = next(m for m in judge.measurements if m.name == "burn_tflops_bf16").method["expected_basis"]
+    assert (basis["power_scale"], basis["default_power_limit_w"]) == (1.0, None)
+
+
+def test_no_throttle_reasons_in_the_window_is_no_throttling():
+    """Samples without clock-event reasons (a driver that does not report them): 0 % throttled, not 100 %."""
+    def edit(position, sample):
+        del sample["clock_event_reasons"]
+    found, _ = _replay(edit)
+    assert [(found[c][0].status, found[c][0].observed) for c in ("burn.throttle_thermal", "burn.throttle_hw")] == [
+        (Status.PASS, 0.0), (Status.PASS, 0.0)]
