@@ -383,3 +383,72 @@ def test_ddp_buckets_and_fsdp_prefetch():
     assert breakdown("bf16", dp=8, zero=3).terms["fsdp_prefetch_bytes"] == 14_175_744
     assert breakdown("fp32", dp=8, zero=3).terms["fsdp_prefetch_bytes"] == 28_351_488
     assert breakdown("bf16", dp=4, tp=2, zero=3).terms["fsdp_prefetch_bytes"] == 7_087_872
+
+
+# ---------------------------------------------------------------------------------------- strategies, step times
+
+def _machine(**changes):
+    """A described machine with round figures: 8 GPUs of 80 GB on one NVSwitch, 1,000 TFLOP/s dense bf16, an
+    all_reduce busbw of 100 GB/s inside the node."""
+    from gpuready.verbs.plan.machine import Machine
+    values = dict(gpu_name="round", gpus_per_node=8, memory_bytes_per_gpu=80 * 10**9, nvlink_domain=8,
+                  peak_tflops={"bf16": 1000.0}, intra_node_busbw_gb_per_s=100.0)
+    return Machine(**{**values, **changes})
+
+
+GPT2_BF16 = TrainSetup(shape=PRESETS["gpt2-small"], seq=1024, micro_batch=1, precision="bf16")
+LAYOUTS = [Strategy(name="ddp", dp=8), Strategy(name="fsdp", dp=8, zero=3),
+           Strategy(name="tp=2×dp=4", dp=4, tp=2, zero=1), Strategy(name="pp=2×dp=4", dp=4, pp=2, zero=1),
+           Strategy(name="zero2+offload", dp=8, zero=2, offload="optimizer")]
+
+
+def test_step_times_by_hand_on_a_round_machine():
+    """GPT-2 small (Ψ = 124,439,808; 12 blocks of 7,087,872; token table 50,257 × 768), s = 1024, micro-batch 1,
+    global batch 8: 8,192 tokens a step.
+    Compute: 6 × (12 × 7,087,872 + 50,257 × 768) + 12 × 12 × 1024 × 768 = 855,157,248 FLOP per token (Kaplan);
+      × 8,192 = 7.005448e12 FLOP over 8 GPUs at 0.80 × 1,000 TFLOP/s: 1.09460127744 ms.
+    nccl-tests' all_reduce: t = S × 2(n−1)/n / busbw.
+      DDP: 16-bit gradients 2Ψ = 248,879,616 B × 14/8 / 100e9 = 4.35539328 ms; step 5.44999455744 ms.
+      FSDP: 1.5 × that volume: 6.53308992 ms.
+      TP 2 × DP 4: gradients of half the model 124,439,808 B × 6/4 / 100e9 = 1.86659712 ms; per replica 2 micro-
+        batches, Megatron's 4 all-reduces a layer of 2·s·b·h = 1,572,864 B, × 2·1/2 / 100e9 = 15.72864 µs, × 4 × 12 ×
+        2 = 1.50994944 ms: 3.37654656 ms.
+      PP 2 × DP 4: the first stage's 81,911,040 parameters, 163,822,080 B × 6/4 / 100e9 = 2.4573312 ms, and 2 × 2
+        micro-batches × 1,572,864 B / 100e9 = 62.91456 µs: 2.52024576 ms; bubble (2−1)/2 = 0.5: step 1.5 × compute +
+        comm = 4.16214767616 ms.
+      ZeRO-2 offload: DDP's all-reduce, and over PCIe at 25 GB/s 2 × 2Ψ/8 = 62,219,904 B: 2.48879616 ms:
+        7.93879071744 ms."""
+    from gpuready.verbs.plan.strategy import plan_training
+    rows = {row.strategy.name: row for row in plan_training(GPT2_BF16, _machine(), 8, LAYOUTS)}
+    expected = {"ddp": (0.00435539328, 0.00544999455744), "fsdp": (0.00653308992, 0.00762769119744),
+                "tp=2×dp=4": (0.00337654656, 0.00447114783744), "pp=2×dp=4": (0.00252024576, 0.00416214767616),
+                "zero2+offload": (0.00435539328, 0.00793879071744)}
+    for name, (communication, step) in expected.items():
+        row = rows[name]
+        assert row.compute_s == pytest.approx(0.00109460127744, rel=1e-12), name
+        assert row.communication_s == pytest.approx(communication, rel=1e-12), name
+        assert row.step_time_s == pytest.approx(step, rel=1e-12), name
+        assert (row.fits, row.bottleneck) == (True, "communication")
+
+
+def test_layouts_ranked_simplest_among_the_near_best_then_by_step_offload_last():
+    """Best step 4.16 ms (PP 2 × DP 4); within 10 % (4.58 ms): TP 2 × DP 4 (4.47 ms), a TP layout, preferred to a
+    PP grid; then DDP 5.45 ms and FSDP 7.63 ms by their steps; offload after everything that fits without it."""
+    from gpuready.verbs.plan.strategy import plan_training
+    ranked = [row.strategy.name for row in plan_training(GPT2_BF16, _machine(), 8, LAYOUTS)]
+    assert ranked == ["tp=2×dp=4", "pp=2×dp=4", "ddp", "fsdp", "zero2+offload"]
+
+
+def test_the_reasons_a_plan_gives():
+    from gpuready.verbs.plan.strategy import plan_training
+    rows = {row.strategy.name: row for row in plan_training(GPT2_BF16, _machine(), 8, LAYOUTS)}
+    assert rows["pp=2×dp=4"].reasons == (
+        "fits: 1.9 of 80 GB per GPU", "PP=2 inside one node",
+        "pipeline bubble (PP−1)/m = 0.50 with 2 micro-batches per step",
+        "compute at 80% of the 1000 TFLOP/s bf16 peak (assumed; no measured figure)",
+        "compute and communication assumed not to overlap")
+    assert rows["fsdp"].reasons[1] == ("FSDP/ZeRO-3: ~1.5× the data-parallel volume (all-gather forward and backward, "
+                                       "reduce-scatter)")
+    assert rows["tp=2×dp=4"].reasons[1] == "TP=2 inside the NVLink domain of 8"
+    assert rows["zero2+offload"].reasons[1] == ("offload: only when nothing else fits (CPU Adam and PCIe transfers "
+                                                "every step)")
