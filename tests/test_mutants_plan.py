@@ -452,3 +452,63 @@ def test_the_reasons_a_plan_gives():
     assert rows["tp=2×dp=4"].reasons[1] == "TP=2 inside the NVLink domain of 8"
     assert rows["zero2+offload"].reasons[1] == ("offload: only when nothing else fits (CPU Adam and PCIe transfers "
                                                 "every step)")
+
+
+# ------------------------------------------------------------------------------------------------- batch and LR
+
+def test_a_batch_that_does_not_scale_to_a_whole_number():
+    """Goyal et al. 2017's linear rule for SGD with momentum ('SGD-Momentum' is that family): 100 on 3 GPUs → 4 GPUs
+    is 133.3, rounded down to 133 (said); factor 1.33, learning rate 0.001 × 1.33 = 0.00133 warmed up linearly over
+    Goyal's 5 epochs. 133 is prime: no whole per-GPU batch on 4 GPUs (said)."""
+    from gpuready.verbs.plan.batch import scale_batch
+    result = scale_batch(known_batch=100, known_lr=1e-3, known_gpus=3, new_gpus=4, optimizer="SGD-Momentum")
+    assert (result["rule"], result["new_global_batch"], result["batch_factor"]) == ("linear", 133, 1.33)
+    assert result["new_lr"] == pytest.approx(0.00133)
+    assert (result["micro_batch"], result["accumulation_steps"], result["divides"]) == (None, None, False)
+    assert result["notes"] == [
+        "100 x 4 / 3 is not a whole batch: rounded down.",
+        "The global batch 133 does not divide into 4 GPU(s) x a whole per-GPU batch x whole accumulation steps; change "
+        "the micro-batch or the GPU count, or accept a different global batch (and rescale the learning rate)."]
+    assert result["warmup"] == ("Warm up linearly from 0.001 to 0.00133 over about 5 epochs (Goyal et al.), then follow "
+                                "the original schedule.")
+
+
+def test_whole_batches_split_into_micro_batches_and_steps():
+    """64 on 8 GPUs kept: 8 a GPU, one step, learning rate and warm-up unchanged. 128 on 8 GPUs at micro-batch 16:
+    16 × 8 × 1 = 128, one accumulation step. 256 on 8 → 1 GPU (Adam: square root): 32 on the one GPU, a smaller
+    batch keeps its warm-up; 1/8 is exactly the trusted 8× extrapolation. 8 on 1 → 16 GPUs at micro-batch 4:
+    128 = 4 × 16 × 2, two steps; 16× is beyond 8×: verify with a short run."""
+    from gpuready.verbs.plan.batch import scale_batch
+    same = scale_batch(known_batch=64, known_lr=3e-4, known_gpus=8, new_gpus=8)
+    assert (same["micro_batch"], same["accumulation_steps"], same["lr_factor"]) == (8, 1, 1.0)
+    assert same["warmup"] == "The global batch is unchanged: keep the learning rate and the warm-up."
+    assert scale_batch(known_batch=128, known_lr=3e-4, known_gpus=8, new_gpus=8, micro_batch=16)[
+        "accumulation_steps"] == 1
+    smaller = scale_batch(known_batch=256, known_lr=3e-4, known_gpus=8, new_gpus=1)
+    assert (smaller["new_global_batch"], smaller["micro_batch"], smaller["verify"]) == (32, 32, False)
+    assert smaller["warmup"] == ("A smaller batch: keep the original warm-up (the rule gives a lower peak learning "
+                                 "rate).")
+    larger = scale_batch(known_batch=8, known_lr=3e-4, known_gpus=1, new_gpus=16, micro_batch=4)
+    assert (larger["new_global_batch"], larger["accumulation_steps"], larger["notes"]) == (128, 2, [])
+    assert larger["verify"] is True
+
+
+@pytest.mark.parametrize("bad, said", [
+    (dict(known_batch=True), "known_batch must be a positive whole number, not True"),
+    (dict(known_batch=2.0), "known_batch must be a positive whole number, not 2.0"),
+    (dict(known_gpus=0), "known_gpus must be a positive whole number, not 0"),
+    (dict(new_gpus=-1), "new_gpus must be a positive whole number, not -1"),
+    (dict(micro_batch=True), "micro_batch must be a positive whole number, not True"),
+    (dict(micro_batch=1.5), "micro_batch must be a positive whole number, not 1.5"),
+    (dict(known_lr=0.0), "known_lr must be a positive number, not 0.0"),
+    (dict(known_lr=float("inf")), "known_lr must be a positive number, not inf"),
+    (dict(known_lr=True), "known_lr must be a positive number, not True"),
+    (dict(known_lr="1e-3"), "known_lr must be a positive number, not '1e-3'"),
+    (dict(optimizer="lion"), "optimizer 'lion': no scaling rule known (known: sgd, sgd_momentum, momentum, nesterov, "
+                             "adam, adamw, rmsprop, adafactor, lamb)"),
+])
+def test_bad_batch_input_is_named(bad, said):
+    from gpuready.verbs.plan.batch import scale_batch
+    with pytest.raises(ValueError) as refused:
+        scale_batch(**{**dict(known_batch=256, known_lr=1e-3, known_gpus=1, new_gpus=8), **bad})
+    assert str(refused.value) == said
