@@ -512,3 +512,14 @@ def test_bad_batch_input_is_named(bad, said):
     with pytest.raises(ValueError) as refused:
         scale_batch(**{**dict(known_batch=256, known_lr=1e-3, known_gpus=1, new_gpus=8), **bad})
     assert str(refused.value) == said
+
+
+def test_a_micro_batch_larger_than_the_global_batch():
+    """Global batch 8 on one GPU at micro-batch 16: half a step; the nearest batch that works is one step of 16."""
+    from gpuready.verbs.plan.batch import scale_batch
+    result = scale_batch(known_batch=8, known_lr=1e-3, known_gpus=1, new_gpus=1, micro_batch=16)
+    assert result["accumulation_steps"] is None
+    assert result["notes"] == [
+        "The global batch 8 does not divide into 1 GPU(s) x micro-batch 16 x whole accumulation steps: the nearest "
+        "above is 16 (accumulation 1); change the micro-batch or the GPU count, or accept a different global batch "
+        "(and rescale the learning rate)."]
