@@ -290,6 +290,8 @@ def test_adafactor_factors_the_second_moment_of_each_matrix():
       the tied token table 50,257 × 768: 50,257 + 768 = 51,025.
     336,721 fp32 statistics, 4 bytes each, under PyTorch AMP and DDP (no master copy): 1,346,884."""
     assert _states("amp-bf16", Strategy(name="ddp", dp=8), optimizer="adafactor")[2] == 1_346_884
+    # TP 2 splits every statistic over the two ranks: 336,721 / 2 × 4 bytes = 673,442
+    assert _states("amp-bf16", Strategy(name="tp=2×dp=4", dp=4, tp=2), optimizer="adafactor")[2] == 673_442
 
 
 def test_adafactor_counts_an_untied_head_apart():
@@ -365,6 +367,14 @@ def test_recompute_on_the_grid():
     assert amp_full.terms["autocast_weight_copies_bytes"] == 38_597_376
     assert amp_full.terms["backward_layer_working_set_bytes"] == 28_311_552
     assert _grid("amp-bf16", "none", "flash", 0).terms["autocast_weight_copies_bytes"] == 81_911_040
+    assert _grid("fp32", "full", "flash", 1).terms["layer_activations_bytes"] == 37_748_736  # fp32: 4 bytes too
+
+
+def test_korthikantis_full_recompute_keeps_the_layer_input_split_over_tp():
+    """Korthikanti et al. 2022, Table 2: full recompute keeps 2sbh/t per layer; GPT-3 175B (h 12,288) at s = 2048,
+    b = 2, t = 8: 2 × 2048 × 2 × 12,288 / 8 = 12,582,912."""
+    from gpuready.verbs.plan.memory import korthikanti_layer_bytes
+    assert korthikanti_layer_bytes(2048, 2, 12288, 96, tp=8, recompute="full") == 12_582_912
 
 
 def test_ddp_buckets_and_fsdp_prefetch():
