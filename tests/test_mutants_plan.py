@@ -533,3 +533,84 @@ def test_a_micro_batch_larger_than_the_global_batch():
         "The global batch 8 does not divide into 1 GPU(s) x micro-batch 16 x whole accumulation steps: the nearest "
         "above is 16 (accumulation 1); change the micro-batch or the GPU count, or accept a different global batch "
         "(and rescale the learning rate)."]
+
+
+def _one(machine, strategy, setup=GPT2_BF16, global_batch=8):
+    from gpuready.verbs.plan.strategy import plan_training
+    return plan_training(setup, machine, global_batch, [strategy])[0]
+
+
+def test_what_a_plan_says_when_memory_or_figures_are_missing():
+    """On 1 GB GPUs DDP (2.6 GB) does not fit: memory is the bottleneck; with the GPU memory unknown nothing fits;
+    without a bf16 peak there is no compute time, without a busbw no communication time: no step."""
+    small = _one(_machine(memory_bytes_per_gpu=10**9), Strategy(name="ddp", dp=8))
+    assert (small.fits, small.bottleneck, small.reasons[0]) == (False, "memory",
+                                                               "does not fit: needs 2.6 GB per GPU, has 1 GB")
+    unknown = _one(_machine(memory_bytes_per_gpu=None), Strategy(name="ddp", dp=8))
+    assert (unknown.fits, unknown.headroom_bytes, unknown.reasons[0]) == (
+        False, 0, "GPU memory unknown: cannot say whether it fits")
+    no_peak = _one(_machine(peak_tflops={}), Strategy(name="ddp", dp=8))
+    assert (no_peak.compute_s, no_peak.step_time_s, no_peak.bottleneck) == (None, None, "unknown")
+    assert no_peak.reasons[1] == "no bf16 peak known for this GPU: no step time"
+    no_busbw = _one(_machine(intra_node_busbw_gb_per_s=None), Strategy(name="ddp", dp=8))
+    assert (no_busbw.communication_s, no_busbw.step_time_s, no_busbw.bottleneck) == (None, None, "unknown")
+
+
+def test_across_two_nodes_by_hand():
+    """2 nodes of 4: DDP's all-reduce crosses nodes at an assumed 40 GB/s (said): 435,539,328 B / 40e9 = 10.8884832
+    ms; at a given 50 GB/s, 8.71078656 ms. PP 2 × DP 4: DP stays in a node (4 ≤ 4) at 100 GB/s, 2.4573312 ms; the
+    pipeline crosses: 2 × 2 × 1,572,864 B / 40e9 = 0.1572864 ms. TP 8 spans nodes: discouraged (and 12 heads do not
+    split over 8)."""
+    two = _machine(gpus_per_node=4, nodes=2)
+    ddp = _one(two, Strategy(name="ddp", dp=8))
+    assert ddp.communication_s == pytest.approx(0.0108884832, rel=1e-12)
+    assert ("inter-node busbw unknown: assumed 40 GB/s (one 400 Gb/s NIC per GPU); measure it to replace this"
+            in ddp.reasons)
+    given = _one(_machine(gpus_per_node=4, nodes=2, inter_node_busbw_gb_per_s=50.0), Strategy(name="ddp", dp=8))
+    assert given.communication_s == pytest.approx(0.00871078656, rel=1e-12)
+    pipeline = _one(two, Strategy(name="pp=2×dp=4", dp=4, pp=2, zero=1))
+    assert pipeline.communication_s == pytest.approx(0.0024573312 + 0.0001572864, rel=1e-12)
+    assert "PP across nodes: only point-to-point activations cross the network" in pipeline.reasons
+    tp = _one(two, Strategy(name="tp=8", dp=1, tp=8))
+    assert (tp.fits, tp.bottleneck, tp.reasons[0]) == (False, "invalid", "12 attention heads do not split over TP=8")
+    assert "TP=8 spans nodes (4 GPUs per node): its all-reduces cross the network on every layer" in tp.reasons
+
+
+def test_measured_figures_replace_the_assumed_ones():
+    """validate's 400 TFLOP/s bf16 matmul and 50 GB/s all_reduce busbw: compute 7.005448e12 / (8 × 400e12) =
+    2.18920255488 ms, communication 435,539,328 / 50e9 = 8.71078656 ms."""
+    row = _one(_machine(measured={"all_reduce_busbw_gb_per_s": 50.0, "matmul_tflops_bf16": 400.0}),
+               Strategy(name="ddp", dp=8))
+    assert row.compute_s == pytest.approx(0.00218920255488, rel=1e-12)
+    assert row.communication_s == pytest.approx(0.00871078656, rel=1e-12)
+    assert row.reasons[1] == "compute at the measured 400 TFLOP/s bf16 matmul"
+
+
+def test_tp_inside_and_beyond_the_nvlink_domain():
+    """TP 4 × DP 2 on the NVSwitch: gradients 62,219,904 B × 2·1/2 / 100e9 = 0.62219904 ms; 4 micro-batches per
+    replica × 4 all-reduces × 12 layers = 192 of 1,572,864 B × 2·3/4 / 100e9 = 23.59296 µs: 4.52984832 ms; 5.15204736
+    ms in all. TP 8 on the 8-GPU NVSwitch (Llama-2 7B: 32 heads) is inside it; TP 2 on a PCIe-only box says so."""
+    inside = _one(_machine(), Strategy(name="tp=4×dp=2", dp=2, tp=4, zero=1))
+    assert inside.communication_s == pytest.approx(0.00515204736, rel=1e-12)
+    assert inside.reasons[1] == "TP=4 inside the NVLink domain of 8"
+    llama = TrainSetup(shape=PRESETS["llama2-7b"], seq=1024, micro_batch=1, precision="bf16")
+    assert "TP=8 inside the NVLink domain of 8" in _one(_machine(), Strategy(name="tp=8", dp=1, tp=8), llama).reasons
+    beyond = _one(_machine(nvlink_domain=1), Strategy(name="tp=2×dp=4", dp=4, tp=2, zero=1))
+    assert beyond.reasons[1] == "TP=2 beyond the NVLink domain of 1: its all-reduces go over PCIe"
+
+
+def test_batches_recompute_and_pipeline_depth():
+    """A global batch of 10 on 8 replicas rounds up to 2 micro-batches each (said): 16,384 tokens, compute
+    2.18920255488 ms. Selective recompute costs 2.7 % more compute (Korthikanti: 1.094601 × 1.027 = 1.12415551193
+    ms), full recompute a third more (1.45946836992 ms). PP 12 on 12 GPUs (12 layers) is valid, PP 16 is not."""
+    rounded = _one(_machine(), Strategy(name="ddp", dp=8), global_batch=10)
+    assert rounded.compute_s == pytest.approx(0.00218920255488, rel=1e-12)
+    assert "global batch 10 is not a multiple of micro-batch × DP = 8: rounded up" in rounded.reasons
+    for recompute, compute in (("selective", 0.00112415551193088), ("full", 0.00145946836992)):
+        setup = TrainSetup(shape=PRESETS["gpt2-small"], seq=1024, micro_batch=1, precision="bf16", recompute=recompute)
+        assert _one(_machine(), Strategy(name="ddp", dp=8), setup).compute_s == pytest.approx(compute, rel=1e-12)
+    deep = _one(_machine(gpus_per_node=12), Strategy(name="pp=12", dp=1, pp=12))
+    assert (deep.fits, deep.bottleneck) == (True, "compute")
+    assert "pipeline bubble (PP−1)/m = 1.38 with 8 micro-batches per step" in deep.reasons
+    too_deep = _one(_machine(gpus_per_node=16), Strategy(name="pp=16", dp=1, pp=16))
+    assert (too_deep.fits, too_deep.bottleneck, too_deep.reasons[0]) == (False, "invalid", "PP=16 exceeds the 12 layers")
