@@ -614,3 +614,18 @@ def test_batches_recompute_and_pipeline_depth():
     assert "pipeline bubble (PP−1)/m = 1.38 with 8 micro-batches per step" in deep.reasons
     too_deep = _one(_machine(gpus_per_node=16), Strategy(name="pp=16", dp=1, pp=16))
     assert (too_deep.fits, too_deep.bottleneck, too_deep.reasons[0]) == (False, "invalid", "PP=16 exceeds the 12 layers")
+
+
+def test_a_tp_pp_dp_grid_with_full_recompute_by_hand():
+    """TP 2 × PP 2 × DP 2, micro-batch 2, full recompute, global batch 8: 4 samples a replica, 2 micro-batches,
+    8,192 tokens; compute 1.09460127744 ms × 4/3 = 1.45946836992 ms.
+    Gradients of the first stage over TP: 81,911,040 / 2 = 40,955,520 parameters, 81,911,040 B × 2·1/2 / 100e9 =
+    0.8191104 ms. TP: full recompute repeats the forward's 2 all-reduces (Megatron: 6 a layer), of 2·s·b·h =
+    3,145,728 B, × 6 layers a stage × 6 × 2 micro-batches = 72, each 3,145,728 × 2·1/2 / 100e9 = 31.45728 µs:
+    2.26492416 ms. PP: 2 × 2 micro-batches × 3,145,728 / 2 B / 100e9 = 62.91456 µs. Communication 3.14694912 ms;
+    bubble 1/2: step 1.5 × 1.45946836992 + 3.14694912 = 5.33615167488 ms."""
+    setup = TrainSetup(shape=PRESETS["gpt2-small"], seq=1024, micro_batch=2, precision="bf16", recompute="full")
+    row = _one(_machine(), Strategy(name="tp=2×pp=2×dp=2", dp=2, tp=2, pp=2, zero=1), setup)
+    assert row.compute_s == pytest.approx(0.00145946836992, rel=1e-12)
+    assert row.communication_s == pytest.approx(0.00314694912, rel=1e-12)
+    assert row.step_time_s == pytest.approx(0.00533615167488, rel=1e-12)
