@@ -28,7 +28,7 @@ for path in sorted(glob.glob(sys.argv[1] + "/validate-*.json")):
           document["facts"]["validate"].get("wall_s"), "s ranks;", document["facts"]["validate"].get("seconds"))
     print("   ", {m["name"]: round(m["value"], 2) for m in document["measurements"]})
 PY
-  python3 benchmarks/pageable_h2d.py >"$OUT/pageable_h2d.txt" 2>&1
+  python3 benchmarks/pageable_h2d.py --repeats ${PAGEABLE_REPEATS:-12} >"$OUT/pageable_h2d.txt" 2>&1
 fi
 if [ "$part" = runs ]; then
   for config in "760M 24 1536 16 bf16 4" "350M 24 1024 16 amp-bf16 8"; do

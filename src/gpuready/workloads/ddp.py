@@ -1,4 +1,5 @@
-"""A minimal DDP training run, and an FSDP2 (`fully_shard`) step, checked for correctness.
+"""A minimal DDP training run, and an FSDP2 (`fully_shard`) step, checked for correctness (with --quick: the same
+data-parallel run with its gradients averaged by hand, no DDP or FSDP2).
 
 Every rank builds the same model (same seed) and trains on its own batch. After the first
 backward pass the averaged gradients must equal a single-process reference computed from all
@@ -43,27 +44,48 @@ def _loss(model: Any, inputs: Any, targets: Any):
 def run_ddp(ctx: RankContext) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
 
-    ctx.step("ddp", said("op.ddp.build"))
-    model = DistributedDataParallel(_model(ctx.device), device_ids=[ctx.device] if ctx.is_cuda else None)
-    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    if ctx.options.quick:
+        # DDP's and torch.optim's constructors import torch._dynamo: 1-4 s, more than the rest of this test. --quick
+        # averages the gradients with one all-reduce and steps SGD by hand instead: the arithmetic DDP and SGD do
+        # here, the same NCCL and autograd path, checked the same way. The default run keeps DDP and FSDP2.
+        ctx.step("ddp", said("op.ddp.build_by_hand"))
+        module = model = _model(ctx.device)
+
+        def finish_backward() -> None:
+            _average_gradients(module, ctx.world_size)
+
+        def optimizer_step() -> None:
+            _sgd_step(module)
+    else:
+        from torch.nn.parallel import DistributedDataParallel
+        ctx.step("ddp", said("op.ddp.build"))
+        model = DistributedDataParallel(_model(ctx.device), device_ids=[ctx.device] if ctx.is_cuda else None)
+        module = model.module
+        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+
+        def finish_backward() -> None:
+            """DDP averaged the gradients during backward."""
+
+        def optimizer_step() -> None:
+            optimizer.step()
+            optimizer.zero_grad()
 
     ctx.step("ddp", said("op.ddp.first_step"))
     inputs, targets = _batch(ctx.rank, 0, ctx.device)
     _loss(model, inputs, targets).backward()
+    finish_backward()
     reference = _reference_gradients(ctx)
     worst = 0.0
     mismatched = []
-    for (name, parameter), expected in zip(model.module.named_parameters(), reference):
+    for (name, parameter), expected in zip(module.named_parameters(), reference):
         difference = (parameter.grad - expected).abs()
         allowed = GRADIENT_ATOL + GRADIENT_RTOL * expected.abs()
         worst = max(worst, float((difference / allowed).max()))
         if not bool((difference <= allowed).all()):
             mismatched.append(name)
-    optimizer.step()
-    optimizer.zero_grad()
-    after_first_step = [parameter.detach().clone() for parameter in model.module.parameters()]
+    optimizer_step()
+    after_first_step = [parameter.detach().clone() for parameter in module.parameters()]
 
     losses = []
     for step in range(1, STEPS):
@@ -71,24 +93,49 @@ def run_ddp(ctx: RankContext) -> dict[str, Any]:
         inputs, targets = _batch(ctx.rank, step, ctx.device)
         loss = _loss(model, inputs, targets)
         loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
+        finish_backward()
+        optimizer_step()
         losses.append(float(loss.detach()))
 
     ctx.step("ddp", said("op.ddp.compare"))
-    flat = torch.cat([parameter.detach().reshape(-1) for parameter in model.module.parameters()])
+    flat = torch.cat([parameter.detach().reshape(-1) for parameter in module.parameters()])
     gathered = [torch.empty_like(flat) for _ in range(ctx.world_size)]
     dist.all_gather(gathered, flat)
     differing_ranks = [rank for rank, other in enumerate(gathered) if not torch.equal(other, gathered[0])]
 
     result: dict[str, Any] = {
+        "method": "by_hand" if ctx.options.quick else "ddp",
         "steps": STEPS, "world_size": ctx.world_size, "losses": losses,
         "gradient_worst_ratio": worst, "gradient_mismatched": mismatched,
         "gradient_tolerance": {"rtol": GRADIENT_RTOL, "atol": GRADIENT_ATOL},
         "parameters_identical": not differing_ranks, "ranks_differing_from_rank0": differing_ranks,
     }
-    result["fsdp"] = _fsdp_step(ctx, after_first_step)
+    result["fsdp"] = _skip(sentence("workloads.fsdp2.quick")) if ctx.options.quick else \
+        _fsdp_step(ctx, after_first_step)
     return result
+
+
+def _average_gradients(model: Any, world_size: int) -> None:
+    """What DDP's reducer does, in one all-reduce: every rank's gradients summed, then divided by the ranks."""
+    import torch
+    import torch.distributed as dist
+    gradients = [parameter.grad for parameter in model.parameters()]
+    flat = torch.cat([gradient.reshape(-1) for gradient in gradients])
+    dist.all_reduce(flat)
+    flat.div_(world_size)
+    offset = 0
+    for gradient in gradients:
+        gradient.copy_(flat[offset:offset + gradient.numel()].view_as(gradient))
+        offset += gradient.numel()
+
+
+def _sgd_step(model: Any) -> None:
+    """torch.optim.SGD's step without momentum or weight decay (param -= lr × grad), and zero_grad's None."""
+    import torch
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(parameter.grad, alpha=-LEARNING_RATE)
+            parameter.grad = None
 
 
 def _skip(reason: Sentence) -> dict[str, Any]:
@@ -98,7 +145,6 @@ def _skip(reason: Sentence) -> dict[str, Any]:
 
 def _reference_gradients(ctx: RankContext) -> list[Any]:
     """One process's view: the same model on every rank's batch, loss averaged as DDP averages gradients."""
-    import torch
     model = _model(ctx.device)
     total = None
     for rank in range(ctx.world_size):

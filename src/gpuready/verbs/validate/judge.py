@@ -291,7 +291,8 @@ class Judge:
                 fsdp_text = said("validate.ddp.fsdp_matches") if fsdp.get("status") == "pass" else \
                     said("validate.ddp.fsdp_not_run", status=str(fsdp.get("status")),
                          reason=said_from(fsdp.get("reason_text")) or fsdp.get("reason", ""))
+                passed = "validate.ddp.pass_by_hand" if data.get("method") == "by_hand" else "validate.ddp.pass"
                 self._finding("ddp.mismatch", Status.PASS, subject,
-                              said("validate.ddp.pass", world_size=data["world_size"], steps=data["steps"],
+                              said(passed, world_size=data["world_size"], steps=data["steps"],
                                    worst=data["gradient_worst_ratio"], fsdp=fsdp_text),
                               observed={"gradient_worst_ratio": data["gradient_worst_ratio"], "fsdp": fsdp})
