@@ -56,7 +56,8 @@ def test_the_recordings_cover_the_issue_s_range():
     assert len(TUNING) == 15
     assert {row["precision"] for row in rows} == {"fp32", "amp-bf16", "bf16"}
     assert {row["recompute"] for row in rows} == {"none", "selective", "full"}
-    assert {"gpt2-small", "llama2-7b"} <= {row["preset"] for row in rows}
+    assert {"gpt2-small", "llama3-8b"} <= {row["preset"] for row in HELDOUT + TUNING}
+    assert {row["preset"] for row in HELDOUT if row["preset"] == "llama3-8b"}, "8B measured on configurations held out"
 
 
 def test_the_peak_moment_follows_recompute():
