@@ -40,11 +40,11 @@ CHECKS_TESTS="test_mutants_checks test_mutants_judges test_checks test_pcie_acs_
  test_diagnose_nccl test_diagnose_net test_diagnose_torch test_junit test_console_problems_first test_report_verb
  test_hostile_bundles test_knowledge_tables test_i18n test_markdown test_safe_output test_no_english_left
  test_diagnose_covers_check test_layout"
-PLAN_TESTS="test_mutants_plan test_plan_memory test_plan_strategy test_plan_batch_power_cost test_plan_machine test_plan_calibration
+PLAN_TESTS="test_mutants_plan test_mutants_plan_strategy test_plan_memory test_plan_strategy test_plan_batch_power_cost test_plan_machine test_plan_calibration
  test_plan_cli test_console_plan test_i18n_verbs test_bench_judge test_bench_recorded"
-BURN_TESTS="test_mutants_judges test_validate_judge test_one_judgement test_i18n_runs test_i18n_verbs test_recorded_runs
+BURN_TESTS="test_mutants_burn_judge test_mutants_judges test_validate_judge test_one_judgement test_i18n_runs test_i18n_verbs test_recorded_runs
  test_visible_gpus test_shared_gpu test_burn_monitor"  # the slow ones (processes) last
-BENCH_TESTS="test_mutants_judges test_bench_judge test_bench_recorded test_i18n_runs test_i18n_verbs test_bench_data
+BENCH_TESTS="test_mutants_bench_judge test_mutants_judges test_bench_judge test_bench_recorded test_i18n_runs test_i18n_verbs test_bench_data
  test_shared_gpu"
 CHECKS_TESTS=$(echo $CHECKS_TESTS) PLAN_TESTS=$(echo $PLAN_TESTS)  # one line each: a table row is one line
 BURN_TESTS=$(echo $BURN_TESTS) BENCH_TESTS=$(echo $BENCH_TESTS)
@@ -84,7 +84,7 @@ if [ "${1:-}" = --list ]; then
   exit 0
 fi
 
-mkdir -p "$WORK/results"
+[ -n "${HELPERS_ONLY:-}" ] || mkdir -p "$WORK/results"
 
 # --- helpers written into each copy (outside the repository) ---------------------------------------------------
 write_helpers() {  # $1: the copy
@@ -245,6 +245,8 @@ print(f"# after: {len(rows)} survivors of the earlier run, {len(rows) - len(aliv
       " ".join(map(str, alive)))
 EOF
 }
+
+if [ -n "${HELPERS_ONLY:-}" ]; then write_helpers "$HELPERS_ONLY"; exit 0; fi  # mutation_parallel.py's copies
 
 after_module() {  # name file tests...: the survivors of an earlier run against the tests committed now
   local name=$1 file=$2; shift 2
