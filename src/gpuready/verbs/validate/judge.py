@@ -291,8 +291,9 @@ class Judge:
                 fsdp_text = said("validate.ddp.fsdp_matches") if fsdp.get("status") == "pass" else \
                     said("validate.ddp.fsdp_not_run", status=str(fsdp.get("status")),
                          reason=said_from(fsdp.get("reason_text")) or fsdp.get("reason", ""))
-                passed = "validate.ddp.pass_by_hand" if data.get("method") == "by_hand" else "validate.ddp.pass"
-                self._finding("ddp.mismatch", Status.PASS, subject,
-                              said(passed, world_size=data["world_size"], steps=data["steps"],
-                                   worst=data["gradient_worst_ratio"], fsdp=fsdp_text),
+                counts = {"world_size": data["world_size"], "steps": data["steps"],
+                          "worst": data["gradient_worst_ratio"]}
+                text = said("validate.ddp.pass_by_hand", **counts) if data.get("method") == "by_hand" else \
+                    said("validate.ddp.pass", **counts, fsdp=fsdp_text)
+                self._finding("ddp.mismatch", Status.PASS, subject, text,
                               observed={"gradient_worst_ratio": data["gradient_worst_ratio"], "fsdp": fsdp})
