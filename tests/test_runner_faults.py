@@ -84,7 +84,8 @@ def test_a_rank_stuck_after_its_results_is_named(tmp_path):
 
 def test_the_overall_deadline_ends_a_run_that_is_still_advancing(tmp_path):
     started = time.monotonic()
-    run = _start(tmp_path, "--ranks", "2", "--deadline", "3", "--only", "collectives,ddp")
+    # 256 MiB collectives on two gloo ranks take well over the deadline, so the run is still moving at 3 s
+    run = _start(tmp_path, "--ranks", "2", "--deadline", "3", "--only", "collectives,ddp", "--max-bytes", "256M")
     _, stderr = run.communicate(timeout=180)
     assert run.returncode == 4, stderr[-2000:]
     report = _report(tmp_path)
