@@ -70,3 +70,27 @@ def test_machines_from_recorded_bundles(tmp_path):
         (tmp_path / name).write_text((PUBLIC / "dgx-h100-nvswitch" / name).read_text())
     dgx = machine_from_facts(build_facts(read_bundle(tmp_path)), source="bundle")
     assert (dgx.gpu_name, dgx.gpus, dgx.nvlink_domain, dgx.gpu_tdp_w) == ("H100 SXM", 8, 8, 700.0)
+
+
+def _machine_from_nvlink_status(make_bundle, text: str):
+    return machine_from_facts(build_facts(read_bundle(make_bundle({"nvidia-smi-nvlink-s.txt": text}))))
+
+
+def test_nvlink_status_without_a_matrix_counts_active_links_and_bridged_pairs(make_bundle):
+    """`nvidia-smi nvlink -s` names no peer per link, so without `topo -m` only an NVSwitch board makes one node-wide
+    domain (the 8 A100 SXM4 case is test_mutants_plan_machine's). tests/fixtures/boards/rtx3090-4gpu-one-bridge-nvlink-s.txt:
+    GPU0/GPU1 bridged (4 active links each), GPU2/GPU3 every link <inactive>: GPU 0's domain is its pair, 2 of 4 GPUs,
+    so the 4-GPU ring runs over PCIe Gen4 x16: 16 × 1.969 GB/s = 31.5 × 0.75 = 23.6 GB/s (was a domain of 4 and the
+    bridge's 46.1 GB/s). The two unbridged cards alone (every link inactive): no NVLink at all, domain 1, the same PCIe
+    figure. Four H100 NVL (tests/fixtures/boards/h100-nvl-4gpu-nvlink-s.txt, every link active): bridges join pairs,
+    domain 2, the ring over PCIe Gen5 x16: 16 × 3.938 = 63.0 × 0.75 = 47.3 GB/s (was 4 and 246.0)."""
+    bridged = (FIXTURES / "boards" / "rtx3090-4gpu-one-bridge-nvlink-s.txt").read_text()
+    machine = _machine_from_nvlink_status(make_bundle, bridged)
+    assert (machine.gpus, machine.nvlink_domain, machine.intra_node_busbw_gb_per_s) == (4, 2, 23.6)
+    unbridged = bridged[bridged.index("GPU 2:"):]
+    machine = _machine_from_nvlink_status(make_bundle, unbridged)
+    assert (machine.gpus, machine.nvlink_domain, machine.intra_node_busbw_gb_per_s) == (2, 1, 23.6)
+    nvl = (FIXTURES / "boards" / "h100-nvl-4gpu-nvlink-s.txt").read_text()
+    machine = _machine_from_nvlink_status(make_bundle, nvl)
+    assert (machine.gpu_name, machine.gpus, machine.nvlink_domain, machine.intra_node_busbw_gb_per_s) == (
+        "H100 NVL", 4, 2, 47.3)

@@ -82,7 +82,7 @@ def machine_from_facts(facts: Any, nodes: int = 1, source: str = "live") -> Mach
     first = gpus[0]
     spec = gpu_spec(first.name)
     row = spec.row if spec else {}
-    domain = _nvlink_domain(facts, len(gpus))
+    domain = _nvlink_domain(facts, row.get("nvlink_via"))
     machine = _from_row(row, spec.model if spec else (first.name or "unknown GPU"), len(gpus), nodes, source,
                         nvlink_domain=domain)
     if first.memory_total_bytes:  # what the board reports beats the marketing figure
@@ -134,14 +134,20 @@ def _intra_busbw(row: dict[str, Any], count: int, nvlink_domain: int) -> float |
     return None
 
 
-def _nvlink_domain(facts: Any, count: int) -> int:
-    """GPUs reachable over NVLink from GPU 0, itself included: from the topology matrix or NVLink links."""
+def _nvlink_domain(facts: Any, nvlink_via: str | None) -> int:
+    """GPUs reachable over NVLink from GPU 0, itself included: from the topology matrix, else from `nvlink -s`'s
+    active links. Those do not name the peer a link reaches, so they make one node-wide domain only on boards wired
+    through NVSwitch (gpus.toml nvlink_via); a bridge joins pairs (H100 NVL, RTX NVLink bridges; H200 NVL's 4-way
+    bridge cannot be told from its 2-way one), and an SXM2 cube-mesh links some pairs only: 2, the domain a bridge
+    or a direct link is sure of."""
     topology = getattr(facts, "topology", None)
     links = getattr(topology, "links", None) if topology is not None else None
     if links:
         first = min(a for a, _ in links)
         return 1 + len({b for (a, b), kind in links.items() if a == first and str(kind).startswith("NV")})
-    if any(getattr(gpu, "nvlinks", None) for gpu in getattr(facts, "gpus", []) or []):
-        return count
-    return 1
+    gpus = list(getattr(facts, "gpus", None) or [])
+    linked = [gpu for gpu in gpus if any(link.active for link in getattr(gpu, "nvlinks", None) or [])]
+    if not gpus or gpus[0] not in linked:  # links listed `<inactive>` are no NVLink at all
+        return 1
+    return len(linked) if nvlink_via == "nvswitch" else min(2, len(linked))
 
