@@ -8,7 +8,7 @@ from gpuready.knowledge import load_table
 from gpuready.verbs.plan.batch import scale_batch
 from gpuready.verbs.plan.cost import PricesError, cost_plan, load_prices
 from gpuready.verbs.plan.machine import machine_from_description
-from gpuready.verbs.plan.power import power_plan
+from gpuready.verbs.plan.power import circuit_watts, power_plan
 
 
 def _status(plan: dict, check_id: str) -> str:
@@ -232,3 +232,13 @@ def test_unpriced_gpu_lists_missing():
     plan = cost_plan(machine_from_description("2xL4"))
     assert "purchase_usd_per_gpu" in plan["missing"]
     assert "monthly" not in plan
+
+
+@pytest.mark.parametrize("circuit", ["0W", "0 kW", "0V/16A", "230V/0A"])
+def test_a_circuit_of_zero_watts_is_refused_with_its_reason(circuit):
+    """A 0 W circuit would fail any load and advise "Needs 0 such circuits" (found by a surviving mutant): the function
+    refuses it as the command line's option type does."""
+    with pytest.raises(ValueError) as raised:
+        circuit_watts(circuit)
+    assert str(raised.value) == f"circuit {circuit!r}: a circuit of 0 W carries no load; give its volts and amps or " \
+                                "watts above 0"

@@ -60,11 +60,19 @@ def circuit_watts(circuit: str) -> tuple[str, float]:
     match = re.fullmatch(r"(?i)\s*(\d+(?:\.\d+)?)\s*v\s*[/x×*, ]?\s*(\d+(?:\.\d+)?)\s*a\s*", text)
     if match:
         volts, amps = float(match.group(1)), float(match.group(2))
-        return f"{volts:g} V / {amps:g} A", volts * amps
+        return _carrying(circuit, f"{volts:g} V / {amps:g} A", volts * amps)
     match = re.fullmatch(r"(?i)\s*(\d+(?:\.\d+)?)\s*(k?)w\s*", text)
     if match:
-        return f"{text}", float(match.group(1)) * (1000 if match.group(2) else 1)
+        return _carrying(circuit, f"{text}", float(match.group(1)) * (1000 if match.group(2) else 1))
     raise ValueError(sentence("plan.power.circuit.unreadable", circuit=repr(circuit)))
+
+
+def _carrying(circuit: str, label: str, watts: float) -> tuple[str, float]:
+    """A circuit of 0 W (0V/16A, 0W) is refused as the command line's option type refuses it: it would fail any load
+    and need '0 such circuits'."""
+    if watts <= 0:
+        raise ValueError(sentence("plan.power.circuit.zero", circuit=repr(circuit)))
+    return label, watts
 
 
 def _household() -> Sentence:
