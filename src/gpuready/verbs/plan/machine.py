@@ -146,8 +146,12 @@ def _nvlink_domain(facts: Any, nvlink_via: str | None) -> int:
         first = min(a for a, _ in links)
         return 1 + len({b for (a, b), kind in links.items() if a == first and str(kind).startswith("NV")})
     gpus = list(getattr(facts, "gpus", None) or [])
-    linked = [gpu for gpu in gpus if any(link.active for link in getattr(gpu, "nvlinks", None) or [])]
-    if not gpus or gpus[0] not in linked:  # links listed `<inactive>` are no NVLink at all
+
+    def on_nvlink(gpu: Any) -> bool:  # links listed `<inactive>` are no NVLink at all
+        return any(link.active for link in getattr(gpu, "nvlinks", None) or [])
+
+    if not gpus or not on_nvlink(gpus[0]):
         return 1
-    return len(linked) if nvlink_via == "nvswitch" else min(2, len(linked))
+    linked = sum(map(on_nvlink, gpus))
+    return linked if nvlink_via == "nvswitch" else min(2, linked)
 

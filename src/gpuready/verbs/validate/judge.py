@@ -288,12 +288,14 @@ class Judge:
                 self._finding("ddp.mismatch", Status.FAIL, subject, said("validate.ddp.mismatch", problems=problems),
                               observed=data)
             else:
-                fsdp_text = said("validate.ddp.fsdp_matches") if fsdp.get("status") == "pass" else \
-                    said("validate.ddp.fsdp_not_run", status=str(fsdp.get("status")),
-                         reason=said_from(fsdp.get("reason_text")) or fsdp.get("reason", ""))
                 counts = {"world_size": data["world_size"], "steps": data["steps"],
                           "worst": data["gradient_worst_ratio"]}
-                text = said("validate.ddp.pass_by_hand", **counts) if data.get("method") == "by_hand" else \
-                    said("validate.ddp.pass", **counts, fsdp=fsdp_text)
+                if data.get("method") == "by_hand":  # --quick: no DDP, no FSDP2 step; the message says so
+                    text = said("validate.ddp.pass_by_hand", **counts)
+                else:
+                    fsdp_text = said("validate.ddp.fsdp_matches") if fsdp.get("status") == "pass" else \
+                        said("validate.ddp.fsdp_not_run", status=str(fsdp.get("status")),
+                             reason=said_from(fsdp.get("reason_text")) or fsdp.get("reason", ""))
+                    text = said("validate.ddp.pass", **counts, fsdp=fsdp_text)
                 self._finding("ddp.mismatch", Status.PASS, subject, text,
                               observed={"gradient_worst_ratio": data["gradient_worst_ratio"], "fsdp": fsdp})
