@@ -47,7 +47,8 @@ def module_table() -> dict[str, tuple[str, list[str]]]:
 
 
 def make_copy(copy: Path) -> None:
-    """src/, tests/, benchmarks/, the README and the helpers of mutation_score.sh (mutplug, mutrun, mutctx, covmap) in a folder of its own."""
+    """src/, tests/, benchmarks/, the README and mutation_score.sh's helpers (mutplug, mutrun, mutctx, covmap) in a
+    folder of its own."""
     if copy.exists():
         shutil.rmtree(copy)
     copy.mkdir(parents=True)
@@ -143,11 +144,11 @@ def worker(number: int, work: Path, tasks: "multiprocessing.Queue", results: "mu
         results.put(task)
 
 
-def recheck_tasks(work: Path, names: list[str], table: dict) -> list[dict]:
+def recheck_tasks(outcomes: Path, names: list[str], table: dict) -> list[dict]:
     """--recheck: each mutant whose last outcome is `survived`, against the tests as they are now: the module's
     tests/test_mutants_*.py first, then its whole list."""
     tasks = []
-    for row in latest_outcomes(work).values():
+    for row in latest_outcomes(outcomes).values():
         if row["module"] in names and row["outcome"] == "survived":
             tests = table[row["module"]][1]
             row = {key: value for key, value in row.items() if key not in ("outcome", "seconds")}
@@ -156,8 +157,8 @@ def recheck_tasks(work: Path, names: list[str], table: dict) -> list[dict]:
     return tasks
 
 
-def schedule(work: Path, names: list[str], table: dict) -> list[dict]:
-    done = {(row["module"], row["line_number"], row["index"], row["line"]) for row in read_outcomes(work)}
+def schedule(work: Path, outcomes: Path, names: list[str], table: dict) -> list[dict]:
+    done = set(latest_outcomes(outcomes))
     groups: dict[tuple[str, ...], list[str]] = {}
     for name in names:
         groups.setdefault(tuple(table[name][1]), []).append(name)
@@ -193,27 +194,17 @@ def drain(queue: "multiprocessing.Queue") -> int:
         drained += 1
 
 
-OUTCOMES: Path | None = None
-"""--outcomes: where the outcomes are kept, when not <work>/outcomes.jsonl (a lent machine's $OUT)."""
+def latest_outcomes(outcomes: Path) -> dict[tuple, dict]:
+    """One outcome per mutant (module, line number, index, line): the last one written (a --recheck's, when there
+    was one)."""
+    rows = [json.loads(line) for line in outcomes.read_text().splitlines() if line.strip()] if outcomes.exists() else []
+    return {(row["module"], row["line_number"], row["index"], row["line"]): row for row in rows}
 
 
-def outcomes_path(work: Path) -> Path:
-    return OUTCOMES or work / "outcomes.jsonl"
-
-
-def read_outcomes(work: Path) -> list[dict]:
-    path = outcomes_path(work)
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
-def latest_outcomes(work: Path) -> dict[tuple, dict]:
-    """One outcome per mutant: the last one written (a --recheck's, when there was one)."""
-    return {(row["module"], row["line_number"], row["index"], row["line"]): row for row in read_outcomes(work)}
-
-
-def report(work: Path, table: dict) -> None:
+def report(outcomes: Path, table: dict) -> None:
     rows: dict[str, dict[str, int]] = {}
-    for row in latest_outcomes(work).values():
+    latest = latest_outcomes(outcomes)
+    for row in latest.values():
         rows.setdefault(row["module"], {}).setdefault(row["outcome"], 0)
         rows[row["module"]][row["outcome"]] += 1
     print(f"{'module':22} {'mutants':>8} {'killed':>7} {'survived':>9} {'timeout':>8} {'score':>7}")
@@ -224,13 +215,13 @@ def report(work: Path, table: dict) -> None:
         total = len(mutants_of(table[name][0]))
         judged = counts.get("killed", 0) + counts.get("survived", 0)
         score = counts.get("killed", 0) / judged if judged else 0.0
-        note = "" if judged + counts.get("timeout", 0) == total else f"  ({total - judged - counts.get('timeout', 0)} not run)"
+        not_run = total - judged - counts.get("timeout", 0)
+        note = f"  ({not_run} not run)" if not_run else ""
         print(f"{name:22} {total:8} {counts.get('killed', 0):7} {counts.get('survived', 0):9} "
               f"{counts.get('timeout', 0):8} {score:7.1%}{note}")
-    survivors = outcomes_path(work).with_name("survivors.txt")
+    survivors = outcomes.with_name("survivors.txt")
     with survivors.open("w") as out:
-        for row in sorted(latest_outcomes(work).values(),
-                          key=lambda row: (row["module"], row["line_number"], row["index"])):
+        for row in sorted(latest.values(), key=lambda row: (row["module"], row["line_number"], row["index"])):
             if row["outcome"] != "survived":
                 continue
             source = (REPO / row["file"]).read_text().split("\n")
@@ -253,8 +244,7 @@ def main() -> None:
     parser.add_argument("--outcomes", type=Path, help="the outcomes file (default: <work>/outcomes.jsonl)")
     parser.add_argument("--recheck", action="store_true", help="run the survivors again against the tests now")
     args = parser.parse_args()
-    global OUTCOMES
-    OUTCOMES = args.outcomes
+    outcomes = args.outcomes or args.work / "outcomes.jsonl"
     table = module_table()
     names = args.modules or list(table)
     unknown = [name for name in names if name not in table]
@@ -262,10 +252,10 @@ def main() -> None:
         raise SystemExit(f"not in mutation_score.sh's table: {', '.join(unknown)}")
     args.work.mkdir(parents=True, exist_ok=True)
     if args.report:
-        report(args.work, {name: table[name] for name in names})
+        report(outcomes, {name: table[name] for name in names})
         return
     started = time.monotonic()
-    tasks = recheck_tasks(args.work, names, table) if args.recheck else schedule(args.work, names, table)
+    tasks = recheck_tasks(outcomes, names, table) if args.recheck else schedule(args.work, outcomes, names, table)
     print(f"{len(tasks)} mutants to run on {args.workers} workers", flush=True)
     queue: multiprocessing.Queue = multiprocessing.Queue()
     results: multiprocessing.Queue = multiprocessing.Queue()
@@ -276,7 +266,7 @@ def main() -> None:
     for process in processes:
         process.start()
     expected, received = len(tasks), 0
-    with outcomes_path(args.work).open("a") as out:
+    with outcomes.open("a") as out:
         while received < expected:
             if args.budget_s is not None and time.monotonic() - started > args.budget_s:
                 expected -= drain(queue)  # no new mutants: those running finish, the rest wait for the next run
@@ -295,7 +285,7 @@ def main() -> None:
         process.join(timeout=5)
         if process.is_alive():
             process.terminate()
-    report(args.work, {name: table[name] for name in names})
+    report(outcomes, {name: table[name] for name in names})
 
 
 if __name__ == "__main__":
