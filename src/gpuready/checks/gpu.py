@@ -29,8 +29,9 @@ def _probe_cause(error: str) -> str:
     return next((cause for marker, cause in _PROBE_CAUSES.items() if marker in lowered), "unknown")
 
 
-@check("gpu.present", "Driver loaded, GPUs visible", needs_gpus=False)
+@check("gpu.present", needs_gpus=False)
 def gpu_present(context: CheckContext) -> list[Finding]:
+    """Driver loaded, GPUs visible."""
     facts, expected = context.facts, context.options.expect_gpus
     refused = [event for event in facts.kernel_log or [] if event.kind == "api_mismatch" and event.superseded_by is None]
     if refused and facts.gpu_probe_error is None and not any(_answers_the_driver(gpu) for gpu in facts.gpus or []):
@@ -76,8 +77,9 @@ def _named_by(gpus: list[GpuFacts]) -> str | None:
     return None
 
 
-@check("gpu.lost", "Every GPU answers", needs_gpus=False)
+@check("gpu.lost", needs_gpus=False)
 def gpu_lost(context: CheckContext) -> list[Finding]:
+    """Every GPU answers."""
     logged = _lost_in_logs(context)
     if not any(_answers_the_driver(gpu) for gpu in context.gpus):
         return logged or [context.skip(said("gpu.lost.not_asked"))]
@@ -188,8 +190,9 @@ def allocation(context: CheckContext) -> Allocation:
     return Allocation(container=container, evidence=evidence, bus_ids=bus_ids or None, requests_all=requests_all)
 
 
-@check("gpu.model_mismatch", "All GPUs alike (model, memory, VBIOS)")
+@check("gpu.model_mismatch")
 def gpu_model_mismatch(context: CheckContext) -> list[Finding]:
+    """All GPUs alike (model, memory, VBIOS)."""
     gpus = context.gpus
     if len(gpus) < 2:
         return [context.passed(said("gpu.model_mismatch.one_gpu"))]
@@ -209,8 +212,9 @@ def gpu_model_mismatch(context: CheckContext) -> list[Finding]:
     return findings or [context.passed(said("gpu.model_mismatch.pass", count=len(gpus), model=gpus[0].name))]
 
 
-@check("gpu.visible_devices", "CUDA_VISIBLE_DEVICES does not hide or reorder GPUs", needs_gpus=False)
+@check("gpu.visible_devices", needs_gpus=False)
 def gpu_visible_devices(context: CheckContext) -> list[Finding]:
+    """CUDA_VISIBLE_DEVICES does not hide or reorder GPUs."""
     asked = [event for event in context.facts.kernel_log or [] if event.kind == "cuda_bad_ordinal"]
     if asked:
         return [context.warn(
@@ -243,8 +247,9 @@ def gpu_visible_devices(context: CheckContext) -> list[Finding]:
 _PERSISTENCE_REF = "https://docs.nvidia.com/deploy/driver-persistence/index.html"
 
 
-@check("gpu.persistence", "Persistence mode on")
+@check("gpu.persistence")
 def gpu_persistence(context: CheckContext) -> list[Finding]:
+    """Persistence mode on."""
     def judge(gpu: GpuFacts) -> Finding | None:
         if gpu.persistence_mode is not False:
             return None
@@ -264,8 +269,9 @@ def gpu_persistence(context: CheckContext) -> list[Finding]:
                    unreported=said("gpu.persistence.unreported"))
 
 
-@check("gpu.mig", "MIG off for whole-GPU training")
+@check("gpu.mig")
 def gpu_mig(context: CheckContext) -> list[Finding]:
+    """MIG off for whole-GPU training."""
     def judge(gpu: GpuFacts) -> Finding | None:
         if gpu.mig_enabled:
             return context.warn(said("gpu.mig.enabled", index=gpu.index), gpu=gpu, observed="Enabled",
@@ -279,8 +285,9 @@ def gpu_mig(context: CheckContext) -> list[Finding]:
                    unreported=said("gpu.mig.unreported"))
 
 
-@check("gpu.compute_mode", "Compute mode allows training")
+@check("gpu.compute_mode")
 def gpu_compute_mode(context: CheckContext) -> list[Finding]:
+    """Compute mode allows training."""
     def judge(gpu: GpuFacts) -> Finding | None:
         mode = (gpu.compute_mode or "").lower()
         if "prohibited" in mode:
@@ -295,8 +302,9 @@ def gpu_compute_mode(context: CheckContext) -> list[Finding]:
                    unreported=said("gpu.compute_mode.unreported"))
 
 
-@check("gpu.ecc_mode", "ECC on for datacenter GPUs")
+@check("gpu.ecc_mode")
 def gpu_ecc_mode(context: CheckContext) -> list[Finding]:
+    """ECC on for datacenter GPUs."""
     def judge(gpu: GpuFacts) -> Finding | None:
         spec = gpu_spec(gpu.name)
         if gpu.ecc_enabled is False and spec is not None and spec.get("datacenter"):
@@ -311,8 +319,9 @@ def gpu_ecc_mode(context: CheckContext) -> list[Finding]:
                    unreported=said("gpu.ecc_mode.unreported"))
 
 
-@check("gpu.busy", "No other compute processes on the GPUs")
+@check("gpu.busy")
 def gpu_busy(context: CheckContext) -> list[Finding]:
+    """No other compute processes on the GPUs."""
     def judge(gpu: GpuFacts) -> Finding | None:
         compute = [process for process in gpu.processes or [] if "C" in (process.kind or "C")]
         if compute:
@@ -331,9 +340,11 @@ _SET_DEVICE_REF = ("PyTorch DistributedDataParallel docs: each process must use 
                    "https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html")
 
 
-@check("ddp.ranks_share_gpu0", "Each rank keeps to its own GPU", needs_gpus=False)
+@check("ddp.ranks_share_gpu0", needs_gpus=False)
 def ddp_ranks_share_gpu0(context: CheckContext) -> list[Finding]:
-    """A process list where one GPU holds the contexts of processes whose work runs on other GPUs: the ranks of a job
+    """Each rank keeps to its own GPU.
+
+    A process list where one GPU holds the contexts of processes whose work runs on other GPUs: the ranks of a job
     created CUDA contexts on the first GPU they see (no `set_device` before the first CUDA call, a checkpoint loaded
     without `map_location`), which costs that GPU memory for every rank and is a common cause of its out-of-memory."""
     table = _process_table(context)

@@ -22,9 +22,11 @@ _REMAP_REF = "NVIDIA GPU memory error management, row remapping: " \
              "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
 
 
-@check("health.xid", "No Xid errors in the kernel log", needs_gpus=False)
+@check("health.xid", needs_gpus=False)
 def health_xid(context: CheckContext) -> list[Finding]:
-    """Every Xid but the NVLink ones (nvlink.errors), and a GPU fallen off the bus without a number (as Xid 79); the
+    """No Xid errors in the kernel log.
+
+    Every Xid but the NVLink ones (nvlink.errors), and a GPU fallen off the bus without a number (as Xid 79); the
     status of a line is the one kernel judge's (checks/kernel_judge.py)."""
     facts = context.facts
     if missing := kernel_log_missing(context, said("health.xid.what")):
@@ -171,9 +173,11 @@ def _summarize(evidence: _Evidence, uptime_s: float | None) -> Said:
     return said("health.xid_summary", listed=listed, when=_when(evidence[-1][0], uptime_s))
 
 
-@check("health.sxid", "No NVSwitch SXid errors", needs=("kernel_log",), needs_gpus=False)
+@check("health.sxid", needs=("kernel_log",), needs_gpus=False)
 def health_sxid(context: CheckContext) -> list[Finding]:
-    """One finding per NVSwitch; each line judged by the one kernel judge (fatal as the line says)."""
+    """No NVSwitch SXid errors.
+
+    One finding per NVSwitch; each line judged by the one kernel judge (fatal as the line says)."""
     per_switch: dict[tuple[str | None, str | None], list[KernelEvent]] = {}
     for event in context.facts.kernel_log:
         if event.kind == "sxid":
@@ -219,8 +223,9 @@ def _switch_errors(context: CheckContext, switch: int | None, bus_id: str | None
                            evidence=kernel_evidence(events))
 
 
-@check("health.inforom", "infoROM valid")
+@check("health.inforom")
 def health_inforom(context: CheckContext) -> list[Finding]:
+    """infoROM valid."""
     log_corrupt = any(event.kind == "inforom" for event in context.facts.kernel_log or [])
 
     def judge(gpu: GpuFacts) -> Finding | None:
@@ -244,8 +249,9 @@ _KERNEL_LOG_REF = "NVIDIA Xid catalog (48 DBE, 94/95 contained/uncontained ECC, 
                   "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 
 
-@check("health.ecc_uncorrected", "No uncorrectable ECC errors", needs_gpus=False)
+@check("health.ecc_uncorrected", needs_gpus=False)
 def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
+    """No uncorrectable ECC errors."""
     cuda = [event for event in context.facts.kernel_log or [] if event.kind == "cuda_ecc"]
     if cuda:  # CUDA failed a job on it: the strongest evidence there is, whatever the counters said when read
         return [context.fail(said("health.ecc_uncorrected.cuda", count=len(cuda)), observed=cuda[-1].line[:200],
@@ -294,8 +300,9 @@ def _ecc_from_log(context: CheckContext, gpu: GpuFacts, evidence: _Evidence, upt
                         expected="no uncorrectable error", refs=[_KERNEL_LOG_REF])
 
 
-@check("health.retired_pages", "Retired memory pages within limits")
+@check("health.retired_pages")
 def health_retired_pages(context: CheckContext) -> list[Finding]:
+    """Retired memory pages within limits."""
     limit = thresholds("retired_pages")
 
     def judge(gpu: GpuFacts) -> Finding | None:
@@ -323,8 +330,9 @@ def health_retired_pages(context: CheckContext) -> list[Finding]:
                    unreported=said("health.retired_pages.unreported"))
 
 
-@check("health.row_remap_pending", "No row remap waiting for a reset")
+@check("health.row_remap_pending")
 def health_row_remap_pending(context: CheckContext) -> list[Finding]:
+    """No row remap waiting for a reset."""
     logged = _xid_evidence(context, (63,))
     uptime = context.facts.host.uptime_s
 
@@ -350,8 +358,9 @@ def health_row_remap_pending(context: CheckContext) -> list[Finding]:
                    unreported=_REMAP_UNREPORTED)
 
 
-@check("health.row_remap_failure", "No failed row remap")
+@check("health.row_remap_failure")
 def health_row_remap_failure(context: CheckContext) -> list[Finding]:
+    """No failed row remap."""
     logged = _xid_evidence(context, (64,))
     uptime = context.facts.host.uptime_s
 
@@ -374,8 +383,9 @@ def health_row_remap_failure(context: CheckContext) -> list[Finding]:
                    unreported=_REMAP_UNREPORTED)
 
 
-@check("health.pcie_replay", "PCIe replay rate", needs=("host.uptime_s",))
+@check("health.pcie_replay", needs=("host.uptime_s",))
 def health_pcie_replay(context: CheckContext) -> list[Finding]:
+    """PCIe replay rate."""
     limit = thresholds("pcie_replay")
     if not math.isfinite(context.facts.host.uptime_s):
         return [context.skip(said("health.pcie_replay.odd_uptime"))]

@@ -15,8 +15,9 @@ def _total_vram_bytes(context: CheckContext) -> int:
     return sum(gpu.memory_total_bytes or 0 for gpu in context.gpus)
 
 
-@check("host.memory_ratio", "System RAM against total VRAM", needs=("host.memory_total_bytes",))
+@check("host.memory_ratio", needs=("host.memory_total_bytes",))
 def host_memory_ratio(context: CheckContext) -> list[Finding]:
+    """System RAM against total VRAM."""
     limit = thresholds("host_memory_ratio")
     host = context.facts.host
     vram = _total_vram_bytes(context)
@@ -39,8 +40,9 @@ def host_memory_ratio(context: CheckContext) -> list[Finding]:
                            expected=expected, refs=[limit["source"]])]
 
 
-@check("host.cpu_per_gpu", "CPU cores per GPU", needs=("host.cpu_count",))
+@check("host.cpu_per_gpu", needs=("host.cpu_count",))
 def host_cpu_per_gpu(context: CheckContext) -> list[Finding]:
+    """CPU cores per GPU."""
     limit = thresholds("host_cpu_per_gpu")
     host = context.facts.host
     # The container's share: the fewest of the host's CPUs, its cpuset and its CPU quota (quota / period).
@@ -60,8 +62,9 @@ def host_cpu_per_gpu(context: CheckContext) -> list[Finding]:
                            expected=f">= {limit['warn_below']}", refs=[limit["source"]])]
 
 
-@check("host.numa_affinity", "CPUs and NUMA node near each GPU")
+@check("host.numa_affinity")
 def host_numa_affinity(context: CheckContext) -> list[Finding]:
+    """CPUs and NUMA node near each GPU."""
     topology = context.facts.topology
     affinity: dict[str, dict[str, str]] = {}
     for gpu in context.gpus:
@@ -92,8 +95,9 @@ def _cpu_set(cpus: str) -> set[int] | None:
         return None
 
 
-@check("host.shm", "/dev/shm size", needs=("host.shm_total_bytes",))
+@check("host.shm", needs=("host.shm_total_bytes",))
 def host_shm(context: CheckContext) -> list[Finding]:
+    """/dev/shm size."""
     limit = thresholds("host_shm")
     shm, count = context.facts.host.shm_total_bytes, len(context.gpus)
     observed = f"{shm / 2**20:,.0f} MiB"
@@ -108,8 +112,9 @@ def host_shm(context: CheckContext) -> list[Finding]:
     return [context.passed(said("host.shm.pass", shm_gib=shm / 2**30), observed=observed, refs=[limit["source"]])]
 
 
-@check("host.disk", "Free disk space", needs=("host.disks",))
+@check("host.disk", needs=("host.disks",))
 def host_disk(context: CheckContext) -> list[Finding]:
+    """Free disk space."""
     limit = thresholds("host_disk")
     disks = [disk for disk in context.facts.host.disks if disk.size_bytes > 0 and disk.mount not in ("/dev/shm",)
              and not disk.mount.startswith(("/proc", "/sys", "/dev", "/run", "/boot", "/snap", "/mnt/sandboxing"))
@@ -132,8 +137,9 @@ def host_disk(context: CheckContext) -> list[Finding]:
     return [context.passed(text, refs=[limit["source"]])]
 
 
-@check("host.memlock", "Locked-memory limit for RDMA", needs=("host.memlock_limit_bytes",), needs_gpus=False)
+@check("host.memlock", needs=("host.memlock_limit_bytes",), needs_gpus=False)
 def host_memlock(context: CheckContext) -> list[Finding]:
+    """Locked-memory limit for RDMA."""
     limit = context.facts.host.memlock_limit_bytes
     if limit == -1:
         return [context.passed(said("host.memlock.unlimited"))]

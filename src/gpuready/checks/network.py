@@ -10,8 +10,9 @@ from gpuready.model import Finding
 _NCCL_NET_REF = "NCCL environment and networking: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 
 
-@check("network.rdma", "InfiniBand/RoCE for multi-node", needs=("ib_ports",), needs_gpus=False)
+@check("network.rdma", needs=("ib_ports",), needs_gpus=False)
 def network_rdma(context: CheckContext) -> list[Finding]:
+    """InfiniBand/RoCE for multi-node."""
     limit = thresholds("network")
     ports = context.facts.ib_ports
     if not ports:
@@ -35,8 +36,9 @@ def network_rdma(context: CheckContext) -> list[Finding]:
                                        observed=described, refs=[limit["source"]])]
 
 
-@check("network.nic_speed", "Ethernet fast enough for multi-node", needs=("net_interfaces",), needs_gpus=False)
+@check("network.nic_speed", needs=("net_interfaces",), needs_gpus=False)
 def network_nic_speed(context: CheckContext) -> list[Finding]:
+    """Ethernet fast enough for multi-node."""
     limit = thresholds("network")
     physical = [nic for nic in context.facts.net_interfaces if not nic.is_virtual and nic.operstate != "down"]
     speeds = {nic.name: nic.speed_mbit_per_s for nic in physical}
@@ -52,8 +54,9 @@ def network_nic_speed(context: CheckContext) -> list[Finding]:
     return [context.passed(said("network.nic_speed.pass", nics=described), observed=described, refs=[limit["source"]])]
 
 
-@check("network.gdr", "GPUDirect RDMA module", needs=("host.kernel_modules",), needs_gpus=False)
+@check("network.gdr", needs=("host.kernel_modules",), needs_gpus=False)
 def network_gdr(context: CheckContext) -> list[Finding]:
+    """GPUDirect RDMA module."""
     modules = context.facts.host.kernel_modules
     if not context.facts.ib_ports:
         return [context.passed(said("network.gdr.no_rdma"))]
@@ -68,8 +71,9 @@ def network_gdr(context: CheckContext) -> list[Finding]:
                          refs=["https://docs.nvidia.com/cuda/gpudirect-rdma/"])]
 
 
-@check("network.port", "Rendezvous port free", needs=("rendezvous_port_free",), needs_gpus=False)
+@check("network.port", needs=("rendezvous_port_free",), needs_gpus=False)
 def network_port(context: CheckContext) -> list[Finding]:
+    """Rendezvous port free."""
     port = thresholds("rendezvous")["port"]
     if context.facts.rendezvous_port_free:
         return [context.passed(said("network.port.free", port=port))]

@@ -320,8 +320,9 @@ def _gpus_of(context: CheckContext) -> list[GpuFacts]:
     return [GpuFacts(index=i, bus_id=None, source="nvidia-smi-topo.txt") for i in indices]
 
 
-@check("nvlink.link_down", "NVLink links up as the board wires them", needs_gpus=False)
+@check("nvlink.link_down", needs_gpus=False)
 def nvlink_link_down(context: CheckContext) -> list[Finding]:
+    """NVLink links up as the board wires them."""
     gpus = _gpus_of(context)
     if not gpus:
         return [context.skip(said("nvlink.link_down.no_gpu"))]
@@ -362,9 +363,11 @@ def nvlink_link_down(context: CheckContext) -> list[Finding]:
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d{1,4})", re.IGNORECASE)
 
 
-@check("nvlink.errors", "No NVLink errors in the kernel log", needs_gpus=False)
+@check("nvlink.errors", needs_gpus=False)
 def nvlink_errors(context: CheckContext) -> list[Finding]:
-    """NVLink Xids per GPU (an Xid 45 "caused by previous Xid 145" counts as that error); NVSwitch SXids are
+    """No NVLink errors in the kernel log.
+
+    NVLink Xids per GPU (an Xid 45 "caused by previous Xid 145" counts as that error); NVSwitch SXids are
     health.sxid's. The status of each line is the one kernel judge's (checks/kernel_judge.py)."""
     facts = context.facts
     if missing := kernel_log_missing(context, said("nvlink.errors.what")):

@@ -15,8 +15,9 @@ from gpuready.model import Finding
 _PCIE_REF = "NVML nvmlDeviceGetCurrPcieLinkWidth/MaxPcieLinkWidth; nvidia-smi --help-query-gpu: 'may be reduced when the GPU is not in use'"
 
 
-@check("pcie.link_degraded", "PCIe link at full width")
+@check("pcie.link_degraded")
 def pcie_link_degraded(context: CheckContext) -> list[Finding]:
+    """PCIe link at full width."""
     def judge(gpu: GpuFacts) -> Finding | None:
         current, maximum = gpu.pcie_width_current, gpu.pcie_width_max
         if current is None or maximum is None:
@@ -32,8 +33,9 @@ def pcie_link_degraded(context: CheckContext) -> list[Finding]:
                    unreported=said("pcie.link_degraded.unreported"))
 
 
-@check("pcie.gen_degraded", "PCIe generation: slot/host and GPU agree")
+@check("pcie.gen_degraded")
 def pcie_gen_degraded(context: CheckContext) -> list[Finding]:
+    """PCIe generation: slot/host and GPU agree."""
     busy_pct = thresholds("pcie_gen_busy")["busy_utilization_pct"]
 
     def judge(gpu: GpuFacts) -> Finding | None:
@@ -72,8 +74,9 @@ def _gpu_label(gpu: GpuFacts) -> str:
 
 # --------------------------------------------------------------------------------------------- BAR1
 
-@check("pcie.bar1", "BAR1 as large as the GPU ships with (Resizable BAR / Above 4G decoding)")
+@check("pcie.bar1")
 def pcie_bar1(context: CheckContext) -> list[Finding]:
+    """BAR1 as large as the GPU ships with (Resizable BAR / Above 4G decoding)."""
     limit = thresholds("pcie_bar1")
     gpus = context.gpus
     if not any(gpu.bar1_total_bytes is not None for gpu in gpus):
@@ -170,8 +173,9 @@ def _name_pci_gpus(context: CheckContext, devices: list[PciDevice]) -> list[str]
     return [_gpu_label(by_bus[device.address]) if device.address in by_bus else device.address for device in devices]
 
 
-@check("pcie.acs_iommu", "ACS and IOMMU do not redirect GPU peer traffic")
+@check("pcie.acs_iommu")
 def pcie_acs_iommu(context: CheckContext) -> list[Finding]:
+    """ACS and IOMMU do not redirect GPU peer traffic."""
     gpus = context.gpus
     if len(gpus) < 2:
         return [context.passed(said("pcie.acs_iommu.one_gpu"))]
@@ -305,8 +309,9 @@ def _severity(source: _AerSource) -> str:
     return "uncorrected" if source.uncorrected else "corrected"
 
 
-@check("pcie.aer", "No PCIe AER errors on GPUs or the ports above them", needs=("kernel_log",), needs_gpus=False)
+@check("pcie.aer", needs=("kernel_log",), needs_gpus=False)
 def pcie_aer(context: CheckContext) -> list[Finding]:
+    """No PCIe AER errors on GPUs or the ports above them."""
     ref = thresholds("pcie_aer")["source"]
     gpu_by_bus = {gpu.bus_id: gpu for gpu in context.gpus if gpu.bus_id}
     devices = context.facts.pci_devices or []

@@ -22,8 +22,9 @@ def node_full_load_w(gpu_watts: float, gpu_count: int, sockets: int, *, cpu_watt
     return gpu_watts + cpu + rest
 
 
-@check("power.limit", "Enforced power limit at the default")
+@check("power.limit")
 def power_limit(context: CheckContext) -> list[Finding]:
+    """Enforced power limit at the default."""
     tolerance = thresholds("power_limit")
 
     def judge(gpu: GpuFacts) -> Finding | None:
@@ -50,8 +51,9 @@ def _platform(context: CheckContext) -> dict | None:
     return platform_spec(models.pop(), len(context.gpus))
 
 
-@check("power.budget", "Power budget against PSU and circuit")
+@check("power.budget")
 def power_budget(context: CheckContext) -> list[Finding]:
+    """Power budget against PSU and circuit."""
     budget = thresholds("power_budget")
     scaling = thresholds("power_budget_scaling")
     gpus = context.gpus
@@ -120,8 +122,9 @@ def _power_braked(reasons: frozenset[str]) -> bool:
     return bool(reasons & clock_reasons("power_brake")) and "hw_thermal_slowdown" not in reasons
 
 
-@check("power.brake", "No platform power brake on the GPUs")
+@check("power.brake")
 def power_brake(context: CheckContext) -> list[Finding]:
+    """No platform power brake on the GPUs."""
     ref = thresholds("power_brake")["source"]
 
     def judge(gpu: GpuFacts) -> Finding | None:
@@ -140,8 +143,9 @@ def power_brake(context: CheckContext) -> list[Finding]:
                    unreported=said("power.brake.unreported"))
 
 
-@check("thermal.current", "Temperatures and thermal/hardware slowdown")
+@check("thermal.current")
 def thermal_current(context: CheckContext) -> list[Finding]:
+    """Temperatures and thermal/hardware slowdown."""
     limits = thresholds("thermal")
 
     def judge(gpu: GpuFacts) -> Finding | None:

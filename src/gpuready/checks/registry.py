@@ -50,7 +50,6 @@ class CheckOptions:
 @dataclass(frozen=True)
 class Check:
     id: str
-    title: str
     needs: tuple[str, ...]
     function: Callable[["CheckContext"], Iterable[Finding]]
     needs_gpus: bool = True
@@ -60,11 +59,11 @@ class Check:
 CHECKS: dict[str, Check] = {}
 
 
-def check(check_id: str, title: str, needs: tuple[str, ...] = (), needs_gpus: bool = True):
+def check(check_id: str, needs: tuple[str, ...] = (), needs_gpus: bool = True):
     def register(function: Callable[["CheckContext"], Iterable[Finding]]):
         if check_id in CHECKS:
             raise ValueError(f"check id {check_id} registered twice")
-        CHECKS[check_id] = Check(check_id, title, needs, function, needs_gpus)
+        CHECKS[check_id] = Check(check_id, needs, function, needs_gpus)
         return function
     return register
 

@@ -23,8 +23,9 @@ def _torch_problem(context: CheckContext) -> Finding | None:
     return None
 
 
-@check("software.driver_cuda", "The driver supports torch's CUDA", needs=("torch", "driver_version"))
+@check("software.driver_cuda", needs=("torch", "driver_version"))
 def software_driver_cuda(context: CheckContext) -> list[Finding]:
+    """The driver supports torch's CUDA."""
     torch, driver = context.facts.torch, context.facts.driver_version
     if problem := _torch_problem(context):
         return [problem]
@@ -86,8 +87,9 @@ def _arch_supported(capability: str, arch_list: list[str]) -> tuple[bool, str, b
     return False, "", False
 
 
-@check("software.torch_arch", "torch has kernels for every GPU", needs=("torch",))
+@check("software.torch_arch", needs=("torch",))
 def software_torch_arch(context: CheckContext) -> list[Finding]:
+    """torch has kernels for every GPU."""
     torch = context.facts.torch
     if problem := _torch_problem(context):
         return [problem]
@@ -115,8 +117,9 @@ def software_torch_arch(context: CheckContext) -> list[Finding]:
     return findings or [context.skip(said("software.torch_arch.unknown"))]
 
 
-@check("software.torch_sees_gpus", "torch sees every GPU", needs=("torch",))
+@check("software.torch_sees_gpus", needs=("torch",))
 def software_torch_sees_gpus(context: CheckContext) -> list[Finding]:
+    """torch sees every GPU."""
     torch = context.facts.torch
     if problem := _torch_problem(context):
         return [problem]
@@ -136,8 +139,9 @@ def software_torch_sees_gpus(context: CheckContext) -> list[Finding]:
                            observed=torch.device_count, expected=visible)]
 
 
-@check("software.nccl", "The NCCL torch uses", needs=("torch",))
+@check("software.nccl", needs=("torch",))
 def software_nccl(context: CheckContext) -> list[Finding]:
+    """The NCCL torch uses."""
     torch = context.facts.torch
     if problem := _torch_problem(context):
         return [problem]
@@ -158,8 +162,9 @@ def software_nccl(context: CheckContext) -> list[Finding]:
                                 system=", ".join(system)), observed=torch.nccl_version)]
 
 
-@check("software.container", "Container runtime and scheduler variables", needs_gpus=False)
+@check("software.container", needs_gpus=False)
 def software_container(context: CheckContext) -> list[Finding]:
+    """Container runtime and scheduler variables."""
     host, env = context.facts.host, context.facts.env or {}
     runtime = host.container
     refused = [event for event in context.facts.kernel_log or [] if event.kind == "docker_no_gpu_runtime"]
@@ -192,8 +197,9 @@ def software_container(context: CheckContext) -> list[Finding]:
                            observed={"container": runtime, "schedulers": schedulers})]
 
 
-@check("software.env", "No environment variables that hurt multi-GPU training", needs=("env",), needs_gpus=False)
+@check("software.env", needs=("env",), needs_gpus=False)
 def software_env(context: CheckContext) -> list[Finding]:
+    """No environment variables that hurt multi-GPU training."""
     env = context.facts.env
     known = catalogue("en")  # each variable of env_vars.toml has its ids; one added since says its `why` in English
     findings = []

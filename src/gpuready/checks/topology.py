@@ -29,8 +29,9 @@ def _nvlink_count(link: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-@check("topology.matrix", "GPU×GPU connection matrix")
+@check("topology.matrix")
 def topology_matrix(context: CheckContext) -> list[Finding]:
+    """GPU×GPU connection matrix."""
     topology = context.facts.topology
     if topology is None:
         return [_matrix_from_models(context)]
@@ -70,8 +71,9 @@ def _matrix_from_models(context: CheckContext) -> Finding:
         refs=[_TOPO_REF] + sorted({spec.source for spec in specs}))
 
 
-@check("topology.cross_numa", "GPU pairs that cross the CPU interconnect", needs=("topology",))
+@check("topology.cross_numa", needs=("topology",))
 def topology_cross_numa(context: CheckContext) -> list[Finding]:
+    """GPU pairs that cross the CPU interconnect."""
     topology = context.facts.topology
     crossing = [(i, j) for (i, j), link in _pairs(topology.links).items() if link == "SYS"]
     if not crossing:
@@ -98,8 +100,9 @@ def _groups_without_sys(links: dict[tuple[int, int], str]) -> list[list[int]]:
     return groups
 
 
-@check("topology.p2p", "Peer-to-peer access between GPUs", needs=("p2p_read",))
+@check("topology.p2p", needs=("p2p_read",))
 def topology_p2p(context: CheckContext) -> list[Finding]:
+    """Peer-to-peer access between GPUs."""
     status = {pair: value for pair, value in context.facts.p2p_read.items() if pair[0] != pair[1]}
     if len(context.gpus) < 2 or not status:
         return [context.passed(said("topology.p2p.single"))]
@@ -121,9 +124,11 @@ def topology_p2p(context: CheckContext) -> list[Finding]:
 _FM_REF = "NVIDIA Fabric Manager User Guide, https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"
 
 
-@check("gpu.fabric", "NVSwitch fabric registration complete", needs_gpus=False)
+@check("gpu.fabric", needs_gpus=False)
 def gpu_fabric(context: CheckContext) -> list[Finding]:
-    """The fabric state each GPU reports, and what Fabric Manager and CUDA logged (a version mismatch, CUDA error
+    """NVSwitch fabric registration complete.
+
+    The fabric state each GPU reports, and what Fabric Manager and CUDA logged (a version mismatch, CUDA error
     802); Fabric Manager having nothing to do is no finding on a board without NVSwitch."""
     def judge(gpu: GpuFacts) -> Finding | None:
         state = gpu.fabric_state
