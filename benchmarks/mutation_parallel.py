@@ -10,6 +10,9 @@ the same decision: a mutant runs first against the test files that executed its 
 files as contexts, built once per test list), and one that survives them runs again against the module's whole test
 list; a statement no test runs in-process goes straight to the whole list. A mutant whose tests fail is killed;
 one still passing the whole list survived; past --timeout-s it is a timeout (left out of the score, as mutmut does).
+With --fast the map is by test (a test's call phase; set-up and module-level work by test file) and follows the
+processes tests start (the CLI in a subprocess), and a mutant runs only what ran its statement: many times fewer tests,
+and survivors that --recheck then confirms against the whole list.
 
 Each worker mutates its own copy of src/ and tests/ (made from the working tree: a lent machine has no .git), so a
 mutant never reaches the checkout. Outcomes are appended to <work>/outcomes.jsonl as they come; a second run skips
@@ -79,15 +82,19 @@ def coverage_map(work: Path, files: list[str], tests: list[str], key: str) -> di
     """One coverage run of a test list over the modules that share it: file -> covmap.py's {first, tests}."""
     copy = work / f"coverage-{key}"
     make_copy(copy)
+    shutil.copy(copy / "mutsub.py", copy / "sitecustomize.py")  # the processes tests start are measured too
     include = ",".join(str(copy / file) for file in files)
-    (copy / ".coveragerc-mut").write_text(f"[run]\ninclude = {include}\n")
-    done = subprocess.run([sys.executable, "-m", "coverage", "run", "--rcfile=.coveragerc-mut",
-                           "--data-file=.coverage-mut", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutplug",
-                           "-p", "mutctx", *deselected(), *tests],
-                          cwd=copy, env=environment(copy), capture_output=True, text=True)
+    rcfile = copy / ".coveragerc-mut"
+    rcfile.write_text(f"[run]\ninclude = {include}\nparallel = True\ndata_file = {copy / '.coverage-mut'}\n")
+    env = {**environment(copy), "MUT_CONTEXT": "test", "COVERAGE_PROCESS_START": str(rcfile)}
+    done = subprocess.run([sys.executable, "-m", "coverage", "run", f"--rcfile={rcfile}", "-m", "pytest", "-q",
+                           "-p", "no:cacheprovider", "-p", "mutplug", "-p", "mutctx", *deselected(), *tests],
+                          cwd=copy, env=env, capture_output=True, text=True)
     (work / f"baseline-{key}.txt").write_text(done.stdout[-5000:] + done.stderr[-5000:])
     if done.returncode != 0:
         raise SystemExit(f"the tests fail unmutated ({key}); see {work}/baseline-{key}.txt")
+    subprocess.run([sys.executable, "-m", "coverage", "combine", f"--rcfile={rcfile}", "-q"], cwd=copy, env=env,
+                   check=True)
     maps = {}
     for file in files:
         out = copy / f"covmap-{Path(file).stem}.json"
@@ -136,7 +143,7 @@ def worker(number: int, work: Path, tasks: "multiprocessing.Queue", results: "mu
             target.write_text(mutated_source(task["file"], task["line"], task["index"], task["line_number"]))
             started = time.monotonic()
             outcome = run_tests(copy, task["selected"], timeout_s) if task["selected"] else "survived"
-            if outcome == "survived":
+            if outcome == "survived" and task.get("confirm", True):
                 outcome = run_tests(copy, task["all_tests"], timeout_s)
             task["outcome"], task["seconds"] = outcome, round(time.monotonic() - started, 2)
         finally:
@@ -157,7 +164,24 @@ def recheck_tasks(outcomes: Path, names: list[str], table: dict) -> list[dict]:
     return tasks
 
 
-def schedule(work: Path, outcomes: Path, names: list[str], table: dict) -> list[dict]:
+SOURCE_READERS = ("tests/test_message_ids.py", "tests/test_layout.py")
+"""Tests that read the source as text (catalogue ids, imports): they run no mutated statement, so no coverage map
+selects them; every mutant of a module whose list has them runs them."""
+
+
+def selected_tests(ran: list[str], tests: tuple[str, ...]) -> list[str]:
+    """What a mutant of a statement runs: the test ids (or files) that ran it, in the list's order (its own tests
+    first: with -x a killed mutant stops at the first failure), and the source readers; the whole list for "*"."""
+    if "*" in ran:
+        return list(tests)
+    position = {test: number for number, test in enumerate(tests)}
+    chosen = sorted(ran, key=lambda test: (position.get(test.split("::")[0], len(tests)), test))
+    files = {test for test in chosen if "::" not in test}
+    chosen = [test for test in chosen if test.split("::")[0] not in files or "::" not in test]
+    return [test for test in tests if test in SOURCE_READERS and test not in files] + chosen
+
+
+def schedule(work: Path, outcomes: Path, names: list[str], table: dict, confirm: bool) -> list[dict]:
     done = set(latest_outcomes(outcomes))
     groups: dict[tuple[str, ...], list[str]] = {}
     for name in names:
@@ -178,9 +202,9 @@ def schedule(work: Path, outcomes: Path, names: list[str], table: dict) -> list[
             covmap = maps[number][table[name][0]]
             statement = covmap["first"].get(str(line_number + 1), line_number + 1)
             ran = covmap["tests"].get(str(statement)) or []
-            selected = list(tests) if "*" in ran else [test for test in tests if test in ran]
             tasks.append({"module": name, "file": table[name][0], "line": line, "index": index,
-                          "line_number": line_number, "selected": selected, "all_tests": list(tests)})
+                          "line_number": line_number, "selected": selected_tests(ran, tests) if ran else [],
+                          "all_tests": list(tests), "confirm": confirm})
     return tasks
 
 
@@ -243,6 +267,10 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="print the scores of what has run and stop")
     parser.add_argument("--outcomes", type=Path, help="the outcomes file (default: <work>/outcomes.jsonl)")
     parser.add_argument("--recheck", action="store_true", help="run the survivors again against the tests now")
+    parser.add_argument("--fast", action="store_true",
+                        help="a mutant runs only the tests that ran its statement (in-process or in a process they "
+                             "started): its survivors are a bound from above until --recheck runs them on the whole "
+                             "list")
     args = parser.parse_args()
     outcomes = args.outcomes or args.work / "outcomes.jsonl"
     table = module_table()
@@ -255,7 +283,10 @@ def main() -> None:
         report(outcomes, {name: table[name] for name in names})
         return
     started = time.monotonic()
-    tasks = recheck_tasks(outcomes, names, table) if args.recheck else schedule(args.work, outcomes, names, table)
+    if args.recheck:
+        tasks = recheck_tasks(outcomes, names, table)
+    else:
+        tasks = schedule(args.work, outcomes, names, table, confirm=not args.fast)
     print(f"{len(tasks)} mutants to run on {args.workers} workers", flush=True)
     queue: multiprocessing.Queue = multiprocessing.Queue()
     results: multiprocessing.Queue = multiprocessing.Queue()

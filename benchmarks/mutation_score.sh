@@ -34,17 +34,17 @@ WORK=${WORK:-/tmp/gpuready-mutation}
 LIMIT_S=${LIMIT_S:-5400}          # per module
 PYTHON=${PYTHON:-python}
 
-CHECKS_TESTS="test_mutants_checks test_mutants_network test_mutants_judges test_checks test_pcie_acs_aer test_pcie_power_classes test_partial_evidence test_real_cases
+CHECKS_TESTS="test_message_ids test_mutants_checks test_mutants_network test_mutants_judges test_checks test_pcie_acs_aer test_pcie_power_classes test_partial_evidence test_real_cases
  test_recorded_runs test_container_health test_diagnose_host_software test_diagnose_kernel test_one_judgement
  test_check_order test_evidence_classes test_i18n_health test_nvlink_boards test_odd_values test_diagnose_framework
  test_diagnose_nccl test_diagnose_net test_diagnose_torch test_junit test_console_problems_first test_report_verb
  test_hostile_bundles test_knowledge_tables test_i18n test_markdown test_safe_output test_no_english_left
  test_diagnose_covers_check test_layout"
-PLAN_TESTS="test_mutants_plan test_mutants_plan_strategy test_mutants_plan_power test_mutants_plan_cost test_mutants_plan_machine test_plan_memory test_plan_strategy test_plan_batch_power_cost test_plan_machine test_plan_calibration
+PLAN_TESTS="test_message_ids test_mutants_plan test_mutants_plan_strategy test_mutants_plan_power test_mutants_plan_cost test_mutants_plan_machine test_plan_memory test_plan_strategy test_plan_batch_power_cost test_plan_machine test_plan_calibration
  test_plan_cli test_console_plan test_i18n_verbs test_bench_judge test_bench_recorded"
-BURN_TESTS="test_mutants_burn_judge test_mutants_judges test_validate_judge test_one_judgement test_i18n_runs test_i18n_verbs test_recorded_runs
+BURN_TESTS="test_message_ids test_mutants_burn_judge test_mutants_judges test_validate_judge test_one_judgement test_i18n_runs test_i18n_verbs test_recorded_runs
  test_visible_gpus test_shared_gpu test_burn_monitor"  # the slow ones (processes) last
-BENCH_TESTS="test_mutants_bench_judge test_mutants_judges test_bench_judge test_bench_recorded test_i18n_runs test_i18n_verbs test_bench_data
+BENCH_TESTS="test_message_ids test_mutants_bench_judge test_mutants_judges test_bench_judge test_bench_recorded test_i18n_runs test_i18n_verbs test_bench_data
  test_shared_gpu"
 CHECKS_TESTS=$(echo $CHECKS_TESTS) PLAN_TESTS=$(echo $PLAN_TESTS)  # one line each: a table row is one line
 BURN_TESTS=$(echo $BURN_TESTS) BENCH_TESTS=$(echo $BENCH_TESTS)
@@ -113,7 +113,9 @@ EOF
   cat >"$1/mutctx.py" <<'EOF'
 """Coverage contexts by test file: a test's setup, call and teardown are its file's, and so is the collection of the
 file (module-level work of a test file). Mutants then run whole test files, which holds with module-scoped fixtures
-and results computed at a test module's import."""
+and results computed at a test module's import. MUT_CONTEXT=test: a test's call phase is its own context."""
+import os
+
 import coverage
 import pytest
 
@@ -139,9 +141,32 @@ def pytest_runtest_protocol(item, nextitem):
     _switch(f"file:{item.nodeid.split('::')[0]}")
     yield
     _switch("")
+
+
+if os.environ.get("MUT_CONTEXT") == "test":  # mutation_parallel.py: the call phase by test, set-up and teardown by
+    # file (a module-scoped fixture is made in the first test's set-up and read by the others)
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(item):
+        _switch(f"test:{item.nodeid}")
+        yield
+        _switch(f"file:{item.nodeid.split('::')[0]}")
+EOF
+  cat >"$1/mutsub.py" <<'EOF'
+"""Copied as sitecustomize.py into mutation_parallel.py's coverage copy: a Python process a test starts (the CLI in a
+subprocess) is measured too, in the context of the test that started it (pytest's PYTEST_CURRENT_TEST)."""
+import os
+
+if os.environ.get("COVERAGE_PROCESS_START"):
+    import coverage
+
+    _measured = coverage.process_startup()
+    _test = os.environ.get("PYTEST_CURRENT_TEST", "")
+    if _measured is not None and " " in _test:
+        nodeid, phase = _test.rsplit(" ", 1)
+        _measured.switch_context(f"test:{nodeid}" if phase == "(call)" else f"file:{nodeid.split('::')[0]}")
 EOF
   cat >"$1/covmap.py" <<'EOF'
-"""Statement -> test files that ran it (coverage contexts of mutctx.py); "*" for a statement of the module's top level
+"""Statement -> test files (or test ids) that ran it (coverage contexts of mutctx.py); "*" for a statement of the module's top level
 (run once, at its import: any test may depend on it) or one run outside any test file."""
 import ast
 import json
@@ -167,8 +192,9 @@ measured = next(name for name in data.measured_files() if name.endswith(target))
 by_statement: dict[int, set[str]] = {}
 for line, contexts in data.contexts_by_lineno(measured).items():
     files = by_statement.setdefault(parser.first_line(line), set())
-    for context in contexts:
-        files.add(context[len("file:"):] if context.startswith("file:") else "*")
+    for context in contexts:  # file:<test file>, test:<test id> (MUT_CONTEXT=test); anything else: the whole list
+        kind, _, name = context.partition(":")
+        files.add(name if kind in ("file", "test") and name else "*")
 lines = len(source.splitlines())
 first = {number: parser.first_line(number) for number in range(1, lines + 1)}
 for number in range(1, lines + 1):
