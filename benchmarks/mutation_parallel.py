@@ -227,7 +227,9 @@ def latest_outcomes(outcomes: Path) -> dict[tuple, dict]:
 
 def report(outcomes: Path, table: dict) -> None:
     rows: dict[str, dict[str, int]] = {}
-    latest = latest_outcomes(outcomes)
+    current = {(name, line_number, index, line) for name in table
+               for line, index, line_number in mutants_of(table[name][0])}
+    latest = {key: row for key, row in latest_outcomes(outcomes).items() if key in current}  # not of edited lines
     for row in latest.values():
         rows.setdefault(row["module"], {}).setdefault(row["outcome"], 0)
         rows[row["module"]][row["outcome"]] += 1
