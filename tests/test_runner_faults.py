@@ -193,3 +193,15 @@ def _burning(log_dir: Path) -> bool:
     """The burn worker is past start-up: its process has run for a while (it logs nothing on success)."""
     workers = _workers_left(log_dir)
     return bool(workers) and time.time() - workers[0].create_time() > 8
+
+
+@pytest.mark.parametrize("imports", ["import torch", "import json"])
+def test_a_process_ends_with_its_code_and_its_output_flushed(imports):
+    """exit_without_teardown: with torch imported the process ends through os._exit, which flushes nothing itself;
+    the last line printed without a newline still arrives, the exit code is the one given, and nothing is said on
+    standard error. Without torch, the usual exit does the same."""
+    code = (f"{imports}\nimport sys\nfrom gpuready.runner.signals import exit_without_teardown\n"
+            "print('partial', end='')\nsys.stderr.write('e')\nexit_without_teardown(3)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={key: value for key, value in os.environ.items() if not key.startswith("COV")})
+    assert (done.returncode, done.stdout, done.stderr) == (3, "partial", "e")

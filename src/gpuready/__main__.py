@@ -1,3 +1,3 @@
-from gpuready.cli import main
+from gpuready.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -76,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
+def entry() -> None:
+    """The `gpuready` command and `python -m gpuready`: main(), then the process ends (runner.signals)."""
+    from gpuready.runner.signals import exit_without_teardown
+    exit_without_teardown(main())
+
+
 def _reader_gone() -> int:
     """`gpuready check | head -1`: the reader has what it wanted. Stop quietly, as git and coreutils do when
     SIGPIPE ends them (a shell shows 141 for them too); stdout goes to /dev/null so that Python's own flush at

@@ -18,6 +18,9 @@ from gpuready.workloads.context import RankContext
 
 MATMUL_N = 8192
 MATMUL_WARMUP, MATMUL_ITERATIONS = 3, 20
+QUICK_MATMUL_WINDOW_S, QUICK_MATMUL_MIN_ITERATIONS = 0.1, 4
+"""--quick times as many products as fill 0.1 s by the warm-up's pace (at least 4, at most MATMUL_ITERATIONS): fp32
+on an H200 (22 ms a product) took 0.5 of --quick's 1.0 s of compute with 20, the others 1-3 ms a product keep 20."""
 DEVICE_COPY_BYTES, DEVICE_COPY_ITERATIONS = 4 * 2**30, 10
 HOST_COPY_BYTES, HOST_COPY_ITERATIONS = 2**30, 10
 QUICK_HOST_COPY_BYTES = 256 * 2**20
@@ -37,7 +40,14 @@ def _events_seconds(torch: Any, work: Callable[[], None], stream: Any = None) ->
     return start.elapsed_time(end) / 1000.0
 
 
-def matmul_tflops(torch: Any, device: Any, dtype_name: str) -> dict[str, Any]:
+def quick_iterations(warmup_s: float) -> int:
+    """Products --quick times, after the warm-up's products but the first took `warmup_s`."""
+    per_product_s = warmup_s / (MATMUL_WARMUP - 1)
+    wanted = int(QUICK_MATMUL_WINDOW_S / per_product_s) + 1 if per_product_s > 0 else MATMUL_ITERATIONS
+    return max(QUICK_MATMUL_MIN_ITERATIONS, min(MATMUL_ITERATIONS, wanted))
+
+
+def matmul_tflops(torch: Any, device: Any, dtype_name: str, quick: bool = False) -> dict[str, Any]:
     n = MATMUL_N
     method = {"shape": [n, n, n], "warmup": MATMUL_WARMUP, "iterations": MATMUL_ITERATIONS,
               "timing": "CUDA events around the timed products", "flops_per_product": 2 * n**3}
@@ -59,19 +69,24 @@ def matmul_tflops(torch: Any, device: Any, dtype_name: str) -> dict[str, Any]:
             out = torch.empty(n, n, device=device, dtype=dtype)
             product = lambda: torch.mm(a, b, out=out)
             method["api"] = "torch.mm"
-        for _ in range(MATMUL_WARMUP):
-            product()
+        product()  # the first product loads its kernel (lazy module loading): the rest of the warm-up paces --quick
         torch.cuda.synchronize(device)
 
+        def warm_up() -> None:
+            for _ in range(MATMUL_WARMUP - 1):
+                product()
+        warmup_s = _events_seconds(torch, warm_up)
+        iterations = method["iterations"] = quick_iterations(warmup_s) if quick else MATMUL_ITERATIONS
+
         def timed() -> None:
-            for _ in range(MATMUL_ITERATIONS):
+            for _ in range(iterations):
                 product()
         seconds = _events_seconds(torch, timed)
     except Exception as error:
         return {"skipped": f"{type(error).__name__}: {error}"}
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous_tf32
-    return {"tflops": 2 * n**3 * MATMUL_ITERATIONS / seconds / 1e12, "seconds": seconds, "method": method}
+    return {"tflops": 2 * n**3 * iterations / seconds / 1e12, "seconds": seconds, "method": method}
 
 
 def _device_copy(torch: Any, device: Any) -> dict[str, Any]:
@@ -97,7 +112,7 @@ def run_compute(ctx: RankContext) -> dict[str, Any]:
     results: dict[str, Any] = {"matmul": {}}
     for dtype_name in dtypes:
         ctx.step("compute", f"matmul {dtype_name}")
-        results["matmul"][dtype_name] = matmul_tflops(torch, ctx.device, dtype_name)
+        results["matmul"][dtype_name] = matmul_tflops(torch, ctx.device, dtype_name, quick=ctx.options.quick)
     ctx.step("compute", said("op.device_copy"))
     results["memory"] = _device_copy(torch, ctx.device)
     return results

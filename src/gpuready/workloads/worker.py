@@ -19,7 +19,7 @@ from typing import Any, Callable
 from gpuready.i18n import said
 from gpuready.workloads.context import RankContext, RankOptions, runtime_versions
 from gpuready.runner.progress import RESULT_KEY, Heartbeat, ProgressReporter
-from gpuready.runner.signals import die_with_parent, handle_stop_signals_in_thread
+from gpuready.runner.signals import die_with_parent, exit_without_teardown, handle_stop_signals_in_thread
 from gpuready.runner.watchdog import WORKLOAD_FAILED_EXIT
 
 PROCESS_STARTED = time.monotonic()
@@ -262,4 +262,4 @@ def own_gpu_users(bus_id: str | None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_without_teardown(main())

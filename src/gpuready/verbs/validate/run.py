@@ -58,18 +58,21 @@ def _rank_spec(options: ValidateOptions, device: str) -> dict[str, Any]:
             "options": {"quick": options.quick, "timeout_s": options.timeout_s, "max_bytes": options.max_bytes}}
 
 
-FIXED_S = {"cuda": 7.5, "cpu": 3.5}
-"""Start to end without the workloads: the parent (~1.4 s), a rank's start-up (Python, torch's import, CUDA and NCCL
-set-up: 3.4-5.7 s on an H200, the lower figures once its files are cached; 1.8-2.1 s on the 2-core VM's CPU ranks)
-and the end (results, barrier, exit: ~1 s). Measured with facts.validate.seconds (benchmarks/issue23_h200.sh
-validate, benchmarks/validate_timing.sh)."""
-WORKLOAD_S = {("cuda", "compute"): 1.1, ("cuda", "transfer"): 4.3, ("cuda", "transfer", "quick"): 1.0,
-              ("cuda", "ddp"): 5.0, ("cuda", "ddp", "quick"): 0.3, ("cpu", "ddp"): 1.8, ("cpu", "ddp", "quick"): 0.15}
-"""Seconds of one rank's workload, measured as FIXED_S (H200: compute 0.9-1.3, transfer 4.05-4.36 with 1 GiB host
-copies and 0.74-1.11 with --quick's 256 MiB, ddp 3.8-7.1 with or without its FSDP2 step: DistributedDataParallel's
-constructor imports torch._dynamo, 4.1 s on that machine; importing it on a thread beside the measurements cost
-them 75 % of the bf16 matmul rate, so it stays where DDP needs it; --quick averages the gradients by hand without
-importing it: 0.20-0.33 s on the H200, 0.11-0.14 s on the VM's two gloo ranks)."""
+FIXED_S = {"cuda": 6.5, "cpu": 3.5}
+"""Start to end without the workloads: the parent (0.9-1.4 s, its own start and end), a rank's start-up (Python,
+torch's import, CUDA and NCCL set-up: 4.1-5.3 s on an H200 once its files are cached, 6.8 s on a fresh machine;
+1.8-2.1 s on the 2-core VM's CPU ranks) and the end (results, barrier, the rank's exit: 0.7-1.0 s, both processes
+ending without torch's teardown: runner.signals.exit_without_teardown). Measured with facts.validate.seconds
+(benchmarks/issue23_h200.sh validate, benchmarks/validate_timing.sh)."""
+WORKLOAD_S = {("cuda", "compute"): 1.1, ("cuda", "compute", "quick"): 0.7, ("cuda", "transfer"): 4.3,
+              ("cuda", "transfer", "quick"): 1.0, ("cuda", "ddp"): 5.0, ("cuda", "ddp", "quick"): 0.3,
+              ("cpu", "ddp"): 1.8, ("cpu", "ddp", "quick"): 0.15}
+"""Seconds of one rank's workload, measured as FIXED_S (H200: compute 0.9-1.3, 0.68-0.73 with --quick's shorter fp32
+window; transfer 3.6-4.4 with 1 GiB host copies and 0.74-1.11 with --quick's 256 MiB; ddp 3.8-7.1 with or without
+its FSDP2 step: DistributedDataParallel's constructor imports torch._dynamo, 4.1 s on that machine; importing it on a
+thread beside the measurements cost them 75 % of the bf16 matmul rate, so it stays where DDP needs it; --quick
+averages the gradients by hand without importing it: 0.20-0.33 s on the H200, 0.11-0.14 s on the VM's two gloo
+ranks)."""
 COLLECTIVE_CALL_S = {"cuda": 0.0035, "cpu": 0.02}
 """One (operation, size) of the sweep beyond its bytes: Python, launch and synchronisation (H200, one rank: 0.5 s for
 28 sizes × 5 operations; the VM's gloo: 1.1 s for 7 × 6 with --quick)."""
