@@ -151,16 +151,17 @@ def worker(number: int, work: Path, tasks: "multiprocessing.Queue", results: "mu
         results.put(task)
 
 
-def recheck_tasks(outcomes: Path, names: list[str], table: dict) -> list[dict]:
+def recheck_tasks(outcomes: Path, names: list[str], table: dict, confirm: bool) -> list[dict]:
     """--recheck: each mutant whose last outcome is `survived`, against the tests as they are now: the module's
-    tests/test_mutants_*.py first, then its whole list."""
+    tests/test_mutants_*.py first, then what its first run selected, then (unless --fast) its whole list."""
     tasks = []
-    for row in latest_outcomes(outcomes).values():
-        if row["module"] in names and row["outcome"] == "survived":
+    for row in current_outcomes(outcomes, {name: table[name] for name in names}).values():
+        if row["outcome"] == "survived":
             tests = table[row["module"]][1]
             row = {key: value for key, value in row.items() if key not in ("outcome", "seconds")}
-            tasks.append({**row, "selected": [test for test in tests if Path(test).name.startswith("test_mutants_")],
-                          "all_tests": tests})
+            new = [test for test in tests if Path(test).name.startswith("test_mutants_")]
+            earlier = [test for test in row.get("selected", []) if test.split("::")[0] not in new]
+            tasks.append({**row, "selected": new + earlier, "all_tests": tests, "confirm": confirm})
     return tasks
 
 
@@ -225,11 +226,16 @@ def latest_outcomes(outcomes: Path) -> dict[tuple, dict]:
     return {(row["module"], row["line_number"], row["index"], row["line"]): row for row in rows}
 
 
-def report(outcomes: Path, table: dict) -> None:
-    rows: dict[str, dict[str, int]] = {}
+def current_outcomes(outcomes: Path, table: dict) -> dict[tuple, dict]:
+    """latest_outcomes of the modules in `table`, less those of mutants the source no longer has (edited lines)."""
     current = {(name, line_number, index, line) for name in table
                for line, index, line_number in mutants_of(table[name][0])}
-    latest = {key: row for key, row in latest_outcomes(outcomes).items() if key in current}  # not of edited lines
+    return {key: row for key, row in latest_outcomes(outcomes).items() if key in current}
+
+
+def report(outcomes: Path, table: dict) -> None:
+    rows: dict[str, dict[str, int]] = {}
+    latest = current_outcomes(outcomes, table)
     for row in latest.values():
         rows.setdefault(row["module"], {}).setdefault(row["outcome"], 0)
         rows[row["module"]][row["outcome"]] += 1
@@ -286,7 +292,7 @@ def main() -> None:
         return
     started = time.monotonic()
     if args.recheck:
-        tasks = recheck_tasks(outcomes, names, table)
+        tasks = recheck_tasks(outcomes, names, table, confirm=not args.fast)
     else:
         tasks = schedule(args.work, outcomes, names, table, confirm=not args.fast)
     print(f"{len(tasks)} mutants to run on {args.workers} workers", flush=True)
