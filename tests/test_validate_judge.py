@@ -163,3 +163,20 @@ def test_recorded_burn_throughput_passes_and_literal_low_figures_do_not():
     assert _burn_throughput(H200_SUSTAINED_LOW)[0] == ["pass"]
     assert _burn_throughput(400.0)[0] == ["warn"]  # 40 % of the dense peak: low
     assert _burn_throughput(250.0)[0] == ["fail"]  # a quarter of the dense peak: under half of any expectation
+
+
+@pytest.mark.parametrize("fsdp, english, chinese", [
+    ({"status": "skip", "reason": "x", "reason_text": {"message_id": "workloads.fsdp2.quick", "message_values": {}}},
+     "; the FSDP2 step was skipped: ", "；FSDP2 步骤已跳过："),
+    ({}, "; no FSDP2 step was run.", "；未运行 FSDP2 步骤。"),
+])
+def test_a_ddp_pass_says_in_words_why_fsdp2_did_not_run(fsdp, english, chinese):
+    """Not the workload's status word ("FSDP2 skip: …" read as English inside the Chinese sentence)."""
+    from gpuready.i18n import message
+    results = copy.deepcopy(RESULTS)
+    results[0]["workloads"]["ddp"]["fsdp"] = fsdp
+    ddp = findings(judged(results), "ddp.mismatch")[0]
+    assert ddp.status == Status.PASS
+    rendered = {lang: message(ddp.message_id, lang, **ddp.message_values) for lang in ("en", "zh")}
+    assert english in rendered["en"] and chinese in rendered["zh"]
+    assert "skip" not in rendered["zh"] and "None" not in rendered["en"]

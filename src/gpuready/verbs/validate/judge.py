@@ -293,9 +293,13 @@ class Judge:
                 if data.get("method") == "by_hand":  # --quick: no DDP, no FSDP2 step; the message says so
                     text = said("validate.ddp.pass_by_hand", **counts)
                 else:
-                    fsdp_text = said("validate.ddp.fsdp_matches") if fsdp.get("status") == "pass" else \
-                        said("validate.ddp.fsdp_not_run", status=str(fsdp.get("status")),
-                             reason=said_from(fsdp.get("reason_text")) or fsdp.get("reason", ""))
+                    if fsdp.get("status") == "pass":
+                        fsdp_text = said("validate.ddp.fsdp_matches")
+                    elif fsdp.get("status") == "skip":  # the reason is catalogue text where the rank sent it so
+                        fsdp_text = said("validate.ddp.fsdp_skipped",
+                                         reason=said_from(fsdp.get("reason_text")) or fsdp.get("reason", ""))
+                    else:
+                        fsdp_text = said("validate.ddp.fsdp_absent")
                     text = said("validate.ddp.pass", **counts, fsdp=fsdp_text)
                 self._finding("ddp.mismatch", Status.PASS, subject, text,
                               observed={"gradient_worst_ratio": data["gradient_worst_ratio"], "fsdp": fsdp})
