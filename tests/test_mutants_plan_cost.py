@@ -17,7 +17,7 @@ import pytest
 from gpuready.verbs.plan.cost import PricesError, cost_plan, load_prices
 from gpuready.verbs.plan.machine import Machine, machine_from_description
 
-NEVER = "{way}: energy alone costs more than renting; renting is cheaper at any utilisation"
+NEVER = "{way}: energy alone costs as much as renting or more; renting is cheaper at any utilisation"
 
 
 def _prices_error(*args, **kwargs) -> str:
