@@ -34,7 +34,7 @@ WORK=${WORK:-/tmp/gpuready-mutation}
 LIMIT_S=${LIMIT_S:-5400}          # per module
 PYTHON=${PYTHON:-python}
 
-CHECKS_TESTS="test_message_ids test_mutants_gpu test_mutants_nvlink test_mutants_checks test_mutants_network test_mutants_judges test_checks test_pcie_acs_aer test_pcie_power_classes test_partial_evidence test_real_cases
+CHECKS_TESTS="test_message_ids test_mutants_gpu test_mutants_nvlink test_mutants_registry test_mutants_topology test_mutants_host test_mutants_power test_mutants_software test_mutants_checks test_mutants_network test_mutants_judges test_checks test_pcie_acs_aer test_pcie_power_classes test_partial_evidence test_real_cases
  test_recorded_runs test_container_health test_diagnose_host_software test_diagnose_kernel test_one_judgement
  test_check_order test_evidence_classes test_i18n_health test_nvlink_boards test_odd_values test_diagnose_framework
  test_diagnose_nccl test_diagnose_net test_diagnose_torch test_junit test_console_problems_first test_report_verb
