@@ -378,3 +378,29 @@ def test_fabric_manager_failing_on_an_unknown_board_warns():
     assert finding.message == ("The Fabric Manager service exited with a failure; whether this board needs it "
                                "(NVSwitch) is not in this input.")
     assert (finding.expected, finding.refs) == ("running on NVSwitch boards", [FM_REF])
+
+
+def test_a_completed_registration_with_an_error_status_fails():
+    """nvml.h (nvmlGpuFabricInfo_t): the status "must be checked only if state returns complete". The published
+    DGX H100 `nvidia-smi -q` (8 GPUs, each Completed / Success) with the second GPU's status changed to Insufficient
+    Resources: that GPU fails, by its bus id 0000:2a:00.0; the unchanged capture passes."""
+    from gpuready.facts.build import build_facts
+    text = (PUBLIC / "dgx-h100-nvswitch" / "nvidia-smi-q.txt").read_text()
+    second = text.index("GPU 00000000:2A:00.0")
+    status = text.index("Status                            : Success", second)
+    broken = text[:status] + "Status                            : Insufficient Resources" + \
+        text[status + len("Status                            : Success"):]
+    healthy = _one(build_facts({"nvidia-smi-q.txt": text}), "gpu.fabric")
+    assert (healthy.status, healthy.message) == (Status.PASS, "NVSwitch fabric registration is complete on all 8 GPU(s).")
+    failed = _one(build_facts({"nvidia-smi-q.txt": broken}), "gpu.fabric")
+    assert (failed.status, failed.subject.gpu.bus_id, failed.observed, failed.expected) == \
+        (Status.FAIL, "0000:2a:00.0", "Insufficient Resources", "Success")
+    assert failed.message.startswith("GPU1's NVSwitch fabric registration completed with status "
+                                     "'Insufficient Resources': NVLink through the NVSwitches is not usable on it")
+
+
+def test_a_completed_registration_with_status_n_a_passes():
+    """A driver that prints N/A for the status of a completed registration (nothing to report) is no failure."""
+    finding = _one(Facts(gpus=_gpus(2, "NVIDIA H100 80GB HBM3", fabric_state="Completed", fabric_status="N/A")),
+                   "gpu.fabric")
+    assert finding.status == Status.PASS

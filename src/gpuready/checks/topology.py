@@ -132,9 +132,16 @@ def gpu_fabric(context: CheckContext) -> list[Finding]:
     802); Fabric Manager having nothing to do is no finding on a board without NVSwitch."""
     def judge(gpu: GpuFacts) -> Finding | None:
         state = gpu.fabric_state
+        unnamed = "" if gpu.index >= 0 else "_unnamed"
+        if state == "Completed" and gpu.fabric_status not in (None, "", "Success", "N/A"):
+            # nvml.h: the status "must be checked only if state returns complete"; then anything but success fails
+            return context.fail(said(f"gpu.fabric.completed_error{unnamed}", index=gpu.index,
+                                     fabric_status=gpu.fabric_status),
+                                gpu=gpu if gpu.index >= 0 else None, observed=gpu.fabric_status, expected="Success",
+                                refs=[_FM_REF, "nvml.h nvmlGpuFabricInfo_t"])
         if state and state not in ("Completed", "Not Supported"):
             # `_unnamed`: its section's header line was cut from the paste; `_status`: with the fabric status
-            variant = f"{'' if gpu.index >= 0 else '_unnamed'}{'_status' if gpu.fabric_status else ''}"
+            variant = f"{unnamed}{'_status' if gpu.fabric_status else ''}"
             return context.fail(
                 said(f"gpu.fabric.state{variant}", index=gpu.index, state=state, fabric_status=gpu.fabric_status),
                 gpu=gpu if gpu.index >= 0 else None, observed=state, expected="Completed", refs=[_FM_REF])
