@@ -404,3 +404,19 @@ def test_a_completed_registration_with_status_n_a_passes():
     finding = _one(Facts(gpus=_gpus(2, "NVIDIA H100 80GB HBM3", fabric_state="Completed", fabric_status="N/A")),
                    "gpu.fabric")
     assert finding.status == Status.PASS
+
+
+def test_a_pair_disabled_by_a_registry_key_is_read_with_the_legend_s_code():
+    """nvidia-smi's own legend (the published 2× RTX 5090 capture) prints `DR = Disabled by regkey`. The same matrix
+    with its GNS cells made DR: the file is still recognised as `topo -p2p` without its name, and the one pair is
+    blocked with that meaning and the registry-key fix."""
+    from gpuready.bundle.sniff import kind_of
+    text = (PUBLIC / "topo-p2p" / "nvidia-smi-topo-p2p-gns-2x5090.txt").read_text()
+    assert "DR   = Disabled by regkey" in text
+    disabled = text.replace("X\tGNS", "X\tDR").replace("GNS\tX", "DR\tX")
+    assert kind_of(disabled) == "nvidia-smi-topo-p2p.txt"
+    finding = _one(Facts(gpus=_gpus(2, "NVIDIA GeForce RTX 5090"), p2p_read=parse_topo_p2p(disabled)), "topology.p2p")
+    assert (finding.status, finding.observed) == (Status.WARN, {"GPU0-GPU1": "DR"})
+    assert finding.message == ("P2P is not available between 1 GPU pair(s) (GPU0-GPU1 DR; DR = disabled by a driver "
+                               "registry key): NCCL falls back to copies through host memory, which is slower.")
+    assert "NVreg_RegistryDwords" in finding.fix

@@ -54,7 +54,7 @@ _SHAPES: list[tuple[str, Callable[[str], object]]] = [
     # `nvidia-smi topo -m`: the row of GPU0 (header row or not), or a one-GPU matrix's header
     ("nvidia-smi-topo.txt", _indented_line_start(r"GPU0[ \t]{1,40}(?:X[ \t]{1,40}" + _LINK + r"\b|"
                                                  r"(?:NIC0[ \t]{1,40})?CPU Affinity)")),
-    ("nvidia-smi-topo-p2p.txt", _indented_line_start(r"GPU0[ \t]{1,40}X[ \t]{1,40}(?:OK|CNS|GNS|TNS|NS|DNS|U)\b")),
+    ("nvidia-smi-topo-p2p.txt", _indented_line_start(r"GPU0[ \t]{1,40}X[ \t]{1,40}(?:OK|CNS|GNS|TNS|NS|DR|DNS|U)\b")),
     ("nvidia-smi-nvlink-s.txt", re.compile(line_start("GPU ") + r"\d{1,3}: [^\n]{0,200}\n[ \t]{1,20}Link \d{1,3}:")
      .search),
     ("nvidia-smi-q.txt", _any_of(re.compile("NVSMI LOG").search,

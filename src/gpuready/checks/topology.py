@@ -12,12 +12,9 @@ from gpuready.model import Finding
 
 _TOPO_REF = "nvidia-smi topo -m legend; NCCL topology: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-p2p-level"
 _P2P_MEANING = {"CNS": "chipset not supported", "GNS": "GPU not supported", "TNS": "topology not supported",
-                "NS": "not supported", "DNS": "disabled by the driver (regkey)", "U": "unknown"}
+                "NS": "not supported", "DR": "disabled by a driver registry key", "DNS": "disabled by the driver (regkey)",
+                "U": "unknown"}
 """The codes' meanings; in the catalogue, topology.p2p.blocked_<code> says one code's in each language."""
-
-
-def _gpu_by_index(context: CheckContext, index: int) -> GpuFacts | None:
-    return next((gpu for gpu in context.gpus if gpu.index == index), None)
 
 
 def _pairs(links: dict[tuple[int, int], str]) -> dict[tuple[int, int], str]:
