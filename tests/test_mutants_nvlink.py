@@ -532,3 +532,94 @@ def test_two_gpus_of_the_run_and_four_in_the_matrix_judge_the_pair_of_each_kind(
     assert finding.status == Status.PASS
     assert finding.message == ("NVLink is up as the board wires it on all 2 GPUs: `topo -m`: every pair of A100 SXM4 "
                                "80GB NV4; `topo -m`: every pair NV4.")
+
+
+# --------------------------------------------------------------------------------------------- nvlink.errors
+
+XID145_ON_D8 = (BOARDS / "xid145-nonfatal-dmesg.txt").read_text().replace("PCI:0018:01:00", "PCI:0000:d8:00")
+RELOAD = "[ 9000.000001] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
+D8 = [GpuFacts(index=0, bus_id="0000:18:00.0", name=H100), GpuFacts(index=1, bus_id="0000:d8:00.0", name=H100)]
+
+
+def _errors(log: str, gpus=D8):
+    return run_checks(Facts(gpus=gpus, kernel_log=parse_kernel_log(log), kernel_log_readable=True),
+                      only=["nvlink.errors"])
+
+
+def test_a_kernel_log_without_nvlink_xids_names_the_codes_it_looked_for():
+    """xid/xid119-dmesg.txt holds an Xid 119 (GSP timeout), no NVLink error: pass. The codes listed are numbers
+    separated by ', ' and include 74 (NVLINK_ERROR) and 144-150 (NVLINK5 errors), as in NVIDIA's Xid catalog
+    (tests/fixtures/nvidia-xid-catalog/catalog.tsv)."""
+    import re
+    found = _errors((PUBLIC / "xid" / "xid119-dmesg.txt").read_text(), gpus=[])
+    assert [f.status for f in found] == [Status.PASS]
+    match = re.fullmatch(r"No NVLink Xid \((\d+(?:, \d+)*)\) in the kernel log\.", found[0].message)
+    assert match, found[0].message
+    codes = [int(code) for code in match.group(1).split(", ")]
+    assert 74 in codes and set(range(144, 151)) <= set(codes)
+
+
+def test_a_fatal_and_a_non_fatal_nvlink_xid_on_one_gpu_are_listed_per_code():
+    """xid74-dmesg.txt (two Xid 74 'fatal error detected' lines on 0000:d8:00, links 14 and 15) and the Xid 145
+    'Nonfatal' line of xid145-nonfatal-dmesg.txt moved to the same GPU (link 13). One finding for GPU1: Xid 74 ×2
+    fatal on links 14-15, Xid 145 ×1 non-fatal on link 13; links of both codes 13, 14, 15. The worst decides: fail,
+    with the fatal action. Each code cites its catalog source once."""
+    log = (BOARDS / "xid74-dmesg.txt").read_text() + XID145_ON_D8
+    found = _errors(log)
+    assert [(f.status, f.subject.gpu.index) for f in found] == [(Status.FAIL, 1)]
+    finding = found[0]
+    assert finding.message == ("NVLink errors on GPU1 (0000:d8:00.0): Xid 74 NVLINK_ERROR ×2 on link(s) 14-15 (fatal); "
+                               "Xid 145 NVLINK_RLW_ERROR ×1 on link(s) 13 (non-fatal). Last: " + XID145_ON_D8.strip())
+    assert finding.observed["links"] == [13, 14, 15]
+    assert finding.observed["xids"]["74"] == {"count": 2, "named_as_cause": 0, "links": [14, 15], "fatal": True,
+                                              "status": "fail", "why": "catalog severity critical"}
+    assert finding.observed["xids"]["145"]["fatal"] is False
+    assert finding.observed["xids"]["145"]["status"] == "warn"
+    assert finding.expected == "no NVLink Xid"
+    assert len(finding.refs) == 2 and all(ref.startswith(XID_CATALOG) for ref in finding.refs)
+    assert finding.fix.startswith("Drain the node;")
+
+
+def test_a_non_fatal_nvlink_xid_before_a_driver_reload_stays_non_fatal():
+    """The Xid 145 'Nonfatal' line, then a driver load: history, a warning; the line said non-fatal, so it is not
+    counted as fatal and the action is the non-fatal one."""
+    found = _errors(XID145_ON_D8 + RELOAD)
+    assert [f.status for f in found] == [Status.WARN]
+    assert found[0].observed["xids"]["145"]["fatal"] is False
+    assert found[0].fix.startswith("No immediate action for a non-fatal NVLink error;")
+
+
+def test_a_fatal_nvlink_xid_before_a_driver_reload_is_history_but_still_fatal():
+    """xid74-dmesg.txt then a driver load: history (a warning), but the lines said fatal: counted as fatal and the
+    fatal action given; the reasons are the catalog's severity and the history, joined by '; '."""
+    found = _errors((BOARDS / "xid74-dmesg.txt").read_text() + RELOAD)
+    assert [f.status for f in found] == [Status.WARN]
+    xid = found[0].observed["xids"]["74"]
+    assert (xid["fatal"], xid["status"]) == (True, "warn")
+    assert xid["why"] == "catalog severity critical; history: a later driver load or reset of this GPU came after it"
+    assert found[0].fix.startswith("Drain the node;")
+    last = (BOARDS / "xid74-dmesg.txt").read_text().splitlines()[1]  # the link-15 line
+    assert found[0].message == ("NVLink errors on GPU1 (0000:d8:00.0): Xid 74 NVLINK_ERROR ×2 on link(s) 14-15 "
+                                "(fatal); all before a later driver load or reset of this GPU: history, watch whether "
+                                f"it returns. Last: {last}")
+
+
+def test_an_nvlink_xid_line_naming_no_link_and_no_severity_adds_nothing_after_its_count():
+    """Hand-built Xid 74 line with no 'link N' and no fatal/non-fatal word ('pid=2144, name=python3, Ch 00000001'):
+    the part is just 'Xid 74 NVLINK_ERROR ×1', followed by '. Last: ' and the line."""
+    line = "[  100.000000] NVRM: Xid (PCI:0000:d8:00): 74, pid=2144, name=python3, Ch 00000001"
+    found = _errors(line + "\n")
+    assert found[0].message == f"NVLink errors on GPU1 (0000:d8:00.0): Xid 74 NVLINK_ERROR ×1. Last: {line}"
+    assert found[0].observed["links"] == []
+
+
+def test_a_long_last_line_is_quoted_to_two_hundred_characters():
+    """An Xid 74 line of xid74-dmesg.txt's form with 40 more register words. Its first 120 characters run up to
+    'link 14(' (15 timestamp + 32 'NVRM: Xid (PCI:0000:d8:00): 74, ' + 33 "pid='<unknown>', name=<unknown>, " + 40
+    'NVLink: fatal error detected on link 14('), then '0x10000000' (10) makes 130, then ', 0x0' groups of 5:
+    (200 − 130) / 5 = 14 whole groups. The quote stops there, before the 15th group's comma."""
+    head = "[ 8812.302216] NVRM: Xid (PCI:0000:d8:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error " \
+        "detected on link 14("
+    line = head + "0x10000000" + ", 0x0" * 40 + ")"
+    found = _errors(line + "\n")
+    assert found[0].message.endswith(" Last: " + head + "0x10000000" + ", 0x0" * 14)
