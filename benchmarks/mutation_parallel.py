@@ -160,7 +160,10 @@ def recheck_tasks(outcomes: Path, names: list[str], table: dict, confirm: bool) 
             tests = table[row["module"]][1]
             row = {key: value for key, value in row.items() if key not in ("outcome", "seconds")}
             new = [test for test in tests if Path(test).name.startswith("test_mutants_")]
-            earlier = [test for test in row.get("selected", []) if test.split("::")[0] not in new]
+            # by file: a test id of the first run may be gone since (a changed parameter), and pytest then runs
+            # nothing and exits 4, which mutrun.py counts as "survived"
+            earlier = list(dict.fromkeys(test.split("::")[0] for test in row.get("selected", [])
+                                         if test.split("::")[0] not in new))
             tasks.append({**row, "selected": new + earlier, "all_tests": tests, "confirm": confirm})
     return tasks
 
