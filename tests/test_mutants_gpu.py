@@ -196,20 +196,19 @@ def test_an_unreadable_field_of_a_gpu_that_answers_is_a_pass():
     'NVIDIA GeForce ...'."""
     finding = _one(_recorded("gpu-err", "nvidia-smi.txt", "nvidia-smi.txt"), "gpu.lost")
     assert (finding.status, finding.message_id) == (Status.PASS, "gpu.lost.transient")
-    assert finding.message == ("NVIDIA GeForce ... at 0000:01:00.0: one field unreadable (ERR!); a single transient "
-                               "ERR! is noted, not failed.")
+    assert finding.message == ("NVIDIA GeForce ... at 0000:01:00.0: 1 field(s) unreadable (ERR!); the GPU still "
+                               "answers, so this is noted, not failed.")
 
 
 def test_a_transient_error_of_an_unnamed_gpu_names_its_fields():
     """An unnamed GPU that answers with one field unreadable: 'GPU at <bus>'. Two unreadable fields (fewer than
-    the three that make plain nvidia-smi call a GPU lost) are joined by ', '; the sentence's 'one field' wording,
-    wrong for two, is not asserted for them."""
+    the three that make plain nvidia-smi call a GPU lost) are counted and joined by ', '."""
     finding = _one(Facts(gpus=[_gpu(0, name=None, error_fields=["fan.speed"])]), "gpu.lost")
     assert (finding.status, finding.message) == (
-        Status.PASS, "GPU at 0000:18:00.0: one field unreadable (fan.speed); a single transient ERR! is noted, not "
-                     "failed.")
+        Status.PASS, "GPU at 0000:18:00.0: 1 field(s) unreadable (fan.speed); the GPU still answers, so this is "
+                     "noted, not failed.")
     two = _one(Facts(gpus=[_gpu(0, error_fields=["fan.speed", "clocks.sm"])]), "gpu.lost")
-    assert "(fan.speed, clocks.sm)" in two.message
+    assert ": 2 field(s) unreadable (fan.speed, clocks.sm);" in two.message
     assert two.observed == ["fan.speed", "clocks.sm"]
 
 

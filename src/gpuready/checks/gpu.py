@@ -93,7 +93,8 @@ def gpu_lost(context: CheckContext) -> list[Finding]:
                                          refs=[_NVIDIA_SMI_REF]))
         elif gpu.error_fields:
             findings.append(context.passed(said("gpu.lost.transient", name=gpu.name or "GPU", where=_where(gpu),
-                                                fields=", ".join(gpu.error_fields)), gpu=gpu, observed=gpu.error_fields))
+                                                count=len(gpu.error_fields), fields=", ".join(gpu.error_fields)),
+                                           gpu=gpu, observed=gpu.error_fields))
     missing = _gpus_missing_from_lspci(context)
     if not missing:
         return findings
