@@ -186,7 +186,7 @@ def selected_tests(ran: list[str], tests: tuple[str, ...]) -> list[str]:
 
 
 def schedule(work: Path, outcomes: Path, names: list[str], table: dict, confirm: bool) -> list[dict]:
-    done = set(latest_outcomes(outcomes))
+    done = set(current_outcomes(outcomes, {name: table[name] for name in names}))
     groups: dict[tuple[str, ...], list[str]] = {}
     for name in names:
         groups.setdefault(tuple(table[name][1]), []).append(name)
@@ -222,18 +222,26 @@ def drain(queue: "multiprocessing.Queue") -> int:
         drained += 1
 
 
-def latest_outcomes(outcomes: Path) -> dict[tuple, dict]:
-    """One outcome per mutant (module, line number, index, line): the last one written (a --recheck's, when there
-    was one)."""
-    rows = [json.loads(line) for line in outcomes.read_text().splitlines() if line.strip()] if outcomes.exists() else []
-    return {(row["module"], row["line_number"], row["index"], row["line"]): row for row in rows}
-
-
 def current_outcomes(outcomes: Path, table: dict) -> dict[tuple, dict]:
-    """latest_outcomes of the modules in `table`, less those of mutants the source no longer has (edited lines)."""
-    current = {(name, line_number, index, line) for name in table
-               for line, index, line_number in mutants_of(table[name][0])}
-    return {key: row for key, row in latest_outcomes(outcomes).items() if key in current}
+    """The latest outcome of each mutant the source of `table`'s modules has now, at its line number now. A mutant is
+    its line's text and index: a line moved by an edit above it keeps its outcomes. Where the same text stands on k
+    lines now, the k places last recorded for it are paired with them in order; a mutant of an edited line has none."""
+    rows = [json.loads(line) for line in outcomes.read_text().splitlines() if line.strip()] if outcomes.exists() else []
+    recorded: dict[tuple, dict[int, dict]] = {}
+    for row in rows:  # in the order written: a place recorded again moves to the end
+        places = recorded.setdefault((row["module"], row["line"], row["index"]), {})
+        places.pop(row["line_number"], None)
+        places[row["line_number"]] = row
+    now: dict[tuple, list[int]] = {}
+    for name in table:
+        for line, index, line_number in mutants_of(table[name][0]):
+            now.setdefault((name, line, index), []).append(line_number)
+    found = {}
+    for (name, line, index), places in now.items():
+        last = list(recorded.get((name, line, index), {}).items())[-len(places):]
+        for (_old, row), new in zip(sorted(last), sorted(places)):
+            found[(name, new, index, line)] = {**row, "line_number": new}
+    return found
 
 
 def report(outcomes: Path, table: dict) -> None:
