@@ -401,3 +401,15 @@ def test_limited_locked_memory_with_rdma_warns():
                                "pinned buffers fail.")
     assert (finding.observed, finding.expected) == ("64 KiB", "unlimited")
     assert finding.refs == [f"NCCL troubleshooting (Docker, memlock): {NCCL_TROUBLESHOOTING}"]
+
+
+def test_gpus_on_two_sockets_with_no_numa_node_reported_are_told_to_pin():
+    """A DGX H100-like layout (2 × 56 cores, SMT): GPU0's CPUs 0-55,112-167 and GPU1's 56-111,168-223, NUMA node not
+    reported. The lists are the same size but share no CPU: the GPUs sit on two sockets, so each rank is pinned, not
+    told that all GPUs share one node."""
+    facts = Facts(gpus=[GpuFacts(index=0, bus_id="0000:18:00.0", cpu_affinity="0-55,112-167"),
+                        GpuFacts(index=1, bus_id="0000:9a:00.0", cpu_affinity="56-111,168-223")])
+    finding = _one(facts, "host.numa_affinity")
+    assert finding.message_id == "host.numa_affinity.pass_nodes"
+    assert finding.message.startswith("GPU affinity: GPU0: CPUs 0-55,112-167, NUMA ?; GPU1: CPUs 56-111,168-223, "
+                                      "NUMA ?. Pin each rank to its GPU's node")

@@ -78,10 +78,11 @@ def host_numa_affinity(context: CheckContext) -> list[Finding]:
     nodes = {entry["numa_node"] for entry in affinity.values()} - {"?", "N/A"}
     summary = "; ".join(f"{gpu}: CPUs {entry['cpus']}, NUMA {entry['numa_node']}" for gpu, entry in affinity.items())
     cpu_sets = [cpus for entry in affinity.values() if (cpus := _cpu_set(entry["cpus"])) is not None]
+    distinct = {frozenset(cpus) for cpus in cpu_sets}
     variant = "pass"
-    if len(nodes) > 1:
-        variant = "pass_nodes"
-    elif cpu_sets and all(len(cpus) == len(cpu_sets[0]) for cpus in cpu_sets):
+    if len(nodes) > 1 or len(distinct) > 1 and sum(map(len, distinct)) == len(frozenset().union(*distinct)):
+        variant = "pass_nodes"  # NUMA nodes named, or CPU lists that do not overlap (GPUs on different sockets)
+    elif len(distinct) == 1:
         variant = "pass_one_node"
     return [context.passed(said(f"host.numa_affinity.{variant}", affinity=summary), observed=affinity,
                            refs=["nvidia-smi topo -m (CPU/NUMA Affinity)"])]
