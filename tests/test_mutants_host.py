@@ -413,3 +413,32 @@ def test_gpus_on_two_sockets_with_no_numa_node_reported_are_told_to_pin():
     assert finding.message_id == "host.numa_affinity.pass_nodes"
     assert finding.message.startswith("GPU affinity: GPU0: CPUs 0-55,112-167, NUMA ?; GPU1: CPUs 56-111,168-223, "
                                       "NUMA ?. Pin each rank to its GPU's node")
+
+
+def test_two_named_numa_nodes_are_told_to_pin_without_cpu_lists():
+    """nvml.json gives GPU0 NUMA node 0 and GPU1 node 1 but no CPU lists: two named nodes are enough to pin."""
+    gpus = _gpus(2)
+    gpus[0].numa_node, gpus[1].numa_node = 0, 1
+    finding = _one(Facts(gpus=gpus), "host.numa_affinity")
+    assert finding.message == ("GPU affinity: GPU0: CPUs ?, NUMA 0; GPU1: CPUs ?, NUMA 1. Pin each rank to its GPU's "
+                               "node (torchrun --numa-binding=node on torch >= 2.8, or `numactl --cpunodebind=N "
+                               "--membind=N`).")
+
+
+def test_gpus_sharing_a_socket_in_pairs_are_still_on_two_sockets():
+    """A DGX H100 puts 4 GPUs on each of its two sockets: here GPU0, GPU1 report CPUs 0-55,112-167 and GPU2, GPU3
+    56-111,168-223, no NUMA node. Two different lists that share no CPU: two sockets, pin."""
+    gpus = _gpus(4)
+    for gpu, cpus in zip(gpus, ["0-55,112-167", "0-55,112-167", "56-111,168-223", "56-111,168-223"]):
+        gpu.cpu_affinity = cpus
+    finding = _one(Facts(gpus=gpus), "host.numa_affinity")
+    assert finding.message_id == "host.numa_affinity.pass_nodes"
+
+
+def test_overlapping_cpu_lists_are_no_proof_of_two_sockets():
+    """GPU0 0-31 and GPU1 16-47: different lists, but CPUs 16-31 are in both, so neither two sockets nor one node
+    is claimed."""
+    gpus = _gpus(2)
+    gpus[0].cpu_affinity, gpus[1].cpu_affinity = "0-31", "16-47"
+    finding = _one(Facts(gpus=gpus), "host.numa_affinity")
+    assert finding.message == "GPU affinity: GPU0: CPUs 0-31, NUMA ?; GPU1: CPUs 16-47, NUMA ?."
