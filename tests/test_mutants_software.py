@@ -439,3 +439,34 @@ def test_a_harmful_variable_added_to_the_table_since_says_its_english_why(monkey
     assert [(f.status, f.message_id, f.message, f.refs) for f in found] == [
         (Status.WARN, "software.env.set", "NCCL_INVENTED_DISABLE=1: disables an invented transport.",
          ["https://example.invalid/nccl"])]
+
+
+# ------------------------------------------------------------------------------------------- facts not read
+
+def test_each_torch_fact_not_read_is_a_skip_saying_which():
+    """No torch.json: skip. A torch without its arch list (read with --fast) or with an empty one (a CPU build), or
+    without a device count: skip, each saying what was not read."""
+    assert _one(Facts(gpus=_gpus(1), torch=None), "software.torch_arch").message_id == "registry.not_judged"
+    assert [(f.status, f.message) for f in _arch(None, *_gpus(1))] == [
+        (Status.SKIP, "torch's arch list was not read (run without --fast to import torch).")]
+    assert [(f.status, f.message) for f in _arch([], *_gpus(1))] == [
+        (Status.SKIP, "torch reports no CUDA arch list (CPU build or CUDA unavailable).")]
+    finding = _sees(None)
+    assert (finding.status, finding.message) == (
+        Status.SKIP, "torch's device count was not read (run without --fast).")
+
+
+def test_torch_that_is_not_installed_warns_so():
+    facts = Facts(gpus=_gpus(1), torch=TorchInfo())
+    finding = _one(facts, "software.torch_sees_gpus")
+    assert (finding.status, finding.message, finding.observed) == (
+        Status.WARN, "PyTorch is not usable here: not installed.", None)
+
+
+def test_torch_whose_cuda_query_failed_fails_quoting_the_error():
+    """torch imported (2.6.0+cu126) but torch.cuda.device_count() raised: fail with CUDA's own error."""
+    error = "CUDA driver initialization failed, you might not have a CUDA gpu."
+    facts = Facts(gpus=_gpus(2), torch=_torch(version="2.6.0+cu126", cuda="12.6", error=error))
+    finding = _one(facts, "software.torch_sees_gpus")
+    assert (finding.status, finding.message, finding.observed) == (
+        Status.FAIL, f"torch could not query CUDA: {error}", error)
