@@ -107,7 +107,9 @@ def test_validate_piped_and_json():
                                    "predicted about ")
     seen = phases(piped.stderr, "validate")
     order = ["launching", "startup", "ready", "collectives 1/2", "ddp 2/2", "finishing", "done"]
-    assert "collectives 1/2" in seen and "ddp 2/2" in seen and seen[-1] == "done", piped.stderr
+    # Phases are polled every 0.25 s: --quick's data-parallel check takes 0.11-0.14 s on CPU ranks, so "ddp 2/2" may
+    # start and end between two polls. The collectives (about a second) and the end are always seen.
+    assert "collectives 1/2" in seen and seen[-1] == "done", piped.stderr
     assert [order.index(phase) for phase in seen] == sorted(order.index(phase) for phase in seen)
     assert len(seen) == len(set(seen))  # one line per phase change
     assert not ESCAPE.search(piped.stderr)

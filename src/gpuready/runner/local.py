@@ -236,6 +236,8 @@ def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_t
             if on_progress:
                 on_progress(watchdog.posts)
             time.sleep(POLL_S)
+        if on_progress:  # a rank exits right after its last post: the poll that saw it gone may predate the post
+            on_progress(watchdog.progress.read())
     except KeyboardInterrupt:
         outcome.interrupted, outcome.interrupted_by = True, "SIGINT"
     except Stopped as stop:
