@@ -151,26 +151,27 @@ def worker(number: int, work: Path, tasks: "multiprocessing.Queue", results: "mu
         results.put(task)
 
 
+SOURCE_READERS = ("tests/test_message_ids.py", "tests/test_layout.py")
+"""Tests that read the source as text (catalogue ids, imports): they run no mutated statement, so no coverage map
+selects them; every mutant of a module whose list has them runs them."""
+
+
 def recheck_tasks(outcomes: Path, names: list[str], table: dict, confirm: bool) -> list[dict]:
     """--recheck: each mutant whose last outcome is `survived`, against the tests as they are now: the module's
-    tests/test_mutants_*.py first, then what its first run selected, then (unless --fast) its whole list."""
+    tests/test_mutants_*.py and source readers first, then what its first run selected, then (unless --fast) its
+    whole list."""
     tasks = []
     for row in current_outcomes(outcomes, {name: table[name] for name in names}).values():
         if row["outcome"] == "survived":
             tests = table[row["module"]][1]
             row = {key: value for key, value in row.items() if key not in ("outcome", "seconds")}
-            new = [test for test in tests if Path(test).name.startswith("test_mutants_")]
+            new = [test for test in tests if Path(test).name.startswith("test_mutants_") or test in SOURCE_READERS]
             # by file: a test id of the first run may be gone since (a changed parameter), and pytest then runs
             # nothing and exits 4, which mutrun.py counts as "survived"
             earlier = list(dict.fromkeys(test.split("::")[0] for test in row.get("selected", [])
                                          if test.split("::")[0] not in new))
             tasks.append({**row, "selected": new + earlier, "all_tests": tests, "confirm": confirm})
     return tasks
-
-
-SOURCE_READERS = ("tests/test_message_ids.py", "tests/test_layout.py")
-"""Tests that read the source as text (catalogue ids, imports): they run no mutated statement, so no coverage map
-selects them; every mutant of a module whose list has them runs them."""
 
 
 def selected_tests(ran: list[str], tests: tuple[str, ...]) -> list[str]:

@@ -236,8 +236,8 @@ def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_t
             if on_progress:
                 on_progress(watchdog.posts)
             time.sleep(POLL_S)
-        if on_progress:  # a rank exits right after its last post: the poll that saw it gone may predate the post
-            on_progress(watchdog.progress.read())
+        if on_progress:  # the posts of the poll that saw the run end ("done")
+            on_progress(watchdog.posts)
     except KeyboardInterrupt:
         outcome.interrupted, outcome.interrupted_by = True, "SIGINT"
     except Stopped as stop:

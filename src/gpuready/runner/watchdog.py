@@ -104,9 +104,10 @@ class Watchdog:
 
     def poll(self) -> bool:
         """Read the posts once; True when the run is over: every rank finished, or a failure ends the run."""
+        # exit codes first: a rank seen gone has made its last post by then (a rank ends right after it)
+        codes = [process.poll() for process in self.processes] if self.processes is not None else None
         self.posts = self.progress.read()
         now = time.monotonic()
-        codes = [process.poll() for process in self.processes] if self.processes is not None else None
         new = self._exits(codes) or self._lost_heartbeats(now) or self._late_starts(now) or self._stalls(now, codes) \
             or self._past_deadline(now)
         for failure in new:

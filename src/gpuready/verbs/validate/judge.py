@@ -293,13 +293,16 @@ class Judge:
                 if data.get("method") == "by_hand":  # --quick: no DDP, no FSDP2 step; the message says so
                     text = said("validate.ddp.pass_by_hand", **counts)
                 else:
-                    if fsdp.get("status") == "pass":
-                        fsdp_text = said("validate.ddp.fsdp_matches")
-                    elif fsdp.get("status") == "skip":  # the reason is catalogue text where the rank sent it so
-                        fsdp_text = said("validate.ddp.fsdp_skipped",
-                                         reason=said_from(fsdp.get("reason_text")) or fsdp.get("reason", ""))
-                    else:
-                        fsdp_text = said("validate.ddp.fsdp_absent")
-                    text = said("validate.ddp.pass", **counts, fsdp=fsdp_text)
+                    text = said("validate.ddp.pass", **counts, fsdp=_fsdp_said(fsdp))
                 self._finding("ddp.mismatch", Status.PASS, subject, text,
                               observed={"gradient_worst_ratio": data["gradient_worst_ratio"], "fsdp": fsdp})
+
+
+def _fsdp_said(fsdp: dict[str, Any]) -> Said:
+    """What the FSDP2 step of a DDP pass came to: it matched DDP, was skipped (with its reason: catalogue text where
+    the rank sent it so), or was not run."""
+    if fsdp.get("status") == "pass":
+        return said("validate.ddp.fsdp_matches")
+    if fsdp.get("status") == "skip":
+        return said("validate.ddp.fsdp_skipped", reason=said_from(fsdp.get("reason_text")) or fsdp.get("reason", ""))
+    return said("validate.ddp.fsdp_absent")
