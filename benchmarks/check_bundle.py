@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks.registry import CheckOptions
-from gpuready.facts.build import build_facts
-from gpuready.verbs.check import check_report
+from gpuready.evidence.build import build_facts
+from gpuready.pipeline import check_report
 
 PUBLIC = Path(__file__).parents[1] / "tests" / "fixtures" / "public"
 FILES = {
@@ -44,7 +44,7 @@ def main() -> None:
         startup = []
         for _ in range(3):
             started = time.perf_counter()
-            subprocess.run([sys.executable, "-c", "import gpuready.cli, gpuready.verbs.check, rich"], check=True)
+            subprocess.run([sys.executable, "-c", "import gpuready.cli.main, gpuready.pipeline, rich"], check=True)
             startup.append(time.perf_counter() - started)
         wall = []
         for _ in range(3):

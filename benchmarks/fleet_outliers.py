@@ -42,8 +42,8 @@ DEFICIT_RANGE = (0.05, 0.30)
 def templates() -> dict[str, dict]:
     """The recorded documents a node is copied from (healthy runs only: a node that fails its own report is not
     what this measures)."""
-    from gpuready.bundle.reader import read_bundle
-    from gpuready.facts.build import build_facts
+    from gpuready.evidence.reader import read_bundle
+    from gpuready.evidence.build import build_facts
     from gpuready.runner.local import RunOutcome
     from gpuready.verbs.validate import build_report
     results = {int(rank): result for rank, result in
@@ -86,7 +86,7 @@ def write_fleet(template: dict, nodes: int, folder: Path, rng: random.Random, pr
 
 
 def flagged(folder: Path, baseline: Path | None = None, save: Path | None = None) -> set[str]:
-    from gpuready import cli
+    from gpuready.cli import main as cli
     argv = ["fleet", str(folder), "--json"] + (["--baseline", str(baseline)] if baseline else []) + \
         (["--save-baseline", str(save)] if save else [])
     out = io.StringIO()
@@ -155,7 +155,7 @@ def small_fleets(work: Path, rng: random.Random) -> Tally:
 def measured_run(argv: list[str]) -> dict:
     """`gpuready ARGV` in a fresh process: its wall time, peak RSS and exit code."""
     child = ("import contextlib, io, json, sys, time\n"
-             "from gpuready import cli\n"
+             "from gpuready.cli import main as cli\n"
              "start = time.perf_counter()\n"
              "with contextlib.redirect_stdout(io.StringIO()):\n"
              f"    code = cli.main({argv!r})\n"

@@ -19,11 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks.registry import CheckOptions
-from gpuready.facts.build import build_facts
+from gpuready.evidence.build import build_facts
 from gpuready.report.html import write_fleet_html, write_html
-from gpuready.verbs.check import check_report
+from gpuready.pipeline import check_report
 
 FIXTURES = Path(__file__).parents[1] / "tests" / "fixtures"
 BUDGET_BYTES = 5_000_000

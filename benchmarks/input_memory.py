@@ -97,7 +97,7 @@ def _peak():  # VmHWM is this process image's own peak (ru_maxrss would carry th
     with open(sys.argv[1], "w") as out:
         out.write(str(peak_kib))
 atexit.register(_peak)
-from gpuready.cli import main
+from gpuready.cli.main import main
 sys.exit(main(sys.argv[2:]))
 """
 

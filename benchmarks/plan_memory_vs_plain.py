@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))  # run from a checkout
 
 from gpuready.shapes import PRESETS  # noqa: E402
-from gpuready.verbs.plan.memory import Strategy, TrainSetup, memory_per_gpu  # noqa: E402
+from gpuready.estimate.memory import Strategy, TrainSetup, memory_per_gpu  # noqa: E402
 
 GIB = 2**30
 # preset, precision, recompute, micro-batch, seq (None: the preset's max positions, at most 2048)

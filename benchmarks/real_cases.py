@@ -16,10 +16,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks.registry import CheckOptions
 from gpuready.model import Status
-from gpuready.verbs.check import check_files
+from gpuready.pipeline import check_files
 from gpuready.verbs.diagnose.run import diagnose
 
 CASES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "cases"

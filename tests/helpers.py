@@ -2,11 +2,11 @@ import io
 import tarfile
 from pathlib import Path
 
-from gpuready.bundle.archive import DEFAULT_LIMITS
+from gpuready.evidence.archive import DEFAULT_LIMITS
 from gpuready.checks.registry import CheckOptions
-from gpuready.facts.build import build_facts
-from gpuready.bundle.reader import read_bundle
-from gpuready.verbs.check import check_report
+from gpuready.evidence.build import build_facts
+from gpuready.evidence.reader import read_bundle
+from gpuready.pipeline import check_report
 
 
 def report_for(bundle: Path, limits=DEFAULT_LIMITS, **options):

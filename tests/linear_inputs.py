@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuready.bundle.sniff import kind_of, why_not_text
+from gpuready.evidence.sniff import kind_of, why_not_text
 from gpuready.facts.cuda_samples import parse_cuda_p2p
 from gpuready.facts.kernel_log import parse_kernel_log
 from gpuready.facts.lspci import parse_lspci
-from gpuready.facts.machines import machine_of
+from gpuready.evidence.machines import machine_of
 from gpuready.facts.nvidia_smi_plain import parse_nvidia_smi_plain
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_text
 from gpuready.facts.topology import parse_nvlink_status, parse_topo_matrix

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES
 from helpers import report_for, statuses, tar_bytes
-from gpuready.bundle.archive import InputLimits, MemberWalk, format_of, open_tar
-from gpuready.bundle.reader import MAX_LISTED, BundleError, read_bundle
-from gpuready.cli import main
+from gpuready.evidence.archive import InputLimits, MemberWalk, format_of, open_tar
+from gpuready.evidence.reader import MAX_LISTED, BundleError, read_bundle
+from gpuready.cli.main import main
 from gpuready.facts.nccl_log import _NOT_A_COLLECTIVE
 from gpuready.verbs.diagnose.run import InputError, diagnose, marker_pattern
 from gpuready.verbs.diagnose.torch_errors import TorchErrorReader

@@ -5,7 +5,7 @@ import pytest
 from gpuready.model import Status
 from gpuready.facts.gpu_users import GpuUsers
 from gpuready.verbs.bench.judge import BenchJudge, judge_bench, topology_of
-from gpuready.verbs.plan.machine import Machine
+from gpuready.estimate.machine import Machine
 
 NVSWITCH = Machine(gpu_name="H100 SXM", gpus_per_node=8, nvlink_domain=8, peak_tflops={"bf16": 989.0},
                    memory_bytes_per_gpu=80_000_000_000)
@@ -440,8 +440,8 @@ def test_an_8x4090_two_socket_box_is_judged_against_the_host_memory_path(make_bu
     """bench's view of a published 8× RTX 4090 box (two sockets, PCIe only): the GPU pairs across sockets have no
     P2P, so data-parallel scaling is held to the host-memory expectation, not to PCIe P2P's."""
     from conftest import PUBLIC
-    from gpuready.bundle.reader import read_bundle
-    from gpuready.facts.build import build_facts
+    from gpuready.evidence.reader import read_bundle
+    from gpuready.evidence.build import build_facts
     import gpuready.verbs.validate.run as validate_run
     from gpuready.verbs.bench.run import node_view
     bundle = make_bundle({"nvidia-smi-q.txt": PUBLIC / "pcie-8gpu-2socket" / "nvidia-smi-q-8x4090.txt",

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from gpuready.bundle.reader import read_bundle
-from gpuready.facts.build import build_facts
+from gpuready.evidence.reader import read_bundle
+from gpuready.evidence.build import build_facts
 from gpuready.verbs.bench.judge import BenchJudge
-from gpuready.verbs.plan.machine import machine_from_facts
+from gpuready.estimate.machine import machine_from_facts
 
 from conftest import FIXTURES
 

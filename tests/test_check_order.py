@@ -10,9 +10,9 @@ from conftest import FIXTURES
 _ORDER_OF_CHECK_IDS = """
 import json, sys
 {first}
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks.registry import CheckOptions
-from gpuready.verbs.check import check_files
+from gpuready.pipeline import check_files
 report = check_files(read_bundle(sys.argv[1]), CheckOptions())[0]
 print(json.dumps([finding.check_id for finding in report.findings]))
 """

@@ -5,7 +5,7 @@ import json
 from conftest import FIXTURES, PUBLIC, SHARED_H200
 from helpers import messages, report_for, statuses
 from gpuready.checks.registry import CheckContext, CheckOptions, CHECKS, run_checks
-from gpuready.facts.build import build_facts
+from gpuready.evidence.build import build_facts
 from gpuready.facts.topology import parse_nvlink_status, parse_topo_p2p
 from gpuready.facts.types import Facts, GpuFacts, HostFacts, TorchInfo
 from gpuready.model import Status
@@ -255,7 +255,7 @@ def test_network_checks():
 
 def test_single_and_multi_node_verdicts():
     from gpuready.facts.types import NetInterface
-    from gpuready.verbs.check import check_report
+    from gpuready.pipeline import check_report
     facts = build_facts({"nvml.json": (H200_COLLECT / "nvml.json").read_text()})
     facts.host = HostFacts(memory_total_bytes=512 * 2**30)
     facts.net_interfaces = [NetInterface(name="eno1", speed_mbit_per_s=1000, operstate="up")]
@@ -270,7 +270,7 @@ def test_every_check_has_a_stable_dotted_id():
     `category.name`; a finding's category is its id's first part (DESIGN.md §1), whatever facts it ran on."""
     import re
     from pathlib import Path
-    from gpuready.verbs.check import MIXED_MACHINES_ID
+    from gpuready.pipeline import MIXED_MACHINES_ID
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     catalog = readme[readme.index("## Check catalog"):]
     catalog = catalog[:catalog.index("\n## ", 3)]

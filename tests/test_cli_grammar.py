@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from gpuready import cli
+from gpuready.cli import main as cli
 from gpuready.model import ExitCode
-from gpuready.option_groups import OLD_PRESETS, RENAMED
-from gpuready.option_kinds import circuit
-from gpuready.option_table import BEGIN, END, option_table, shown_actions, verb_parsers
+from gpuready.cli.option_groups import OLD_PRESETS, RENAMED
+from gpuready.cli.option_kinds import circuit
+from gpuready.cli.option_table import BEGIN, END, option_table, shown_actions, verb_parsers
 from gpuready.shapes import PRESETS
-from gpuready.usage import UsageError
+from gpuready.options import UsageError
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 SYNONYMS = [("--hf-config", "--model-config"), ("--ffn", "--ffn-hidden"), ("--nodes", "--nnodes"),
@@ -45,7 +45,7 @@ def _visible() -> dict[str, list[tuple[str, argparse.Action]]]:
 def test_the_readme_table_is_what_the_parsers_say():
     text = README.read_text()
     start, end = text.index(BEGIN), text.index(END) + len(END)
-    assert text[start:end] == option_table(), "run: python -m gpuready.option_table, and paste it into README.md"
+    assert text[start:end] == option_table(), "run: python -m gpuready.cli.option_table, and paste it into README.md"
 
 
 def test_no_two_verbs_spell_one_concept_two_ways():

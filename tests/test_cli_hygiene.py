@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 from conftest import SHARED_H200
-from gpuready import cli
+from gpuready.cli import main as cli
 from gpuready.runner import rendezvous_store
-from gpuready.usage import UsageError
+from gpuready.options import UsageError
 from gpuready.model import ExitCode
 
 
@@ -97,7 +97,7 @@ def test_a_failed_final_write_prints_the_json_instead(tmp_path, capsys, monkeypa
 # 2. --ranks is bounded; a failed spawn leaves no rank behind
 
 def test_ranks_are_bounded_before_anything_starts(capsys, no_work):
-    from gpuready.runner.local import OVERSUBSCRIBE_FACTOR, usable_cpus
+    from gpuready.devices import OVERSUBSCRIBE_FACTOR, usable_cpus
     cpus = usable_cpus()
     cases = [(["validate", "--device", "cpu", "--ranks", "100000"], "--oversubscribe allows up to"),
              (["validate", "--device", "cpu", "--ranks", "100000", "--oversubscribe"], "the most --oversubscribe"),

@@ -8,10 +8,10 @@ import tarfile
 import pytest
 
 from conftest import FIXTURES
-from gpuready import cli
-from gpuready.bundle import collect as collect_module
-from gpuready.bundle.collect import OutputError, plan_output, write_bundle
-from gpuready.bundle.layout import BUNDLE_FILES
+from gpuready.cli import main as cli
+from gpuready.evidence import collect as collect_module
+from gpuready.evidence.collect import OutputError, plan_output, write_bundle
+from gpuready.evidence.layout import BUNDLE_FILES
 from helpers import report_for
 
 RECORDED = {path.name: path.read_text() for path in (FIXTURES / "h200-collect").iterdir() if path.name != "README.md"}

@@ -18,7 +18,7 @@ import pytest
 from rich.console import Console
 
 from conftest import FIXTURES
-from gpuready import cli
+from gpuready.cli import main as cli
 from gpuready.model import ExitCode
 from gpuready.report.compare import compare_documents
 from gpuready.report.compare_view import render_compare

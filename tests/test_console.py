@@ -10,9 +10,9 @@ from rich.console import Console
 
 from conftest import FIXTURES
 from gpuready.checks.registry import CheckOptions
-from gpuready.cli import main
+from gpuready.cli.main import main
 from gpuready.report.console import render_console
-from gpuready.verbs.check import check_report, gather_facts
+from gpuready.pipeline import check_report, gather_facts
 
 DOCKER_H200 = FIXTURES / "h200-docker-collect"
 BURN_REPORT = FIXTURES / "h200-burn" / "burn-60s-report.json"  # written by an older version: no `judged_for`

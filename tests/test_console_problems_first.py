@@ -18,8 +18,8 @@ from gpuready.checks.registry import CheckOptions
 from gpuready.report.console import render_console
 from gpuready.report.document import Gpu
 from gpuready.report.gpu_groups import gpu_list_label
-from gpuready.bundle.reader import read_bundle
-from gpuready.verbs.check import check_files
+from gpuready.evidence.reader import read_bundle
+from gpuready.pipeline import check_files
 
 BOX_DRAWING = re.compile("[\u2500-\u259f]")
 """Box-drawing and block characters: none in piped output."""

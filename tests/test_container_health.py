@@ -7,11 +7,11 @@ import pytest
 
 from conftest import FIXTURES, PUBLIC
 from helpers import messages, report_for, statuses
-from gpuready.bundle import collect
+from gpuready.evidence import collect
 from gpuready.checks.registry import run_checks
-from gpuready.facts.build import build_facts
-from gpuready.facts.host_files import (container_from_cgroup, container_of, parse_cgroup_limits, parse_cpu_count,
-                                       parse_cpuset, split_sections)
+from gpuready.evidence.build import build_facts
+from gpuready.facts.host_files import container_from_cgroup, parse_cgroup_limits, parse_cpu_count, parse_cpuset, split_sections
+from gpuready.facts.types import container_of
 from gpuready.facts.kernel_log import mark_history, parse_kernel_log, superseded_by
 from gpuready.facts.nvidia_smi_plain import parse_nvidia_smi_plain
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_text
@@ -343,8 +343,8 @@ def test_readme_lists_every_fixture():
 
 def test_recorded_h200_docker_bundle_is_judged_as_a_container_with_its_one_gpu():
     """`gpuready collect --redact` inside the lent H200's Docker container (2026-12-03, driver 580.159.04)."""
-    from gpuready.facts.build import build_facts
-    from gpuready.bundle.reader import read_bundle
+    from gpuready.evidence.build import build_facts
+    from gpuready.evidence.reader import read_bundle
     bundle = FIXTURES / "h200-docker-collect"
     facts = build_facts(read_bundle(bundle))
     assert facts.host.container == "docker"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuready import cli
+from gpuready.cli import main as cli
 
 jsonschema = pytest.importorskip("jsonschema")
-SCHEMA = json.loads((Path(cli.__file__).parent / "schema" / "report.schema.json").read_text())
+SCHEMA = json.loads((Path(cli.__file__).parents[1] / "schema" / "report.schema.json").read_text())
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.bundle.reader import BundleError, read_bundle
+from gpuready.evidence.reader import BundleError, read_bundle
 from gpuready.checks.registry import CheckOptions
 from gpuready.model import Status
-from gpuready.verbs.check import check_files
+from gpuready.pipeline import check_files
 from gpuready.verbs.diagnose.run import diagnose
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuready.facts import nccl_tests as parse
-from gpuready.facts.build import build_facts
+from gpuready.evidence.build import build_facts
 from gpuready.verbs.diagnose.evidence import DiagnoseContext, feed_text
 from gpuready.verbs.diagnose.nccl_tests import NcclTestsReader
 

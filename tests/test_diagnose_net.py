@@ -6,8 +6,9 @@ import pytest
 
 from gpuready.model import Report, Status
 from gpuready.verbs.diagnose import net
-from gpuready.verbs.diagnose.net import IfAddr, nccl_socket_interfaces, run_net, shared_path_digest
-from gpuready.verbs.diagnose.net import nccl_settings as real_nccl_settings
+from gpuready.verbs.diagnose.net import run_net, shared_path_digest
+from gpuready.facts.net_interfaces import IfAddr, nccl_socket_interfaces
+from gpuready.facts.net_interfaces import nccl_settings as real_nccl_settings
 
 V4, V6 = socket.AF_INET, socket.AF_INET6
 
@@ -215,7 +216,7 @@ def test_wrong_interface_fails(monkeypatch):
     monkeypatch.setattr(net, "resolve", lambda name: ["10.0.0.9"] if name == "node2" else ["10.0.0.5"])
     monkeypatch.setattr(net, "route_source", lambda address, port: "10.0.0.5")
     monkeypatch.setattr(net, "tcp_probe", lambda address, port, timeout_s: ("connected", None))
-    monkeypatch.setattr(net, "_mtu_of", lambda names: {name: 1500 for name in names})
+    monkeypatch.setattr(net, "mtu_of", lambda names: {name: 1500 for name in names})
     monkeypatch.setattr(net, "nccl_settings", lambda environ=None: {"NCCL_SOCKET_IFNAME": "docker",
                                                                       "NCCL_SOCKET_IFNAME.source": "environment"})
     report = run_net(["node2"])
@@ -231,7 +232,7 @@ def test_wrong_interface_fails(monkeypatch):
 
 
 def test_low_mtu_warns(monkeypatch):
-    monkeypatch.setattr(net, "_mtu_of", lambda names: {name: 1400 for name in names})
+    monkeypatch.setattr(net, "mtu_of", lambda names: {name: 1400 for name in names})
     report = run_net(["127.0.0.1"], port=closed_port(), timeout_s=1.0)
     assert statuses(report, "network.mtu") == ["warn"]
 

@@ -20,7 +20,8 @@ from gpuready.facts.topology import parse_topo_matrix
 from gpuready.facts.types import Facts, GpuFacts
 from gpuready.model import Status
 from gpuready.runner.local import RunOutcome
-from gpuready.verbs.validate import build_report, expect
+from gpuready.estimate import expect
+from gpuready.verbs.validate import build_report
 
 H200_RESULT = json.loads((FIXTURES / "h200-validate" / "rank-results.json").read_text())["results"]["0"]
 A100 = "NVIDIA A100-SXM4-80GB"

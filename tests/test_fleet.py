@@ -18,7 +18,7 @@ import pytest
 from rich.console import Console
 
 from conftest import FIXTURES
-from gpuready import cli
+from gpuready.cli import main as cli
 from gpuready.i18n import message
 from gpuready.model import ExitCode
 from gpuready.report import json_stream as stream

@@ -137,8 +137,8 @@ _WEIGHTS = {"byte_flip": 2, "truncate": 1, "duplicate_line": 1, "delete_line": 1
 def corpus() -> list[tuple[str, dict[str, bytes]]]:
     """(label, {bundle file name: bytes}): the recorded bundles, then each single recorded output under its bundle
     file name."""
-    from gpuready.bundle.layout import BUNDLE_FILES
-    from gpuready.bundle.sniff import kind_of
+    from gpuready.evidence.layout import BUNDLE_FILES
+    from gpuready.evidence.sniff import kind_of
 
     bases = []
     for name in _BUNDLES:
@@ -179,11 +179,11 @@ def schema_validator():
 
 def check_bundle(folder: Path, validator) -> list[str]:
     """Run `check` on a bundle folder in-process; the contract for bad input it breaks (empty: none)."""
-    from gpuready.bundle.reader import read_bundle
+    from gpuready.evidence.reader import read_bundle
     from gpuready.checks.registry import CheckOptions
-    from gpuready.facts.build import build_facts
+    from gpuready.evidence.build import build_facts
     from gpuready.model import INPUT_CHECK_ID
-    from gpuready.verbs.check import check_report
+    from gpuready.pipeline import check_report
 
     report = check_report(build_facts(read_bundle(folder)), CheckOptions())
     text = json.dumps(report.to_dict(), allow_nan=False)  # raises on NaN / Infinity

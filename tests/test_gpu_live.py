@@ -2,11 +2,11 @@
 
 import pytest
 
-from gpuready.bundle.collect import collect
-from gpuready.facts.build import build_facts
+from gpuready.evidence.collect import collect
+from gpuready.evidence.build import build_facts
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_xml
 from gpuready.facts.nvml import NvmlDocument
-from gpuready.verbs.check import check_report
+from gpuready.pipeline import check_report
 from gpuready.checks.registry import CheckOptions
 
 pytestmark = pytest.mark.gpu

@@ -21,17 +21,17 @@ import pytest
 
 from conftest import FIXTURES
 from helpers import messages, report_for, statuses, tar_bytes
-from gpuready.bundle import reader
-from gpuready.bundle.archive import InputLimits
-from gpuready.bundle.layout import BUNDLE_FILES
-from gpuready.bundle.reader import Bundle, BundleError, read_bundle
-from gpuready.bundle.sniff import kind_of
+from gpuready.evidence import reader
+from gpuready.evidence.archive import InputLimits
+from gpuready.evidence.layout import BUNDLE_FILES
+from gpuready.evidence.reader import Bundle, BundleError, read_bundle
+from gpuready.evidence.sniff import kind_of
 from gpuready.checks.registry import CheckOptions
-from gpuready.cli import main
-from gpuready.facts.build import build_facts
+from gpuready.cli.main import main
+from gpuready.evidence.build import build_facts
 from gpuready.facts.kernel_log import parse_kernel_log, relevant_lines
 from gpuready.model import Verdict
-from gpuready.verbs.check import check_report
+from gpuready.pipeline import check_report
 
 COLLECT = FIXTURES / "h200-collect"
 NVML = (COLLECT / "nvml.json").read_bytes()
@@ -41,10 +41,10 @@ FILLER = b"[ 1000.000000] usb 1-1: new high-speed USB device number 2 using xhci
 # Runs in a child process: the report of one bundle, and that process's peak resident memory.
 _MEASURE = """
 import json, resource, sys
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks.registry import CheckOptions
-from gpuready.facts.build import build_facts
-from gpuready.verbs.check import check_report
+from gpuready.evidence.build import build_facts
+from gpuready.pipeline import check_report
 def peak_rss_mib():
     # VmHWM belongs to this process image; ru_maxrss survives exec, so it would report pytest's own peak.
     with open("/proc/self/status") as status:
@@ -440,7 +440,7 @@ def test_python_internals_never_reach_the_message(monkeypatch, error):
     def broken(text):
         raise error
 
-    monkeypatch.setattr("gpuready.facts.build.parse_lspci", broken)
+    monkeypatch.setattr("gpuready.evidence.build.parse_lspci", broken)
     facts = build_facts({"lspci-vv.txt": "00:00.0 Host bridge: Intel Corporation Device 1234\n"})
     name = type(error).__name__
     assert facts.input_errors == [("lspci-vv.txt", "lspci-vv.txt could not be parsed as lspci-vv.txt: its layout is "

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuready import cli
+from gpuready.cli import main as cli
 from gpuready.model import ExitCode
 
 MACHINE = ["--machine", "8xH100-SXM"]

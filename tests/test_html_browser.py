@@ -165,7 +165,7 @@ def test_a_thousand_node_fleet_from_a_recorded_report(browser, tmp_path):
     two ends), the bf16 matmul first, offline and without errors."""
     import json
     import random
-    from gpuready import cli
+    from gpuready.cli import main as cli
     recorded = json.loads((FIXTURES / "h200-shared-gpu" / "validate-sigterm.json").read_text())
     slow = {137: 0.90, 500: 0.80, 901: 0.70}
     noise = random.Random(22)

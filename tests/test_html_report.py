@@ -161,9 +161,9 @@ def test_a_check_draws_its_topology_from_nvidia_smi_topo():
 
 def test_a_check_of_several_machines_draws_each_topology_once():
     """The DGX H100 folder holds four machines' files; only the fourth (no host or driver named) has the topology."""
-    from gpuready.bundle.reader import read_bundle
+    from gpuready.evidence.reader import read_bundle
     from gpuready.checks.registry import CheckOptions
-    from gpuready.verbs.check import check_files
+    from gpuready.pipeline import check_files
     document = check_files(read_bundle(FIXTURES / "public" / "dgx-h100-nvswitch"), CheckOptions())[0].to_dict()
     charts = charts_for(document, "en")
     assert [(chart.key, chart.title) for chart in charts] == [
@@ -220,7 +220,7 @@ def test_the_fleet_verbs_own_document(tmp_path, capsys):
     """`gpuready fleet` over eight copies of the recorded H200 validate (validate-sigterm.json), node-5's bf16 matmul
     lowered to 70 %: every measurement is drawn node by node, the one with an outlier first, node-5 lowest and alone
     marked."""
-    from gpuready import cli
+    from gpuready.cli import main as cli
     recorded = json.loads((FIXTURES / "h200-shared-gpu" / "validate-sigterm.json").read_text())
     for index in range(8):
         document = json.loads(json.dumps(recorded))

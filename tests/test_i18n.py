@@ -61,7 +61,7 @@ def test_the_language_comes_from_the_option_then_the_environment(option, environ
 
 def test_the_console_follows_the_locale_when_no_lang_is_given(monkeypatch, capsys):
     from conftest import FIXTURES
-    from gpuready.cli import main
+    from gpuready.cli.main import main
 
     for name in ("GPUREADY_LANG", "LANGUAGE", "LC_ALL", "LC_MESSAGES"):
         monkeypatch.delenv(name, raising=False)
@@ -82,7 +82,7 @@ def test_a_catalogued_finding_keeps_its_english_and_renders_in_chinese(capsys):
     from rich.console import Console
 
     from conftest import FIXTURES
-    from gpuready.cli import main
+    from gpuready.cli.main import main
     from gpuready.report.console import render_console
 
     main(["check", "--bundle", str(FIXTURES / "h200-collect"), "--json"])
@@ -116,10 +116,10 @@ def test_the_chinese_inventory_fits_80_columns_without_cutting_a_header(capsys):
     from rich.console import Console
 
     from conftest import FIXTURES
-    from gpuready.bundle.reader import read_bundle
+    from gpuready.evidence.reader import read_bundle
     from gpuready.checks.registry import CheckOptions
     from gpuready.report.console import render_console
-    from gpuready.verbs.check import check_files
+    from gpuready.pipeline import check_files
 
     document = check_files(read_bundle(FIXTURES / "h200-collect"), CheckOptions())[0].to_dict()
     out = io.StringIO()

@@ -12,14 +12,14 @@ import tarfile
 
 import pytest
 
-from gpuready.bundle.archive import InputLimits
-from gpuready.bundle.reader import BundleError, read_bundle
+from gpuready.evidence.archive import InputLimits
+from gpuready.evidence.reader import BundleError, read_bundle
 from gpuready.checks.registry import CheckOptions
 from gpuready.facts import units
 from gpuready.facts.bad_input import ParseFailure, Sentence, said_of
 from gpuready.facts.host_files import parse_meminfo
 from gpuready.i18n import catalogue, message
-from gpuready.verbs.check import check_files
+from gpuready.pipeline import check_files
 
 TOPO_GPU1024 = "\tGPU0\tGPU1024\tCPU Affinity\nGPU0\t X \tSYS\t0-7\nGPU1024\tSYS\t X \t0-7\n"
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from gpuready import cli
-from gpuready import option_kinds as kind
+from gpuready.cli import main as cli
+from gpuready.cli import option_kinds as kind
 from gpuready.i18n import message
 from gpuready.model import ExitCode
-from gpuready.option_table import BEGIN, END, option_table, shown_actions, verb_parsers
-from gpuready.usage import ARGPARSE_SENTENCES, cells, in_language
+from gpuready.cli.option_table import BEGIN, END, option_table, shown_actions, verb_parsers
+from gpuready.cli.usage import ARGPARSE_SENTENCES, cells, in_language
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -332,7 +332,7 @@ def test_an_input_that_cannot_be_read_is_said_in_either_language(tmp_path):
 
 
 def test_diagnose_s_usage_errors_are_said_in_the_users_language(tmp_path, capsys):
-    from gpuready.cli import main
+    from gpuready.cli.main import main
 
     assert main(["diagnose", str(tmp_path / "nope"), "--lang", "zh"]) == 2
     assert capsys.readouterr().err.strip() == f"gpuready: {tmp_path / 'nope'}：没有这个文件或文件夹"

@@ -10,7 +10,7 @@ import pytest
 from babel.messages.pofile import read_po
 
 from conftest import FIXTURES, PUBLIC
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks.kernel_judge import judge_sxid, judge_xid, nvml_xid_findings
 from gpuready.checks.registry import CheckOptions, run_checks
 from gpuready.facts.types import Facts, GpuFacts, HostFacts
@@ -18,7 +18,7 @@ from gpuready.i18n import LOCALE_DIR, catalogue, message, said
 from gpuready.knowledge import load_table
 from gpuready.model import Subject
 from gpuready.report.translate import in_language
-from gpuready.verbs.check import check_files
+from gpuready.pipeline import check_files
 
 DOMAINS = ("check_health", "check_nvlink", "knowledge_xid")
 CHECKS = ("health.", "nvlink.")

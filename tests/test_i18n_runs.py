@@ -11,9 +11,9 @@ import pytest
 from babel.messages.pofile import read_po
 
 from conftest import FIXTURES
-from gpuready.bundle.reader import read_bundle
-from gpuready.cli import main
-from gpuready.facts.build import build_facts
+from gpuready.evidence.reader import read_bundle
+from gpuready.cli.main import main
+from gpuready.evidence.build import build_facts
 from gpuready.i18n import LOCALE_DIR, Sentence, message, said, said_of, sentence, text_in
 from gpuready.report.labels import labels_for
 from gpuready.report.translate import in_language

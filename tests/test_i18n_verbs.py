@@ -12,8 +12,8 @@ from babel.messages.pofile import read_po
 from rich.console import Console
 
 from conftest import FIXTURES
-from gpuready.bundle.reader import read_bundle
-from gpuready.facts.build import build_facts
+from gpuready.evidence.reader import read_bundle
+from gpuready.evidence.build import build_facts
 from gpuready.facts.clock_reasons import REASON_BITS
 from gpuready.facts.gpu_users import GpuUsers
 from gpuready.i18n import LOCALE_DIR
@@ -29,10 +29,10 @@ from gpuready.telemetry import Telemetry
 from gpuready.verbs.bench.data import _judge_dataloader, storage_throughput
 from gpuready.verbs.bench.judge import BenchJudge
 from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
-from gpuready.verbs.plan.machine import Machine
+from gpuready.estimate.machine import Machine
 from gpuready.verbs.plan.run import PlanOptions, run_plan
-from gpuready.verbs.sharing import blame_sharing, sharing_findings
-from gpuready.verbs.stopped import stopped_finding
+from gpuready.devices import blame_sharing, sharing_findings
+from gpuready.measuring import stopped_finding
 from gpuready.verbs.validate import build_report
 from gpuready.model import Subject
 

@@ -13,10 +13,10 @@ import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from conftest import FIXTURES, PUBLIC
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks.registry import CheckOptions
 from gpuready.report.junit import MESSAGE_ATTRIBUTE_CHARS, junit_xml
-from gpuready.verbs.check import check_files
+from gpuready.pipeline import check_files
 
 SCHEMA = {
     "testsuites": {"name", "tests", "failures", "errors", "skipped", "time", "disabled"},

@@ -202,7 +202,7 @@ def test_nccl_env_from_bundle_facts():
 
 
 def test_nccl_env_follows_the_route():
-    from gpuready.verbs.diagnose.net import IfAddr
+    from gpuready.facts.net_interfaces import IfAddr
     import socket
     entries = [IfAddr("docker0", socket.AF_INET, "172.17.0.1", "255.255.0.0"),
                IfAddr("ens5", socket.AF_INET, "10.1.0.7", "255.255.255.0"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURES
-from gpuready import cli
+from gpuready.cli import main as cli
 from gpuready.verbs import check, collect
 
 

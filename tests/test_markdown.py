@@ -7,10 +7,10 @@ import json
 import pytest
 
 from conftest import FIXTURES, PUBLIC
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks.registry import CheckOptions
 from gpuready.report.markdown import code, inline, markdown_summary
-from gpuready.verbs.check import check_files
+from gpuready.pipeline import check_files
 
 H200_SUMMARY = """\
 ## gpuready check: vm
@@ -207,7 +207,7 @@ def test_a_plan_is_no_verdict_and_a_diagnosis_keeps_its_causes_first():
 
 
 def plan_document(*argv: str) -> dict:
-    from gpuready import cli
+    from gpuready.cli import main as cli
     import contextlib
     import io
     with contextlib.redirect_stdout(io.StringIO()) as out:

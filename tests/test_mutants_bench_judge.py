@@ -16,7 +16,7 @@ from gpuready.facts.gpu_users import GpuUsers
 from gpuready.i18n import catalogue, message
 from gpuready.model import Status, Subject
 from gpuready.verbs.bench.judge import BenchJudge, precision_key, topology_of
-from gpuready.verbs.plan.machine import Machine
+from gpuready.estimate.machine import Machine
 
 H100 = Machine(gpu_name="H100 SXM", gpus_per_node=8, nvlink_domain=8, peak_tflops={"bf16": 989.0},
                memory_bytes_per_gpu=80_000_000_000)

@@ -15,7 +15,7 @@ import pytest
 from conftest import PUBLIC
 from gpuready.checks.gpu import allocation
 from gpuready.checks.registry import CheckContext, CheckOptions, registered_in_order, run_checks
-from gpuready.facts.build import build_facts
+from gpuready.evidence.build import build_facts
 from gpuready.facts.types import Facts, GpuFacts, GpuProcess, HostFacts, KernelEvent, PciDevice
 from gpuready.model import Status
 

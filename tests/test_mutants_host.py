@@ -14,9 +14,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURES
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks.registry import registered_in_order, run_checks
-from gpuready.facts.build import build_facts
+from gpuready.evidence.build import build_facts
 from gpuready.facts.types import DiskUsage, Facts, GpuFacts, HostFacts, IbPort, Topology
 from gpuready.knowledge import thresholds
 from gpuready.model import Status

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import FIXTURES
 from gpuready.checks.registry import registered_in_order, run_checks
-from gpuready.facts.build import build_facts
+from gpuready.evidence.build import build_facts
 from gpuready.facts.types import Facts, HostFacts, IbPort, NetInterface
 from gpuready.model import Status
 

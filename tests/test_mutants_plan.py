@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from gpuready.shapes import PRESETS
-from gpuready.verbs.plan.memory import Strategy, TrainSetup, memory_per_gpu
+from gpuready.estimate.memory import Strategy, TrainSetup, memory_per_gpu
 
 GPT2_SMALL = 124_439_808
 """Hugging Face gpt2: 124,439,808 parameters (tied embeddings)."""
@@ -182,7 +182,7 @@ def test_the_largest_layer_deepspeed_gathers_is_the_widest_module():
     A LLaMA shape (no biases) h 1024, vocab 1000, ffn 4096: gate/up 1024×4096 = 4,194,304; with ffn 512 the
     attention's q/o projections, 1024×1024 = 1,048,576, beat the embedding's 1,024,000."""
     from gpuready.shapes import ModelShape
-    from gpuready.verbs.plan.memory import largest_layer_parameters
+    from gpuready.estimate.memory import largest_layer_parameters
     assert largest_layer_parameters(PRESETS["tiny"]) == 16_640
     assert largest_layer_parameters(PRESETS["llama2-7b"]) == 32000 * 4096
     gpt2 = dict(layers=2, hidden=512, heads=8, vocab=1000, ffn_hidden=1024)
@@ -199,7 +199,7 @@ def test_parameters_on_the_most_loaded_pipeline_stage():
     position table 1,024 × 768 = 786,432: 81,911,040; with no split, all 124,439,808. Llama-2 7B (each block
     4·4096² + 3·4096·11,008 + 2·4096 = 202,383,360) on PP = 2: 16 blocks = 3,238,133,760 + the token table 32,000 ×
     4096 = 131,072,000 (no position table: RoPE): 3,369,205,760."""
-    from gpuready.verbs.plan.memory import stage_parameters
+    from gpuready.estimate.memory import stage_parameters
     assert stage_parameters(PRESETS["gpt2-small"]) == GPT2_SMALL
     assert stage_parameters(PRESETS["gpt2-small"], pp=2) == 81_911_040
     assert stage_parameters(PRESETS["llama2-7b"], pp=2) == 3_369_205_760
@@ -209,7 +209,7 @@ def test_deepspeeds_estimator_on_one_gpu_and_on_two_nodes():
     """memory.rst: ZeRO-2 on one GPU holds 2P + 18P/1 = 20 bytes per parameter: 20 GB for 1e9 parameters; ZeRO-3 of
     the T5-3B example (2,851e6 parameters, largest layer 32e6) on 8 GPUs is 6.09 GiB per GPU whether the 8 are one
     node or 4 × 2 nodes (N = GPUs per node × nodes)."""
-    from gpuready.verbs.plan.memory import deepspeed_model_states
+    from gpuready.estimate.memory import deepspeed_model_states
     assert deepspeed_model_states(1e9, 0, stage=2) == 20_000_000_000
     two_nodes = deepspeed_model_states(2851e6, 32e6, stage=3, gpus_per_node=4, nodes=2)
     assert two_nodes == deepspeed_model_states(2851e6, 32e6, stage=3, gpus_per_node=8)
@@ -225,7 +225,7 @@ def test_the_peak_is_the_larger_of_the_two_moments():
     40 + 40 = 80, not above the 80 of activations: the start, 530. Without a working figure (0): gradients 90 alone
     beat activations 80: 540. `allocated` leaves out the CUDA context and the fragmentation margin where the terms
     hold them."""
-    from gpuready.verbs.plan.memory import MemoryBreakdown
+    from gpuready.estimate.memory import MemoryBreakdown
     end = MemoryBreakdown(parameters=100, gradients=40, optimizer=300, activations=80, other=50, backward_working=60)
     assert (end.peak_phase, end.total, end.allocated) == ("backward_end", 550, 550)
     start = MemoryBreakdown(parameters=100, gradients=40, optimizer=300, activations=80, other=50, backward_working=40)
@@ -251,7 +251,7 @@ def test_setups_and_strategies_are_keyword_only_values_checked_on_creation():
             Strategy(name="odd", **bad)
         assert str(refused.value) == ("strategy 'odd': dp, tp, pp >= 1, zero in 0..3, offload in ('none', "
                                       "'optimizer', 'optimizer+params')")
-    from gpuready.verbs.plan.memory import MemoryBreakdown
+    from gpuready.estimate.memory import MemoryBreakdown
     for positional in (lambda: Strategy("ddp", 8), lambda: TrainSetup(shape, 1, 1),
                        lambda: MemoryBreakdown(1, 2, 3, 4, 5)):
         with pytest.raises(TypeError):
@@ -373,7 +373,7 @@ def test_recompute_on_the_grid():
 def test_korthikantis_full_recompute_keeps_the_layer_input_split_over_tp():
     """Korthikanti et al. 2022, Table 2: full recompute keeps 2sbh/t per layer; GPT-3 175B (h 12,288) at s = 2048,
     b = 2, t = 8: 2 × 2048 × 2 × 12,288 / 8 = 12,582,912."""
-    from gpuready.verbs.plan.memory import korthikanti_layer_bytes
+    from gpuready.estimate.memory import korthikanti_layer_bytes
     assert korthikanti_layer_bytes(2048, 2, 12288, 96, tp=8, recompute="full") == 12_582_912
 
 
@@ -400,7 +400,7 @@ def test_ddp_buckets_and_fsdp_prefetch():
 def _machine(**changes):
     """A described machine with round figures: 8 GPUs of 80 GB on one NVSwitch, 1,000 TFLOP/s dense bf16, an
     all_reduce busbw of 100 GB/s inside the node."""
-    from gpuready.verbs.plan.machine import Machine
+    from gpuready.estimate.machine import Machine
     values = dict(gpu_name="round", gpus_per_node=8, memory_bytes_per_gpu=80 * 10**9, nvlink_domain=8,
                   peak_tflops={"bf16": 1000.0}, intra_node_busbw_gb_per_s=100.0)
     return Machine(**{**values, **changes})

@@ -15,7 +15,7 @@ import math
 import pytest
 
 from gpuready.verbs.plan.cost import PricesError, cost_plan, load_prices
-from gpuready.verbs.plan.machine import Machine, machine_from_description
+from gpuready.estimate.machine import Machine, machine_from_description
 
 NEVER = "{way}: energy alone costs as much as renting or more; renting is cheaper at any utilisation"
 

@@ -17,10 +17,10 @@ import typing
 
 import pytest
 
-from gpuready.bundle.reader import read_bundle
-from gpuready.facts.build import build_facts
+from gpuready.evidence.reader import read_bundle
+from gpuready.evidence.build import build_facts
 from gpuready.facts.types import Facts, GpuFacts
-from gpuready.verbs.plan.machine import Machine, MachineError, machine_from_description, machine_from_facts
+from gpuready.estimate.machine import Machine, MachineError, machine_from_description, machine_from_facts
 
 from conftest import FIXTURES, PUBLIC
 

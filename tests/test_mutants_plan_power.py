@@ -14,9 +14,9 @@ import copy
 import pytest
 
 from gpuready.i18n import text_in
-from gpuready.verbs.plan import power as power_module
-from gpuready.verbs.plan.machine import Machine, machine_from_description
-from gpuready.verbs.plan.power import circuit_watts, power_plan
+from gpuready.estimate import power as power_module
+from gpuready.estimate.machine import Machine, machine_from_description
+from gpuready.estimate.power import circuit_watts, power_plan
 
 ESTIMATE_NOTES = ("(base + per-GPU allowance for fans, switches, NICs; assumed)")
 

@@ -14,8 +14,8 @@ import dataclasses
 import pytest
 
 from gpuready.shapes import PRESETS
-from gpuready.verbs.plan.machine import Machine
-from gpuready.verbs.plan.memory import Strategy, TrainSetup, inference_memory, memory_per_gpu
+from gpuready.estimate.machine import Machine
+from gpuready.estimate.memory import Strategy, TrainSetup, inference_memory, memory_per_gpu
 from gpuready.verbs.plan.strategy import PlanRow, plan_inference, plan_training
 
 GPT2_BF16 = TrainSetup(shape=PRESETS["gpt2-small"], seq=1024, micro_batch=1, precision="bf16")

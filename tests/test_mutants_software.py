@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURES
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks import software
 from gpuready.checks.registry import registered_in_order, run_checks
-from gpuready.facts.build import build_facts
+from gpuready.evidence.build import build_facts
 from gpuready.facts.types import Facts, GpuFacts, HostFacts, KernelEvent, TorchInfo
 from gpuready.i18n import message
 from gpuready.knowledge import env_var_rules

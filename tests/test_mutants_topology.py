@@ -382,7 +382,7 @@ def test_a_completed_registration_with_an_error_status_fails():
     """nvml.h (nvmlGpuFabricInfo_t): the status "must be checked only if state returns complete". The published
     DGX H100 `nvidia-smi -q` (8 GPUs, each Completed / Success) with the second GPU's status changed to Insufficient
     Resources: that GPU fails, by its bus id 0000:2a:00.0; the unchanged capture passes."""
-    from gpuready.facts.build import build_facts
+    from gpuready.evidence.build import build_facts
     text = (PUBLIC / "dgx-h100-nvswitch" / "nvidia-smi-q.txt").read_text()
     second = text.index("GPU 00000000:2A:00.0")
     status = text.index("Status                            : Success", second)
@@ -408,7 +408,7 @@ def test_a_pair_disabled_by_a_registry_key_is_read_with_the_legend_s_code():
     """nvidia-smi's own legend (the published 2× RTX 5090 capture) prints `DR = Disabled by regkey`. The same matrix
     with its GNS cells made DR: the file is still recognised as `topo -p2p` without its name, and the one pair is
     blocked with that meaning and the registry-key fix."""
-    from gpuready.bundle.sniff import kind_of
+    from gpuready.evidence.sniff import kind_of
     text = (PUBLIC / "topo-p2p" / "nvidia-smi-topo-p2p-gns-2x5090.txt").read_text()
     assert "DR   = Disabled by regkey" in text
     disabled = text.replace("X\tGNS", "X\tDR").replace("GNS\tX", "DR\tX")

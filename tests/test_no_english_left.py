@@ -19,12 +19,12 @@ import pytest
 from rich.console import Console
 
 from conftest import FIXTURES, PUBLIC
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks.registry import CheckOptions
 from gpuready.report.console import render_console
 from gpuready.report.labels import labels_for
-from gpuready.verbs.check import check_files
-from gpuready.facts.build import build_facts
+from gpuready.pipeline import check_files
+from gpuready.evidence.build import build_facts
 from gpuready.runner.local import RunOutcome
 from gpuready.verbs.diagnose.run import diagnose
 from gpuready.verbs.validate import build_report

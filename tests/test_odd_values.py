@@ -18,10 +18,10 @@ import pytest
 from conftest import FIXTURES
 from helpers import messages, report_for, statuses
 
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks.registry import CheckOptions, run_checks
 from gpuready.facts import host_files, units
-from gpuready.facts.build import build_facts
+from gpuready.evidence.build import build_facts
 from gpuready.facts.nvml import NvmlDocument
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_xml
 from gpuready.facts.software_files import parse_torch_json

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.bundle.reader import read_bundle
+from gpuready.evidence.reader import read_bundle
 from gpuready.checks.registry import CheckOptions
 from gpuready.model import Status
 from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
-from gpuready.verbs.check import check_files
+from gpuready.pipeline import check_files
 from gpuready.verbs.diagnose.run import diagnose
 from gpuready.verbs.monitor import describe, xid_status
 from gpuready.runner.local import RunOutcome

@@ -11,12 +11,12 @@ import pytest
 
 from conftest import FIXTURES, PUBLIC
 from helpers import messages, report_for, statuses
-from gpuready.cli import main
+from gpuready.cli.main import main
 from gpuready.checks.registry import CheckOptions
-from gpuready.facts.build import build_facts
+from gpuready.evidence.build import build_facts
 from gpuready.facts.types import NetInterface
 from gpuready.model import Verdict
-from gpuready.verbs.check import check_report
+from gpuready.pipeline import check_report
 
 PARTIAL = FIXTURES / "partial"
 

@@ -7,8 +7,8 @@ import pytest
 from gpuready.knowledge import load_table
 from gpuready.verbs.plan.batch import scale_batch
 from gpuready.verbs.plan.cost import PricesError, cost_plan, load_prices
-from gpuready.verbs.plan.machine import machine_from_description
-from gpuready.verbs.plan.power import circuit_watts, power_plan
+from gpuready.estimate.machine import machine_from_description
+from gpuready.estimate.power import circuit_watts, power_plan
 
 
 def _status(plan: dict, check_id: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuready.shapes import PRESETS, with_sequence
-from gpuready.verbs.plan import memory
+from gpuready.estimate import memory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plan"
 GIB = 2**30

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from gpuready import cli
+from gpuready.cli import main as cli
 
 jsonschema = pytest.importorskip("jsonschema")
 from test_diagnose_cli import SCHEMA  # noqa: E402

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from gpuready.bundle.reader import read_bundle
-from gpuready.facts.build import build_facts
+from gpuready.evidence.reader import read_bundle
+from gpuready.evidence.build import build_facts
 from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config
-from gpuready.verbs.plan.machine import MachineError, machine_from_description, machine_from_facts
+from gpuready.estimate.machine import MachineError, machine_from_description, machine_from_facts
 
 from conftest import FIXTURES, PUBLIC
 

@@ -3,7 +3,7 @@
 import pytest
 
 from gpuready.shapes import PRESETS
-from gpuready.verbs.plan.memory import (Strategy, TrainSetup, deepspeed_model_states, inference_memory,
+from gpuready.estimate.memory import (Strategy, TrainSetup, deepspeed_model_states, inference_memory,
                                         korthikanti_layer_bytes, memory_per_gpu, strategies_for)
 
 GIB = 2**30

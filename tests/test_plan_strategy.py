@@ -1,8 +1,8 @@
 """plan's strategy ranking on described machines."""
 
 from gpuready.shapes import PRESETS
-from gpuready.verbs.plan.machine import machine_from_description
-from gpuready.verbs.plan.memory import TrainSetup
+from gpuready.estimate.machine import machine_from_description
+from gpuready.estimate.memory import TrainSetup
 from gpuready.verbs.plan.strategy import plan_inference, plan_training
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.cli import build_parser
-from gpuready.usage import UsageError
+from gpuready.cli.main import build_parser
+from gpuready.options import UsageError
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "gpuready"
 _COMMAND = re.compile(r"`(gpuready [^`\n]{0,300})`")

@@ -8,10 +8,10 @@ import psutil
 import pytest
 
 from conftest import FIXTURES, SHARED_H200
-from gpuready.bundle import redact
-from gpuready.bundle.redact import (LOOPBACK_NAMES, Redactor, expand_hostlist, redact_bundle, redact_text,
+from gpuready.evidence import redact
+from gpuready.evidence.redact import (LOOPBACK_NAMES, Redactor, expand_hostlist, redact_bundle, redact_text,
                                     redaction_key)
-from gpuready.facts.build import build_facts
+from gpuready.evidence.build import build_facts
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_xml
 from gpuready.facts.nvml import NvmlDocument
 from helpers import report_for

@@ -14,10 +14,10 @@ import pytest
 from junitparser import JUnitXml
 
 from conftest import FIXTURES
-from gpuready import cli
+from gpuready.cli import main as cli
 from gpuready.model import ExitCode
 from gpuready.verbs.report import document_exit_code
-from gpuready.verbs.report_files import write_report_files
+from gpuready.cli.report_files import write_report_files
 
 BURN = FIXTURES / "h200-burn" / "burn-60s-report.json"  # ready, exit 0
 VALIDATE_SHARED = FIXTURES / "h200-shared-gpu" / "validate-foreign-loop.json"  # not ready, exit 1

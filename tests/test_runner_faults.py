@@ -200,7 +200,7 @@ def test_a_process_ends_with_its_code_and_its_output_flushed(imports):
     """exit_without_teardown: with torch imported the process ends through os._exit, which flushes nothing itself;
     the last line printed without a newline still arrives, the exit code is the one given, and nothing is said on
     standard error. Without torch, the usual exit does the same."""
-    code = (f"{imports}\nimport sys\nfrom gpuready.runner.signals import exit_without_teardown\n"
+    code = (f"{imports}\nimport sys\nfrom gpuready.signals import exit_without_teardown\n"
             "print('partial', end='')\nsys.stderr.write('e')\nexit_without_teardown(3)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={key: value for key, value in os.environ.items() if not key.startswith("COV")})

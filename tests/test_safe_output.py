@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from gpuready import cli
+from gpuready.cli import main as cli
 from gpuready.report.console import render_console
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OSC_TITLE = "\x1b]0;pwned\x07"

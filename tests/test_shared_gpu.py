@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuready import cli
+from gpuready.cli import main as cli
 from gpuready.facts import gpu_users
 from gpuready.model import ExitCode, Status
 from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
-from gpuready.verbs.sharing import blame_sharing
+from gpuready.devices import blame_sharing
 from gpuready.telemetry import Telemetry
 from gpuready.runner.watchdog import RankFailure
 
@@ -59,7 +59,7 @@ def test_no_gpu_exits_3_with_one_sentence(verb, capsys):
 
 
 def test_no_gpu_reasons(monkeypatch):
-    from gpuready.verbs.validate.run import NoGpuError, auto_device, no_gpu_reason
+    from gpuready.devices import NoGpuError, auto_device, no_gpu_reason
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.version, "cuda", None)
     assert "CPU-only build (torch.version.cuda is None)" in no_gpu_reason()

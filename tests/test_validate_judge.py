@@ -6,12 +6,13 @@ import json
 import pytest
 
 from conftest import FIXTURES, PUBLIC
-from gpuready.bundle.reader import read_bundle
-from gpuready.facts.build import build_facts
+from gpuready.evidence.reader import read_bundle
+from gpuready.evidence.build import build_facts
 from gpuready.facts.topology import parse_topo_matrix
 from gpuready.facts.types import Facts, GpuFacts
 from gpuready.model import Status
-from gpuready.verbs.validate import build_report, expect
+from gpuready.estimate import expect
+from gpuready.verbs.validate import build_report
 from gpuready.runner.local import RunOutcome
 from gpuready.runner.watchdog import RankFailure
 

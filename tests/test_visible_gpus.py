@@ -42,7 +42,7 @@ def test_mig_instances_are_not_whole_gpus():
 
 def test_validate_and_bench_watch_the_gpus_the_user_made_visible(monkeypatch):
     from gpuready.facts.types import Facts, GpuFacts
-    from gpuready.verbs.validate.run import selected_indices
+    from gpuready.devices import selected_indices
     facts = Facts(gpus=[GpuFacts(index=g["index"], bus_id=g["bus_id"], uuid=g["uuid"]) for g in EIGHT])
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
     assert selected_indices(None, facts, 2) == [5, 6]  # not NVML's GPUs 0 and 1, someone else's
@@ -69,8 +69,8 @@ class _FakeSession:
 
 
 def _burn_on_eight(monkeypatch, visible):
-    import gpuready.bundle.collect
-    import gpuready.facts.build
+    import gpuready.evidence.collect
+    import gpuready.evidence.build
     import gpuready.facts.nvml
     import gpuready.runner.local
     import gpuready.verbs.validate.run as validate_run
@@ -83,8 +83,8 @@ def _burn_on_eight(monkeypatch, visible):
         raise RuntimeError("stop here")
 
     monkeypatch.setattr(validate_run, "auto_device", lambda device, verb="validate": "cuda")
-    monkeypatch.setattr(gpuready.bundle.collect, "collect", lambda with_torch=False: ({}, []))
-    monkeypatch.setattr(gpuready.facts.build, "build_facts", lambda files, live=True: Facts())
+    monkeypatch.setattr(gpuready.evidence.collect, "collect", lambda with_torch=False: ({}, []))
+    monkeypatch.setattr(gpuready.evidence.build, "build_facts", lambda files, live=True: Facts())
     monkeypatch.setattr(gpuready.facts.nvml, "NvmlSession", _FakeSession)
     monkeypatch.setattr(gpuready.runner.local, "run_local", fake_run_local)
     monkeypatch.setattr("gpuready.facts.gpu_users.read_nvml", lambda: {"init_error": None, "gpus": []})

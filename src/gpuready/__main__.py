@@ -1,3 +1,3 @@
-from gpuready.cli import entry
+from gpuready.cli.main import entry
 
 entry()

@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import Any, Callable
 
-from gpuready.i18n import Sentence, said_of, sentence
+from gpuready.i18n import DEFAULT_LANGUAGE, Said, Sentence, in_language, said_of, sentence
 
 MAX_NODES = 100_000
 """Nodes of one job (torchrun's --nnodes)."""
@@ -37,6 +37,18 @@ MAX_REPORT_BYTES = 64 << 20
 """A gpuready report (plan and bench --validate-report): 64 MiB."""
 MAX_NESTING = 64
 _MAX_DIGITS = 40
+
+
+class UsageError(Exception):
+    """A wrong option or unreadable input: one sentence, exit code 2. The sentence is text, or a `Said` that the
+    command line renders in the user's language (`str()` is its English)."""
+
+    def text(self, lang: str = DEFAULT_LANGUAGE) -> str:
+        sentence = self.args[0] if self.args else ""
+        return in_language(sentence, lang) if isinstance(sentence, Said) else str(sentence)
+
+    def __str__(self) -> str:
+        return self.text()
 
 
 class InputFileError(ValueError):

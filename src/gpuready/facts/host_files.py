@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from gpuready.facts.bad_input import ParseFailure
-from gpuready.facts.types import DiskUsage, HostFacts
+from gpuready.facts.types import DiskUsage, HostFacts, container_of, most_specific_runtime
 from gpuready.facts.units import parse_cpu_count, strip_ansi
 
 _SECTION = re.compile(r"^==> (.+) <==$")
@@ -158,9 +158,6 @@ def parse_cpuset(sections: dict[str, str]) -> tuple[str | None, int | None]:
 _CGROUP_MARKERS = (("kubepods", "kubernetes"), ("libpod", "podman"), ("docker", "docker"),
                    ("containerd", "containerd"), ("lxc", "lxc"))
 _SLURM_JOB = re.compile(r"slurm\S*/job_?\d+|/job_\d+/step_", re.IGNORECASE)
-# Where several say so, the one that allocates the GPUs names the container: a Kubernetes pod's path also
-# names its runtime (`kubepods/…/cri-containerd-…`), and Docker under Kubernetes leaves /.dockerenv.
-_RUNTIME_PRIORITY = ("kubernetes", "slurm", "podman", "docker", "containerd", "lxc", "container")
 
 
 def container_from_cgroup(sections: dict[str, str]) -> tuple[str | None, list[str]]:
@@ -193,12 +190,8 @@ def container_from_cgroup(sections: dict[str, str]) -> tuple[str | None, list[st
                 evidence.append(f"{path}: {marker} ({_first_line_with(text, marker)})")
                 break
     if found:
-        return _most_specific(found), evidence
+        return most_specific_runtime(found), evidence
     return ("none" if read_any else None), evidence
-
-
-def _most_specific(runtimes: list[str]) -> str:
-    return min(runtimes, key=lambda name: _RUNTIME_PRIORITY.index(name) if name in _RUNTIME_PRIORITY else 99)
 
 
 def _first_line_with(text: str, marker: str) -> str:
@@ -206,39 +199,3 @@ def _first_line_with(text: str, marker: str) -> str:
     return line.strip()[:120]
 
 
-def container_from_env(env: dict[str, str] | None) -> tuple[str | None, list[str]]:
-    """(runtime, evidence) from the environment: Kubernetes' service variables and the NVIDIA runtime's device list.
-
-    SLURM_JOB_ID alone is not a container: without a Slurm cgroup the job sees every GPU of the node.
-    """
-    if not env:
-        return None, []
-    runtime, evidence = None, []
-    if "KUBERNETES_SERVICE_HOST" in env:
-        runtime = "kubernetes"
-        evidence.append("env KUBERNETES_SERVICE_HOST is set")
-    if "NVIDIA_VISIBLE_DEVICES" in env:
-        runtime = runtime or "container"
-        evidence.append(f"env NVIDIA_VISIBLE_DEVICES={env['NVIDIA_VISIBLE_DEVICES'][:80]}")
-    return runtime, evidence
-
-
-def container_of(host: HostFacts, env: dict[str, str] | None) -> tuple[str | None, list[str]]:
-    """The container this run is in, with every piece of evidence: the cgroup facts, then the environment.
-
-    (`kubernetes`/`slurm`/`podman`/`docker`/`containerd`/`lxc`/`container`, evidence); (`none`, []) where the
-    cgroup files were read and nothing says container; (None, []) where nothing was read. A Slurm job counts only
-    with its cgroup (SLURM_JOB_ID is then added as evidence).
-    """
-    found = [host.container] if host.container not in (None, "none") else []
-    evidence = list(host.container_evidence or [])
-    env_runtime, env_evidence = container_from_env(env)
-    if env_runtime:
-        found.append(env_runtime)
-        evidence += env_evidence
-    if not found:
-        return host.container, []
-    runtime = _most_specific(found)
-    if runtime == "slurm" and env and "SLURM_JOB_ID" in env:
-        evidence.append(f"env SLURM_JOB_ID={env['SLURM_JOB_ID'][:20]}")
-    return runtime, evidence

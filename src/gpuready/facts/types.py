@@ -286,6 +286,52 @@ class Facts:
 
     def container(self) -> tuple[str | None, list[str]]:
         """The container this machine's evidence says it runs in, with every piece of evidence (cgroup files, then
-        the environment): a derived fact (facts/host_files.py `container_of`)."""
-        from gpuready.facts.host_files import container_of
+        the environment): a derived fact (`container_of` below)."""
         return container_of(self.host, self.env)
+
+
+# Where several say so, the one that allocates the GPUs names the container: a Kubernetes pod's path also
+# names its runtime (`kubepods/…/cri-containerd-…`), and Docker under Kubernetes leaves /.dockerenv.
+_RUNTIME_PRIORITY = ("kubernetes", "slurm", "podman", "docker", "containerd", "lxc", "container")
+
+
+def most_specific_runtime(runtimes: list[str]) -> str:
+    return min(runtimes, key=lambda name: _RUNTIME_PRIORITY.index(name) if name in _RUNTIME_PRIORITY else 99)
+
+
+def container_from_env(env: dict[str, str] | None) -> tuple[str | None, list[str]]:
+    """(runtime, evidence) from the environment: Kubernetes' service variables and the NVIDIA runtime's device list.
+
+    SLURM_JOB_ID alone is not a container: without a Slurm cgroup the job sees every GPU of the node.
+    """
+    if not env:
+        return None, []
+    runtime, evidence = None, []
+    if "KUBERNETES_SERVICE_HOST" in env:
+        runtime = "kubernetes"
+        evidence.append("env KUBERNETES_SERVICE_HOST is set")
+    if "NVIDIA_VISIBLE_DEVICES" in env:
+        runtime = runtime or "container"
+        evidence.append(f"env NVIDIA_VISIBLE_DEVICES={env['NVIDIA_VISIBLE_DEVICES'][:80]}")
+    return runtime, evidence
+
+
+def container_of(host: HostFacts, env: dict[str, str] | None) -> tuple[str | None, list[str]]:
+    """The container this run is in, with every piece of evidence: the cgroup facts, then the environment.
+
+    (`kubernetes`/`slurm`/`podman`/`docker`/`containerd`/`lxc`/`container`, evidence); (`none`, []) where the
+    cgroup files were read and nothing says container; (None, []) where nothing was read. A Slurm job counts only
+    with its cgroup (SLURM_JOB_ID is then added as evidence).
+    """
+    found = [host.container] if host.container not in (None, "none") else []
+    evidence = list(host.container_evidence or [])
+    env_runtime, env_evidence = container_from_env(env)
+    if env_runtime:
+        found.append(env_runtime)
+        evidence += env_evidence
+    if not found:
+        return host.container, []
+    runtime = most_specific_runtime(found)
+    if runtime == "slurm" and env and "SLURM_JOB_ID" in env:
+        evidence.append(f"env SLURM_JOB_ID={env['SLURM_JOB_ID'][:20]}")
+    return runtime, evidence

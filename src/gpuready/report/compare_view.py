@@ -18,7 +18,7 @@ from gpuready.report.document import Gpu, mapping, number, read_finding, sequenc
 from gpuready.report.findings_view import STATUS_STYLE, UNRECOGNISED_STYLE, status_label, verdict_label
 from gpuready.report.labels import labels_for
 from gpuready.report.paragraph import print_paragraph
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 from gpuready.report.tables import format_value
 
 NAMED_AT_MOST = 8

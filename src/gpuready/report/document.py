@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuready.model import GpuRef, Status, Subject
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 
 STATUS_ORDER = [Status.FAIL.value, Status.ERROR.value, Status.WARN.value, Status.PASS.value, Status.SKIP.value]
 KNOWN_STATUSES = frozenset(STATUS_ORDER)

@@ -5,7 +5,7 @@ cells (report/tables.py)."""
 from __future__ import annotations
 
 from gpuready.report.document import mapping, number, sequence, subject_label, text
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 from gpuready.report.tables import LATENCY_NAME, format_value
 
 

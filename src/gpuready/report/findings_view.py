@@ -17,7 +17,7 @@ from gpuready.report.document import (KNOWN_STATUSES, Finding, host_of, judges_m
                                       status_rank)
 from gpuready.report.gpu_groups import Row, group_rows
 from gpuready.report.paragraph import print_paragraph
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 
 STATUS_STYLE = {Status.FAIL.value: "bold red", Status.ERROR.value: "bold magenta", Status.WARN.value: "bold yellow",
                 Status.PASS.value: "green", Status.SKIP.value: "dim"}

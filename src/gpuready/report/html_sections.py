@@ -19,7 +19,7 @@ from gpuready.report.document import (KNOWN_STATUSES, STATUS_ORDER, Finding, hos
                                       read_finding, sequence, status_rank, subject_label, text)
 from gpuready.report.findings_view import row_subject, status_label, verdict_label
 from gpuready.report.gpu_groups import Row
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 from gpuready.report.tables import format_value
 
 Say = Callable[..., str]

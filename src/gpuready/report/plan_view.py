@@ -13,7 +13,7 @@ from gpuready.i18n import said_from, text_in
 from gpuready.report.document import mapping, number, sequence, text
 from gpuready.report.labels import LANGUAGE_KEY
 from gpuready.report.paragraph import print_paragraph
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 from gpuready.report.tables import keep_whole, table
 
 STRATEGIES_SHOWN = 8

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from gpuready.i18n import DEFAULT_LANGUAGE, Said, Sentence, catalogue, choose_language, in_language, message, said, \
     sentence
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 from gpuready.runner.progress import FINAL_PHASES
 
 

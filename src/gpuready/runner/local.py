@@ -25,38 +25,16 @@ from typing import Any, Callable
 
 from gpuready.i18n import sentence
 from gpuready.runner.progress import RESULT_KEY, Progress
-from gpuready.runner.signals import PARENT_PID_VARIABLE, Stopped
+from gpuready.signals import PARENT_PID_VARIABLE, Stopped
 from gpuready.runner.watchdog import RankFailure, Watchdog
-from gpuready.workloads.worker import SPEC_VARIABLE, STORE_VARIABLE
+from gpuready.runner.progress import SPEC_VARIABLE, STORE_VARIABLE
 
 POLL_S = 0.25
 TERMINATE_GRACE_S = 5.0
-OVERSUBSCRIBE_FACTOR = 4
-"""With --oversubscribe, at most this many ranks per usable CPU (each rank is a whole Python + torch process)."""
 
 
 class SpawnError(RuntimeError):
     """A rank could not be started; the ranks already started were stopped."""
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask: taskset, cgroup cpusets), not the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def check_cpu_ranks(ranks: int, oversubscribe: bool = False, option: str = "--ranks") -> None:
-    """Ranks that do not each own a GPU are bounded by the CPUs: one per CPU, or OVERSUBSCRIBE_FACTOR per CPU
-    with --oversubscribe. Raises ValueError (a usage error) before anything is started."""
-    cpus = usable_cpus()
-    if not oversubscribe and ranks > cpus:
-        raise ValueError(sentence("error.ranks.cpus", option=option, ranks=ranks, cpus=cpus,
-                                  most=OVERSUBSCRIBE_FACTOR * cpus))
-    if ranks > OVERSUBSCRIBE_FACTOR * cpus:
-        raise ValueError(sentence("error.ranks.oversubscribed", option=option, ranks=ranks, cpus=cpus,
-                                  most=OVERSUBSCRIBE_FACTOR * cpus, factor=OVERSUBSCRIBE_FACTOR))
 
 
 def loopback_interface() -> str:

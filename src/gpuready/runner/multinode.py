@@ -11,9 +11,9 @@ from typing import Callable
 
 from gpuready.i18n import choose_language, in_language, said
 from gpuready.model import worst_exit_code
-from gpuready.report.safe_text import tell
+from gpuready.safe_text import tell
 from gpuready.runner.rendezvous_store import host_rendezvous_store
-from gpuready.runner.signals import Stopped, exit_code_for
+from gpuready.signals import Stopped, exit_code_for
 
 TORCHRUN_OPTIONS = {"--nnodes": 1, "--nproc-per-node": 1, "--rdzv-endpoint": 1}
 """gpuready's options that torchrun takes itself (with how many values follow): not passed on to the ranks."""
@@ -41,7 +41,7 @@ def run_under_torchrun(args: argparse.Namespace, argv: list[str], verb: str, npr
     observer wrote it, else torchrun's."""
     from gpuready.runner.local import TERMINATE_GRACE_S
     from gpuready.runner.torchrun import RunObserver, torchrun_command
-    from gpuready.workloads.worker import RDZV_STORE_VARIABLE
+    from gpuready.runner.progress import RDZV_STORE_VARIABLE
     lang = choose_language(args.lang)
     store, host_here, note = host_rendezvous_store(args.rdzv_endpoint, args.startup_timeout)
     tell(in_language(note, lang))

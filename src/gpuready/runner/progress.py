@@ -165,3 +165,23 @@ def stalled_ranks(posts: dict[int, Progress], now: float) -> list[int]:
         return sorted(behind)
     oldest = max(post.age_s(now) for post in active.values())
     return sorted(rank for rank, post in active.items() if post.age_s(now) == oldest)
+
+
+SPEC_VARIABLE = "GPUREADY_VALIDATE_SPEC"
+
+
+STORE_VARIABLE = "GPUREADY_STORE"  # host:port of the runner's TCPStore (local runs only)
+
+
+# host:port of the rendezvous store of a `gpuready validate --nnodes` run: the ranks build their process group
+# on it rather than on a second store that torchrun's rank-0 agent (or rank 0) would listen with on every interface.
+RDZV_STORE_VARIABLE = "GPUREADY_RDZV_STORE"
+
+
+# The key under which the gpuready process hosting that store says what address it listens on.
+RDZV_BIND_KEY = "gpuready/store_bind"
+
+
+def run_store_prefix(run_id: str = "none", restart: str = "0") -> str:
+    """This run's part of the rendezvous store (torchrun's --rdzv-id defaults to `none`; gpuready never restarts)."""
+    return f"gpuready/{run_id}/{restart}"

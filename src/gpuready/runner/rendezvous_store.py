@@ -8,7 +8,7 @@ import ipaddress
 import socket
 
 from gpuready.i18n import Sentence, said, sentence
-from gpuready.usage import UsageError
+from gpuready.options import UsageError
 
 
 def host_rendezvous_store(endpoint: str, timeout_s: float) -> tuple[object | None, bool | None, Sentence]:
@@ -19,7 +19,7 @@ def host_rendezvous_store(endpoint: str, timeout_s: float) -> tuple[object | Non
     interface.
     """
     from gpuready.runner.local import listening_store
-    from gpuready.workloads.worker import RDZV_BIND_KEY
+    from gpuready.runner.progress import RDZV_BIND_KEY
     host, _, port_text = endpoint.rpartition(":")
     host = host.strip("[]")
     if not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:

@@ -34,18 +34,18 @@ def under_torchrun() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ and "GPUREADY_STORE" not in os.environ
 
 
-def run_rank(spec: dict[str, Any], *, deadline_s: float, log_dir: Path | None,
+def run_rank(spec: dict[str, Any], *, rank_main: Callable[..., int], deadline_s: float, log_dir: Path | None,
              make_report: Callable[[RunOutcome], Report], write_report: Callable[[Report], int]) -> NoReturn:
-    """Under torchrun: this process is one rank of `spec` (workloads/worker.py); rank 0 watches every rank
+    """Under torchrun: this process is one rank of `spec`, run by `rank_main` (workloads/worker.py's main, which the
+    verb hands over: the runner starts ranks and never imports a workload); rank 0 watches every rank
     (runner/watchdog.py) and writes the report `make_report(outcome)` makes: at the end, when the watchdog names a
     failure, or when SIGTERM/SIGHUP arrives (torchrun's agent stops the whole group when one rank ends: rank 0 then
     names the rank that ended first). `write_report` prints or saves it and returns the exit code."""
-    from gpuready.runner.progress import RESULT_KEY
-    from gpuready.runner.signals import exit_code_for
+    from gpuready.runner.progress import RESULT_KEY, SPEC_VARIABLE
+    from gpuready.signals import exit_code_for
     from gpuready.runner.watchdog import Watchdog
-    from gpuready.workloads import worker
 
-    os.environ[worker.SPEC_VARIABLE] = json.dumps(spec)
+    os.environ[SPEC_VARIABLE] = json.dumps(spec)
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     startup_timeout_s = float(spec["startup_timeout_s"])
@@ -114,7 +114,7 @@ def run_rank(spec: dict[str, Any], *, deadline_s: float, log_dir: Path | None,
         if rank == 0 and "watchdog" in state:
             os._exit(report_what_ended(store, None))
 
-    code = worker.main(on_ready=on_ready, on_done=on_done, on_signal=on_signal, on_failed=on_failed)
+    code = rank_main(on_ready=on_ready, on_done=on_done, on_signal=on_signal, on_failed=on_failed)
     # The report is written and the group destroyed: leave without the interpreter's teardown, where the process
     # group's C++ threads can abort the process ("terminate called without an active exception", SIGABRT, seen once
     # on the loaded CI box under a user's torchrun), turning a finished run into a failed one for torchrun.
@@ -153,7 +153,7 @@ class RunObserver:
         import torch.distributed as dist
 
         from gpuready.runner.watchdog import Watchdog
-        from gpuready.workloads.worker import run_store_prefix
+        from gpuready.runner.progress import run_store_prefix
         self.store = dist.PrefixStore(run_store_prefix(), rendezvous_store)
         self.verb, self.world_size = verb, world_size
         self.watchdog = Watchdog(self.store, world_size, startup_timeout_s=startup_timeout_s)
@@ -224,7 +224,7 @@ class RunObserver:
 
 def rendezvous_store_address(store: Any) -> str | None:
     """Under `gpuready validate|bench --nnodes`: where the rendezvous store listens, as its host said (None if unknown)."""
-    from gpuready.workloads.worker import RDZV_BIND_KEY, RDZV_STORE_VARIABLE
+    from gpuready.runner.progress import RDZV_BIND_KEY, RDZV_STORE_VARIABLE
     endpoint = os.environ.get(RDZV_STORE_VARIABLE)
     if not endpoint:
         return None

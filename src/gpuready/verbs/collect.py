@@ -11,8 +11,8 @@ from gpuready.i18n import Sentence, sentence
 def run_collect(out: str | Path, *, as_tar: bool, force: bool, fast: bool, redact: bool) -> Sentence:
     """Collect, optionally redact, write; the sentence to print (its str() the English). OutputError: a wrong --out
     (checked before the slow part, so a wrong --out costs nothing) or a bundle that could not be written."""
-    from gpuready.bundle.collect import OutputError, collect, plan_output, write_bundle
-    from gpuready.bundle.redact import redact_bundle
+    from gpuready.evidence.collect import OutputError, collect, plan_output, write_bundle
+    from gpuready.evidence.redact import redact_bundle
 
     plan_output(out, as_tar=as_tar, force=force)
     files, manifest = collect(with_torch=not fast)
@@ -34,7 +34,7 @@ SUMMARY = "write a support bundle of this machine"
 
 
 def add_arguments(parser) -> None:
-    from gpuready import option_groups as groups
+    from gpuready.cli import option_groups as groups
     from gpuready.i18n import said
     parser.add_argument("--out", metavar="DIR|FILE.tar.gz", help=said("cli.collect.out"))
     parser.add_argument("--tar", action="store_true", help=said("cli.collect.tar"))
@@ -44,10 +44,10 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from gpuready.bundle.collect import OutputError
+    from gpuready.evidence.collect import OutputError
     from gpuready.i18n import choose_language, in_language, said_of
     from gpuready.model import ExitCode
-    from gpuready.usage import UsageError
+    from gpuready.options import UsageError
     # Fixes tell users to run `gpuready collect`: bare, it writes here under the host's name.
     out = args.out if args.out is not None else f"gpuready-bundle-{_file_safe(socket.gethostname())}.tar.gz"
     try:

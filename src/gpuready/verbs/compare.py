@@ -11,11 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpuready import option_groups as groups
+from gpuready.cli import option_groups as groups
 from gpuready.i18n import Said, said
 from gpuready.options import number
 from gpuready.report.measurement_kinds import default_tolerance_pct, kind_names
-from gpuready.usage import Refused, nearest
+from gpuready.cli.usage import Refused, nearest
 
 MAX_PERCENT = 1000.0
 PERCENT = number("percent", 0, MAX_PERCENT)
@@ -72,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.i18n import choose_language, message
     from gpuready.model import ExitCode, worst_exit_code
     from gpuready.report.compare import compare_documents
-    from gpuready.report.safe_text import tell
-    from gpuready.verbs.output import _write_report, check_out
+    from gpuready.safe_text import tell
+    from gpuready.cli.output import _write_report, check_out
 
     lang = choose_language(args.lang)
     check_out(args)
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 def read_report(path: Path) -> dict[str, Any]:
     """A report document (a `--json` or `--out` file of any verb); UsageError (one sentence: which file, why) where
     the file cannot be read or is not a report."""
-    from gpuready.usage import UsageError
+    from gpuready.options import UsageError
     try:
         document = _read(path)
     except FileNotFoundError:

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 from gpuready.facts.clock_reasons import REASON_BITS, reasons_from_mask
 from gpuready.i18n import choose_language, in_language, said, sentence
 from gpuready.model import ExitCode
-from gpuready.report.safe_text import tell
+from gpuready.safe_text import tell
 
 IGNORED_REASONS = frozenset({"gpu_idle"})
 
@@ -282,8 +282,8 @@ SUMMARY = "watch GPU health beside a training job"
 
 
 def add_arguments(parser) -> None:
-    from gpuready import option_groups as groups
-    from gpuready import option_kinds as kind
+    from gpuready.cli import option_groups as groups
+    from gpuready.cli import option_kinds as kind
     from gpuready.i18n import said
     groups.add(parser, "interval")
     parser.add_argument("--jsonl", type=Path, metavar="FILE", help=said("cli.monitor.jsonl"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gpuready.i18n import choose_language, in_language, said
 from gpuready.model import ExitCode, Verdict, worst_exit_code
-from gpuready.report.safe_text import printable, tell
+from gpuready.safe_text import printable, tell
 
 VERDICT_EXIT = {Verdict.READY.value: ExitCode.READY, Verdict.READY_WITH_WARNINGS.value: ExitCode.READY,
                 Verdict.NOT_READY.value: ExitCode.NOT_READY}
@@ -23,7 +23,7 @@ KNOWN_EXIT_CODES = frozenset(code.value for code in ExitCode)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpuready import option_groups as groups
+    from gpuready.cli import option_groups as groups
     parser.add_argument("paths", nargs="+", type=Path, metavar="REPORT", help=said("cli.report.paths"))
     groups.add(parser, "verbose", said("cli.report.verbose"))
     groups.add(parser, "lang")
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuready.verbs.report_files import REPORT_FILES, write_report_files
+    from gpuready.cli.report_files import REPORT_FILES, write_report_files
     lang = choose_language(args.lang)
     documents: list[tuple[Path, dict]] = []
     code = ExitCode.READY

@@ -18,20 +18,14 @@ from typing import Any, Callable
 
 from gpuready.i18n import said
 from gpuready.workloads.context import RankContext, RankOptions, runtime_versions
-from gpuready.runner.progress import RESULT_KEY, Heartbeat, ProgressReporter
-from gpuready.runner.signals import die_with_parent, exit_without_teardown, handle_stop_signals_in_thread
+from gpuready.runner.progress import (RDZV_STORE_VARIABLE, RESULT_KEY, SPEC_VARIABLE, STORE_VARIABLE, Heartbeat,
+                                      ProgressReporter, run_store_prefix)
+from gpuready.signals import die_with_parent, exit_without_teardown, handle_stop_signals_in_thread
 from gpuready.runner.watchdog import WORKLOAD_FAILED_EXIT
 
 PROCESS_STARTED = time.monotonic()
 """When this rank's Python reached gpuready (its own start-up, torch's import and CUDA's set-up are measured from
 here: `startup_s`)."""
-SPEC_VARIABLE = "GPUREADY_VALIDATE_SPEC"
-STORE_VARIABLE = "GPUREADY_STORE"  # host:port of the runner's TCPStore (local runs only)
-# host:port of the rendezvous store of a `gpuready validate --nnodes` run: the ranks build their process group
-# on it rather than on a second store that torchrun's rank-0 agent (or rank 0) would listen with on every interface.
-RDZV_STORE_VARIABLE = "GPUREADY_RDZV_STORE"
-# The key under which the gpuready process hosting that store says what address it listens on.
-RDZV_BIND_KEY = "gpuready/store_bind"
 
 
 def workload_functions() -> dict[str, Callable[[RankContext], Any]]:
@@ -78,11 +72,6 @@ def rendezvous_run_store(timeout_s: float):
         return None
     return dist.PrefixStore(run_store_prefix(os.environ.get("TORCHELASTIC_RUN_ID", "none"),
                                              os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")), store)
-
-
-def run_store_prefix(run_id: str = "none", restart: str = "0") -> str:
-    """This run's part of the rendezvous store (torchrun's --rdzv-id defaults to `none`; gpuready never restarts)."""
-    return f"gpuready/{run_id}/{restart}"
 
 
 def _gpu_identity(torch: Any, index: int) -> tuple[str | None, str | None, str | None]:

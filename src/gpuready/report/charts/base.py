@@ -15,7 +15,7 @@ from bokeh.models import BoxZoomTool, HoverTool, LayoutDOM, PanTool, ResetTool, 
 from bokeh.plotting import figure
 
 from gpuready.report.document import mapping, number
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 
 Say = Callable[..., str]
 """`say("html.chart.busbw")`: the catalogue's text in the reader's language (its values filled)."""

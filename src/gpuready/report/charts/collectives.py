@@ -14,7 +14,7 @@ from bokeh.models import ColumnDataSource
 
 from gpuready.report.charts.base import EXPECTED_COLOUR, PALETTE, Chart, Say, finite, measurements, new_figure
 from gpuready.report.document import mapping, sequence
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 
 SUFFIX = "_busbw_gb_per_s"
 

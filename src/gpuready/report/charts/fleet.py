@@ -14,7 +14,7 @@ from bokeh.models import BoxAnnotation, ColumnDataSource
 
 from gpuready.report.charts.base import EXPECTED_COLOUR, MEASURED_COLOUR, OUTLIER_COLOUR, Chart, Say, finite, new_figure
 from gpuready.report.document import mapping, sequence
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 
 
 MAD_ALPHA = 0.12

@@ -14,7 +14,7 @@ from bokeh.palettes import Viridis256
 
 from gpuready.report.charts.base import Chart, Say, finite, gpu_label, measurements, new_figure
 from gpuready.report.document import mapping, sequence
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 
 P2P = re.compile(r"^p2p_(?P<direction>[a-z]+)_gb_per_s$")
 LINK_RANKS = (("NV", "#1a9850"), ("PIX", "#91cf60"), ("PXB", "#d9ef8b"), ("PHB", "#fee08b"), ("NODE", "#fc8d59"),

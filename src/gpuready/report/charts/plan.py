@@ -10,7 +10,7 @@ from bokeh.models import ColumnDataSource
 
 from gpuready.report.charts.base import EXPECTED_COLOUR, PALETTE, Chart, Say, finite, legend_outside, new_figure
 from gpuready.report.document import mapping, sequence
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 
 TERMS = ("parameters", "gradients", "optimizer", "activations", "other")
 GIB = 2**30

@@ -15,7 +15,7 @@ from bokeh.models import ColumnDataSource, FactorRange
 from gpuready.report.charts.base import (EXPECTED_COLOUR, MEASURED_COLOUR, PALETTE, Chart, Say, as_plotted, finite,
                                          legend_outside, measurements, new_figure)
 from gpuready.report.document import mapping
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 
 GIB = 2**30
 MEMORY = ("peak_memory_allocated_bytes", "peak_memory_reserved_bytes")

@@ -7,15 +7,15 @@ import argparse
 import os
 from pathlib import Path
 
-from gpuready import option_groups as groups
-from gpuready import option_kinds as kind
+from gpuready.cli import option_groups as groups
+from gpuready.cli import option_kinds as kind
 from gpuready.i18n import choose_language, in_language, said, said_of
 from gpuready.model import ExitCode
-from gpuready.report.safe_text import tell
-from gpuready.runner.signals import stop_signals_raise
-from gpuready.usage import UsageError
-from gpuready.verbs.measuring import usable_device
-from gpuready.verbs.output import check_log_dir, check_out, emit
+from gpuready.safe_text import tell
+from gpuready.signals import stop_signals_raise
+from gpuready.options import UsageError
+from gpuready.measuring import usable_device
+from gpuready.cli.output import check_log_dir, check_out, emit
 
 SUMMARY = "does adding GPUs make a real training step faster here?"
 STRATEGIES = ("ddp", "fsdp2", "fsdp2-noreshard")
@@ -68,7 +68,6 @@ def _bench(args: argparse.Namespace) -> int:
         return ExitCode.TOOL_ERROR
     from gpuready.runner.local import SpawnError
     from gpuready.verbs.bench.run import BenchError, BenchOptions, bench_shape, run_bench
-    from gpuready.verbs.plan.run import PlanError
     shape = {key: getattr(args, key) for key in ("family", *kind.SHAPE) if getattr(args, key) is not None}
     if len(shape) > 1 and not all(key in shape for key in ("layers", "hidden", "heads", "vocab")):
         raise UsageError(said("error.shape.incomplete"))
@@ -88,18 +87,18 @@ def _bench(args: argparse.Namespace) -> int:
         if not readable:
             raise UsageError(said("error.data_path", path=str(args.data_path)))
         if args.validate_report is not None:  # read before the runs: a bad file must not cost them
-            from gpuready.verbs.plan.run import measured_figures
+            from gpuready.estimate.measured import measured_figures
             measured_figures(args.validate_report, "--validate-report")
         if args.nnodes:
             from gpuready.runner.multinode import run_under_torchrun
-            from gpuready.verbs.validate.cli import ranks_per_node
+            from gpuready.devices import ranks_per_node
             bench_shape(options)  # a model that cannot be built is said here, not by every rank
             return run_under_torchrun(args, args.argv, "bench", ranks_per_node(args),
                                       bench_torchrun.store_node_report(options), emit)
         if under_torchrun():
             return bench_torchrun.run_torchrun_rank(options, lambda report: emit(report, args))
         report = run_bench(options)
-    except (BenchError, PlanError, ValueError) as error:
+    except (BenchError, ValueError) as error:
         raise UsageError(said_of(error)) from None
     except SpawnError as error:
         tell(in_language(error, lang))

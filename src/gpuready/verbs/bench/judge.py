@@ -230,7 +230,7 @@ class BenchJudge:
 
     def judge(self) -> None:
         from gpuready.facts.gpu_users import shared
-        from gpuready.verbs.sharing import sharing_findings
+        from gpuready.devices import sharing_findings
         self.figures = self.run_figures()
         if self.checked_sharing and not self.on_cpu:
             self.findings.extend(sharing_findings("bench", self.host, self.users, self.exclusive))
@@ -240,7 +240,7 @@ class BenchJudge:
         self._decision()
         sharing = shared(self.users)
         if sharing:
-            from gpuready.verbs.sharing import add_note, holders
+            from gpuready.devices import add_note, holders
             gpus = [said("bench.shared_gpu", index=index, holders=holders(entry))
                     for index, entry in sorted(sharing.items())]
             for finding in self.findings:

@@ -96,8 +96,9 @@ def train_settings(options: BenchOptions, shape: ModelShape, strategy: str, worl
 
 def run_bench(options: BenchOptions) -> Report:
     """1 GPU (or rank), then every selected GPU with each strategy; the report the judge makes of it."""
-    from gpuready.runner.local import check_cpu_ranks, run_local
-    from gpuready.verbs.validate.run import auto_device
+    from gpuready.runner.local import run_local
+    from gpuready.devices import check_cpu_ranks
+    from gpuready.devices import auto_device
     import torch
 
     shape = bench_shape(options)
@@ -116,7 +117,7 @@ def run_bench(options: BenchOptions) -> Report:
     watch = None
     if device == "cuda":
         from gpuready.facts.gpu_users import UserWatch
-        from gpuready.verbs.sharing import exclusive_refusal
+        from gpuready.devices import exclusive_refusal
         watch = UserWatch(node.gpus)
         refused = exclusive_refusal("bench", watch.before, {"device": device, "runs": []}) if options.exclusive \
             else None
@@ -184,7 +185,7 @@ def states_do_not_fit(options: BenchOptions, shape: ModelShape, strategy: str, w
     them) exceed one device's memory: the run cannot succeed. None where they fit or the memory is unknown."""
     if not capacity_bytes:
         return None
-    from gpuready.verbs.plan.memory import Strategy, TrainSetup, memory_per_gpu
+    from gpuready.estimate.memory import Strategy, TrainSetup, memory_per_gpu
     settings = train_settings(options, shape, strategy, world_size)
     setup = TrainSetup(shape=shape, seq=settings["seq"], micro_batch=settings["micro_batch"],
                        precision=options.precision, recompute=options.recompute)
@@ -309,7 +310,7 @@ def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: li
     node = node or node_view(device, 0)
     validate_tflops = None
     if options.validate_report is not None:
-        from gpuready.verbs.plan.run import measured_figures
+        from gpuready.estimate.measured import measured_figures
         validate_tflops = measured_figures(options.validate_report, "--validate-report").get("matmul_tflops_bf16")
     data_measurements, data_findings = _data_path(options, runs, host)
     dataloader = [f for f in data_findings if f.check_id == "bench.dataloader_bottleneck"]
@@ -322,7 +323,7 @@ def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: li
                                          topology=topology)
     measurements += data_measurements
     findings[-1:-1] = data_findings  # bench.decision stays last
-    from gpuready.verbs.check import summarize_facts
+    from gpuready.pipeline import summarize_facts
     report = Report(tool_version=__version__, host=host, findings=findings, measurements=measurements,
                     facts=summarize_facts(node.facts) if node.facts is not None else {})
     report.facts["bench"] = {"model": {"name": shape.name, "family": shape.family, "parameters": shape.parameters()},
@@ -331,7 +332,7 @@ def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: li
                                                         for r in runs],
                              "wall_s": round(wall_s, 1), "log_dir": str(log_dir)}
     if interrupted_by:
-        from gpuready.verbs.stopped import stopped_finding
+        from gpuready.measuring import stopped_finding
         report.interrupted, report.interrupted_by = True, interrupted_by
         report.findings.insert(0, stopped_finding("bench", host, interrupted_by, wall_s))
     report.hung = any(f["kind"] in ("hang", "exit", "start") for r in runs for f in r["failures"])
@@ -356,9 +357,9 @@ def node_view(device: str, ranks: int) -> NodeView:
     if device != "cuda":
         return NodeView()
     try:
-        from gpuready.verbs.plan.machine import machine_from_facts
-        from gpuready.verbs.validate.expect import host_path_pairs
-        from gpuready.verbs.validate.run import local_facts, selected_indices
+        from gpuready.estimate.machine import machine_from_facts
+        from gpuready.estimate.expect import host_path_pairs
+        from gpuready.devices import local_facts, selected_indices
         facts = local_facts("cuda")
         gpus = selected_indices(None, facts, ranks)
         gpus = list(range(ranks)) if gpus is None else gpus

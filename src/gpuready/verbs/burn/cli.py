@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready import option_groups as groups
+from gpuready.cli import option_groups as groups
 from gpuready.i18n import choose_language, said, said_of
 from gpuready.model import ExitCode
 from gpuready.options import MAX_RUN_S
-from gpuready.runner.signals import stop_signals_raise
-from gpuready.usage import UsageError
-from gpuready.verbs.measuring import run_locally, usable_device
-from gpuready.verbs.output import check_log_dir, check_out
+from gpuready.signals import stop_signals_raise
+from gpuready.options import UsageError
+from gpuready.measuring import run_locally, usable_device
+from gpuready.cli.output import check_log_dir, check_out
 
 SUMMARY = "full load on every GPU with silent-error detection and telemetry"
 

@@ -104,7 +104,7 @@ class BurnJudge:
         return (start, end) if end > start else None
 
     def judge(self) -> None:
-        from gpuready.verbs.sharing import blame_sharing, sharing_findings
+        from gpuready.devices import blame_sharing, sharing_findings
         if self.checked_sharing:
             self.findings.extend(sharing_findings("burn", self.host, self.users, self.exclusive))
         self._errors()
@@ -177,8 +177,8 @@ class BurnJudge:
 
     def _failed(self, gpu: BurnGpu | None, error: str, text: Said | None = None) -> None:
         """burn.failed: the worker raised (not a wrong result: those are burn.errors), with its cause."""
-        from gpuready.verbs.sharing import users_of
-        from gpuready.verbs.sharing import holders
+        from gpuready.devices import users_of
+        from gpuready.devices import holders
         cause = classify_failure(error)
         msg_id = f"burn.failed.{cause}"
         values: dict[str, Any] = {"error": text or (error.splitlines()[0][:300] if error

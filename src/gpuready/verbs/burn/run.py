@@ -18,9 +18,9 @@ from gpuready import __version__
 from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, in_language, message, sentence
 from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
 from gpuready.model import Report
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 from gpuready.telemetry import Sampler
-from gpuready.verbs.stopped import stopped_finding
+from gpuready.measuring import stopped_finding
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp64")
 STARTUP_TIMEOUT_S = 300.0
@@ -97,10 +97,11 @@ def _live_table(identity: list[dict[str, Any]], selected: list[int], sampler: Sa
 def run_burn(options: BurnOptions) -> Report:
     import torch
 
-    from gpuready.verbs.validate import visible_devices
-    from gpuready.runner.local import check_cpu_ranks, run_local
+    from gpuready.devices import visible_devices
+    from gpuready.runner.local import run_local
+    from gpuready.devices import check_cpu_ranks
 
-    from gpuready.verbs.validate.run import auto_device
+    from gpuready.devices import auto_device
     device = auto_device(options.device, "burn")  # NoGpuError without a GPU unless --device cpu
     if device == "cpu" and options.ranks is not None:
         check_cpu_ranks(options.ranks, options.oversubscribe)  # before NVML, facts or any worker
@@ -108,8 +109,8 @@ def run_burn(options: BurnOptions) -> Report:
     selected: list[int] = []
     extra_env: dict[str, str] = {}
     if device == "cuda":
-        from gpuready.bundle.collect import collect
-        from gpuready.facts.build import build_facts
+        from gpuready.evidence.collect import collect
+        from gpuready.evidence.build import build_facts
         from gpuready.facts.nvml import NvmlSession
         facts = build_facts(collect(with_torch=False)[0], live=True)
         session = NvmlSession()
@@ -136,7 +137,7 @@ def run_burn(options: BurnOptions) -> Report:
     watch = None
     if device == "cuda":
         from gpuready.facts.gpu_users import UserWatch
-        from gpuready.verbs.sharing import exclusive_refusal
+        from gpuready.devices import exclusive_refusal
         watch = UserWatch(selected)
         refused = exclusive_refusal("burn", watch.before, {"device": device, "ranks": 0}) if options.exclusive \
             else None
@@ -197,7 +198,7 @@ def run_burn(options: BurnOptions) -> Report:
                     series=sampler.telemetry.series(host, identity) if sampler else [])
     report.hung = any(failure.kind in ("hang", "exit", "start") for failure in outcome.failures)
     report.interrupted, report.interrupted_by = outcome.interrupted, outcome.interrupted_by
-    from gpuready.verbs.check import summarize_facts
+    from gpuready.pipeline import summarize_facts
     # The machine's GPUs and driver beside the run's settings: `fleet` groups nodes by GPU model, count and driver.
     report.facts = {**(summarize_facts(facts) if facts is not None else {}), "burn": {"dtype": dtype, "duration_s": options.duration_s, "device": device, "ranks": ranks,
                              "log_dir": str(log_dir), "wall_s": round(outcome.wall_s, 1),

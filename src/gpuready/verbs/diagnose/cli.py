@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpuready import option_groups as groups
-from gpuready import option_kinds as kind
+from gpuready.cli import option_groups as groups
+from gpuready.cli import option_kinds as kind
 from gpuready.i18n import said
-from gpuready.usage import UsageError
-from gpuready.verbs.output import check_out, emit
+from gpuready.options import UsageError
+from gpuready.cli.output import check_out, emit
 
 SUMMARY = "read pasted logs and tool outputs: cause, evidence, fix"
 DESCRIPTION = ("gpuready diagnose PATH...: files, folders or bundles (any names; recognised by content). gpuready "

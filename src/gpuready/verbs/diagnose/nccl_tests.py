@@ -22,7 +22,7 @@ from gpuready.i18n import Said, finding_text, said
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Status, Subject
 from gpuready.verbs.diagnose.evidence import MAX_EVIDENCE, DiagnoseContext, Line, Reader, quote
-from gpuready.verbs.validate import expect
+from gpuready.estimate import expect
 
 MAX_RUNS = 32
 """Runs judged per input set; rows of later runs still count for #wrong and out-of-bounds."""

@@ -29,6 +29,8 @@ from gpuready import __version__
 from gpuready.i18n import Said, finding_text, said
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Report, Status, Subject
+from gpuready.facts.net_interfaces import (IfAddr, interface_of, is_loopback_ip, is_loopback_name, local_interface_entries,
+                                          mtu_of, nccl_settings, nccl_socket_interfaces, resolve, route_source)
 
 NCCL_ENV_REF = ("NCCL_SOCKET_IFNAME: "
                 "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-socket-ifname")
@@ -54,196 +56,9 @@ SHARED_MAX_HASHED_BYTES = 512 * 1024 * 1024
 
 FIREWALL_TIMEOUT_S = 3.0
 
-LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
-
-
 # --- NCCL's interface choice (a pure function) -----------------------------------------------------------------
 
-@dataclass(frozen=True)
-class IfAddr:
-    """One address of one interface, in getifaddrs() order (what NCCL iterates)."""
-    name: str
-    family: int
-    """socket.AF_INET or socket.AF_INET6 (others are ignored, as NCCL does)."""
-    address: str
-    netmask: str | None = None
-
-
-def _parse_if_list(text: str) -> list[str]:
-    """NCCL's parseStringList: comma-separated `prefix[:port]` entries; empty ones dropped; the port is not a name."""
-    return [entry.split(":", 1)[0] for entry in text.split(",") if entry.split(":", 1)[0]]
-
-
-def _find_interfaces(entries: Iterable[IfAddr], prefix_list: str, family: int | None) -> list[str]:
-    """NCCL's findInterfaces(prefixList, ...): interface names in address order, each once.
-
-    A leading `^` excludes, then a leading `=` matches whole names instead of prefixes (so `^=docker0` excludes
-    exactly docker0). An empty list matches every interface. Only IPv4/IPv6 addresses count; IPv6 loopback
-    addresses are skipped; NCCL_SOCKET_FAMILY (`family`) keeps one family only.
-    """
-    exclude = prefix_list.startswith("^")
-    if exclude:
-        prefix_list = prefix_list[1:]
-    exact = prefix_list.startswith("=")
-    if exact:
-        prefix_list = prefix_list[1:]
-    wanted = _parse_if_list(prefix_list)
-    found: list[str] = []
-    for entry in entries:
-        if entry.family not in (socket.AF_INET, socket.AF_INET6):
-            continue
-        if family is not None and entry.family != family:
-            continue
-        if entry.family == socket.AF_INET6 and _is_loopback_ip(entry.address):
-            continue
-        matched = not wanted or any((entry.name == item) if exact else entry.name.startswith(item) for item in wanted)
-        if matched == exclude:  # NCCL: `if (!(matchIfList(...) ^ searchNot)) continue;`
-            continue
-        if entry.name not in found:
-            found.append(entry.name)
-    return found
-
-
-def _match_subnet(entries: Iterable[IfAddr], comm_id: str) -> list[str]:
-    """NCCL's ncclFindInterfaceMatchSubnet: the first interface whose subnet holds NCCL_COMM_ID's address.
-
-    Only an IP literal is handled here (NCCL also resolves a host name; this stays pure and does not)."""
-    host = comm_id.rsplit(":", 1)[0].strip("[]").split("%", 1)[0] if ":" in comm_id else comm_id
-    try:
-        remote = ipaddress.ip_address(host)
-    except ValueError:
-        return []
-    for entry in entries:
-        if entry.family not in (socket.AF_INET, socket.AF_INET6) or not entry.netmask:
-            continue
-        try:
-            network = ipaddress.ip_network(f"{entry.address.split('%', 1)[0]}/{entry.netmask}", strict=False)
-        except ValueError:
-            continue
-        if remote.version == network.version and remote in network:
-            return [entry.name]
-    return []
-
-
-def nccl_socket_interfaces(entries: list[IfAddr], socket_ifname: str | None = None, socket_family: str | None = None,
-                           comm_id: str | None = None) -> list[str]:
-    """The interfaces NCCL's socket code would use, in its order; the first is the bootstrap (OOB) interface.
-
-    Rules, from NCCL's documentation (env.html, NCCL_SOCKET_IFNAME: "a list of prefixes ... separated by ,";
-    "^" excludes; "=" matches an exact name; "By default, the loopback interface (lo) and docker interfaces
-    (docker*) would not be selected unless there are no other interfaces available ... The default algorithm
-    will also favor interfaces starting with ib over others") and its code (NVIDIA/nccl src/misc/socket.cc,
-    ncclFindInterfaces and findInterfaces; src/misc/utils.cc matchIf; src/bootstrap.cc asks for one interface):
-
-    1. NCCL_SOCKET_IFNAME set and longer than one character: exactly the interfaces it selects (none: NCCL fails).
-    2. Else interfaces starting with `ib`;
-    3. else, with NCCL_COMM_ID set, the interface in the same subnet as its address;
-    4. else everything but `docker*` and `lo*` (`^docker,lo`);
-    5. else `docker*`; 6. else `lo*`.
-    Within a step the order is getifaddrs() order (not sorted); IPv6 loopback addresses never count;
-    NCCL_SOCKET_FAMILY=AF_INET|AF_INET6 keeps one family.
-    """
-    family = {"AF_INET": socket.AF_INET, "AF_INET6": socket.AF_INET6}.get(socket_family or "")
-    if socket_ifname and len(socket_ifname) > 1:
-        return _find_interfaces(entries, socket_ifname, family)
-    found = _find_interfaces(entries, "ib", family)
-    if not found and comm_id and len(comm_id) > 1:
-        found = _match_subnet(entries, comm_id)
-    for step in ("^docker,lo", "docker", "lo"):
-        if found:
-            break
-        found = _find_interfaces(entries, step, family)
-    return found
-
-
-def nccl_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """NCCL_SOCKET_IFNAME / _FAMILY / NCCL_COMM_ID as NCCL sees them: the environment first, then the config
-    files, which never override it (src/misc/param.cc setEnvFile: `setenv(..., 0)`): ${NCCL_CONF_FILE} (NCCL
-    2.23+) or ~/.nccl.conf, then /etc/nccl.conf. The value's `source` says where each came from."""
-    environ = dict(os.environ if environ is None else environ)
-    names = ("NCCL_SOCKET_IFNAME", "NCCL_SOCKET_FAMILY", "NCCL_COMM_ID")
-    settings = {name: environ[name] for name in names if name in environ}
-    sources = {name: "environment" for name in settings}
-    files = [Path(environ["NCCL_CONF_FILE"])] if environ.get("NCCL_CONF_FILE") else [Path.home() / ".nccl.conf"]
-    for path in files + [Path("/etc/nccl.conf")]:
-        try:
-            lines = path.read_text(errors="replace").splitlines()[:1000]
-        except OSError:
-            continue
-        for line in lines:
-            key, sep, value = line.partition("=")
-            if sep and key in names and key not in settings:
-                settings[key], sources[key] = value, str(path)
-    return {**settings, **{f"{name}.source": where for name, where in sources.items()}}
-
-
-def local_interface_entries() -> list[IfAddr]:
-    """This host's interface addresses in psutil's (getifaddrs) order."""
-    import psutil
-
-    entries = []
-    for name, addresses in psutil.net_if_addrs().items():
-        for address in addresses:
-            if address.family in (socket.AF_INET, socket.AF_INET6):
-                entries.append(IfAddr(name=name, family=int(address.family), address=address.address,
-                                      netmask=address.netmask))
-    return entries
-
-
 # --- resolution, route, port -------------------------------------------------------------------------------------
-
-def _is_loopback_ip(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
-
-
-def is_loopback_name(name: str) -> bool:
-    """A name that is meant to mean this host's loopback: a loopback IP literal, `localhost` (RFC 6761) and the
-    usual /etc/hosts aliases. This host's own hostname is not one: it must resolve to an address peers reach."""
-    lowered = name.lower().rstrip(".")
-    return _is_loopback_ip(lowered.strip("[]")) or lowered in LOOPBACK_NAMES or lowered.endswith(".localhost")
-
-
-def resolve(name: str) -> list[str]:
-    """The addresses `name` resolves to (getaddrinfo order, each once); socket.gaierror if it does not."""
-    addresses: list[str] = []
-    for *_, sockaddr in socket.getaddrinfo(name.strip("[]"), None, type=socket.SOCK_STREAM):
-        if sockaddr[0] not in addresses:
-            addresses.append(sockaddr[0])
-    return addresses
-
-
-def route_source(address: str, port: int) -> str | None:
-    """The local address the kernel would send from to reach `address` (a UDP connect sends nothing)."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_DGRAM) as probe:
-            probe.connect((address, port))
-            return probe.getsockname()[0]
-    except OSError:
-        return None
-
-
-def interface_of(local_address: str | None, entries: list[IfAddr]) -> str | None:
-    if not local_address:
-        return None
-    bare = local_address.split("%", 1)[0]
-    for entry in entries:
-        if entry.address.split("%", 1)[0] == bare:
-            return entry.name
-    return None
-
-
-def _mtu_of(names: Iterable[str]) -> dict[str, int | None]:
-    try:
-        import psutil
-        stats = psutil.net_if_stats()
-    except Exception:
-        stats = {}
-    return {name: (stats[name].mtu if name in stats else None) for name in names}
-
 
 def tcp_probe(address: str, port: int, timeout_s: float) -> tuple[str, str | None]:
     """('connected' | 'refused' | 'timeout' | 'unreachable', error text)."""
@@ -432,7 +247,7 @@ class _Net:
             self.add("network.hostname", Status.WARN, said("net.hostname.unresolved", host=self.host, error=str(error)),
                      observed=str(error), expected="resolves to an address peers can reach", refs=[TORCH_ENV_REF])
             return
-        if all(_is_loopback_ip(address) for address in addresses):
+        if all(is_loopback_ip(address) for address in addresses):
             self.add("network.hostname", Status.WARN,
                      said("net.hostname.loopback", host=self.host, addresses=", ".join(addresses)),
                      observed=addresses, expected="a cluster-network address", refs=[HOSTS_127011_REF, TORCH_ENV_REF])
@@ -451,7 +266,7 @@ class _Net:
             return facts
         facts["addresses"] = addresses
         address = addresses[0]
-        if _is_loopback_ip(address) and not is_loopback_name(peer):
+        if is_loopback_ip(address) and not is_loopback_name(peer):
             self.add("network.resolve", Status.WARN, said("net.resolve.loopback", peer=peer, address=address),
                      observed={"peer": peer, "addresses": addresses}, expected="a cluster-network address",
                      refs=[HOSTS_127011_REF, TORCH_ENV_REF])
@@ -464,7 +279,7 @@ class _Net:
         facts.update(route_source=source, route_interface=route_nic)
         self._port(peer, address, route_nic, facts)
         self._nccl(peer, address, route_nic, facts)
-        self._mtu(peer, route_nic, [] if _is_loopback_ip(address) else facts.get("nccl_interfaces", [])[:1], facts)
+        self._mtu(peer, route_nic, [] if is_loopback_ip(address) else facts.get("nccl_interfaces", [])[:1], facts)
         return facts
 
     def _port(self, peer: str, address: str, route_nic: str | None, facts: dict[str, Any]) -> None:
@@ -499,7 +314,7 @@ class _Net:
         observed = {"peer": peer, "nccl_interfaces": picks, "route_interface": route_nic,
                     "NCCL_SOCKET_IFNAME": ifname}
         refs = [NCCL_ENV_REF, NCCL_SOCKET_SRC_REF]
-        if _is_loopback_ip(address):
+        if is_loopback_ip(address):
             self.add("nccl.wrong_interface", Status.SKIP, said("net.nccl_interface.this_host", peer=peer, address=address),
                      observed=observed, refs=refs)
             return
@@ -526,7 +341,7 @@ class _Net:
     def _mtu(self, peer: str, route_nic: str | None, nccl_nics: list[str], facts: dict[str, Any]) -> None:
         """The MTU of the routing interface and, towards another host, of the one NCCL would bootstrap over."""
         names = [name for name in dict.fromkeys([route_nic, *nccl_nics]) if name]
-        mtus = _mtu_of(names)
+        mtus = mtu_of(names)
         facts["mtu"] = mtus
         for name, mtu in mtus.items():
             observed = {"peer": peer, "interface": name, "mtu": mtu}

@@ -22,10 +22,10 @@ except ImportError:  # a copy run from source where the dependency is not instal
     re2 = None
 
 from gpuready import __version__
-from gpuready.bundle.archive import (DEFAULT_LIMITS, READ_ERRORS, CappedReader, InputLimits, MemberWalk, format_of,
+from gpuready.evidence.archive import (DEFAULT_LIMITS, READ_ERRORS, CappedReader, InputLimits, MemberWalk, format_of,
                                      inflated_name, member_parts, open_compressed, open_tar, size_text)
-from gpuready.bundle.layout import BUNDLE_FILES
-from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
+from gpuready.evidence.layout import BUNDLE_FILES
+from gpuready.evidence.sniff import SNIFF_CHARS, kind_of, why_not_text
 from gpuready.facts.kernel_log import MARKERS as KERNEL_MARKERS
 from gpuready.facts.kernel_log import NumberedLine
 from gpuready.i18n import Said, finding_text, said
@@ -422,9 +422,9 @@ def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = Non
 def _check(scanner: Scanner) -> tuple[Report | None, object | None]:
     """(the check report, the first machine's facts) over what the inputs hold: tool outputs, and each file's
     kernel-log lines as a kernel log of its own; (None, None) where the inputs hold neither."""
-    from gpuready.bundle.reader import Bundle
+    from gpuready.evidence.reader import Bundle
     from gpuready.checks.registry import CheckOptions
-    from gpuready.verbs.check import check_files
+    from gpuready.pipeline import check_files
     kernel = scanner.kernel.lines if scanner.kernel is not None else {}
     if not scanner.check_inputs and not kernel and not scanner.unreadable:
         return None, None

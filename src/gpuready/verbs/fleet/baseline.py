@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.i18n import said
-from gpuready.usage import UsageError
+from gpuready.options import UsageError
 from gpuready.verbs.fleet.judge import Baseline, Key, Node, json_names
 from gpuready.verbs.fleet.read import Cohort
 from gpuready.verbs.fleet.stats import Spread, spread

@@ -11,11 +11,11 @@ import argparse
 import json
 from pathlib import Path
 
-from gpuready import option_groups as groups
+from gpuready.cli import option_groups as groups
 from gpuready.i18n import said
-from gpuready.option_kinds import worded
+from gpuready.cli.option_kinds import worded
 from gpuready.options import number
-from gpuready.verbs.report_files import WritableFile, on_stdout
+from gpuready.cli.report_files import WritableFile, on_stdout
 
 FLOOR_PCT = worded(number("percent", 0, 100), "percent")
 """--floor-pct: the smallest deficit against the cohort's median that is flagged, in % of the median."""
@@ -41,13 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from gpuready.i18n import choose_language
     from gpuready.model import ExitCode, worst_exit_code
-    from gpuready.report.safe_text import tell
-    from gpuready.usage import UsageError
+    from gpuready.safe_text import tell
+    from gpuready.options import UsageError
     from gpuready.verbs.fleet.baseline import read_baseline
     from gpuready.verbs.fleet.judge import gather, judge
     from gpuready.verbs.fleet.read import MAX_FILES, TooManyFiles
     from gpuready.verbs.fleet.stats import Limits
-    from gpuready.verbs.output import _write_report, check_out
+    from gpuready.cli.output import _write_report, check_out
 
     lang = choose_language(args.lang)
     check_out(args)
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _save_baseline(document: dict, gathered, path: Path, lang: str) -> str | None:
     """Write --save-baseline; the sentence that says why it could not be written, or None."""
-    from gpuready.usage import UsageError
+    from gpuready.options import UsageError
     from gpuready.verbs.fleet.baseline import baseline_document, write_baseline
     try:
         write_baseline(baseline_document(document, list(gathered.nodes.values())), path)
@@ -104,7 +104,7 @@ def _nothing_to_judge(gathered):
 
 def _write_html(document: dict, path: Path, lang: str) -> int:
     """--html: the fleet's page, written (or refused in one sentence) as every verb's report files are."""
-    from gpuready.verbs.report_files import write_report_file
+    from gpuready.cli.report_files import write_report_file
 
     def render() -> bytes:
         from gpuready.report.html import render_fleet_html

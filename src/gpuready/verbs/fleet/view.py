@@ -15,7 +15,7 @@ from rich.text import Text
 from gpuready.i18n import message, text_in
 from gpuready.report.document import mapping, number, sequence, text
 from gpuready.report.paragraph import print_paragraph
-from gpuready.report.safe_text import printable
+from gpuready.safe_text import printable
 from gpuready.report.tables import format_value, table
 
 NAMED_AT_MOST = 20

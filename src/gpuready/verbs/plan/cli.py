@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpuready import option_groups as groups
-from gpuready import option_kinds as kind
+from gpuready.cli import option_groups as groups
+from gpuready.cli import option_kinds as kind
 from gpuready.i18n import said, said_of
 from gpuready.options import MAX_GPUS
-from gpuready.usage import UsageError
-from gpuready.verbs.output import check_out, emit
+from gpuready.options import UsageError
+from gpuready.cli.output import check_out, emit
 
 SUMMARY = "does the model fit, with which strategy, how fast; batch/LR, power, cost"
 

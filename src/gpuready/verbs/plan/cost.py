@@ -22,8 +22,8 @@ from typing import Any
 
 from gpuready.i18n import Said, json_values, said, sentence, text_of
 from gpuready.knowledge import load_table
-from gpuready.verbs.plan.machine import Machine
-from gpuready.verbs.plan.power import power_plan
+from gpuready.estimate.machine import Machine
+from gpuready.estimate.power import power_plan
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -17,7 +17,9 @@ from gpuready import __version__
 from gpuready.i18n import catalogue, finding_text, said, said_json, sentence, text_of
 from gpuready.model import Finding, Report, Status, Subject
 from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
-from gpuready.verbs.plan.machine import Machine, MachineError, machine_from_description, machine_from_facts
+from gpuready.estimate.machine import Machine, MachineError, machine_from_description, machine_from_facts
+from gpuready.estimate.measured import measured_figures
+from gpuready.options import InputFileError
 
 
 class PlanError(ValueError):
@@ -88,8 +90,8 @@ def plan_machine(options: PlanOptions) -> Machine | None:
         if options.machine:
             machine = machine_from_description(options.machine, nodes=options.nodes)
         else:
-            from gpuready.bundle.reader import BundleError
-            from gpuready.verbs.check import gather_facts
+            from gpuready.evidence.reader import BundleError
+            from gpuready.pipeline import gather_facts
             try:
                 facts = gather_facts(options.bundle, fast=True)
             except BundleError as error:
@@ -102,7 +104,10 @@ def plan_machine(options: PlanOptions) -> Machine | None:
     except MachineError as error:
         raise PlanError(text_of(error)) from None
     if options.measured is not None:
-        machine = dataclasses.replace(machine, measured=measured_figures(options.measured))
+        try:
+            machine = dataclasses.replace(machine, measured=measured_figures(options.measured))
+        except InputFileError as error:
+            raise PlanError(text_of(error)) from None
     if options.gpus:  # plan for N of these GPUs: a fully NVLinked node stays fully linked
         per_node = max(1, options.gpus // max(1, machine.nodes))
         linked = machine.nvlink_domain >= machine.gpus_per_node > 1
@@ -111,40 +116,9 @@ def plan_machine(options: PlanOptions) -> Machine | None:
     return machine
 
 
-MEASURED_NAMES = {"matmul_tflops_bf16": "matmul_tflops_bf16", "all_reduce_busbw_gb_per_s": "all_reduce_busbw_gb_per_s",
-                  "h2d_pinned_gb_per_s": "h2d_gb_per_s"}
-"""validate's measurement names → the figures plan's step-time model reads (Machine.measured)."""
-MEASURED_MAX = 1e6
-"""No TFLOP/s or GB/s figure of one GPU comes near a million: a larger one is not a measurement."""
-
-
-def measured_figures(path: Path, option: str = "--validate-report") -> dict[str, Any]:
-    """The slowest GPU's figure of each measurement plan uses (a step waits for the slowest rank); PlanError where the
-    file is not a gpuready report (a regular file of strict JSON, at most 64 MiB)."""
-    from gpuready.options import MAX_REPORT_BYTES, InputFileError, read_json_input
-    try:
-        document = read_json_input(path, option, max_bytes=MAX_REPORT_BYTES)
-    except InputFileError as error:
-        raise PlanError(text_of(error)) from None
-    measurements = document.get("measurements") if isinstance(document, dict) else None
-    if not isinstance(measurements, list):
-        raise PlanError(sentence("error.report.not_report", option=option, path=str(path)))
-    figures: dict[str, Any] = {}
-    for item in measurements:
-        name = MEASURED_NAMES.get(item.get("name")) if isinstance(item, dict) and isinstance(item.get("name"), str) \
-            else None
-        value = item.get("value") if name else None
-        if name and isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MEASURED_MAX:
-            figures[name] = min(figures.get(name, value), float(value))
-    if not figures:
-        raise PlanError(sentence("error.report.no_figures", option=option, path=str(path),
-                                 names=", ".join(MEASURED_NAMES), most=MEASURED_MAX))
-    figures["source"] = str(path)
-    return figures
-
-
 def run_plan(options: PlanOptions) -> Report:
-    from gpuready.verbs.plan import memory, strategy
+    from gpuready.estimate import memory
+    from gpuready.verbs.plan import strategy
     from gpuready.verbs.plan.cost import PricesError, load_prices
     shape = model_shape(options)
     try:
@@ -194,7 +168,7 @@ def run_plan(options: PlanOptions) -> Report:
                                                optimizer=options.optimizer, micro_batch=options.micro_batch)
     if machine is not None:
         from gpuready.verbs.plan.cost import cost_plan
-        from gpuready.verbs.plan.power import power_plan
+        from gpuready.estimate.power import power_plan
         power = power_plan(machine, **options.power)
         report.sections["power"] = power
         report.findings.extend(_findings_from(host, power.get("findings", [])))

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from gpuready.i18n import said_json, sentence
 from gpuready.shapes import ModelShape
-from gpuready.verbs.plan.machine import Machine
-from gpuready.verbs.plan.memory import (MemoryBreakdown, Strategy, TrainSetup, inference_memory, memory_per_gpu,
+from gpuready.estimate.machine import Machine
+from gpuready.estimate.memory import (MemoryBreakdown, Strategy, TrainSetup, inference_memory, memory_per_gpu,
                                         strategies_for)
 
 SUSTAINED_MATMUL_EFFICIENCY = 0.80
@@ -153,7 +153,7 @@ def _row(setup: TrainSetup, machine: Machine, strategy: Strategy, global_batch: 
         reasons.append(sentence("plan.reason.bubble", bubble=bubble, micro_batches=micro_batches))
     # communication (no overlap with compute assumed)
     comm: float | None = 0.0
-    from gpuready.verbs.plan.memory import stage_parameters
+    from gpuready.estimate.memory import stage_parameters
     grad_bytes = GRADIENT_COMM_BYTES * stage_parameters(shape, strategy.tp, strategy.pp)
     if strategy.dp > 1:
         volume = grad_bytes * (1.5 if strategy.zero == 3 else 1.0)

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready import option_groups as groups
-from gpuready import option_kinds as kind
+from gpuready.cli import option_groups as groups
+from gpuready.cli import option_kinds as kind
 from gpuready.i18n import choose_language, said, said_of
 from gpuready.model import ExitCode
-from gpuready.runner.signals import stop_signals_raise
-from gpuready.usage import UsageError
-from gpuready.verbs.measuring import run_locally, usable_device
-from gpuready.verbs.output import check_log_dir, check_out, emit
+from gpuready.signals import stop_signals_raise
+from gpuready.options import UsageError
+from gpuready.devices import ranks_per_node
+from gpuready.measuring import run_locally, usable_device
+from gpuready.cli.output import check_log_dir, check_out, emit
 
 SUMMARY = "measure compute, transfers, P2P, collectives and a DDP run"
 
@@ -34,17 +35,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     groups.add(parser, "log_dir")
     groups.add_cluster(parser, ranks_meaning=said("cli.option.nproc_per_node.ranks"))
     groups.add_output(parser)
-
-
-def ranks_per_node(args: argparse.Namespace) -> int:
-    """--nproc-per-node, or the GPUs (CPU ranks) here: the ranks torchrun starts on this node."""
-    from gpuready.verbs.validate import ValidateOptions, resolve_device
-    try:
-        return resolve_device(ValidateOptions(device=args.device, backend=getattr(args, "backend", "auto"),
-                                              ranks=args.nproc_per_node, oversubscribe=args.oversubscribe),
-                              option="--nproc-per-node")[1]
-    except (ValueError, RuntimeError) as error:
-        raise UsageError(said_of(error)) from None
 
 
 def run(args: argparse.Namespace) -> int:

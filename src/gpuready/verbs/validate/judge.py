@@ -9,7 +9,7 @@ from gpuready.facts.types import Facts
 from gpuready.i18n import Said, finding_text, said, said_from
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
-from gpuready.verbs.validate import expect
+from gpuready.estimate import expect
 from gpuready.runner.local import RunOutcome
 
 PEER_LOST = re.compile(r"closed by peer|reset by peer|broken pipe|connection refused|remote (process|peer|worker)|"

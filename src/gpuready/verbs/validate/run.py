@@ -19,9 +19,11 @@ from gpuready import __version__
 from gpuready.checks.kernel_judge import nvml_xid_findings
 from gpuready.i18n import Sentence, said, sentence
 from gpuready.model import GpuRef, Report, Subject
-from gpuready.runner.local import RunOutcome, check_cpu_ranks
+from gpuready.runner.local import RunOutcome
+from gpuready.devices import auto_device, check_cpu_ranks, local_facts, resolve_device, selected_indices, visible_devices
 from gpuready.telemetry import start_telemetry
-from gpuready.verbs.stopped import stopped_finding
+from gpuready.measuring import stopped_finding
+from gpuready.workloads import worker
 from gpuready.workloads.worker import GPU_ONLY
 
 WORKLOADS = ("compute", "transfer", "p2p", "collectives", "ddp")
@@ -112,97 +114,12 @@ def overall_deadline_s(options: ValidateOptions, device: str, ranks: int) -> flo
     return options.startup_timeout_s + max(4 * predicted_seconds(options, device, ranks), 120.0) + options.timeout_s
 
 
-class NoGpuError(Exception):
-    """`--device auto` (the default) on a machine where torch sees no GPU: exit 3, never a silent CPU run."""
-
-
-def no_gpu_reason(verb: str = "validate") -> Sentence:
-    """One sentence: why torch sees no GPU here, and how to run on CPUs on purpose (its str() is the English)."""
-    import torch
-    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if getattr(torch.version, "cuda", None) is None:
-        why = said("error.no_gpu.cpu_build", version=torch.__version__)
-    elif hidden is not None and hidden.strip() in ("", "-1", "none", "NoDevFiles"):
-        why = said("error.no_gpu.hidden", value=repr(hidden))
-    elif hidden is not None:
-        why = said("error.no_gpu.no_driver.visible", cuda=torch.version.cuda, value=repr(hidden))
-    else:
-        why = said("error.no_gpu.no_driver", cuda=torch.version.cuda)
-    return sentence("error.no_gpu", verb=verb, why=why)
-
-
-def auto_device(device: str, verb: str = "validate") -> str:
-    """`auto` is `cuda`: without a GPU it raises NoGpuError (the CPU path only with --device cpu)."""
-    if device != "auto":
-        return device
-    if gpus_cuda_shows() or _torch_sees_a_gpu():
-        return "cuda"
-    raise NoGpuError(no_gpu_reason(verb))
-
-
-def _torch_sees_a_gpu() -> bool:
-    import torch
-    return torch.cuda.is_available()
-
-
-def gpus_cuda_shows() -> int:
-    """How many GPUs a CUDA build of torch will show, without importing torch (seconds that the ranks then spend in
-    parallel): NVML's GPUs as CUDA_VISIBLE_DEVICES selects them, where the installed torch was built for CUDA. 0
-    where this cannot be told so (no NVML, MIG instances, a CPU build, an error): the caller asks torch."""
-    try:
-        from importlib.util import find_spec
-        spec = find_spec("torch")
-        if spec is None or not spec.submodule_search_locations:
-            return 0
-        version_file = Path(next(iter(spec.submodule_search_locations))) / "version.py"
-        if not re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]\d", version_file.read_text(), re.M):
-            return 0  # `cuda = None`: a CPU build
-        from gpuready.facts.nvml import NvmlSession
-        from gpuready.facts.visible import visible_nvml_indices
-        session = NvmlSession()
-        try:
-            gpus = [{"index": index, **identity} for index, identity in enumerate(session.identity)]
-        finally:
-            session.close()
-        chosen = visible_nvml_indices(gpus)
-        return len(gpus) if chosen is None and "CUDA_VISIBLE_DEVICES" not in os.environ else len(chosen or [])
-    except Exception:  # pynvml missing, no driver, a timeout: torch decides
-        return 0
-
-
-def _torch_gpu_count() -> int:
-    import torch
-    return torch.cuda.device_count()
-
-
-def resolve_device(options: ValidateOptions, option: str = "--ranks") -> tuple[str, int]:
-    """The device and the number of ranks, bounded before anything starts (ValueError: a usage error).
-
-    On GPUs one rank per GPU at most (with --backend gloo ranks may share GPUs: then bounded as CPU ranks);
-    on CPUs one rank per usable CPU, or up to runner.OVERSUBSCRIBE_FACTOR per CPU with --oversubscribe.
-    """
-    device = auto_device(options.device)
-    if device == "cuda":
-        count = gpus_cuda_shows() or _torch_gpu_count()
-        if count == 0:
-            raise RuntimeError(sentence("error.cuda.none"))
-        ranks = options.ranks or count
-        if ranks > count:
-            if options.backend != "gloo":
-                raise ValueError(sentence("error.ranks.gpus", option=option, ranks=ranks, count=count))
-            check_cpu_ranks(ranks, options.oversubscribe, option)
-        return device, ranks
-    if options.ranks is not None:  # the default, 2, is allowed even on one CPU
-        check_cpu_ranks(options.ranks, options.oversubscribe, option)
-    return device, options.ranks or 2
-
-
 def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool = False,
                  users: dict[str, Any] | None = None, exclusive: bool = False) -> Report:
     """`users`: host → {NVML index → GpuUsers} or None where NVML could not say, for the selected GPUs
     (None: sharing not checked, e.g. CPU runs)."""
-    from gpuready.verbs.check import summarize_facts
-    from gpuready.verbs.sharing import blame_sharing, sharing_findings
+    from gpuready.pipeline import summarize_facts
+    from gpuready.devices import blame_sharing, sharing_findings
     from gpuready.verbs.validate.judge import Judge
     judge = Judge(outcome, facts, host)
     judge.judge_all()
@@ -237,39 +154,6 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
     return report
 
 
-FACT_FILES = ("nvml.json", "nvidia-smi-topo.txt", "nvidia-smi-topo-p2p.txt", "nvidia-smi-nvlink-s.txt",
-              "meminfo.txt", "cpuinfo.txt", "cgroup.txt", "uptime.txt")
-"""What the expected figures and the report's facts need: the GPUs, their links, the host's memory and CPUs. Not
-`nvidia-smi -q`, lspci, pip freeze or the kernel log (seconds of subprocesses, beside ranks starting CUDA)."""
-
-
-def local_facts(device: str):
-    """Facts of this node (fast: no torch probe) to derive expected figures; None on CPU runs."""
-    if device != "cuda":
-        return None
-    from gpuready.bundle.collect import collect
-    from gpuready.facts.build import build_facts
-    files, _ = collect(with_torch=False, only=FACT_FILES)
-    return build_facts(files, live=True)
-
-
-def visible_devices(selection: list[str], facts: Any) -> str | None:
-    """--gpus NVML indices, bus ids or UUIDs → CUDA_VISIBLE_DEVICES (UUIDs, order-proof)."""
-    if not selection:
-        return None
-    from gpuready.facts.units import normalize_bus_id
-    chosen = []
-    for item in selection:
-        match = None
-        for gpu in (facts.gpus or []) if facts else []:
-            if item == str(gpu.index) or normalize_bus_id(item) == gpu.bus_id or item == gpu.uuid:
-                match = gpu
-        if match is None or not match.uuid:
-            raise ValueError(sentence("error.gpus.no_such", item=item))
-        chosen.append(match.uuid)
-    return ",".join(chosen)
-
-
 def run_local_validate(options: ValidateOptions, progress_callback=None) -> tuple[Report, RunOutcome]:
     from gpuready.runner.local import run_local
     device, ranks = resolve_device(options)
@@ -301,7 +185,7 @@ def run_local_validate(options: ValidateOptions, progress_callback=None) -> tupl
         if options.gpus:
             ranks = min(ranks, len(options.gpus))
         if options.exclusive and prepared.get("watch") is not None:
-            from gpuready.verbs.sharing import exclusive_refusal
+            from gpuready.devices import exclusive_refusal
             refused = exclusive_refusal("validate", prepared["watch"].before, {"ranks": []})
             if refused is not None:
                 stop_watching()
@@ -322,17 +206,6 @@ def run_local_validate(options: ValidateOptions, progress_callback=None) -> tupl
     return build_report(outcome, facts, host, users=users, exclusive=options.exclusive), outcome
 
 
-def selected_indices(visible: str | None, facts: Any, ranks: int) -> list[int] | None:
-    """NVML indices of the GPUs the ranks use: the first `ranks` of those `visible` (gpuready's --gpus, else the
-    user's CUDA_VISIBLE_DEVICES) names; None: every GPU (none known)."""
-    from gpuready.facts.visible import visible_nvml_indices
-    gpus = (facts.gpus or []) if facts else []
-    chosen = visible_nvml_indices(gpus, visible)
-    if chosen is None:
-        chosen = [gpu.index for gpu in sorted(gpus, key=lambda gpu: gpu.bus_id or "")]
-    return chosen[:ranks] if chosen else None
-
-
 def run_torchrun_rank(options: ValidateOptions, write_report: Callable[[Report], int]) -> int:
     """Under torchrun: this process is one validate rank (runner/torchrun.py); rank 0 writes the report."""
     from gpuready.runner.torchrun import run_rank
@@ -340,7 +213,7 @@ def run_torchrun_rank(options: ValidateOptions, write_report: Callable[[Report],
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     facts = local_facts(device) if rank == 0 else None
-    return run_rank(_rank_spec(options, device), deadline_s=overall_deadline_s(options, device, local_ranks),
+    return run_rank(_rank_spec(options, device), rank_main=worker.main, deadline_s=overall_deadline_s(options, device, local_ranks),
                     log_dir=options.log_dir, write_report=write_report,
                     make_report=lambda outcome: torchrun_report(outcome, facts, options.exclusive))
 

@@ -29,10 +29,10 @@ import tarfile
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from gpuready.bundle.archive import (DEFAULT_LIMITS, READ_ERRORS, InputLimits, MemberWalk, format_of, inflated_name,
+from gpuready.evidence.archive import (DEFAULT_LIMITS, READ_ERRORS, InputLimits, MemberWalk, format_of, inflated_name,
                                      member_parts, open_compressed, open_tar, size_text, unsafe_reason)
-from gpuready.bundle.layout import BUNDLE_FILES
-from gpuready.bundle.sniff import SNIFF_CHARS, kind_of, why_not_text
+from gpuready.evidence.layout import BUNDLE_FILES
+from gpuready.evidence.sniff import SNIFF_CHARS, kind_of, why_not_text
 from gpuready.facts.bad_input import Sentence, said_nested, sentence
 from gpuready.i18n import Said, said
 

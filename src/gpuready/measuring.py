@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, in_language, said, said_of
-from gpuready.model import ExitCode
-from gpuready.report.safe_text import tell
-from gpuready.usage import UsageError
-from gpuready.verbs.output import emit
+from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, finding_text, in_language, said, said_of
+from gpuready.model import ExitCode, Finding, Status, Subject
+from gpuready.safe_text import tell
+from gpuready.options import UsageError
+from gpuready.cli.output import emit
 
 
 def usable_device(verb: str, device: str, lang: str = DEFAULT_LANGUAGE) -> str | None:
@@ -20,7 +20,7 @@ def usable_device(verb: str, device: str, lang: str = DEFAULT_LANGUAGE) -> str |
     if find_spec("torch") is None:  # not imported here: the ranks import it, in parallel
         tell(in_language(said("error.needs_torch", verb=verb), lang))
         return None
-    from gpuready.verbs.validate.run import NoGpuError, auto_device
+    from gpuready.devices import NoGpuError, auto_device
     try:
         return auto_device(device, verb)
     except NoGpuError as error:
@@ -40,3 +40,16 @@ def run_locally(measure: Callable[[], object], args: argparse.Namespace) -> int:
         tell(in_language(error, choose_language(args.lang)))
         return ExitCode.TOOL_ERROR
     return emit(report, args)
+
+
+SIGNALS_SAID = ("SIGINT", "SIGHUP")
+"""Signals the catalogue explains (`run.stopped.signal.<name>`); any other is shown by its name."""
+
+
+def stopped_finding(verb: str, host: str, signal_name: str | None, wall_s: float) -> Finding:
+    """`<verb>.interrupted` (warn): a partial run cannot certify the machine, nor does it condemn it."""
+    name = signal_name or "SIGINT"
+    how = said(f"run.stopped.signal.{name}") if name in SIGNALS_SAID else name
+    return Finding(check_id=f"{verb}.interrupted", status=Status.WARN, subject=Subject(host=host),
+                   **finding_text(said("run.stopped", signal=how, wall_s=wall_s, verb=verb)),
+                   observed=name, expected="a run to its end")

@@ -18,19 +18,7 @@ import unicodedata
 from typing import Any, NoReturn
 
 from gpuready.i18n import DEFAULT_LANGUAGE, Said, message, said
-from gpuready.options import _shown
-
-
-class UsageError(Exception):
-    """A wrong option or unreadable input: one sentence, exit code 2. The sentence is text, or a `Said` that the
-    command line renders in the user's language (`str()` is its English)."""
-
-    def text(self, lang: str = DEFAULT_LANGUAGE) -> str:
-        sentence = self.args[0] if self.args else ""
-        return in_language(sentence, lang) if isinstance(sentence, Said) else str(sentence)
-
-    def __str__(self) -> str:
-        return self.text()
+from gpuready.options import UsageError, _shown
 
 
 class Refused(argparse.ArgumentTypeError):

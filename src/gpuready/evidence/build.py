@@ -15,9 +15,9 @@ import json
 import re
 from typing import Any, Callable
 
-from gpuready.bundle.layout import BUNDLE_FILES
-from gpuready.bundle.reader import Bundle, entry_error, state
-from gpuready.bundle.sniff import kind_of, why_not_text
+from gpuready.evidence.layout import BUNDLE_FILES
+from gpuready.evidence.reader import Bundle, entry_error, state
+from gpuready.evidence.sniff import kind_of, why_not_text
 from gpuready.facts import host_files, network_files, software_files
 from gpuready.facts.bad_input import ParseFailure, Sentence, sentence
 from gpuready.facts.cuda_samples import parse_cuda_p2p

@@ -123,7 +123,7 @@ def _from_row(row: dict[str, Any], name: str, count: int, nodes: int, source: st
 def _intra_busbw(row: dict[str, Any], count: int, nvlink_domain: int) -> float | None:
     """validate's expected all_reduce busbw inside one node of this board (None where it cannot say)."""
     from gpuready.knowledge import GpuSpec
-    from gpuready.verbs.validate import expect
+    from gpuready.estimate import expect
     if count < 2 or not row:
         return None
     if nvlink_domain >= count and row.get("nvlink_gb_per_s"):

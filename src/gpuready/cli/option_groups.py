@@ -6,7 +6,7 @@ one unit everywhere; a verb may word the meaning or the default for itself. Name
 --nproc-per-node, --rdzv-endpoint) and Hugging Face (a model's config.json) where those exist.
 
 Meanings are catalogue text (domain `cli`: `cli.option.<concept>`, a verb's own `cli.<verb>.<option>`), which the
-parser (gpuready.usage.Parser) says in the user's language.
+parser (gpuready.cli.usage.Parser) says in the user's language.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from gpuready import option_kinds as kind
+from gpuready.cli import option_kinds as kind
 from gpuready.i18n import DEFAULT_LANGUAGE, Said, message, said
-from gpuready.usage import in_language
-from gpuready.verbs.report_files import REPORT_FILES, ReportFile
+from gpuready.cli.usage import in_language
+from gpuready.cli.report_files import REPORT_FILES, ReportFile
 
 if TYPE_CHECKING:
-    from gpuready.bundle.archive import InputLimits
+    from gpuready.evidence.archive import InputLimits
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ OPTIONS: dict[str, Option] = {
 def add(parser: argparse.ArgumentParser | argparse._ArgumentGroup, name: str, meaning: Said | None = None,
         **settings: Any) -> argparse.Action:
     """Add the option of concept `name`; `meaning` and `settings` (a default, choices) may be the verb's own. The
-    parser (gpuready.usage.Parser, or its group) renders the help in the user's language."""
+    parser (gpuready.cli.usage.Parser, or its group) renders the help in the user's language."""
     option = OPTIONS[name]
     merged = {**option.settings, **settings}
     return parser.add_argument(*option.flags, dest=name, help=with_range(meaning or said(f"cli.option.{name}"),
@@ -148,7 +148,7 @@ def add_report_files(parser: argparse.ArgumentParser) -> None:
 
 def add_input_limits(parser: argparse.ArgumentParser, *, whole_run: bool) -> None:
     """What is read of the inputs (README, "Input limits"): the defaults keep a run under 500 MB of memory."""
-    from gpuready.bundle.archive import DEFAULT_LIMITS, MIB as BYTES_PER_MIB
+    from gpuready.evidence.archive import DEFAULT_LIMITS, MIB as BYTES_PER_MIB
     limits = parser.add_argument_group(said("cli.group.input_limits"))
     limits.add_argument("--max-members", type=kind.MEMBERS, metavar="N", default=DEFAULT_LIMITS.max_members,
                         help=with_range(said("cli.option.max_members", default=DEFAULT_LIMITS.max_members),
@@ -163,7 +163,7 @@ def add_input_limits(parser: argparse.ArgumentParser, *, whole_run: bool) -> Non
 
 def input_limits(args: argparse.Namespace) -> InputLimits:
     """The --max-* options as the readers' InputLimits (in bytes)."""
-    from gpuready.bundle.archive import DEFAULT_LIMITS, MIB as BYTES_PER_MIB, InputLimits
+    from gpuready.evidence.archive import DEFAULT_LIMITS, MIB as BYTES_PER_MIB, InputLimits
     in_bytes = {name: getattr(args, name) * BYTES_PER_MIB for name in
                 ("max_archive_bytes", "max_file_bytes", "max_held_bytes", "max_input_bytes") if hasattr(args, name)}
     return InputLimits(**{**DEFAULT_LIMITS.__dict__, **in_bytes, "max_members": args.max_members})
@@ -215,7 +215,7 @@ class _OldSpelling(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        from gpuready.report.safe_text import tell
+        from gpuready.safe_text import tell
         names = {"old": self.renamed.old, "new": self.renamed.new}
         notice = said("cli.renamed.note", note=self.renamed.note, **names) if self.renamed.note \
             else said("cli.renamed", **names)
@@ -240,7 +240,7 @@ def preset_type(lang: str) -> Callable[[str], str]:
         new = OLD_PRESETS.get(text)
         if new is None:
             return text
-        from gpuready.report.safe_text import tell
+        from gpuready.safe_text import tell
         tell(message("cli.renamed.preset", lang, old=text, new=new))
         return new
     return preset

@@ -19,8 +19,8 @@ from typing import Any, Callable
 from gpuready.i18n import Said, choose_language, in_language, said
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.options import file_kind
-from gpuready.report.safe_text import tell
-from gpuready.usage import UsageError
+from gpuready.safe_text import tell
+from gpuready.options import UsageError
 
 REPORT_FILES = ("html", "junit", "markdown")
 """The options (and their `args` names), in the order the files are written."""

@@ -13,14 +13,14 @@ from pathlib import Path
 from gpuready.i18n import choose_language, in_language, said, sentence
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.options import file_kind
-from gpuready.report.safe_text import tell
-from gpuready.usage import UsageError
+from gpuready.safe_text import tell
+from gpuready.options import UsageError
 
 
 def check_out(args: argparse.Namespace) -> None:
     """--out, before any work: `-` (the JSON report alone on stdout) or a path whose folder exists (it is not created)
     and takes a new file; and one output at most on stdout (--json, --out -, --html/--junit/--markdown -)."""
-    from gpuready.verbs.report_files import on_stdout, refusal_of
+    from gpuready.cli.report_files import on_stdout, refusal_of
     out: Path | None = getattr(args, "out", None)
     if out is not None and str(out) == "-":  # the JSON report on stdout, alone
         args.out, args.json = None, True
@@ -66,7 +66,7 @@ def emit(report, args: argparse.Namespace) -> int:
     report.fail_on_warn = args.fail_on == "warn"
     document = json.dumps(report.to_dict(), indent=1, allow_nan=False)  # strict JSON: to_dict writes no NaN
     problem = _write_report(document, args)
-    from gpuready.verbs.report_files import on_stdout, write_report_files
+    from gpuready.cli.report_files import on_stdout, write_report_files
     if args.json:
         print(document)
     elif not on_stdout(args):  # `--markdown -` and the like: that file is stdout

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from gpuready import __version__
-from gpuready.bundle.layout import BUNDLE_FILES, ENV_PREFIXES
+from gpuready.evidence.layout import BUNDLE_FILES, ENV_PREFIXES
 from gpuready.facts import torch_probe
 from gpuready.facts.nvml import collect_nvml
 

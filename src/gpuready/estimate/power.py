@@ -14,7 +14,7 @@ from typing import Any
 from gpuready.checks.power import node_full_load_w
 from gpuready.i18n import Said, Sentence, finding_text, said, said_json, sentence
 from gpuready.knowledge import gpu_spec, load_table, platform_spec, thresholds
-from gpuready.verbs.plan.machine import Machine
+from gpuready.estimate.machine import Machine
 
 
 def _entry(check_id: str, status: str, text: Said, refs: list[str] | None = None, **figures: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The README's table of every option, read from the parsers themselves: `python -m gpuready.option_table`.
+"""The README's table of every option, read from the parsers themselves: `python -m gpuready.cli.option_table`.
 
 A test compares the README with this output, so the table cannot drift from --help. The README is English: the
 table is read from the English parser whatever the user's language.
@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Iterator
 
-BEGIN = "<!-- options table: python -m gpuready.option_table -->"
+BEGIN = "<!-- options table: python -m gpuready.cli.option_table -->"
 END = "<!-- end of options table -->"
 
 
@@ -71,7 +71,7 @@ def option_rows(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, str
 
 
 def option_table() -> str:
-    from gpuready.cli import build_parser
+    from gpuready.cli.main import build_parser
     lines = [BEGIN, "", "| verb | option | type, range, unit | default | meaning |", "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in option_rows(build_parser(lang="en"))]
     return "\n".join([*lines, "", END])

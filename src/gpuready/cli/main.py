@@ -18,10 +18,11 @@ from types import ModuleType
 from gpuready import __version__
 from gpuready.i18n import DEFAULT_LANGUAGE, LANGUAGES, catalogue, choose_language, message, said
 from gpuready.model import ExitCode
-from gpuready.option_groups import add_old_spellings
-from gpuready.report.safe_text import tell
-from gpuready.runner.signals import Stopped, exit_code_for
-from gpuready.usage import Parser, UsageError, unknown_verb
+from gpuready.cli.option_groups import add_old_spellings
+from gpuready.safe_text import tell
+from gpuready.signals import Stopped, exit_code_for
+from gpuready.cli.usage import Parser, unknown_verb
+from gpuready.options import UsageError
 
 VERB_MODULES = {
     "check": "gpuready.verbs.check",
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> None:
     """The `gpuready` command and `python -m gpuready`: main(), then the process ends (runner.signals)."""
-    from gpuready.runner.signals import exit_without_teardown
+    from gpuready.signals import exit_without_teardown
     exit_without_teardown(main())
 
 
