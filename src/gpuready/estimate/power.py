@@ -80,64 +80,53 @@ def _household() -> Sentence:
     return sentence("plan.power.circuit.household")
 
 
-def power_plan(machine: Machine, *, cpu_w: float | None = None, platform_w: float | None = None,
-               psu_w: float | None = None, circuit: str | None = None, room_c: float | None = None,
-               price_per_kwh: float | None = None, utilisation: float = 1.0) -> dict[str, Any]:
-    """Full load per node, PSU and circuit judgement, cooling advice, and monthly energy and cost per node.
-
-    Entries (`findings`) carry `id` (plan.power_psu, plan.power_circuit, plan.cooling), `status` (pass, warn,
-    fail), `message`, `fix` and `refs`. ValueError for a utilisation outside 0..1 or a circuit it cannot read.
-    """
-    if not 0 <= utilisation <= 1 or math.isnan(utilisation):
-        raise ValueError(sentence("plan.power.utilisation", utilisation=repr(utilisation)))
-    budget, thermal, table = thresholds("power_budget"), thresholds("thermal"), load_table("prices")
-    power, site, meta = table["power"], table["site"], table["meta"]
-    load = full_load(machine, cpu_w=cpu_w, platform_w=platform_w)
+def _psu_entry(load: dict[str, Any], psu_w: float | None) -> dict[str, Any]:
+    """The PSU a node needs (full load × headroom), judged against the one given."""
     total, headroom = load["full_load_w"], load["psu_headroom"]
-    findings = []
-
-    # PSU
     needed = total * headroom
     loaded = {"total_w": total, "basis": load["basis"]}
     if psu_w is None:
-        findings.append(_entry("plan.power_psu", "pass", said("plan.power.psu.size", needed_w=needed,
-                                                              headroom=headroom, **loaded),
-                               refs=load["refs"], psu_needed_w=needed))
-    else:
-        status = "fail" if psu_w < total else "warn" if psu_w < needed else "pass"
-        findings.append(_entry("plan.power_psu", status, said(f"plan.power.psu.{status}", psu_w=psu_w, needed_w=needed,
-                                                              headroom=headroom, **loaded),
-                               load["refs"], psu_needed_w=needed))
+        return _entry("plan.power_psu", "pass", said("plan.power.psu.size", needed_w=needed, headroom=headroom,
+                                                     **loaded), refs=load["refs"], psu_needed_w=needed)
+    status = "fail" if psu_w < total else "warn" if psu_w < needed else "pass"
+    return _entry("plan.power_psu", status, said(f"plan.power.psu.{status}", psu_w=psu_w, needed_w=needed,
+                                                 headroom=headroom, **loaded), load["refs"], psu_needed_w=needed)
 
-    # Circuit: 80 % continuous
-    fraction = budget["circuit_continuous_fraction"]
+
+def _circuits(total: float, power: dict[str, Any], fraction: float) -> list[dict[str, Any]]:
+    """The standard circuits, smallest first, and whether each carries the node continuously (80 % rule)."""
     standard = [(name.replace("/", " / ").replace("V", " V").replace("A", " A"), v * a)
                 for name, (v, a) in power["circuits"].items()]
     standard.append((_household(), float(power["household_circuit_w"])))
-    circuits = [{"circuit": name, "nominal_w": watts, "continuous_w": watts * fraction,
-                 "carries": total <= watts * fraction} for name, watts in sorted(standard, key=lambda c: c[1])]
-    refs = [budget["source"], power["source"]]
+    return [{"circuit": name, "nominal_w": watts, "continuous_w": watts * fraction,
+             "carries": total <= watts * fraction} for name, watts in sorted(standard, key=lambda c: c[1])]
+
+
+def _circuit_entry(total: float, circuit: str | None, circuits: list[dict[str, Any]], fraction: float,
+                   refs: list[str]) -> dict[str, Any]:
+    """The circuit given (80 % continuous), or the smallest standard one that carries the node."""
     if circuit is not None:
         label, watts = circuit_watts(circuit)
         allowed = watts * fraction
         ok = total <= allowed
-        findings.append(_entry("plan.power_circuit", "pass" if ok else "fail",
-                               said("plan.power.circuit." + ("pass" if ok else "fail"), total_w=total,
-                                    continuous_w=allowed, label=label, nominal_w=watts, fraction=fraction,
-                                    circuits=math.ceil(total / allowed) if allowed else 0),
-                               refs, circuit_continuous_w=allowed))
-    else:
-        fits = [c for c in circuits if c["carries"]]
-        if fits:
-            findings.append(_entry("plan.power_circuit", "pass",
-                                   said("plan.power.circuit.fits", total_w=total, circuit=fits[0]["circuit"],
-                                        continuous_w=fits[0]["continuous_w"]), refs=refs))
-        else:
-            findings.append(_entry("plan.power_circuit", "warn",
-                                   said("plan.power.circuit.beyond", total_w=total, circuit=circuits[-1]["circuit"],
-                                        continuous_w=circuits[-1]["continuous_w"]), refs))
+        return _entry("plan.power_circuit", "pass" if ok else "fail",
+                      said("plan.power.circuit." + ("pass" if ok else "fail"), total_w=total, continuous_w=allowed,
+                           label=label, nominal_w=watts, fraction=fraction,
+                           circuits=math.ceil(total / allowed) if allowed else 0),
+                      refs, circuit_continuous_w=allowed)
+    fits = [c for c in circuits if c["carries"]]
+    if fits:
+        return _entry("plan.power_circuit", "pass", said("plan.power.circuit.fits", total_w=total,
+                                                         circuit=fits[0]["circuit"],
+                                                         continuous_w=fits[0]["continuous_w"]), refs=refs)
+    return _entry("plan.power_circuit", "warn", said("plan.power.circuit.beyond", total_w=total,
+                                                     circuit=circuits[-1]["circuit"],
+                                                     continuous_w=circuits[-1]["continuous_w"]), refs)
 
-    # Cooling: card count, room temperature
+
+def _cooling_entry(machine: Machine, load: dict[str, Any], room_c: float | None, power: dict[str, Any],
+                   thermal: dict[str, Any]) -> dict[str, Any]:
+    """Cooling: air-cooled consumer cards in numbers, and the room's temperature."""
     spec = gpu_spec(machine.gpu_name)
     consumer = spec is not None and spec.get("datacenter") is False
     problems: list[Said] = []
@@ -161,29 +150,51 @@ def power_plan(machine: Machine, *, cpu_w: float | None = None, platform_w: floa
                                  recommended_c=power["room_recommended_max_c"]))
         if room_c > advised:
             fixes.append("room")
+    total = load["full_load_w"]
     heat = said("plan.cooling.heat", slowdown_c=thermal["rule_of_thumb_c"], advised_c=advised, total_w=total,
                 btu_per_h=total * 3.412)
     if problems:  # each kind of problem has its remedy: the cards', the room's or both (`<id>.fix`)
         text = said("plan.cooling.risk." + "_".join(fixes), problems=problems, heat=heat, advised_c=advised)
     else:
         text = said("plan.cooling.ok" if room_c is not None else "plan.cooling.ok.no_room", heat=heat)
-    findings.append(_entry("plan.cooling", status, text, [power["source"], thermal["source"]]))
+    return _entry("plan.cooling", status, text, [power["source"], thermal["source"]])
 
-    # Energy
-    hours = meta["hours_per_month"]
-    kwh = total * utilisation * hours / 1000
+
+def _electricity_price(price_per_kwh: float | None, site: dict[str, Any]) -> tuple[float, Sentence]:
+    """The price per kWh and where it comes from: the user's, or the dated default of knowledge/prices.toml."""
+    if price_per_kwh is not None:
+        return float(price_per_kwh), sentence("plan.power.price.user")
     price = site["electricity_usd_per_kwh"]
-    price_value, price_origin = ((float(price_per_kwh), sentence("plan.power.price.user"))
-                                 if price_per_kwh is not None
-                                 else (float(price["value"]), sentence(
-                                     "plan.power.price.default", as_of=str(price["as_of"]),
-                                     source=said("plan.power.price.assumption") if price["source"] == "assumption"
-                                     else str(price["source"]))))
+    source = said("plan.power.price.assumption") if price["source"] == "assumption" else str(price["source"])
+    return float(price["value"]), sentence("plan.power.price.default", as_of=str(price["as_of"]), source=source)
+
+
+def power_plan(machine: Machine, *, cpu_w: float | None = None, platform_w: float | None = None,
+               psu_w: float | None = None, circuit: str | None = None, room_c: float | None = None,
+               price_per_kwh: float | None = None, utilisation: float = 1.0) -> dict[str, Any]:
+    """Full load per node, PSU and circuit judgement, cooling advice, and monthly energy and cost per node.
+
+    Entries (`findings`) carry `id` (plan.power_psu, plan.power_circuit, plan.cooling), `status` (pass, warn,
+    fail), `message`, `fix` and `refs`. ValueError for a utilisation outside 0..1 or a circuit it cannot read.
+    """
+    if not 0 <= utilisation <= 1 or math.isnan(utilisation):
+        raise ValueError(sentence("plan.power.utilisation", utilisation=repr(utilisation)))
+    budget, thermal, table = thresholds("power_budget"), thresholds("thermal"), load_table("prices")
+    power, site, meta = table["power"], table["site"], table["meta"]
+    load = full_load(machine, cpu_w=cpu_w, platform_w=platform_w)
+    total, headroom = load["full_load_w"], load["psu_headroom"]
+    fraction = budget["circuit_continuous_fraction"]
+    circuits = _circuits(total, power, fraction)
+    findings = [_psu_entry(load, psu_w),
+                _circuit_entry(total, circuit, circuits, fraction, [budget["source"], power["source"]]),
+                _cooling_entry(machine, load, room_c, power, thermal)]
+    kwh = total * utilisation * meta["hours_per_month"] / 1000
+    price_value, price_origin = _electricity_price(price_per_kwh, site)
     return {
         "machine": machine.gpu_name, "gpus_per_node": machine.gpus_per_node, "nodes": machine.nodes,
         "full_load_w": total, "basis": load["basis"], "published_maximum": load["published_maximum"],
         "gpu_w": load["gpu_w"], "cpu_w": load["cpu_w"], "platform_w": load["platform_w"],
-        "psu_needed_w": needed, "psu_headroom": headroom,
+        "psu_needed_w": total * headroom, "psu_headroom": headroom,
         "circuits": circuits,
         "utilisation": utilisation,
         "kwh_per_month_per_node": kwh, "kwh_per_month": kwh * machine.nodes,

@@ -76,97 +76,101 @@ def classify_files(files: dict[str, str]) -> tuple[dict[str, list[tuple[str, str
     return by_kind, unrecognised
 
 
-def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
-    """`files`: {file name: text}, or the `Bundle` read_bundle returns (which also says what it did not read)."""
-    facts = Facts(live=live)
-    by_kind, unrecognised = classify_files(files)
-    facts.sources.update(unrecognised)
-    if isinstance(files, Bundle):
-        facts.sources.update(files.not_read)
-        facts.input_errors.extend(files.errors)
-    gpu_sources: list[tuple[str, list[GpuFacts]]] = []
-    indexed_sources: list[tuple[str, list[GpuFacts]]] = []
-    reading = [""]  # the file `use` is applying now (a kernel log's events name their file)
+class _FactsBuilder:
+    """The state of one build: the files by kind, the GPU lists each source gave, and the file being read now."""
 
-    def use(kind: str, apply: Callable[[str], None]) -> None:
-        entries = by_kind.get(kind)
+    def __init__(self, files: dict[str, str], live: bool):
+        self.files = files
+        self.facts = Facts(live=live)
+        self.by_kind, unrecognised = classify_files(files)
+        self.facts.sources.update(unrecognised)
+        if isinstance(files, Bundle):
+            self.facts.sources.update(files.not_read)
+            self.facts.input_errors.extend(files.errors)
+        self.gpu_sources: list[tuple[str, list[GpuFacts]]] = []
+        self.indexed_sources: list[tuple[str, list[GpuFacts]]] = []
+        self.reading = ""
+        """The file `use` is applying now (a kernel log's events name their file)."""
+
+    def use(self, kind: str, apply: Callable[[str], None]) -> None:
+        entries = self.by_kind.get(kind)
         if not entries:
-            facts.sources.setdefault(kind, "missing")  # or what the reader said (unreadable, skipped)
+            self.facts.sources.setdefault(kind, "missing")  # or what the reader said (unreadable, skipped)
             return
         if kind not in _REPEATABLE:
             for name, _text in entries[1:]:
-                facts.sources[name] = state("ignored", said("facts.ignored.already_gave", first=entries[0][0],
-                                                            kind=kind))
+                self.facts.sources[name] = state("ignored", said("facts.ignored.already_gave",
+                                                                 first=entries[0][0], kind=kind))
             entries = entries[:1]
         for name, text in entries:
-            reading[0] = name
+            self.reading = name
             if not_text := why_not_text(text):  # binary content is refused before any parser sees it
-                facts.sources[name] = state("unreadable", not_text)
-                facts.input_errors.append((name, entry_error(name, not_text)))
+                self.facts.sources[name] = state("unreadable", not_text)
+                self.facts.input_errors.append((name, entry_error(name, not_text)))
                 continue
             try:
                 apply(text)
-                facts.sources[name] = sentence("facts.state.parsed") if name == kind else \
+                self.facts.sources[name] = sentence("facts.state.parsed") if name == kind else \
                     sentence("facts.state.parsed_as", kind=kind)
             except ForeignNvmlJson as error:
-                facts.sources[name] = state("ignored", error)
+                self.facts.sources[name] = state("ignored", error)
             except Exception as error:  # any parser failure is about the file, reported, not raised
                 failure = _parse_failure(error)
-                facts.sources[name] = state("unreadable", failure)
-                facts.input_errors.append((name, sentence("facts.error.not_parsed", name=name, kind=kind,
-                                                          failure=failure)))
+                self.facts.sources[name] = state("unreadable", failure)
+                self.facts.input_errors.append((name, sentence("facts.error.not_parsed", name=name, kind=kind,
+                                                               failure=failure)))
 
-    def from_nvml(text: str) -> None:
+    def from_nvml(self, text: str) -> None:
         document = NvmlDocument(text)
         if document.init_error:
-            facts.gpu_probe_error = document.init_error
+            self.facts.gpu_probe_error = document.init_error
             return
-        facts.driver_version = facts.driver_version or document.driver_version
-        facts.cuda_driver_version = facts.cuda_driver_version or document.cuda_driver_version
-        facts.gpus_announced = document.device_count
-        gpu_sources.append(("nvml.json", document.gpus))
+        self.facts.driver_version = self.facts.driver_version or document.driver_version
+        self.facts.cuda_driver_version = self.facts.cuda_driver_version or document.cuda_driver_version
+        self.facts.gpus_announced = document.device_count
+        self.gpu_sources.append(("nvml.json", document.gpus))
         if document.p2p_read:
-            facts.p2p_read = facts.p2p_read or document.p2p_read
+            self.facts.p2p_read = self.facts.p2p_read or document.p2p_read
 
-    def from_smi_query(parse: Callable[[str], Any], name: str) -> Callable[[str], None]:
+    def from_smi_query(self, parse: Callable[[str], Any], name: str) -> Callable[[str], None]:
         def apply(text: str) -> None:
             query = parse(text)
-            facts.driver_version = facts.driver_version or query.driver_version
-            facts.cuda_driver_version = facts.cuda_driver_version or query.cuda_version
+            self.facts.driver_version = self.facts.driver_version or query.driver_version
+            self.facts.cuda_driver_version = self.facts.cuda_driver_version or query.cuda_version
             for gpu in query.gpus:
                 gpu.source = name
             if query.attached_gpus is not None:
-                facts.gpus_announced = max(facts.gpus_announced or 0, query.attached_gpus)
+                self.facts.gpus_announced = max(self.facts.gpus_announced or 0, query.attached_gpus)
             if query.gpus or not query.attached_gpus and not query.headless:  # a head that announces GPUs but
-                gpu_sources.append((name, query.gpus))  # holds none is a fragment, not "the driver sees no GPU"
+                self.gpu_sources.append((name, query.gpus))  # holds none is a fragment, not "the driver sees no GPU"
             for gpu in query.headless:
                 gpu.source = name
-            facts.unnamed_gpus += query.headless
+            self.facts.unnamed_gpus += query.headless
         return apply
 
-    def from_plain(text: str) -> None:
+    def from_plain(self, text: str) -> None:
         plain = parse_nvidia_smi_plain(text)
         if plain.error_kind:
-            facts.gpu_probe_error = facts.gpu_probe_error or plain.error_line
-        facts.driver_version = facts.driver_version or plain.driver_version
-        facts.cuda_driver_version = facts.cuda_driver_version or plain.cuda_version
+            self.facts.gpu_probe_error = self.facts.gpu_probe_error or plain.error_line
+        self.facts.driver_version = self.facts.driver_version or plain.driver_version
+        self.facts.cuda_driver_version = self.facts.cuda_driver_version or plain.cuda_version
         for gpu in plain.gpus:
             if gpu.bus_id in plain.corrupted_inforom_bus_ids:
                 gpu.inforom_valid = False
         if plain.processes is not None:
-            facts.process_table = (facts.process_table or []) + plain.processes
+            self.facts.process_table = (self.facts.process_table or []) + plain.processes
         if not plain.gpus and not plain.error_kind and not plain.driver_version and plain.processes is None:
             raise ParseFailure("parse.nvidia_smi.none")
         if plain.gpus or plain.error_kind or plain.driver_version:  # a Processes block alone names no GPU
-            gpu_sources.append(("nvidia-smi.txt", plain.gpus))
+            self.gpu_sources.append(("nvidia-smi.txt", plain.gpus))
 
-    def from_topology(text: str) -> None:
-        facts.topology = parse_topo_matrix(text)
-        indexed_sources.append(("nvidia-smi-topo.txt", [
+    def from_topology(self, text: str) -> None:
+        self.facts.topology = parse_topo_matrix(text)
+        self.indexed_sources.append(("nvidia-smi-topo.txt", [
             GpuFacts(index=int(label[3:]), bus_id=None, source="nvidia-smi-topo.txt")
-            for label in facts.topology.gpu_labels]))
+            for label in self.facts.topology.gpu_labels]))
 
-    def from_nvlink_status(text: str) -> None:
+    def from_nvlink_status(self, text: str) -> None:
         links = parse_nvlink_status(text)
         try:
             gpus = parse_gpu_list(text, "nvidia-smi-nvlink-s.txt")
@@ -174,61 +178,81 @@ def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
             gpus = []
         for gpu in gpus:
             gpu.nvlinks = links.get(gpu.index, [])
-        indexed_sources.append(("nvidia-smi-nvlink-s.txt", gpus))
+        self.indexed_sources.append(("nvidia-smi-nvlink-s.txt", gpus))
 
-    def from_cuda_samples(text: str) -> None:
+    def from_cuda_samples(self, text: str) -> None:
         samples = parse_cuda_p2p(text)
         named = [gpu for gpu in samples.gpus if gpu.bus_id]
         if named:
-            gpu_sources.append(("cuda-p2p.txt", named))
+            self.gpu_sources.append(("cuda-p2p.txt", named))
         elif samples.gpus:
-            indexed_sources.append(("cuda-p2p.txt", samples.gpus))
+            self.indexed_sources.append(("cuda-p2p.txt", samples.gpus))
         if samples.p2p:
             # CUDA numbers the devices its own way: with bus ids, the pairs follow PCI bus order as NVML's do
             order = {gpu.index: position for position, gpu in enumerate(sorted(named, key=lambda gpu: gpu.bus_id))}
-            facts.p2p_read = facts.p2p_read or {(order.get(i, i), order.get(j, j)): state
+            self.facts.p2p_read = self.facts.p2p_read or {(order.get(i, i), order.get(j, j)): state
                                                 for (i, j), state in samples.p2p.items()}
 
-    use("nvml.json", from_nvml)
-    use("nvidia-smi-q.xml", from_smi_query(parse_nvidia_smi_q_xml, "nvidia-smi-q.xml"))
-    use("nvidia-smi-q.txt", from_smi_query(parse_nvidia_smi_q_text, "nvidia-smi-q.txt"))
-    use("nvidia-smi.txt", from_plain)
-    use("nvidia-smi-topo.txt", from_topology)
-    use("nvidia-smi-nvlink-s.txt", from_nvlink_status)
-    use("nvidia-smi-L.txt", lambda text: indexed_sources.append(
-        ("nvidia-smi-L.txt", parse_gpu_list(text, "nvidia-smi-L.txt"))))
-    use("nvidia-smi-topo-p2p.txt", lambda text: setattr(facts, "p2p_read", parse_topo_p2p(text)))
-    use("cuda-p2p.txt", from_cuda_samples)
-    use("dmesg.txt", lambda text: _apply_kernel_log(facts, text, reading[0],
-                                                    files.line_numbers.get(reading[0])
-                                                    if isinstance(files, Bundle) else None))
-    use("lspci-vv.txt", lambda text: setattr(facts, "pci_devices", parse_lspci(text)))
-    facts.gpus = merge_gpu_sources(gpu_sources, facts.gpu_probe_error)
-    facts.gpus = attach_indexed_sources(facts.gpus, indexed_sources)
-    if facts.sources.get("nvidia-smi-nvlink-s.txt", "").startswith("parsed") or any(
-            source.startswith("parsed as nvidia-smi-nvlink-s.txt") for source in facts.sources.values()):
-        for gpu in facts.gpus or []:  # the capture was read: a GPU it does not list has no NVLink
-            gpu.nvlinks = [] if gpu.nvlinks is None else gpu.nvlinks
-    if facts.gpus is None:
-        facts.gpus = _gpus_named_by_host(facts)
-    if facts.kernel_log:  # a reset named only by UUID is tied to its GPU now that the GPUs are known
-        mark_history(facts.kernel_log, {gpu.uuid.lower(): gpu.bus_id for gpu in facts.gpus or []
-                                        if gpu.uuid and gpu.bus_id}, thresholds("xid_history")["same_load_window_s"])
-    _use_host_files(facts, use)
-    use("torch.json", lambda text: setattr(facts, "torch", software_files.parse_torch_json(text)))
-    use("pip-freeze.txt", lambda text: setattr(facts, "pip_packages", software_files.parse_pip_freeze(text)))
-    use("ldconfig.txt", lambda text: setattr(facts, "system_libraries", software_files.parse_ldconfig(text)))
-    use("env.txt", lambda text: setattr(facts, "env", host_files.parse_env(text)))
-    _use_network_files(facts, use)
-    use("manifest.json", lambda text: _apply_manifest(facts, text))
-    # env.txt is read after the cgroup files: the container verdict combines both.
-    facts.host.container, facts.host.container_evidence = host_files.container_of(facts.host, facts.env)
-    if isinstance(files, Bundle):
-        for name, what in files.partial.items():
-            before = facts.sources.get(name)
-            facts.sources[name] = sentence("facts.state.after", state=before, what=what) if before else \
-                sentence("facts.state.read_in_part", what=what)
-    return facts
+    def kernel_log(self, text: str) -> None:
+        line_numbers = self.files.line_numbers.get(self.reading) if isinstance(self.files, Bundle) else None
+        _apply_kernel_log(self.facts, text, self.reading, line_numbers)
+
+    def read_gpu_files(self) -> None:
+        """The driver's and CUDA's view of the GPUs, their links and the kernel's, then the GPUs merged by bus id."""
+        facts, use = self.facts, self.use
+        use("nvml.json", self.from_nvml)
+        use("nvidia-smi-q.xml", self.from_smi_query(parse_nvidia_smi_q_xml, "nvidia-smi-q.xml"))
+        use("nvidia-smi-q.txt", self.from_smi_query(parse_nvidia_smi_q_text, "nvidia-smi-q.txt"))
+        use("nvidia-smi.txt", self.from_plain)
+        use("nvidia-smi-topo.txt", self.from_topology)
+        use("nvidia-smi-nvlink-s.txt", self.from_nvlink_status)
+        use("nvidia-smi-L.txt", lambda text: self.indexed_sources.append(
+            ("nvidia-smi-L.txt", parse_gpu_list(text, "nvidia-smi-L.txt"))))
+        use("nvidia-smi-topo-p2p.txt", lambda text: setattr(facts, "p2p_read", parse_topo_p2p(text)))
+        use("cuda-p2p.txt", self.from_cuda_samples)
+        use("dmesg.txt", self.kernel_log)
+        use("lspci-vv.txt", lambda text: setattr(facts, "pci_devices", parse_lspci(text)))
+        facts.gpus = merge_gpu_sources(self.gpu_sources, facts.gpu_probe_error)
+        facts.gpus = attach_indexed_sources(facts.gpus, self.indexed_sources)
+        if facts.sources.get("nvidia-smi-nvlink-s.txt", "").startswith("parsed") or any(
+                source.startswith("parsed as nvidia-smi-nvlink-s.txt") for source in facts.sources.values()):
+            for gpu in facts.gpus or []:  # the capture was read: a GPU it does not list has no NVLink
+                gpu.nvlinks = [] if gpu.nvlinks is None else gpu.nvlinks
+        if facts.gpus is None:
+            facts.gpus = _gpus_named_by_host(facts)
+        if facts.kernel_log:  # a reset named only by UUID is tied to its GPU now that the GPUs are known
+            mark_history(facts.kernel_log, {gpu.uuid.lower(): gpu.bus_id for gpu in facts.gpus or []
+                                            if gpu.uuid and gpu.bus_id},
+                         thresholds("xid_history")["same_load_window_s"])
+
+    def read_host_files(self) -> None:
+        """The host, the software stack, the network and the manifest."""
+        facts, use = self.facts, self.use
+        _use_host_files(facts, use)
+        use("torch.json", lambda text: setattr(facts, "torch", software_files.parse_torch_json(text)))
+        use("pip-freeze.txt", lambda text: setattr(facts, "pip_packages", software_files.parse_pip_freeze(text)))
+        use("ldconfig.txt", lambda text: setattr(facts, "system_libraries", software_files.parse_ldconfig(text)))
+        use("env.txt", lambda text: setattr(facts, "env", host_files.parse_env(text)))
+        _use_network_files(facts, use)
+        use("manifest.json", lambda text: _apply_manifest(facts, text))
+        # env.txt is read after the cgroup files: the container verdict combines both.
+        facts.host.container, facts.host.container_evidence = host_files.container_of(facts.host, facts.env)
+
+    def note_partial_reads(self) -> None:
+        if isinstance(self.files, Bundle):
+            for name, what in self.files.partial.items():
+                before = self.facts.sources.get(name)
+                self.facts.sources[name] = sentence("facts.state.after", state=before, what=what) if before else \
+                    sentence("facts.state.read_in_part", what=what)
+
+
+def build_facts(files: dict[str, str], *, live: bool = False) -> Facts:
+    """`files`: {file name: text}, or the `Bundle` read_bundle returns (which also says what it did not read)."""
+    builder = _FactsBuilder(files, live)
+    builder.read_gpu_files()
+    builder.read_host_files()
+    builder.note_partial_reads()
+    return builder.facts
 
 
 # ValueErrors raised by Python itself (int(), unpacking, strptime …), not by a parser's own sentence.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from gpuready.report.document import mapping, number, sequence, subject_label, text
 from gpuready.safe_text import printable
-from gpuready.report.tables import LATENCY_NAME, format_value
 
 
 def shown_measurements(document: dict, verbose: bool) -> list[dict]:
@@ -29,3 +28,26 @@ def measurement_cells(measurement: dict) -> tuple[str, str, str, str, str]:
     if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
         label += printable(f" {method['strategy']}×{method['world_size']}")
     return text(measurement.get("name")), label, format_value(value, unit), expected, share
+
+
+LATENCY_NAME = "latency_us"
+"""Latency measurements (`all_reduce_latency_us`, one per collective) are listed under --verbose only."""
+
+
+def format_value(value: float | int | None, unit: str, generic_unit: bool = True) -> str:
+    """A figure in the unit a reader expects: seconds below one in ms or µs, fractions in %, bytes in GiB; other
+    units as `1,234.5 GB/s` (without the unit where `generic_unit` is False); `?` for an unknown figure."""
+    generic = unit.replace("gb_per_s", "GB/s").replace("tflops", "TFLOP/s") if generic_unit else ""
+    if value is None or value != value:  # unknown, or NaN from an older or damaged document
+        return f"? {generic}".rstrip() if value is None else f"nan {generic}".rstrip()
+    if unit == "seconds":
+        if abs(value) < 1e-3:
+            return f"{value * 1e6:,.1f} µs"
+        return f"{value * 1e3:,.1f} ms" if abs(value) < 1 else f"{value:,.2f} s"
+    if unit == "fraction":
+        return f"{value:.1%}"
+    if unit == "bytes":
+        return f"{value / 2**30:,.1f} GiB"
+    if unit == "tokens_per_s":
+        return f"{value:,.0f} tokens/s"
+    return f"{value:,.1f} {generic}".rstrip()

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuready.report.document import mapping, number, sequence, text
+from gpuready.report.figures import measurement_cells, shown_measurements
 from gpuready.report.paragraph import is_wide, print_paragraph
 
 
@@ -85,13 +86,8 @@ def _render_gpus(facts: dict, console: Console, labels: dict, plain: bool) -> No
 _MODEL_COLUMN = 2
 
 
-LATENCY_NAME = "latency_us"
-"""Latency measurements (`all_reduce_latency_us`, one per collective) are listed under --verbose only."""
-
-
 def render_measurements(document: dict, console: Console, labels: dict, plain: bool, verbose: bool) -> None:
     # figures.py builds the cells the Markdown summary shows too; it imports format_value from here
-    from gpuready.report.figures import measurement_cells, shown_measurements
     shown = shown_measurements(document, verbose)
     if not shown:
         return
@@ -102,20 +98,3 @@ def render_measurements(document: dict, console: Console, labels: dict, plain: b
     console.print(figures)
 
 
-def format_value(value: float | int | None, unit: str, generic_unit: bool = True) -> str:
-    """A figure in the unit a reader expects: seconds below one in ms or µs, fractions in %, bytes in GiB; other
-    units as `1,234.5 GB/s` (without the unit where `generic_unit` is False); `?` for an unknown figure."""
-    generic = unit.replace("gb_per_s", "GB/s").replace("tflops", "TFLOP/s") if generic_unit else ""
-    if value is None or value != value:  # unknown, or NaN from an older or damaged document
-        return f"? {generic}".rstrip() if value is None else f"nan {generic}".rstrip()
-    if unit == "seconds":
-        if abs(value) < 1e-3:
-            return f"{value * 1e6:,.1f} µs"
-        return f"{value * 1e3:,.1f} ms" if abs(value) < 1 else f"{value:,.2f} s"
-    if unit == "fraction":
-        return f"{value:.1%}"
-    if unit == "bytes":
-        return f"{value / 2**30:,.1f} GiB"
-    if unit == "tokens_per_s":
-        return f"{value:,.0f} tokens/s"
-    return f"{value:,.1f} {generic}".rstrip()

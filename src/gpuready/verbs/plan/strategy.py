@@ -18,7 +18,7 @@ from gpuready.i18n import said_json, sentence
 from gpuready.shapes import ModelShape
 from gpuready.estimate.machine import Machine
 from gpuready.estimate.memory import (MemoryBreakdown, Strategy, TrainSetup, inference_memory, memory_per_gpu,
-                                        strategies_for)
+                                      stage_parameters, strategies_for)
 
 SUSTAINED_MATMUL_EFFICIENCY = 0.80
 """Achievable share of the dense bf16 datasheet peak when no measured figure is given: 783–791 of 989 TFLOP/s
@@ -97,30 +97,23 @@ def _invalid(setup: TrainSetup, strategy: Strategy) -> str | None:
     return None
 
 
-def _row(setup: TrainSetup, machine: Machine, strategy: Strategy, global_batch: int) -> tuple[PlanRow, tuple]:
-    shape = setup.shape
-    memory = memory_per_gpu(setup, strategy)
-    capacity = machine.memory_bytes_per_gpu
-    reasons: list[str] = []
-    notes: list[str] = []
-    fits = capacity is not None and memory.total <= capacity
-    headroom = (capacity - memory.total) if capacity is not None else 0
+def _memory_reason(memory_total: float, capacity: float | None) -> str:
     if capacity is None:
-        reasons.append(sentence("plan.reason.memory_unknown"))
-    elif fits:
-        reasons.append(sentence("plan.reason.fits", need_gb=memory.total / 1e9, have_gb=capacity / 1e9))
-    else:
-        reasons.append(sentence("plan.reason.does_not_fit", need_gb=memory.total / 1e9, have_gb=capacity / 1e9))
-    invalid = _invalid(setup, strategy)
-    gpn = machine.gpus_per_node
-    tp_spans_nodes = strategy.tp > gpn
-    dp_spans_nodes = machine.nodes > 1 and strategy.tp * strategy.dp > gpn and strategy.dp > 1
-    pp_spans_nodes = machine.nodes > 1 and strategy.pp > 1 and strategy.tp * strategy.dp * strategy.pp > gpn
+        return sentence("plan.reason.memory_unknown")
+    if memory_total <= capacity:
+        return sentence("plan.reason.fits", need_gb=memory_total / 1e9, have_gb=capacity / 1e9)
+    return sentence("plan.reason.does_not_fit", need_gb=memory_total / 1e9, have_gb=capacity / 1e9)
+
+
+def _layout_reasons(machine: Machine, strategy: Strategy, tp_spans_nodes: bool, pp_spans_nodes: bool,
+                    reasons: list[str]) -> bool:
+    """What the layout means on this machine (TP inside the NVLink domain or not, PP, ZeRO, offload), added to
+    `reasons`; True where the layout is discouraged (TP across nodes)."""
     discouraged = False
     if strategy.tp > 1:
         if tp_spans_nodes:
             discouraged = True
-            reasons.append(sentence("plan.reason.tp_spans_nodes", tp=strategy.tp, per_node=gpn))
+            reasons.append(sentence("plan.reason.tp_spans_nodes", tp=strategy.tp, per_node=machine.gpus_per_node))
         elif strategy.tp <= machine.nvlink_domain:
             reasons.append(sentence("plan.reason.tp_nvlink", tp=strategy.tp, domain=machine.nvlink_domain))
         else:
@@ -134,6 +127,62 @@ def _row(setup: TrainSetup, machine: Machine, strategy: Strategy, global_batch: 
         reasons.append(sentence("plan.reason.offload"))
     if strategy.zero == 3:
         reasons.append(sentence("plan.reason.zero3"))
+    return discouraged
+
+
+def _communication_s(setup: TrainSetup, machine: Machine, strategy: Strategy, micro_batches: int,
+                     spans: tuple[bool, bool, bool], notes: list[str]) -> float | None:
+    """Seconds of communication per step (no overlap with compute assumed): DP gradients, TP activations (Megatron:
+    2 forward + 2 backward all-reduces per layer), PP sends; None where a bandwidth is unknown. `spans`: whether
+    DP, TP and PP cross nodes."""
+    shape = setup.shape
+    dp_spans_nodes, tp_spans_nodes, pp_spans_nodes = spans
+    comm: float | None = 0.0
+    if strategy.dp > 1:
+        grad_bytes = GRADIENT_COMM_BYTES * stage_parameters(shape, strategy.tp, strategy.pp)
+        volume = grad_bytes * (1.5 if strategy.zero == 3 else 1.0)
+        part = _all_reduce_s(volume, strategy.dp, _busbw(machine, dp_spans_nodes, notes))
+        comm = None if part is None else comm + part
+    if strategy.tp > 1 and comm is not None:
+        act = 2 * setup.seq * setup.micro_batch * shape.hidden
+        per_layer = 6 if setup.recompute == "full" else 4
+        count = per_layer * math.ceil(shape.layers / strategy.pp) * micro_batches
+        part = _all_reduce_s(act, strategy.tp, _busbw(machine, tp_spans_nodes, notes))
+        comm = None if part is None else comm + count * part
+    if strategy.pp > 1 and comm is not None:
+        act = 2 * setup.seq * setup.micro_batch * shape.hidden / strategy.tp
+        bw = _busbw(machine, pp_spans_nodes, notes)
+        comm = None if not bw else comm + 2 * micro_batches * act / (bw * 1e9)
+    return comm
+
+
+def _host_transfer_s(setup: TrainSetup, machine: Machine, strategy: Strategy, micro_batches: int) -> float:
+    """Seconds per step moving offloaded states over PCIe (16-bit grads out, weights in)."""
+    if strategy.offload == "none":
+        return 0.0
+    host_bw = machine.measured.get("h2d_gb_per_s") if machine.measured else None
+    host_bw = float(host_bw) if isinstance(host_bw, (int, float)) and host_bw > 0 else 25.0
+    parameters = stage_parameters(setup.shape, strategy.tp, strategy.pp)
+    moved = 2 * 2 * parameters / strategy.dp
+    if strategy.offload == "optimizer+params":
+        moved += 2 * 2 * parameters * micro_batches / strategy.dp
+    return moved / (host_bw * 1e9)
+
+
+def _row(setup: TrainSetup, machine: Machine, strategy: Strategy, global_batch: int) -> tuple[PlanRow, tuple]:
+    shape = setup.shape
+    memory = memory_per_gpu(setup, strategy)
+    capacity = machine.memory_bytes_per_gpu
+    notes: list[str] = []
+    fits = capacity is not None and memory.total <= capacity
+    headroom = (capacity - memory.total) if capacity is not None else 0
+    reasons = [_memory_reason(memory.total, capacity)]
+    invalid = _invalid(setup, strategy)
+    gpn = machine.gpus_per_node
+    tp_spans_nodes = strategy.tp > gpn
+    dp_spans_nodes = machine.nodes > 1 and strategy.tp * strategy.dp > gpn and strategy.dp > 1
+    pp_spans_nodes = machine.nodes > 1 and strategy.pp > 1 and strategy.tp * strategy.dp * strategy.pp > gpn
+    discouraged = _layout_reasons(machine, strategy, tp_spans_nodes, pp_spans_nodes, reasons)
     # tokens and micro-batches per step: the same global batch for every layout
     per_replica = math.ceil(global_batch / strategy.dp)
     micro_batches = max(1, math.ceil(per_replica / setup.micro_batch))
@@ -151,35 +200,10 @@ def _row(setup: TrainSetup, machine: Machine, strategy: Strategy, global_batch: 
     bubble = (strategy.pp - 1) / micro_batches if strategy.pp > 1 else 0.0
     if strategy.pp > 1:
         reasons.append(sentence("plan.reason.bubble", bubble=bubble, micro_batches=micro_batches))
-    # communication (no overlap with compute assumed)
-    comm: float | None = 0.0
-    from gpuready.estimate.memory import stage_parameters
-    grad_bytes = GRADIENT_COMM_BYTES * stage_parameters(shape, strategy.tp, strategy.pp)
-    if strategy.dp > 1:
-        volume = grad_bytes * (1.5 if strategy.zero == 3 else 1.0)
-        part = _all_reduce_s(volume, strategy.dp, _busbw(machine, dp_spans_nodes, notes))
-        comm = None if part is None else comm + part
-    if strategy.tp > 1 and comm is not None:
-        act = 2 * setup.seq * setup.micro_batch * shape.hidden
-        per_layer = 6 if setup.recompute == "full" else 4  # Megatron: 2 forward + 2 backward all-reduces per layer
-        count = per_layer * math.ceil(shape.layers / strategy.pp) * micro_batches
-        part = _all_reduce_s(act, strategy.tp, _busbw(machine, tp_spans_nodes, notes))
-        comm = None if part is None else comm + count * part
-    if strategy.pp > 1 and comm is not None:
-        act = 2 * setup.seq * setup.micro_batch * shape.hidden / strategy.tp
-        bw = _busbw(machine, pp_spans_nodes, notes)
-        comm = None if not bw else comm + 2 * micro_batches * act / (bw * 1e9)
-    host_s = 0.0
-    if strategy.offload != "none":
-        host_bw = machine.measured.get("h2d_gb_per_s") if machine.measured else None
-        host_bw = float(host_bw) if isinstance(host_bw, (int, float)) and host_bw > 0 else 25.0
-        moved = 2 * 2 * stage_parameters(shape, strategy.tp, strategy.pp) / strategy.dp  # 16-bit grads out, weights in
-        if strategy.offload == "optimizer+params":
-            moved += 2 * 2 * stage_parameters(shape, strategy.tp, strategy.pp) * micro_batches / strategy.dp
-        host_s = moved / (host_bw * 1e9)
-    step = None
-    if compute_s is not None and comm is not None:
-        step = compute_s * (1 + bubble) + comm + host_s
+    comm = _communication_s(setup, machine, strategy, micro_batches, (dp_spans_nodes, tp_spans_nodes, pp_spans_nodes),
+                            notes)
+    host_s = _host_transfer_s(setup, machine, strategy, micro_batches)
+    step = compute_s * (1 + bubble) + comm + host_s if compute_s is not None and comm is not None else None
     if invalid:
         bottleneck = "invalid"
         reasons.insert(0, invalid)
