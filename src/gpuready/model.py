@@ -12,7 +12,7 @@ import math
 import uuid as uuid_lib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterable
 
 from gpuready.facts.units import normalize_bus_id
 from gpuready.i18n import Said, json_values
@@ -34,6 +34,20 @@ class Status(str, enum.Enum):
     FAIL = "fail"
     SKIP = "skip"
     ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        """This status's place in STATUS_ORDER: 0 for `fail`, the worst."""
+        return STATUS_ORDER.index(self)
+
+
+STATUS_ORDER: tuple[Status, ...] = (Status.FAIL, Status.ERROR, Status.WARN, Status.PASS, Status.SKIP)
+"""The one status order, worst first: how reports and diagnose list findings, and which of several statuses wins."""
+
+
+def worst_status(statuses: Iterable[Status], default: Status = Status.PASS) -> Status:
+    """The worst of `statuses` by STATUS_ORDER; `default` where there are none."""
+    return min(statuses, key=lambda status: status.rank, default=default)
 
 
 class Verdict(str, enum.Enum):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from gpuready.i18n import Said, catalogue, finding_text, said
 from gpuready.knowledge import load_table, xid_entry
-from gpuready.model import Finding, Status
+from gpuready.model import Finding, Status, worst_status
 
 XID_CATALOG_REF = "NVIDIA Xid catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 SXID_REF = "NVIDIA Fabric Manager User Guide, SXid errors: https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"
@@ -165,9 +165,8 @@ def _adjust(judged: EventJudgement, history: bool, outside: bool) -> EventJudgem
 
 
 def worst(statuses) -> Status:
-    order = (Status.FAIL, Status.WARN, Status.PASS)
-    present = set(statuses)
-    return next((status for status in order if status in present), Status.PASS)
+    """The worst of the judged statuses (model.STATUS_ORDER); pass where there are none."""
+    return worst_status(statuses)
 
 
 # --- cascades: which Xid follows from which on one GPU --------------------------------------------------------------

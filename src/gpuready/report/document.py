@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuready.model import GpuRef, Status, Subject
+from gpuready.model import STATUS_ORDER as MODEL_STATUS_ORDER
+from gpuready.model import GpuRef, Subject
 from gpuready.safe_text import printable
 
-STATUS_ORDER = [Status.FAIL.value, Status.ERROR.value, Status.WARN.value, Status.PASS.value, Status.SKIP.value]
+STATUS_ORDER = [status.value for status in MODEL_STATUS_ORDER]
+"""model.STATUS_ORDER as the document spells statuses (strings)."""
 KNOWN_STATUSES = frozenset(STATUS_ORDER)
 UNRECOGNISED_RANK = 1.5
 """A status this version does not know (or none) sorts and looks like an error: after `fail`, before `warn`."""
