@@ -54,8 +54,9 @@ NEVER: tuple[tuple[str, tuple[str, ...], str], ...] = (
 )
 """(room, rooms it never imports, why): the rules the layers imply and a few more."""
 
-HEAVY_LOCAL_IMPORTS = ("torch", "bokeh", "playwright", "kubernetes", "jsonschema", "prometheus_client", "pynvml",
-                       "yaml", "re2", "rich", "psutil", "gpuready.workloads", "gpuready.report.charts")
+HEAVY_LOCAL_IMPORTS = ("torch", "bokeh", "playwright", "kubernetes", "jsonschema", "prometheus_client", "pynvml", "babel",
+                       "yaml", "re2", "rich", "psutil", "gpuready.workloads", "gpuready.report.charts",
+                       "gpuready.report.html")
 """What a function may import late (with a comment saying why): heavy or optional packages, and modules that import
 torch or the chart library when loaded. Anything else is imported at the top of its module."""
 

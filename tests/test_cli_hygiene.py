@@ -126,6 +126,7 @@ def test_ranks_on_gpus_are_bounded_by_the_gpus(monkeypatch):
 
 
 def test_a_failed_spawn_stops_the_ranks_already_started(monkeypatch, capsys, tmp_path):
+    import gpuready.devices
     import gpuready.runner.local as runner
     real_popen, started = subprocess.Popen, []
 
@@ -135,7 +136,7 @@ def test_a_failed_spawn_stops_the_ranks_already_started(monkeypatch, capsys, tmp
         started.append(real_popen(*args, **kwargs))
         return started[-1]
     monkeypatch.setattr(runner.subprocess, "Popen", third_fails)
-    monkeypatch.setattr(runner, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(gpuready.devices, "usable_cpus", lambda: 4)
     code = cli.main(["validate", "--device", "cpu", "--ranks", "4", "--json", "--log-dir", str(tmp_path)])
     error = capsys.readouterr().err
     assert code == ExitCode.TOOL_ERROR

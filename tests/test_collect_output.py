@@ -10,6 +10,7 @@ import pytest
 from conftest import FIXTURES
 from gpuready.cli import main as cli
 from gpuready.evidence import collect as collect_module
+from gpuready.verbs import collect as collect_verb
 from gpuready.evidence.collect import OutputError, plan_output, write_bundle
 from gpuready.evidence.layout import BUNDLE_FILES
 from helpers import report_for
@@ -25,7 +26,7 @@ def fake_collect(monkeypatch):
     def collect(with_torch=True):
         calls.append(with_torch)
         return dict(RECORDED), json.loads(RECORDED["manifest.json"])
-    monkeypatch.setattr(collect_module, "collect", collect)
+    monkeypatch.setattr(collect_verb, "collect", collect)
     return calls
 
 
@@ -196,7 +197,7 @@ def test_write_bundle_api(tmp_path):
 
 
 def test_redact_through_the_command_line(tmp_path, capsys, fake_collect, monkeypatch):
-    monkeypatch.setattr(collect_module, "collect", lambda with_torch=True: (
+    monkeypatch.setattr(collect_verb, "collect", lambda with_torch=True: (
         {**RECORDED, "env.txt": "MASTER_ADDR=trainer-7\n"}, json.loads(RECORDED["manifest.json"])))
     assert cli.main(["collect", "--out", str(tmp_path / "b"), "--redact"]) == 0
     assert "trainer-7" not in (tmp_path / "b" / "env.txt").read_text()

@@ -178,7 +178,7 @@ HOSTILE_OPTIONS = [
 @pytest.mark.parametrize("options, command", HOSTILE_OPTIONS)
 def test_control_characters_and_bad_names_exit_2_with_one_sentence(tmp_path, capsys, monkeypatch, options,
                                                                       command):
-    import gpuready.pipeline as check
+    import gpuready.verbs.launch as check
 
     def no_facts(*_args, **_kwargs):
         raise RuntimeError("no GPU tools in this test")

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import FIXTURES
 from gpuready.cli import main as cli
-from gpuready.verbs import check, collect
+from gpuready.verbs import collect, launch
 
 
 def _script(capsys, *options: str) -> str:
@@ -19,7 +19,7 @@ def _script(capsys, *options: str) -> str:
 def test_without_a_bundle_no_fact_of_this_machine_fills_the_script(capsys, monkeypatch):
     def this_machine(*_args, **_kwargs):
         raise AssertionError("launch read the generating machine's facts")
-    monkeypatch.setattr(check, "gather_facts", this_machine)
+    monkeypatch.setattr(launch, "gather_facts", this_machine)
     script = _script(capsys, "--nproc-per-node", "8")
     assert "#SBATCH --gpus-per-node=8" in script
     assert "--cpus-per-task: 32 CPUs = 4 per GPU, a guess (no facts): set it to your nodes' cores" in script

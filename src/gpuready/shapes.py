@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
+from gpuready.options import InputFileError, check_range, read_json_input
 
 FAMILIES = ("gpt2", "llama")
 
@@ -136,7 +137,6 @@ def shape_from_hf_config(path: str | Path, option: str = "--model-config") -> Mo
     """A Hugging Face `config.json` of a GPT-2 (`n_layer`, `n_embd`, `n_head`) or LLaMA-style model
     (`num_hidden_layers`, `hidden_size`, `num_attention_heads`, `intermediate_size`). ShapeError otherwise: a file
     that is not a regular file of at most 1 MiB of strict JSON, or a field of the wrong type or out of range."""
-    from gpuready.options import InputFileError, check_range, read_json_input
     try:
         config = read_json_input(path, option)
     except InputFileError as error:

@@ -20,7 +20,7 @@ from gpuready.i18n import DEFAULT_LANGUAGE, LANGUAGES, catalogue, choose_languag
 from gpuready.model import ExitCode
 from gpuready.cli.option_groups import add_old_spellings
 from gpuready.safe_text import tell
-from gpuready.signals import Stopped, exit_code_for
+from gpuready.signals import Stopped, exit_code_for, exit_without_teardown
 from gpuready.cli.usage import Parser, unknown_verb
 from gpuready.options import UsageError
 
@@ -79,7 +79,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> None:
     """The `gpuready` command and `python -m gpuready`: main(), then the process ends (runner.signals)."""
-    from gpuready.signals import exit_without_teardown
     exit_without_teardown(main())
 
 

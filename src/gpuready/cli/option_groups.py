@@ -21,6 +21,9 @@ from gpuready.cli import option_kinds as kind
 from gpuready.i18n import DEFAULT_LANGUAGE, Said, message, said
 from gpuready.cli.usage import in_language
 from gpuready.cli.report_files import REPORT_FILES, ReportFile
+from gpuready.evidence.archive import DEFAULT_LIMITS, InputLimits, MIB as BYTES_PER_MIB
+from gpuready.safe_text import tell
+from gpuready.shapes import PRESETS
 
 if TYPE_CHECKING:
     from gpuready.evidence.archive import InputLimits
@@ -114,7 +117,6 @@ def add_cluster(parser: argparse.ArgumentParser, *, ranks_meaning: Said) -> None
 
 def add_model(parser: argparse.ArgumentParser, *, default_note: Said | None = None) -> None:
     """The model: a preset, a Hugging Face config.json, or its shape (--family and the dimensions)."""
-    from gpuready.shapes import PRESETS
     group = parser.add_argument_group(said("cli.group.model"))
     meaning = said("cli.option.preset")
     if default_note:
@@ -148,7 +150,6 @@ def add_report_files(parser: argparse.ArgumentParser) -> None:
 
 def add_input_limits(parser: argparse.ArgumentParser, *, whole_run: bool) -> None:
     """What is read of the inputs (README, "Input limits"): the defaults keep a run under 500 MB of memory."""
-    from gpuready.evidence.archive import DEFAULT_LIMITS, MIB as BYTES_PER_MIB
     limits = parser.add_argument_group(said("cli.group.input_limits"))
     limits.add_argument("--max-members", type=kind.MEMBERS, metavar="N", default=DEFAULT_LIMITS.max_members,
                         help=with_range(said("cli.option.max_members", default=DEFAULT_LIMITS.max_members),
@@ -163,7 +164,6 @@ def add_input_limits(parser: argparse.ArgumentParser, *, whole_run: bool) -> Non
 
 def input_limits(args: argparse.Namespace) -> InputLimits:
     """The --max-* options as the readers' InputLimits (in bytes)."""
-    from gpuready.evidence.archive import DEFAULT_LIMITS, MIB as BYTES_PER_MIB, InputLimits
     in_bytes = {name: getattr(args, name) * BYTES_PER_MIB for name in
                 ("max_archive_bytes", "max_file_bytes", "max_held_bytes", "max_input_bytes") if hasattr(args, name)}
     return InputLimits(**{**DEFAULT_LIMITS.__dict__, **in_bytes, "max_members": args.max_members})
@@ -215,7 +215,6 @@ class _OldSpelling(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        from gpuready.safe_text import tell
         names = {"old": self.renamed.old, "new": self.renamed.new}
         notice = said("cli.renamed.note", note=self.renamed.note, **names) if self.renamed.note \
             else said("cli.renamed", **names)
@@ -240,7 +239,6 @@ def preset_type(lang: str) -> Callable[[str], str]:
         new = OLD_PRESETS.get(text)
         if new is None:
             return text
-        from gpuready.safe_text import tell
         tell(message("cli.renamed.preset", lang, old=text, new=new))
         return new
     return preset

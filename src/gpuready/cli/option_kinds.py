@@ -16,6 +16,7 @@ from gpuready.options import (MAX_GPUS, MAX_GPUS_PER_NODE, MAX_INTERVAL_S, MAX_N
                               MAX_TIMEOUT_S, MAX_WATTS, _thousands, number, whole)
 from gpuready.shapes import SHAPE_LIMITS
 from gpuready.cli.usage import Refused
+from gpuready.estimate.power import circuit_watts
 
 Kind = TypeVar("Kind", bound=Callable)
 
@@ -99,7 +100,6 @@ class CircuitWatts(float):
 
 def circuit(text: str) -> CircuitWatts:
     """--circuit: 230V/16A, 120V20A, household, 2200W, 2.2kW, or a bare number of watts (3680)."""
-    from gpuready.estimate.power import circuit_watts
     cleaned = str(text).strip()
     if re.fullmatch(r"\d{1,9}(\.\d{1,6})?", cleaned):  # a bare number: watts, as check's --circuit-watts took it
         cleaned += "W"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Iterator
+from gpuready.cli.main import build_parser
 
 BEGIN = "<!-- options table: python -m gpuready.cli.option_table -->"
 END = "<!-- end of options table -->"
@@ -71,7 +72,6 @@ def option_rows(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, str
 
 
 def option_table() -> str:
-    from gpuready.cli.main import build_parser
     lines = [BEGIN, "", "| verb | option | type, range, unit | default | meaning |", "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in option_rows(build_parser(lang="en"))]
     return "\n".join([*lines, "", END])

@@ -15,12 +15,13 @@ from gpuready.model import ExitCode, worst_exit_code
 from gpuready.options import file_kind
 from gpuready.safe_text import tell
 from gpuready.options import UsageError
+from gpuready.cli.report_files import on_stdout, refusal_of, write_report_files
+from gpuready.report.console import render_console
 
 
 def check_out(args: argparse.Namespace) -> None:
     """--out, before any work: `-` (the JSON report alone on stdout) or a path whose folder exists (it is not created)
     and takes a new file; and one output at most on stdout (--json, --out -, --html/--junit/--markdown -)."""
-    from gpuready.cli.report_files import on_stdout, refusal_of
     out: Path | None = getattr(args, "out", None)
     if out is not None and str(out) == "-":  # the JSON report on stdout, alone
         args.out, args.json = None, True
@@ -66,11 +67,9 @@ def emit(report, args: argparse.Namespace) -> int:
     report.fail_on_warn = args.fail_on == "warn"
     document = json.dumps(report.to_dict(), indent=1, allow_nan=False)  # strict JSON: to_dict writes no NaN
     problem = _write_report(document, args)
-    from gpuready.cli.report_files import on_stdout, write_report_files
     if args.json:
         print(document)
     elif not on_stdout(args):  # `--markdown -` and the like: that file is stdout
-        from gpuready.report.console import render_console
         render_console(report.to_dict(), verbose=args.verbose, lang=choose_language(args.lang))
     code = report.exit_code()
     code = worst_exit_code(code, write_report_files([report.to_dict()], args))  # --html, --junit, --markdown

@@ -21,6 +21,8 @@ from gpuready.model import ExitCode, worst_exit_code
 from gpuready.options import file_kind
 from gpuready.safe_text import tell
 from gpuready.options import UsageError
+from gpuready.report.junit import junit_xml
+from gpuready.report.markdown import markdown_summary
 
 REPORT_FILES = ("html", "junit", "markdown")
 """The options (and their `args` names), in the order the files are written."""
@@ -90,15 +92,13 @@ def write_report_files(documents: list[dict], args: argparse.Namespace) -> int:
 def _write(name: str, path: Path, documents: list[dict], lang: str, verbose: bool, warn_fails: bool) -> int:
     if name == "html":
         def render() -> bytes:
-            from gpuready.report.html import render_html
+            from gpuready.report.html import render_html  # the chart library takes ~1 s to import
             return render_html(documents, lang).encode()
     elif name == "junit":
         def render() -> bytes:
-            from gpuready.report.junit import junit_xml
             return junit_xml(documents, lang, warn_fails)
     else:
         def render() -> bytes:
-            from gpuready.report.markdown import markdown_summary
             return markdown_summary(documents, lang, verbose).encode()
     return write_report_file(name, path, render, lang)
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuready.i18n import sentence
-from gpuready.knowledge import gpu_spec, load_table
+from gpuready.knowledge import GpuSpec, gpu_spec, load_table
+from gpuready.estimate import expect
+from gpuready.options import MAX_GPUS_PER_NODE, MAX_NODES
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8")
 
@@ -57,7 +59,6 @@ def machine_from_description(text: str, nodes: int = 1) -> Machine:
     match = _DESCRIPTION.match(text or "")
     if not match:
         raise MachineError(sentence("error.machine.format", text=repr(text)))
-    from gpuready.options import MAX_GPUS_PER_NODE, MAX_NODES
     count_text, nodes_text = match.group("count") or "1", match.group("nodes") or str(nodes)
     count = int(count_text) if len(count_text) <= 12 else MAX_GPUS_PER_NODE + 1
     nodes = int(nodes_text) if len(nodes_text) <= 12 else MAX_NODES + 1
@@ -122,8 +123,6 @@ def _from_row(row: dict[str, Any], name: str, count: int, nodes: int, source: st
 
 def _intra_busbw(row: dict[str, Any], count: int, nvlink_domain: int) -> float | None:
     """validate's expected all_reduce busbw inside one node of this board (None where it cannot say)."""
-    from gpuready.knowledge import GpuSpec
-    from gpuready.estimate import expect
     if count < 2 or not row:
         return None
     if nvlink_domain >= count and row.get("nvlink_gb_per_s"):

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 
 from gpuready.evidence.reader import Bundle
+from gpuready.evidence.layout import BUNDLE_FILES
+from gpuready.evidence.sniff import kind_of
 
 _DRIVER = {
     "nvidia-smi.txt": re.compile(r"Driver Version:\s{0,8}(\d{2,4}\.\d{1,4}(?:\.\d{1,4})?)"),
@@ -97,8 +99,6 @@ def _same(known: MachineId, found: MachineId) -> bool:
 def split_bundle(files: dict[str, str]) -> list[tuple[MachineId, dict[str, str]]]:
     """The files as one bundle per machine (a `Bundle` keeps what its reader said about each file)."""
     kinds = dict(files.kinds) if isinstance(files, Bundle) else {}
-    from gpuready.evidence.sniff import kind_of
-    from gpuready.evidence.layout import BUNDLE_FILES
     for name in files:
         kinds.setdefault(name, name if name in BUNDLE_FILES else kind_of(files[name]))
     machines = group_by_machine(kinds, dict(files))

@@ -19,7 +19,7 @@ from gpuready.report.findings_view import STATUS_STYLE, UNRECOGNISED_STYLE, stat
 from gpuready.report.labels import labels_for
 from gpuready.report.paragraph import print_paragraph
 from gpuready.safe_text import printable
-from gpuready.report.tables import format_value
+from gpuready.report.figures import format_value
 
 NAMED_AT_MOST = 8
 """Names of unmatched measurements said in the one line (--verbose lists every one)."""

@@ -22,7 +22,8 @@ from gpuready.report.document import read_finding, sequence
 from gpuready.report.findings_view import EVIDENCE_SHOWN, render_findings, render_header
 from gpuready.report.labels import labels_for
 from gpuready.report.plan_view import STRATEGIES_SHOWN, render_plan, render_plan_subject
-from gpuready.report.tables import format_value, render_inventory, render_measurements
+from gpuready.report.tables import render_inventory, render_measurements
+from gpuready.report.figures import format_value
 from gpuready.report.translate import in_language
 
 __all__ = ["EVIDENCE_SHOWN", "STRATEGIES_SHOWN", "format_value", "render_console"]

@@ -20,7 +20,7 @@ from gpuready.report.document import (KNOWN_STATUSES, STATUS_ORDER, Finding, hos
 from gpuready.report.findings_view import row_subject, status_label, verdict_label
 from gpuready.report.gpu_groups import Row
 from gpuready.safe_text import printable
-from gpuready.report.tables import format_value
+from gpuready.report.figures import format_value
 
 Say = Callable[..., str]
 FILTERED_OTHER = "other"

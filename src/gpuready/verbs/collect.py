@@ -5,14 +5,17 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from gpuready.i18n import Sentence, sentence
+from gpuready.i18n import Sentence, choose_language, in_language, said, said_of, sentence
+from gpuready.cli import option_groups as groups
+from gpuready.evidence.collect import OutputError, collect, plan_output, write_bundle
+from gpuready.evidence.redact import redact_bundle
+from gpuready.model import ExitCode
+from gpuready.options import UsageError
 
 
 def run_collect(out: str | Path, *, as_tar: bool, force: bool, fast: bool, redact: bool) -> Sentence:
     """Collect, optionally redact, write; the sentence to print (its str() the English). OutputError: a wrong --out
     (checked before the slow part, so a wrong --out costs nothing) or a bundle that could not be written."""
-    from gpuready.evidence.collect import OutputError, collect, plan_output, write_bundle
-    from gpuready.evidence.redact import redact_bundle
 
     plan_output(out, as_tar=as_tar, force=force)
     files, manifest = collect(with_torch=not fast)
@@ -34,8 +37,6 @@ SUMMARY = "write a support bundle of this machine"
 
 
 def add_arguments(parser) -> None:
-    from gpuready.cli import option_groups as groups
-    from gpuready.i18n import said
     parser.add_argument("--out", metavar="DIR|FILE.tar.gz", help=said("cli.collect.out"))
     parser.add_argument("--tar", action="store_true", help=said("cli.collect.tar"))
     parser.add_argument("--force", action="store_true", help=said("cli.collect.force"))
@@ -44,10 +45,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from gpuready.evidence.collect import OutputError
-    from gpuready.i18n import choose_language, in_language, said_of
-    from gpuready.model import ExitCode
-    from gpuready.options import UsageError
     # Fixes tell users to run `gpuready collect`: bare, it writes here under the host's name.
     out = args.out if args.out is not None else f"gpuready-bundle-{_file_safe(socket.gethostname())}.tar.gz"
     try:

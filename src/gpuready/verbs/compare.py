@@ -12,10 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.cli import option_groups as groups
-from gpuready.i18n import Said, said
-from gpuready.options import number
+from gpuready.i18n import Said, choose_language, message, said
+from gpuready.options import UsageError, number
 from gpuready.report.measurement_kinds import default_tolerance_pct, kind_names
 from gpuready.cli.usage import Refused, nearest
+from gpuready.cli.output import _write_report, check_out
+from gpuready.model import ExitCode, worst_exit_code
+from gpuready.report.compare import compare_documents
+from gpuready.report.compare_view import render_compare
+from gpuready.report.json_stream import pick_members
+from gpuready.safe_text import tell
 
 MAX_PERCENT = 1000.0
 PERCENT = number("percent", 0, MAX_PERCENT)
@@ -69,11 +75,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuready.i18n import choose_language, message
-    from gpuready.model import ExitCode, worst_exit_code
-    from gpuready.report.compare import compare_documents
-    from gpuready.safe_text import tell
-    from gpuready.cli.output import _write_report, check_out
 
     lang = choose_language(args.lang)
     check_out(args)
@@ -85,7 +86,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(text)
     else:
-        from gpuready.report.compare_view import render_compare
         render_compare(document, lang, args.verbose)
     code = document["exit_code"]
     if problem:
@@ -97,7 +97,6 @@ def run(args: argparse.Namespace) -> int:
 def read_report(path: Path) -> dict[str, Any]:
     """A report document (a `--json` or `--out` file of any verb); UsageError (one sentence: which file, why) where
     the file cannot be read or is not a report."""
-    from gpuready.options import UsageError
     try:
         document = _read(path)
     except FileNotFoundError:
@@ -124,7 +123,6 @@ class _NotAFile(OSError):
 def _read(path: Path) -> Any:
     import stat
 
-    from gpuready.report.json_stream import pick_members
     status = path.stat()
     if not stat.S_ISREG(status.st_mode):
         raise _NotAFile(str(path))

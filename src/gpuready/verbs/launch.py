@@ -29,6 +29,17 @@ from typing import Any
 import yaml
 
 from gpuready.i18n import said, said_of, sentence
+from gpuready.cli import option_groups as groups, option_kinds as kind
+from gpuready.evidence.build import build_facts
+from gpuready.evidence.reader import BundleError, read_bundle
+from gpuready.facts.net_interfaces import (IfAddr, interface_of, is_loopback_name, local_interface_entries,
+                                           nccl_socket_interfaces, route_source)
+from gpuready.facts.network_files import is_virtual_interface
+from gpuready.model import ExitCode
+from gpuready.options import UsageError
+from gpuready.pipeline import gather_facts
+from gpuready.runner.torchrun import torchrun_flags
+from gpuready.safe_text import printable
 
 KINDS = ("torchrun", "slurm", "k8s")
 K8S_KINDS = ("job", "jobset", "trainjob")
@@ -69,7 +80,6 @@ _INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-in
 
 def _entries_from_facts(facts: Any) -> list:
     """IfAddr entries (net.py's type) from Facts.net_interfaces (`ip addr` CIDR addresses), in their order."""
-    from gpuready.facts.net_interfaces import IfAddr
 
     entries = []
     for interface in getattr(facts, "net_interfaces", None) or []:
@@ -82,7 +92,6 @@ def _entries_from_facts(facts: Any) -> list:
 
 def _route_interface(peers: list[str], entries: list, route) -> tuple[str | None, str]:
     """The interface the kernel routes the first routable peer (or the default route) through, and what it was."""
-    from gpuready.facts.net_interfaces import interface_of
 
     for peer in peers:
         name = interface_of(route(peer, DEFAULT_PORT), entries)
@@ -94,8 +103,6 @@ def _route_interface(peers: list[str], entries: list, route) -> tuple[str | None
 
 def _socket_ifname(facts: Any, peers: list[str], entries: list | None, route) -> tuple[str | None, str]:
     """(NCCL_SOCKET_IFNAME value or None, why). Live facts: the routing table; a bundle: the only candidate NIC."""
-    from gpuready.facts.net_interfaces import is_loopback_name, local_interface_entries, nccl_socket_interfaces, route_source
-    from gpuready.facts.network_files import is_virtual_interface
 
     if entries is None:
         entries = local_interface_entries() if getattr(facts, "live", False) else _entries_from_facts(facts)
@@ -175,7 +182,6 @@ def nccl_env_notes(facts: Any, *, peers: list[str] | tuple[str, ...] = (), entri
 
 def _one_line(text: str) -> str:
     """Text from facts (interface names, states) for a `#` comment: one line, other controls shown as `\\xNN`."""
-    from gpuready.safe_text import printable
     return printable(" ".join(str(text).split()))
 
 
@@ -246,7 +252,6 @@ def _validate_shell(command: list[str], reports: str) -> str:
 def _torchrun_flags(nnodes: int, gpus_per_node: int, endpoint: str, rdzv_id: str) -> str:
     """The torchrun command line, with `endpoint` and `rdzv_id` already shell text (they may hold "$HEAD",
     "$SLURM_JOB_ID"): validate's rendezvous flags (the same torchrun either way) and the run's id."""
-    from gpuready.runner.torchrun import torchrun_flags
     return " ".join(["torchrun", *torchrun_flags(nnodes, gpus_per_node, endpoint), "--rdzv-id", rdzv_id])
 
 
@@ -575,10 +580,7 @@ def _target_facts(args) -> Any:
     """The facts of the nodes the job will run on: a target node's bundle (--bundle), or this machine's where the
     script runs here (--run). Otherwise none: the machine gpuready runs on (a laptop, a login node) is not the target,
     so its NICs and CPU count must not fill the script; those values stay marked parameters, each with why."""
-    from gpuready.options import UsageError
     if args.bundle is not None:
-        from gpuready.evidence.reader import BundleError, read_bundle
-        from gpuready.evidence.build import build_facts
         try:
             return build_facts(read_bundle(args.bundle))
         except BundleError as error:
@@ -586,7 +588,6 @@ def _target_facts(args) -> Any:
     if not args.run:
         return None
     try:
-        from gpuready.pipeline import gather_facts
         return gather_facts(None, fast=True)
     except Exception:  # no GPU tools here: the script runs without this machine's NCCL settings
         return None
@@ -600,9 +601,6 @@ DESCRIPTION = ("gpuready launch torchrun|slurm|k8s [options] -- train.py ARGS (o
 
 
 def add_arguments(parser) -> None:
-    from gpuready.cli import option_groups as groups
-    from gpuready.cli import option_kinds as kind
-    from gpuready.i18n import said
     parser.add_argument("kind", choices=("torchrun", "slurm", "k8s"), help=said("cli.launch.kind"))
     groups.add(parser, "nnodes", said("cli.launch.nnodes"), default=1)
     groups.add(parser, "nproc_per_node", said("cli.launch.nproc_per_node"))
@@ -618,8 +616,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from gpuready.model import ExitCode
-    from gpuready.options import UsageError
     if not args.command:
         raise UsageError(said("error.launch.give_command"))
     if args.run and args.kind != "torchrun":

@@ -14,6 +14,10 @@ from pathlib import Path
 from gpuready.i18n import choose_language, in_language, said
 from gpuready.model import ExitCode, Verdict, worst_exit_code
 from gpuready.safe_text import printable, tell
+from gpuready.cli import option_groups as groups
+from gpuready.cli.report_files import REPORT_FILES, write_report_files
+from gpuready.options import InputFileError, MAX_REPORT_BYTES, read_json_input
+from gpuready.report.console import render_console
 
 VERDICT_EXIT = {Verdict.READY.value: ExitCode.READY, Verdict.READY_WITH_WARNINGS.value: ExitCode.READY,
                 Verdict.NOT_READY.value: ExitCode.NOT_READY}
@@ -23,7 +27,6 @@ KNOWN_EXIT_CODES = frozenset(code.value for code in ExitCode)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpuready.cli import option_groups as groups
     parser.add_argument("paths", nargs="+", type=Path, metavar="REPORT", help=said("cli.report.paths"))
     groups.add(parser, "verbose", said("cli.report.verbose"))
     groups.add(parser, "lang")
@@ -31,7 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuready.cli.report_files import REPORT_FILES, write_report_files
     lang = choose_language(args.lang)
     documents: list[tuple[Path, dict]] = []
     code = ExitCode.READY
@@ -52,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
 
 def read_document(path: Path, lang: str, several: bool = False) -> dict | None:
     """The report document in `path`, or None after one sentence on why it is not one."""
-    from gpuready.options import MAX_REPORT_BYTES, InputFileError, read_json_input
     try:
         document = read_json_input(path, "report", max_bytes=MAX_REPORT_BYTES)
         why = None if is_report_document(document) else said("report.not_a_report", path=str(path))
@@ -82,7 +83,6 @@ def _print_documents(documents: list[tuple[Path, dict]], verbose: bool, lang: st
     from rich.console import Console
     from rich.text import Text
 
-    from gpuready.report.console import render_console
     console = Console()
     for number, (path, document) in enumerate(documents):
         if len(documents) > 1:

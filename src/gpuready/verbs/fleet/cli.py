@@ -12,10 +12,18 @@ import json
 from pathlib import Path
 
 from gpuready.cli import option_groups as groups
-from gpuready.i18n import said
+from gpuready.i18n import choose_language, said
 from gpuready.cli.option_kinds import worded
-from gpuready.options import number
-from gpuready.cli.report_files import WritableFile, on_stdout
+from gpuready.options import UsageError, number
+from gpuready.cli.report_files import WritableFile, on_stdout, write_report_file
+from gpuready.cli.output import _write_report, check_out
+from gpuready.model import ExitCode, worst_exit_code
+from gpuready.safe_text import tell
+from gpuready.verbs.fleet.baseline import baseline_document, read_baseline, write_baseline
+from gpuready.verbs.fleet.judge import gather, judge
+from gpuready.verbs.fleet.read import MAX_FILES, TooManyFiles
+from gpuready.verbs.fleet.stats import Limits
+from gpuready.verbs.fleet.view import render_fleet
 
 FLOOR_PCT = worded(number("percent", 0, 100), "percent")
 """--floor-pct: the smallest deficit against the cohort's median that is flagged, in % of the median."""
@@ -24,7 +32,6 @@ NAMED_IN_ERROR = 5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpuready.verbs.fleet.stats import Limits
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help=said("cli.fleet.paths"))
     parser.add_argument("--baseline", type=Path, metavar="FILE", help=said("cli.fleet.baseline"))
     parser.add_argument("--save-baseline", type=Path, metavar="FILE", action=WritableFile,
@@ -39,15 +46,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuready.i18n import choose_language
-    from gpuready.model import ExitCode, worst_exit_code
-    from gpuready.safe_text import tell
-    from gpuready.options import UsageError
-    from gpuready.verbs.fleet.baseline import read_baseline
-    from gpuready.verbs.fleet.judge import gather, judge
-    from gpuready.verbs.fleet.read import MAX_FILES, TooManyFiles
-    from gpuready.verbs.fleet.stats import Limits
-    from gpuready.cli.output import _write_report, check_out
 
     lang = choose_language(args.lang)
     check_out(args)
@@ -71,7 +69,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(text)
     elif not on_stdout(args):  # `--html -`: the page is stdout
-        from gpuready.verbs.fleet.view import render_fleet
         render_fleet(document, lang, args.verbose)
     for sentence in (unsaved, problem):
         if sentence:
@@ -82,8 +79,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _save_baseline(document: dict, gathered, path: Path, lang: str) -> str | None:
     """Write --save-baseline; the sentence that says why it could not be written, or None."""
-    from gpuready.options import UsageError
-    from gpuready.verbs.fleet.baseline import baseline_document, write_baseline
     try:
         write_baseline(baseline_document(document, list(gathered.nodes.values())), path)
     except UsageError as error:
@@ -104,9 +99,8 @@ def _nothing_to_judge(gathered):
 
 def _write_html(document: dict, path: Path, lang: str) -> int:
     """--html: the fleet's page, written (or refused in one sentence) as every verb's report files are."""
-    from gpuready.cli.report_files import write_report_file
 
     def render() -> bytes:
-        from gpuready.report.html import render_fleet_html
+        from gpuready.report.html import render_fleet_html  # the chart library takes ~1 s to import
         return render_fleet_html(document, lang).encode()
     return write_report_file("html", path, render, lang)

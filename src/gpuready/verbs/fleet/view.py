@@ -16,7 +16,8 @@ from gpuready.i18n import message, text_in
 from gpuready.report.document import mapping, number, sequence, text
 from gpuready.report.paragraph import print_paragraph
 from gpuready.safe_text import printable
-from gpuready.report.tables import format_value, table
+from gpuready.report.tables import table
+from gpuready.report.figures import format_value
 
 NAMED_AT_MOST = 20
 """Unreadable files named on the console; the --json document names every one."""

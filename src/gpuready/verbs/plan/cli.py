@@ -11,6 +11,7 @@ from gpuready.i18n import said, said_of
 from gpuready.options import MAX_GPUS
 from gpuready.options import UsageError
 from gpuready.cli.output import check_out, emit
+from gpuready.verbs.plan.run import PlanError, PlanOptions, run_plan
 
 SUMMARY = "does the model fit, with which strategy, how fast; batch/LR, power, cost"
 
@@ -61,7 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuready.verbs.plan.run import PlanError, PlanOptions, run_plan
     check_out(args)
     circuit = args.circuit.text if args.circuit is not None else None
     power = {key: value for key, value in (("psu_w", args.psu_watts), ("circuit", circuit),

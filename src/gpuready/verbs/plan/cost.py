@@ -24,6 +24,7 @@ from gpuready.i18n import Said, json_values, said, sentence, text_of
 from gpuready.knowledge import load_table
 from gpuready.estimate.machine import Machine
 from gpuready.estimate.power import power_plan
+from gpuready.options import InputFileError, read_input_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -98,7 +99,6 @@ def load_prices(override_path: Path | None = None, **overrides: float) -> dict[s
                                            keys=", ".join(GPU_KEYS + SITE_KEYS)))
 
     if override_path is not None:
-        from gpuready.options import InputFileError, read_input_text
         try:
             values = tomllib.loads(read_input_text(override_path, "--prices"))
         except InputFileError as error:

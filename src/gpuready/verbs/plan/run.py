@@ -20,6 +20,13 @@ from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_confi
 from gpuready.estimate.machine import Machine, MachineError, machine_from_description, machine_from_facts
 from gpuready.estimate.measured import measured_figures
 from gpuready.options import InputFileError
+from gpuready.estimate import memory
+from gpuready.estimate.power import power_plan
+from gpuready.evidence.reader import BundleError
+from gpuready.pipeline import gather_facts
+from gpuready.verbs.plan import strategy
+from gpuready.verbs.plan.batch import scale_batch
+from gpuready.verbs.plan.cost import PricesError, cost_plan, load_prices
 
 
 class PlanError(ValueError):
@@ -90,8 +97,6 @@ def plan_machine(options: PlanOptions) -> Machine | None:
         if options.machine:
             machine = machine_from_description(options.machine, nodes=options.nodes)
         else:
-            from gpuready.evidence.reader import BundleError
-            from gpuready.pipeline import gather_facts
             try:
                 facts = gather_facts(options.bundle, fast=True)
             except BundleError as error:
@@ -117,9 +122,6 @@ def plan_machine(options: PlanOptions) -> Machine | None:
 
 
 def run_plan(options: PlanOptions) -> Report:
-    from gpuready.estimate import memory
-    from gpuready.verbs.plan import strategy
-    from gpuready.verbs.plan.cost import PricesError, load_prices
     shape = model_shape(options)
     try:
         prices = load_prices(options.prices)
@@ -162,13 +164,10 @@ def run_plan(options: PlanOptions) -> Report:
             report.findings.append(Finding(check_id="plan.fits", status=Status.SKIP, subject=Subject(host=host),
                                            **finding_text(said("plan.fits.no_machine"))))
     if options.known_batch and options.known_lr and options.known_gpus:
-        from gpuready.verbs.plan.batch import scale_batch
         report.sections["batch"] = scale_batch(known_batch=options.known_batch, known_lr=options.known_lr,
                                                known_gpus=options.known_gpus, new_gpus=gpus,
                                                optimizer=options.optimizer, micro_batch=options.micro_batch)
     if machine is not None:
-        from gpuready.verbs.plan.cost import cost_plan
-        from gpuready.estimate.power import power_plan
         power = power_plan(machine, **options.power)
         report.sections["power"] = power
         report.findings.extend(_findings_from(host, power.get("findings", [])))
