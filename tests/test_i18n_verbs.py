@@ -23,6 +23,7 @@ from gpuready.report.progress_line import (BenchProgress, ProgressLine, bench_pl
                                            validate_plan, validate_progress)
 from gpuready.report.translate import in_language
 from gpuready.runner.local import RunOutcome
+from gpuready.progress import Figure
 from gpuready.runner.progress import Progress
 from gpuready.runner.watchdog import RankFailure
 from gpuready.telemetry import Telemetry
@@ -326,8 +327,8 @@ class Stream(io.StringIO):
         return False
 
 
-def _post(rank, phase, operation):
-    return Progress(rank=rank, phase=phase, operation=operation, sequence=1, host="h", pid=1)
+def _post(rank, phase, operation="", **typed):
+    return Progress(rank=rank, phase=phase, operation=operation, sequence=1, host="h", pid=1, **typed)
 
 
 def test_the_progress_line_speaks_the_readers_language():
@@ -345,15 +346,16 @@ def test_the_progress_line_speaks_the_readers_language():
 
 def test_bench_and_burn_progress_in_chinese():
     describe = BenchProgress([("single", 1), ("ddp", 2)], 5, lambda strategy, world_size: 100 * world_size)
-    describe({0: _post(0, "train", "single step 0 (warm-up)")}, 1.0)
-    status = describe({0: _post(0, "train", "single step 2")}, 2.0)
+    describe({0: _post(0, "train", step=0, warm_up=True)}, 1.0)
+    status = describe({0: _post(0, "train", step=2)}, 2.0)
     assert (status.phase, status.rate, status.detail) == ("single×1 steps", "200 tokens/s", "run 1/2")
     line = ProgressLine("bench", bench_plan("tiny", 2, "cpu", [("single", 1), ("ddp", 2)], 1, 6), describe,
                         stream=Stream(), lang="zh")
     assert line.line(status, elapsed=False).startswith("bench：single×1 计时步 3/5，200 tokens/s，约剩 ")
     assert line.line(status, elapsed=False).endswith("，第 1/2 次运行")
     burn = burn_progress(60.0, 10.0, lambda: 7)
-    gemm = burn({0: _post(0, "burn", "2,300 GEMMs, 1,290 TFLOP/s, 2 error(s)")}, 14.0)
+    gemm = burn({0: _post(0, "burn", figures=[Figure(value=2300, unit="gemms"), Figure(value=1290, unit="tflops")],
+                          errors=2)}, 14.0)
     assert gemm.rate == "2,300 GEMMs, 1,290 TFLOP/s, 2 error(s), 7 telemetry samples"
     burn_line = ProgressLine("burn", burn_plan(1, "cpu", "fp32", 4), burn, stream=Stream(), lang="zh")
     assert burn_line.line(gemm, elapsed=False) == ("burn：GEMM 2/60 s，2,300 次 GEMM，1,290 TFLOP/s，2 个错误，7 个遥测采样，"

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from gpuready.progress import Figure
 from gpuready.report.progress_line import BenchProgress, ProgressLine, burn_progress, validate_progress
 from gpuready.runner.progress import Progress
 
@@ -20,8 +21,19 @@ ESCAPE = re.compile(r"[\r\x1b]")
 LINE = re.compile(r"^  \[ *\d+ s\] (\w+): (.+?)(?:, |$)")
 
 
-def post(rank: int, phase: str, operation: str = "") -> Progress:
-    return Progress(rank=rank, phase=phase, operation=operation)
+def post(rank: int, phase: str, operation: str = "", **typed) -> Progress:
+    return Progress(rank=rank, phase=phase, operation=operation, **typed)
+
+
+def train_step(step: int, warm_up: bool = False, rank: int = 0) -> Progress:
+    """A training step as workloads/train.py posts it: its number (from 0) and whether it warms up."""
+    return post(rank, "train", step=step, warm_up=warm_up)
+
+
+def gemms(rank: int, count: int, tflops: float, errors: int) -> Progress:
+    """A burn worker's figures as workloads/burn.py posts them: GEMMs done, TFLOP/s, errors found."""
+    return post(rank, "burn", figures=[Figure(value=count, unit="gemms"), Figure(value=tflops, unit="tflops")],
+                errors=errors)
 
 
 def gpuready(*args: str) -> list[str]:
@@ -75,15 +87,15 @@ def test_bench_steps_rate_and_time_left():
     runs = [("single", 1), ("ddp", 2)]
     describe = BenchProgress(runs, steps=5, tokens_per_step=lambda strategy, world_size: 100 * world_size)
     assert describe({}, 0.0).phase == "single×1 launching"
-    assert describe({0: post(0, "train", "single: build the model")}, 1.0).phase == "single×1 build"
-    warm = describe({0: post(0, "train", "single step 0 (warm-up)")}, 2.0)
+    assert describe({0: post(0, "train", stage="build")}, 1.0).phase == "single×1 build"
+    warm = describe({0: train_step(0, warm_up=True)}, 2.0)
     assert (warm.phase, warm.step, warm.steps, warm.rate, warm.left_s) == ("single×1 warm-up", 1, 5, None, None)
-    measured = describe({0: post(0, "train", "single step 2")}, 3.0)
+    measured = describe({0: train_step(2)}, 3.0)
     # 2 steps in 1 s: 0.5 s a step, 100 tokens a step; 2 steps left here, then 2 s of start-up and 5 steps
     assert (measured.phase, measured.step, measured.rate) == ("single×1 steps", 3, "200 tokens/s")
     assert measured.left_s == pytest.approx(2 * 0.5 + 2.0 + 5 * 0.5)
-    assert describe({0: post(0, "train", "ddp step 1 (warm-up)")}, 6.0, run=1).phase == "ddp×2 warm-up"
-    second = describe({0: post(0, "train", "ddp step 3"), 1: post(1, "train", "ddp step 3")}, 7.0, run=1)
+    assert describe({0: train_step(1, warm_up=True)}, 6.0, run=1).phase == "ddp×2 warm-up"
+    second = describe({0: train_step(3), 1: train_step(3, rank=1)}, 7.0, run=1)
     # steps 2 to 4 in 1 s: 0.5 s a step of 200 tokens (2 ranks); 1 step left, the last run
     assert (second.phase, second.rate, second.detail) == ("ddp×2 steps", "400 tokens/s", "run 2/2")
     assert second.left_s == pytest.approx(0.5)
@@ -93,8 +105,7 @@ def test_burn_window_figures_and_samples():
     describe = burn_progress(60.0, 15.0, samples=lambda: 7)
     start = describe({0: post(0, "burn", "memory pattern write/verify")}, 1.0)
     assert (start.phase, start.left_s, start.rate) == ("memory", 74.0, "7 telemetry samples")
-    gemm = describe({0: post(0, "burn", "1,200 GEMMs, 650 TFLOP/s, 0 error(s)"),
-                     1: post(1, "burn", "1,100 GEMMs, 640 TFLOP/s, 2 error(s)")}, 10.0)
+    gemm = describe({0: gemms(0, 1200, 650, 0), 1: gemms(1, 1100, 640, 2)}, 10.0)
     assert gemm.phase == "gemm" and gemm.step == 2 and gemm.steps == 60
     assert gemm.rate == "2,300 GEMMs, 1,290 TFLOP/s, 2 error(s), 7 telemetry samples"
     assert gemm.left_s == pytest.approx(58.0)  # the window began one publication (2 s) before its first figures

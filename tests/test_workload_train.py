@@ -4,6 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from gpuready.progress import RankPost, operation_fields  # noqa: E402
 from gpuready.runner.local import run_local  # noqa: E402
 from gpuready.shapes import ModelShape  # noqa: E402
 from gpuready.workloads.context import RankContext, RankOptions  # noqa: E402
@@ -21,9 +22,11 @@ class FakeProgress:
     def __init__(self):
         self.posts = []
 
-    def post(self, phase, operation, timeout_s=None):
-        """A rank posts its operation by catalogue id (a Said): kept here as the reader shows it in English."""
-        self.posts.append((phase, operation.english() if hasattr(operation, "english") else operation))
+    def post(self, phase, operation, timeout_s=None, **typed):
+        """A rank posts its operation by catalogue id (a Said) and its typed fields (step, warm-up …): kept here as
+        the reader shows it in English."""
+        text = RankPost(phase=phase, **operation_fields(operation), **typed).text()
+        self.posts.append((phase, text.english() if hasattr(text, "english") else text))
 
 
 def fake_ctx(train: dict) -> RankContext:

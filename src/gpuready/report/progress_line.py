@@ -7,13 +7,13 @@ the ranks' posts into a Status; the display does the rest.
 
 Every word of the line comes from the message catalogue (domain `progress`) in the reader's language: a Status keeps
 its parts as `Words` (English text that knows its catalogue id), a rank's phase is looked up as `progress.phase.<name>`,
-and what a rank says it is doing (its operation: a collective's name and size, a step number) is shown as the rank
-posted it.
+a figure is said by its unit (`progress.unit.<unit>`), and what a rank says it is doing is its catalogued message (or
+an operation's name, shown as the rank posted it). The ranks post fields (gpuready.progress.RankPost: phase, step,
+figures with units): nothing here reads their prose back.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 from gpuready.i18n import DEFAULT_LANGUAGE, Said, Sentence, catalogue, choose_language, in_language, message, said, \
     sentence
+from gpuready.progress import FINAL_PHASES, PUBLISH_EVERY_S, RankPost
 from gpuready.safe_text import printable
-from gpuready.runner.progress import FINAL_PHASES
 
 
 Words = Sentence
@@ -50,11 +50,47 @@ class Status:
     steps: int | None = None
     step_unit: str = ""
     rate: str | None = None
-    """Throughput where known, with its unit (`1,234 tokens/s`)."""
+    """Throughput and figures where known, each with its unit (`1,234 tokens/s`): `Figures`."""
     left_s: float | None = None
     """Seconds left by the plan (negative: past it); None while unknown."""
     detail: str = ""
     """What the lowest rank said it is doing."""
+
+
+class Figures(str):
+    """Figures said by their units (`1,200 GEMMs`, `650 TFLOP/s`) as one part of the line: its value is their English
+    joined by the line's separator (what a Status compares and a log shows), and `in_language` says each again in the
+    reader's language."""
+
+    parts: tuple[Said, ...]
+
+    def __new__(cls, parts: list[Said]) -> "Figures":
+        made = super().__new__(cls, message("progress.separator").join(part.english() for part in parts))
+        made.parts = tuple(parts)
+        return made
+
+    def in_language(self, lang: str) -> str:
+        return message("progress.separator", lang).join(in_language(part, lang) for part in self.parts)
+
+
+def figure(unit: str, value: float) -> Said:
+    """One figure in words: `progress.unit.<unit>` (`1,200 GEMMs`)."""
+    return said(f"progress.unit.{unit}", value=value)
+
+
+def summed_figures(posts: list[RankPost]) -> list[Said]:
+    """The figures of every post summed by unit (GEMMs and TFLOP/s over the workers), in the order first posted, then
+    the errors they counted."""
+    sums: dict[str, float] = {}
+    for post in posts:
+        for item in post.figures:
+            sums[item.unit] = sums.get(item.unit, 0) + item.value
+    errors = [post.errors for post in posts if post.errors is not None]
+    return [figure(unit, value) for unit, value in sums.items()] + ([figure("errors", sum(errors))] if errors else [])
+
+
+def _said_in(text: object, lang: str) -> str:
+    return text.in_language(lang) if isinstance(text, Figures) else in_language(text, lang)
 
 
 def duration(seconds: float, lang: str = DEFAULT_LANGUAGE) -> str:
@@ -111,7 +147,7 @@ class ProgressLine:
         parts = [message("progress.phase", lang, verb=self.verb, phase=in_language(status.phase, lang))]
         if status.step is not None and status.steps:
             parts[0] += f" {status.step}/{status.steps}{status.step_unit}"
-        parts += [in_language(status.rate, lang)] if status.rate else []
+        parts += [_said_in(status.rate, lang)] if status.rate else []
         parts += [message("progress.elapsed", lang, duration=duration(time.monotonic() - self.started, lang))] \
             if elapsed else []
         parts += [time_left(status.left_s, lang)]
@@ -152,9 +188,6 @@ def validate_progress(predicted_s: float, workloads: list[str]) -> Callable[...,
     return describe
 
 
-_STEP = re.compile(r"step (\d+)( \(warm-up\))?$")
-
-
 class BenchProgress:
     """bench: each run's stage, its step k/n, tokens/s between the steps seen, and the steps left in every run."""
 
@@ -172,16 +205,15 @@ class BenchProgress:
         started = self.started.setdefault(run, elapsed_s)
         post = lowest(posts)
         stage, step = (post.phase if post else "launching"), None
-        match = _STEP.search(post.operation) if post and post.phase == "train" else None
-        if match:
-            step = int(match.group(1)) + 1
-            stage = "warm-up" if match.group(2) else "steps"
+        if post and post.phase == "train" and post.step is not None:
+            step = post.step + 1
+            stage = "warm-up" if post.warm_up else "steps"
             first_step, first_s = self.first.setdefault(run, (step, elapsed_s))
             self.overhead_s = max(self.overhead_s or 0.0, first_s - started)
             if step > first_step:
                 self.step_s[run] = (elapsed_s - first_s) / (step - first_step)
         elif post and post.phase == "train":
-            stage = "build" if "build" in post.operation else "check"
+            stage = post.stage or post.phase  # `build`, `check`
         step_s = self.step_s.get(run) or next((self.step_s[r] for r in sorted(self.step_s, reverse=True)), None)
         left = None
         if step_s and self.overhead_s is not None:
@@ -190,42 +222,31 @@ class BenchProgress:
             else:
                 left = (self.steps - (step or self.steps)) * step_s
             left += (len(self.runs) - run - 1) * (self.overhead_s + self.steps * step_s)
-        rate = words("progress.rate.tokens", tokens_per_s=self.tokens_per_step(strategy, world_size) / self.step_s[run]) \
+        rate = Figures([figure("tokens_per_s", self.tokens_per_step(strategy, world_size) / self.step_s[run])]) \
             if run in self.step_s else None
         return Status(phase=words("progress.bench.phase", run=f"{strategy}×{world_size}", stage=_phase(stage)),
                       step=step, steps=self.steps if step else None, rate=rate, left_s=left,
                       detail=words("progress.bench.run", run=run + 1, runs=len(self.runs)))
 
 
-_GEMMS = re.compile(r"([\d,]+) GEMMs, ([\d,.]+) TFLOP/s, (\d+) error")
-
-
 def burn_progress(duration_s: float, startup_s: float, samples: Callable[[], int] | None) -> Callable[..., Status]:
-    """burn: memory pattern then the GEMM window (seconds of it), TFLOP/s and errors summed over the workers,
+    """burn: memory pattern then the GEMM window (seconds of it), the workers' figures summed (GEMMs, TFLOP/s, errors),
     telemetry samples taken, and the window's time left."""
     window: list[float] = []
 
     def describe(posts: dict, elapsed_s: float) -> Status:
         post = lowest(posts)
-        figures = [match for p in posts.values() if (match := _GEMMS.search(p.operation))]
+        measuring = [p for p in posts.values() if p.figures]
         phase = post.phase if post else "launching"
         if phase == "burn":
-            phase = "gemm" if figures else "memory"
-        if figures and not window:
-            from gpuready.workloads.burn import PUBLISH_EVERY_S
+            phase = "gemm" if measuring else "memory"
+        if measuring and not window:
             window.append(elapsed_s - PUBLISH_EVERY_S)  # the first figures come one publication after it began
         left = window[0] + duration_s - elapsed_s if window else startup_s + duration_s - elapsed_s
-        parts: dict[str, object] = {}
-        if figures:
-            parts.update(zip(("gemms", "tflops", "errors"), (
-                sum(float(match.group(i).replace(",", "")) for match in figures) for i in (1, 2, 3))))
-        if samples is not None:
-            parts["samples"] = samples()
-        rate = words("progress.rate.gemms" + ("_samples" if samples is not None else ""), **parts) if figures else \
-            words("progress.rate.samples", **parts) if samples is not None else None
+        parts = summed_figures(measuring) + ([figure("samples", samples())] if samples is not None else [])
         step = min(duration_s, elapsed_s - window[0]) if window and phase == "gemm" else None
         return Status(phase=phase_words(phase), step=None if step is None else round(max(step, 0)),
-                      steps=round(duration_s), step_unit=" s", rate=rate,
+                      steps=round(duration_s), step_unit=" s", rate=Figures(parts) if parts else None,
                       left_s=max(left, 0.0) if phase not in FINAL_PHASES else 0.0,
                       detail=words("progress.burn.workers", count=len(posts)) if posts else "")
     return describe

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from gpuready.i18n import DEFAULT_LANGUAGE, Said, Sentence, json_values, said_from, text_in
+from gpuready.i18n import DEFAULT_LANGUAGE, Said, Sentence, text_in
+from gpuready.progress import FINAL_PHASES, RankPost, figures_from_json, operation_fields
 
 PROGRESS_KEY = "gpuready/progress/{rank}"
 RESULT_KEY = "gpuready/result/{rank}"
@@ -21,21 +23,13 @@ HEARTBEAT_KEY = "gpuready/heartbeat/{rank}"
 HEARTBEAT_EVERY_S = 1.0
 """A rank's heartbeat thread bumps its counter this often: a process that is alive beats even while its main
 thread waits in a collective; one that ended (a crash, SIGKILL, os._exit) does not."""
-FINAL_PHASES = ("done", "failed", "terminated")
-"""Phases after which a rank no longer advances on purpose (`terminated`: it was sent SIGTERM/SIGHUP)."""
 
 
-@dataclass
-class Progress:
+@dataclass(kw_only=True)
+class Progress(RankPost):
+    """A rank's post (gpuready.progress.RankPost: its phase, step, figures, message) with who posted it and when."""
+
     rank: int
-    phase: str
-    """`startup`, a workload name, `finishing` (final barrier, destroy_process_group), `done`, `failed` or
-    `terminated`."""
-    operation: str = ""
-    """What the rank does now. A rank posts it by catalogue id (`operation_text`); the reader makes it a `Sentence`
-    (its English, which says itself again in the reader's language)."""
-    operation_text: dict | None = None
-    """The operation as `{"message_id", "message_values"}` (None: `operation` is a name, posted as it is)."""
     sequence: int = 0
     """Counts operations this rank has started; a rank behind the others has a lower number."""
     started_at: float = field(default_factory=time.time)
@@ -55,19 +49,25 @@ class Progress:
     def age_s(self, now: float) -> float:
         return now - self.received_at if self.received_at is not None else 0.0
 
+    @classmethod
+    def from_json(cls, posted: dict[str, Any]) -> "Progress":
+        """A post as the store holds it (fields this version does not know are left out), without its receipt time."""
+        known = {item.name for item in fields(cls)} - {"received_at"}
+        post = cls(**{name: value for name, value in posted.items() if name in known})
+        post.figures = figures_from_json(post.figures)
+        return post
+
 
 class ProgressReporter:
     def __init__(self, store: Any, rank: int, gpu: str | None, pid: int):
         self.store, self.rank, self.gpu, self.pid = store, rank, gpu, pid
         self.sequence = 0
 
-    def post(self, phase: str, operation: str | Said = "", timeout_s: float = 300.0) -> None:
-        """`operation`: a name (`init_process_group`, `all_reduce 1024 B in_place`) or catalogue text (a `Said`, sent
-        as its id and values: the reader renders it)."""
+    def post(self, phase: str, operation: str | Said = "", timeout_s: float = 300.0, **typed: Any) -> None:
+        """`operation`: a name (`init_process_group`) or catalogue text (a `Said`, sent as its id and values: the
+        reader renders it). `typed`: RankPost's fields (step, total, warm_up, stage, figures, errors)."""
         self.sequence += 1
-        text = {"message_id": operation.msg_id, "message_values": json_values(operation.values)} \
-            if isinstance(operation, Said) else None
-        progress = Progress(rank=self.rank, phase=phase, operation="" if text else operation, operation_text=text,
+        progress = Progress(rank=self.rank, phase=phase, **operation_fields(operation), **typed,
                             sequence=self.sequence, timeout_s=timeout_s, gpu=self.gpu, pid=self.pid)
         self.store.set(PROGRESS_KEY.format(rank=self.rank), json.dumps(asdict(progress)))
 
@@ -76,7 +76,6 @@ class Heartbeat:
     """A daemon thread that bumps this rank's heartbeat counter in the store every HEARTBEAT_EVERY_S."""
 
     def __init__(self, store: Any, rank: int, every_s: float = HEARTBEAT_EVERY_S):
-        import threading
         self.store, self.key, self.every_s = store, HEARTBEAT_KEY.format(rank=rank), every_s
         self._stop = threading.Event()
         threading.Thread(target=self._beat, daemon=True, name="gpuready-heartbeat").start()
@@ -121,11 +120,9 @@ def read_progress(store: Any, world_size: int) -> dict[int, Progress]:
     for rank in range(world_size):
         key = PROGRESS_KEY.format(rank=rank)
         if store.check([key]):
-            fields = json.loads(store.get(key))
-            fields.pop("received_at", None)
-            posts[rank] = post = Progress(**fields)
-            text = said_from(post.operation_text)
-            if text is not None and text_in(DEFAULT_LANGUAGE, text.msg_id, text.values) is not None:
+            posts[rank] = post = Progress.from_json(json.loads(store.get(key)))
+            text = post.text()
+            if isinstance(text, Said) and text_in(DEFAULT_LANGUAGE, text.msg_id, text.values) is not None:
                 post.operation = Sentence(text)
     return posts
 

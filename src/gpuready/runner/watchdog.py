@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from gpuready.i18n import DEFAULT_LANGUAGE, Said, catalogue, said, said_of
-from gpuready.runner.progress import FINAL_PHASES, HeartbeatWatch, Progress, ProgressWatch, stalled_ranks
+from gpuready.progress import FINAL_PHASES
+from gpuready.runner.progress import HeartbeatWatch, Progress, ProgressWatch, stalled_ranks
 
 HEARTBEAT_LOST_S = 20.0
 """Under torchrun: a rank whose heartbeat has not changed for this long is gone (its process ended or froze)."""

@@ -11,13 +11,13 @@ import time
 from typing import Any
 
 from gpuready.i18n import said
+from gpuready.progress import PUBLISH_EVERY_S, Figure
 from gpuready.workloads.context import RankContext
 
 # Relative to the largest |reference| element: recomputing on the same GPU is normally bitwise equal;
 # the tolerance only absorbs a cuBLAS algorithm change, never a flipped bit in the high bits.
 TOLERANCE = {"bf16": 1e-2, "fp16": 1e-3, "tf32": 1e-3, "fp32": 1e-5, "fp64": 1e-12}
 CHECK_EVERY = 20
-PUBLISH_EVERY_S = 2.0
 SELF_TEST_ITERATION = 3 * CHECK_EVERY
 MEMORY_FREE_SHARE = 0.15
 """Of the memory free at start, the share the pattern buffer takes. Buffer, index, pattern and a 1-byte mask
@@ -119,7 +119,8 @@ def run_burn(ctx: RankContext) -> dict[str, Any]:
         if now - last_publish >= PUBLISH_EVERY_S:
             last_publish = now
             tflops = intervals[-1][1] if intervals else 0.0
-            ctx.step("burn", said("op.burn.gemms", gemms=iterations, tflops=tflops, errors=len(errors)))
+            ctx.step("burn", said("op.burn.gemms"), errors=len(errors),
+                     figures=[Figure(value=iterations, unit="gemms"), Figure(value=tflops, unit="tflops")])
             ctx.publish({**result, "iterations": iterations, "errors": errors, "window_start": window_start,
                          "window_end": now, "intervals": intervals,  # kept if the run is stopped (a signal, a hang)
                          "tflops": 2 * n**3 * iterations / (now - window_start) / 1e12})

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from gpuready.busbw import algbw_gb_per_s, busbw_factor, element_count, size_sweep
+from gpuready.i18n import said
+from gpuready.progress import Figure
 from gpuready.workloads.context import RankContext
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
@@ -85,7 +87,8 @@ def run_collectives(ctx: RankContext, names: tuple[str, ...] = COLLECTIVES) -> t
                 variant = _variant(ctx, name, count, placement)
                 if variant is None or f"{name} {placement}" in unsupported:
                     continue
-                ctx.step("collectives", f"{name} {size_bytes} B {placement}")
+                ctx.step("collectives", said("op.collective", collective=name, placement=placement),
+                         figures=[Figure(value=size_bytes, unit="bytes")])
                 if not _supported(variant, ctx):
                     unsupported.add(f"{name} {placement}")
                     continue

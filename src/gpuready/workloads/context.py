@@ -55,15 +55,20 @@ class RankContext:
     store: Any = None
     """The run's key-value store (the runner's or the rendezvous store): where ranks wait for one another without a
     collective, whose timeout would be the operation timeout."""
+    gpu_users: dict | None = None
+    """Under torchrun: who else computes on this rank's GPU, read before the rank made its own context there
+    (worker.own_gpu_users); None on local runs, whose parent watches the GPUs."""
 
     @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
-    def step(self, phase: str, operation: str | Said, timeout_s: float | None = None) -> None:
+    def step(self, phase: str, operation: str | Said, timeout_s: float | None = None, **typed: Any) -> None:
         """Announce the next operation (to the watchdog) before starting it; an injected fault strikes inside it.
-        `operation`: a name, or catalogue text (`said("op.…")`) that the reader renders in the user's language."""
-        self.progress.post(phase, operation, self.options.timeout_s if timeout_s is None else timeout_s)
+        `operation`: a name, or catalogue text (`said("op.…")`) that the reader renders in the user's language.
+        `typed`: the post's fields (gpuready.progress.RankPost: step, total, warm_up, stage, figures, errors), which
+        also fill the message's placeholders of those names."""
+        self.progress.post(phase, operation, self.options.timeout_s if timeout_s is None else timeout_s, **typed)
         self.maybe_inject_fault(phase)
 
     def publish(self, partial: dict) -> None:

@@ -71,7 +71,7 @@ def run_ddp(ctx: RankContext) -> dict[str, Any]:
             optimizer.step()
             optimizer.zero_grad()
 
-    ctx.step("ddp", said("op.ddp.first_step"))
+    ctx.step("ddp", said("op.ddp.first_step"), step=0, total=STEPS)
     inputs, targets = _batch(ctx.rank, 0, ctx.device)
     _loss(model, inputs, targets).backward()
     finish_backward()
@@ -89,7 +89,7 @@ def run_ddp(ctx: RankContext) -> dict[str, Any]:
 
     losses = []
     for step in range(1, STEPS):
-        ctx.step("ddp", said("op.ddp.step", step=step))
+        ctx.step("ddp", said("op.ddp.step"), step=step, total=STEPS)
         inputs, targets = _batch(ctx.rank, step, ctx.device)
         loss = _loss(model, inputs, targets)
         loss.backward()

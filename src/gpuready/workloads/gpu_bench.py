@@ -13,6 +13,7 @@ import os
 import statistics
 from typing import Any, Callable
 
+from gpuready.facts.units import parse_cpu_list
 from gpuready.i18n import said
 from gpuready.workloads.context import RankContext
 
@@ -110,8 +111,8 @@ def run_compute(ctx: RankContext) -> dict[str, Any]:
     import torch
     dtypes = ctx.options.dtypes or ("bf16", "fp16", "tf32", "fp32", "fp8")
     results: dict[str, Any] = {"matmul": {}}
-    for dtype_name in dtypes:
-        ctx.step("compute", f"matmul {dtype_name}")
+    for index, dtype_name in enumerate(dtypes):
+        ctx.step("compute", f"matmul {dtype_name}", step=index, total=len(dtypes))
         results["matmul"][dtype_name] = matmul_tflops(torch, ctx.device, dtype_name, quick=ctx.options.quick)
     ctx.step("compute", said("op.device_copy"))
     results["memory"] = _device_copy(torch, ctx.device)
@@ -120,7 +121,6 @@ def run_compute(ctx: RankContext) -> dict[str, Any]:
 
 def _local_cpus(bus_id: str | None) -> set[int] | None:
     """The CPUs of the GPU's NUMA node, from sysfs (None where unknown)."""
-    from gpuready.facts.units import parse_cpu_list
     if not bus_id:
         return None
     try:

@@ -31,7 +31,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from gpuready.i18n import said, said_json, sentence
+from gpuready.shapes import ModelShape, with_sequence
 from gpuready.workloads.context import RankContext, runtime_versions
+from gpuready.workloads.gpu_bench import matmul_tflops
 
 STRATEGIES = ("single", "ddp", "fsdp2", "fsdp2-noreshard")
 PRECISIONS = ("amp-bf16", "bf16", "fp32")
@@ -70,7 +72,7 @@ class TrainSettings:
         return settings
 
     def check(self) -> None:
-        from gpuready.workloads.gpt import ATTENTIONS, RECOMPUTES
+        from gpuready.workloads.gpt import ATTENTIONS, RECOMPUTES  # gpt imports torch when loaded
         for label, value, allowed in (("strategy", self.strategy, STRATEGIES),
                                       ("precision", self.precision, PRECISIONS),
                                       ("recompute", self.recompute, RECOMPUTES),
@@ -127,7 +129,7 @@ def _rss_bytes() -> int:
 def _build(ctx: RankContext, settings: TrainSettings, shape: Any) -> tuple[Any, Any, Any]:
     """(model to call, module that owns no_sync/set_requires_gradient_sync, module whose parameters are summed)."""
     import torch
-    from gpuready.workloads.gpt import build_model
+    from gpuready.workloads.gpt import build_model  # imports torch when loaded
 
     torch.manual_seed(settings.seed)  # identical initial weights on every rank (FSDP2 shards what each rank holds)
     with torch.device(ctx.device):
@@ -219,16 +221,38 @@ def run_train(ctx: RankContext, options: dict[str, Any] | None = None) -> dict[s
 
 
 def _train(ctx: RankContext, settings: TrainSettings) -> dict[str, Any]:
-    import torch
-
-    from gpuready.shapes import ModelShape, with_sequence
+    import torch  # the rank's own torch: loaded by the worker before any workload runs
 
     strategy = settings.strategy
-    world_size = 1 if strategy == "single" else ctx.world_size
     shape = with_sequence(ModelShape(**settings.shape), settings.seq)
+    result = _run_description(ctx, settings, shape, runtime_versions(torch))
+    ctx.step("train", said("op.train.build", strategy=strategy), stage="build")
+    runnable, wrapped, model = _build(ctx, settings, shape)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE,
+                                  **({"fused": True} if ctx.is_cuda else {"foreach": True}))
+    if ctx.is_cuda:
+        torch.cuda.reset_peak_memory_stats(ctx.device)
+    _train_steps(ctx, settings, shape, result, runnable, wrapped, optimizer)
+    if ctx.is_cuda:
+        result["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(ctx.device)
+        result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(ctx.device)
+    else:
+        result["peak_rss_bytes"] = _rss_bytes()
+    ctx.step("train", said("op.train.checksum", strategy=strategy), stage="check")
+    result["param_checksum"] = _param_checksum(ctx, model, strategy)
+    if ctx.is_cuda and strategy == "single":  # the GPU's own bf16 matmul rate, for MFU against what it can do
+        ctx.step("train", said("op.train.matmul_rate"), stage="check")
+        result["matmul_bf16"] = matmul_tflops(torch, ctx.device, "bf16")
+    return result
+
+
+def _run_description(ctx: RankContext, settings: TrainSettings, shape: ModelShape,
+                     versions: dict[str, str]) -> dict[str, Any]:
+    """The run's result before its first step: its settings, the model and the method; the figures come later."""
+    world_size = 1 if settings.strategy == "single" else ctx.world_size
     flops, formula = flops_per_token(shape, settings.seq, settings.recompute)
-    result: dict[str, Any] = {
-        "strategy": strategy, "world_size": world_size, "precision": settings.precision,
+    return {
+        "strategy": settings.strategy, "world_size": world_size, "precision": settings.precision,
         "recompute": settings.recompute, "attention": settings.attention, "compile": settings.compile,
         "seq": settings.seq, "micro_batch": settings.micro_batch, "accumulation": settings.accumulation,
         "tokens_per_step": settings.micro_batch * settings.seq * settings.accumulation * world_size,
@@ -242,23 +266,21 @@ def _train(ctx: RankContext, settings: TrainSettings) -> dict[str, Any]:
         "peak_memory_method": ("torch.cuda.max_memory_allocated/reserved since just before the first step"
                                if ctx.is_cuda else "ru_maxrss: the process's peak resident set size (CPU run)"),
         "loss_first": None, "loss_last": None, "loss_scope": "this rank's micro-batches, mean",
-        "device_name": _device_name(ctx), "device_type": ctx.device.type, "versions": runtime_versions(torch),
+        "device_name": _device_name(ctx), "device_type": ctx.device.type, "versions": versions,
         "timing": "time.perf_counter around each optimizer step (forward, backward, communication, AdamW)"
                   + (", between torch.cuda.synchronize calls" if ctx.is_cuda else ""),
     }
 
-    ctx.step("train", said("op.train.build", strategy=strategy))
-    runnable, wrapped, model = _build(ctx, settings, shape)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE,
-                                  **({"fused": True} if ctx.is_cuda else {"foreach": True}))
+
+def _train_steps(ctx: RankContext, settings: TrainSettings, shape: ModelShape, result: dict[str, Any],
+                 runnable: Any, wrapped: Any, optimizer: Any) -> None:
+    """Warm-up, then the measured steps: each optimizer step timed into `result` (published every few steps)."""
+    import torch  # the rank's own torch, as in _train
+
+    strategy = settings.strategy
     autocast = (lambda: torch.autocast(device_type=ctx.device.type, dtype=torch.bfloat16)) \
         if settings.precision == "amp-bf16" else nullcontext
     generator = torch.Generator(device=ctx.device).manual_seed(settings.seed + 1_000_003 * (ctx.rank + 1))
-
-    def micro_batch() -> tuple[Any, Any]:
-        tokens = torch.randint(0, shape.vocab, (settings.micro_batch, settings.seq), device=ctx.device,
-                               generator=generator)
-        return tokens, torch.roll(tokens, shifts=-1, dims=1)
 
     def sync_context(final: bool):
         if strategy == "ddp" and not final:
@@ -271,27 +293,23 @@ def _train(ctx: RankContext, settings: TrainSettings) -> dict[str, Any]:
         if ctx.is_cuda:
             torch.cuda.synchronize(ctx.device)
 
-    def publish() -> None:
-        ctx.publish({**result, "step_times_s": list(result["step_times_s"])})
-
-    if ctx.is_cuda:
-        torch.cuda.reset_peak_memory_stats(ctx.device)
     total = settings.warmup_steps + settings.steps
     last_loss = None
     synchronize()
     for index in range(total):
-        ctx.step("train", said("op.train.step.warm_up" if index < settings.warmup_steps else "op.train.step",
-                                strategy=strategy, step=index))
+        warm_up = index < settings.warmup_steps
+        ctx.step("train", said("op.train.step.warm_up" if warm_up else "op.train.step", strategy=strategy),
+                 step=index, total=total, warm_up=warm_up)
         if index == settings.warmup_steps:
             result["window_start"] = time.time()
         started = time.perf_counter()
         step_loss = None
         for micro in range(settings.accumulation):
-            inputs, labels = micro_batch()
-            final = micro == settings.accumulation - 1
-            with sync_context(final):
+            tokens = torch.randint(0, shape.vocab, (settings.micro_batch, settings.seq), device=ctx.device,
+                                   generator=generator)
+            with sync_context(micro == settings.accumulation - 1):
                 with autocast():
-                    loss = runnable(inputs, labels)
+                    loss = runnable(tokens, torch.roll(tokens, shifts=-1, dims=1))
                 (loss / settings.accumulation).backward()
             step_loss = loss.detach() if step_loss is None else step_loss + loss.detach()
         optimizer.step()
@@ -301,22 +319,10 @@ def _train(ctx: RankContext, settings: TrainSettings) -> dict[str, Any]:
         last_loss = step_loss / settings.accumulation
         if index == 0:
             result["loss_first"] = float(last_loss)
-        if index >= settings.warmup_steps:
+        if not warm_up:
             result["step_times_s"].append(elapsed)
             result["window_end"] = time.time()
         if index + 1 < total and (index + 1 == settings.warmup_steps or (index + 1) % PUBLISH_EVERY == 0):
             result["loss_last"] = float(last_loss)
-            publish()
+            ctx.publish({**result, "step_times_s": list(result["step_times_s"])})
     result["loss_last"] = float(last_loss)
-    if ctx.is_cuda:
-        result["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(ctx.device)
-        result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(ctx.device)
-    else:
-        result["peak_rss_bytes"] = _rss_bytes()
-    ctx.step("train", said("op.train.checksum", strategy=strategy))
-    result["param_checksum"] = _param_checksum(ctx, model, strategy)
-    if ctx.is_cuda and strategy == "single":  # the GPU's own bf16 matmul rate, for MFU against what it can do
-        from gpuready.workloads.gpu_bench import matmul_tflops
-        ctx.step("train", said("op.train.matmul_rate"))
-        result["matmul_bf16"] = matmul_tflops(torch, ctx.device, "bf16")
-    return result
