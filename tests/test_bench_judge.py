@@ -442,11 +442,13 @@ def test_an_8x4090_two_socket_box_is_judged_against_the_host_memory_path(make_bu
     from conftest import PUBLIC
     from gpuready.evidence.reader import read_bundle
     from gpuready.evidence.build import build_facts
-    import gpuready.verbs.validate.run as validate_run
+    import gpuready.devices
+    import gpuready.verbs.bench.run as bench_run
     from gpuready.verbs.bench.run import node_view
     bundle = make_bundle({"nvidia-smi-q.txt": PUBLIC / "pcie-8gpu-2socket" / "nvidia-smi-q-8x4090.txt",
                           "nvidia-smi-topo.txt": PUBLIC / "pcie-8gpu-2socket" / "nvidia-smi-topo.txt"})
-    monkeypatch.setattr(validate_run, "local_facts", lambda device: build_facts(read_bundle(bundle)))
+    for module in (gpuready.devices, bench_run):  # wherever the name is looked up
+        monkeypatch.setattr(module, "local_facts", lambda device: build_facts(read_bundle(bundle)), raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     node = node_view("cuda", 8)
     assert node.gpus == list(range(8)) and node.machine.nvlink_domain == 1
