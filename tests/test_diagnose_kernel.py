@@ -251,3 +251,19 @@ def test_many_lines_count_everything_and_quote_a_few(tmp_path):
     assert one(findings, "health.xid", 13).observed["count"] == 20000
     assert len(one(findings, "health.xid", 13).evidence) == 5
     assert where(one(findings, "health.xid", 79)) == [("big.log", 20001)]
+
+
+def test_one_dbe_line_is_quoted_and_judged_once(tmp_path):
+    """NVIDIA's catalog row 48 'Double Bit ECC Error' (immediate action WORKFLOW_XID_48): health.xid reports the line
+    (quoted, judged by the one kernel judge); health.ecc_uncorrected, with no counters in the input, states the
+    uncorrectable memory error it shows with the judge's status and quotes nothing. Before a later driver load both
+    say history (warn)."""
+    line = ("[  12.000001] NVRM: GPU at PCI:0000:3b:00: GPU-0a1b2c3d-0000-0000-0000-000000000000\n"
+            "[  12.000002] NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, An uncorrectable double bit error (DBE) "
+            "has been detected on GPU in the framebuffer at partition 0, subpartition 0.\n")
+    reload = "[ 900.000000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
+    for log, status in ((line, Status.FAIL), (line + reload, Status.WARN)):
+        findings = run(log, tmp_path)
+        xid, ecc = one(findings, "health.xid", 48), one(findings, "health.ecc_uncorrected")
+        assert (xid.status, ecc.status) == (status, status)
+        assert [e.line for e in xid.evidence] == [2] and ecc.evidence == []

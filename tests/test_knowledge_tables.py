@@ -387,7 +387,7 @@ XID_REQUIRED = {
     "meaning": str,
     "severity": str,
     "action": str,
-    "app_fault": bool,
+    "blame": str,
     "source": str,
 }
 XID_OPTIONAL = {
@@ -397,8 +397,12 @@ XID_OPTIONAL = {
     "notes": str,
     "nvlink": bool,
     "severity_from_line": bool,
+    "blame_source": str,
+    "evidence_of": str,
 }
 SEVERITIES = {"critical", "error", "info"}
+BLAMES = {"application", "fabric", "driver", "GPU"}
+EVIDENCE = {"uncorrectable_memory_error", "row_remap_pending", "row_remap_failure"}
 REQUIRED_XIDS = [
     8, 13, 31, 32, 38, 43, 45, 46, 48, 54, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94,
     95, 109, 119, 120, 121, 136, 140, 143, 144, 145, 146, 147, 148, 149, 150, 154,
@@ -410,9 +414,11 @@ REQUIRED_XIDS = [
 def xids() -> list[dict]:
     data = _load("xid.toml")
     _check_meta(data)
-    assert set(data) <= {"meta", "judge", "sxid", "xid"}, sorted(data)
-    for rule in ("judge", "sxid"):  # the one kernel judge's rule: data with its source
+    assert set(data) <= {"meta", "judge", "sxid", "xid", "cascade", "evidence"}, sorted(data)
+    for rule in ("judge", "sxid", "evidence"):  # the one kernel judge's rule: data with its source
         _check_source(data[rule], f"xid.toml [{rule}]")
+    for position, cascade in enumerate(data["cascade"]):
+        _check_source(cascade, f"xid.toml [[cascade]] {position}")
     rows = data["xid"]
     assert isinstance(rows, list) and rows
     return rows
@@ -427,6 +433,9 @@ def test_xid_rows_structure(xids):
         _check_unknown_keys(row, set(XID_REQUIRED) | set(XID_OPTIONAL), where)
         _check_source(row, where)
         assert row["severity"] in SEVERITIES, where
+        assert row["blame"] in BLAMES and row.get("evidence_of", "uncorrectable_memory_error") in EVIDENCE, where
+        assert (row["blame"] == "fabric") == bool(row.get("nvlink")), where
+        assert ("blame_source" in row) == (row["blame"] == "driver"), where  # the one blame no column states
         assert 0 < row["xid"] < 1000, where
         assert re.fullmatch(r"[A-Z0-9_]+", row["name"]), where
         assert row["meaning"].strip() and row["action"].strip(), where
@@ -470,11 +479,64 @@ def test_every_xid_nvidia_resets_the_gpu_for_is_known(xids):
 def test_xid_known_classifications(xids):
     by_code = {row["xid"]: row for row in xids}
     for code in (13, 31, 43, 45):
-        assert by_code[code]["app_fault"] is True, code
+        assert by_code[code]["blame"] == "application", code
     for code in (48, 62, 64, 79, 95, 119, 140):
         assert by_code[code]["severity"] == "critical", code
-        assert by_code[code]["app_fault"] is False, code
+        assert by_code[code]["blame"] != "application", code
     assert by_code[79]["name"].endswith("GPU_HAS_FALLEN_OFF_THE_BUS")
+
+
+def test_memory_evidence_rows_are_the_catalogs_memory_errors(xids):
+    """NVIDIA's catalog descriptions decide which rows are evidence of a memory condition: an uncorrectable one
+    ('Double Bit ECC Error', 'Contained/Uncontained memory error', 'ECC Unrecovered Error'), a row marked for
+    remapping ('GPU memory remapping event') or a remap that failed ('GPU memory remapping failure')."""
+    catalog = _nvidia_xid_catalog()
+    known = {row["xid"] for row in xids}
+
+    def described(pattern: str) -> set[int]:
+        return {code for code, row in catalog.items() if re.fullmatch(pattern, row["description"]) and code in known}
+    by_condition: dict[str, set[int]] = {}
+    for row in xids:
+        if "evidence_of" in row:
+            by_condition.setdefault(row["evidence_of"], set()).add(row["xid"])
+    assert by_condition == {
+        "uncorrectable_memory_error": described(r"Double Bit ECC Error|(Un)?[Cc]ontained memory error|ECC Unrecovered Error"),
+        "row_remap_pending": described(r"GPU memory remapping event"),
+        "row_remap_failure": described(r"GPU memory remapping failure")}
+    assert by_condition["uncorrectable_memory_error"] == {48, 94, 95, 140}
+
+
+def test_driver_blame_follows_the_catalogs_driver_and_gsp_rows(xids):
+    """Every row the catalog describes as the driver's firmware or the GSP firmware ('Driver firmware error',
+    'GSP RPC Timeout', 'GSP Error') blames the driver; the one driver row the description does not name (61, listed
+    'Unused' for Ampere+) says why in its blame_source."""
+    catalog = _nvidia_xid_catalog()
+    driver = {row["xid"] for row in xids if row["blame"] == "driver"}
+    named = {row["xid"] for row in xids if re.search(r"Driver firmware|GSP", catalog[row["xid"]]["description"])}
+    assert named == {38, 119, 120} and named <= driver
+    for code in driver - named:
+        row = next(row for row in xids if row["xid"] == code)
+        assert catalog[code]["mnemonic"].split("_")[0] in row["blame_source"], code  # PMU_BREAKPOINT: the PMU firmware
+
+
+def test_cascades_follow_the_catalogs_descriptions():
+    """[[cascade]]: the codes NVIDIA describes as following another error ('due to previous errors', 'regarding
+    another Xid') follow any earlier error; the memory chain from a DBE is the catalog's remapping and
+    contained/uncontained rows plus that informational one; a GPU fallen off the bus is NVIDIA's row 79."""
+    catalog = _nvidia_xid_catalog()
+    data = _load("xid.toml")
+    cascades = {cascade["why"]: cascade for cascade in data["cascade"]}
+    follows = {code for code, row in catalog.items()
+               if re.search(r"due to previous errors|regarding another Xid", row["description"] + row["investigatory_action"])}
+    assert follows == {45, 154} == set(cascades["xid.cascade.earlier_error"]["effects"])
+    assert cascades["xid.cascade.earlier_error"]["causes"] == []
+    memory = {code for code, row in catalog.items()
+              if re.fullmatch(r"GPU memory remapping (event|failure)|(Un)?[Cc]ontained memory error", row["description"])}
+    dbe = cascades["xid.cascade.dbe"]
+    assert [catalog[code]["description"] for code in dbe["causes"]] == ["Double Bit ECC Error"]
+    assert set(dbe["effects"]) == memory | {154}
+    fallen = [code for code, row in catalog.items() if row["description"] == "GPU has fallen off the bus"]
+    assert fallen == [data["judge"]["fallen_off_bus_xid"]] == cascades["xid.cascade.fallen_off_bus"]["causes"]
 
 
 def test_clock_reason_groups_name_nvml_reasons():

@@ -718,7 +718,7 @@ def test_the_recorded_v100_with_a_volatile_dbe_and_a_pending_retirement(make_bun
     files = {"nvidia-smi-q.xml": ECC_XML}
     ecc = _only(_findings(make_bundle, files, "health.ecc_uncorrected"))
     assert (ecc.status, ecc.observed, ecc.expected, ecc.refs) == (
-        Status.FAIL, {"volatile": 1, "aggregate": 7627}, 0, ["Xid 48 / 94 / 95", "NVML ECC"])
+        Status.FAIL, {"volatile": 1, "aggregate": 7627}, 0, ["Xid 48 / 94 / 95 / 140", "NVML ECC"])
     assert ecc.message == ("GPU0 has 1 uncorrectable ECC error(s) since the last driver load: results may be wrong and "
                            "jobs on it die.")
     retired = _only(_findings(make_bundle, files, "health.retired_pages"))
@@ -790,7 +790,7 @@ def test_the_dbe_chain_in_the_kernel_log_stands_for_missing_counters():
     assert found[0].observed == {"kernel_log": "Xid 48 ×1, Xid 94 ×9, last at 2024-11-15T12:02:03,638794+00:00",
                                  "counters": None}
     assert found[0].refs[0].startswith("NVIDIA Xid catalog (48 DBE, 94/95 contained/uncontained ECC, 63 row remap, "
-                                       "64 remap failure), https://docs.nvidia.com/deploy/xid-errors/")
+                                       "64 remap failure, 140 unrecovered ECC), https://docs.nvidia.com/deploy/xid-errors/")
     assert found[1].refs == [REMAP_REF, found[0].refs[0]]
     assert found[1].observed == {"kernel_log": "Xid 63 ×1, last at 2024-11-15T12:02:03,498753+00:00", "pending": None}
 

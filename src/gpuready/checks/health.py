@@ -8,13 +8,13 @@ from collections import Counter
 from typing import Any
 
 from gpuready.checks.gpu import allocation
-from gpuready.checks.kernel_judge import (SXID_REF, XidGroup, is_nvlink_xid, judge_sxid, judge_xid, line_severity,
-                                          root_causes, worst)
+from gpuready.checks.kernel_judge import (SXID_REF, XidGroup, fallen_off_bus_xid, is_nvlink_xid, judge_sxid,
+                                          judge_xid, line_severity, root_causes, worst)
 from gpuready.checks.nvlink import ranges
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, kernel_log_missing, per_gpu
 from gpuready.facts.types import Facts, GpuFacts, KernelEvent
 from gpuready.i18n import Said, said
-from gpuready.knowledge import thresholds, xid_entry
+from gpuready.knowledge import thresholds, xid_entry, xid_evidence_ref, xids_evidence_of
 from gpuready.model import Finding
 
 _REMAP_UNREPORTED = said("health.row_remap.unreported")
@@ -26,8 +26,9 @@ _REMAP_REF = "NVIDIA GPU memory error management, row remapping: " \
 def health_xid(context: CheckContext) -> list[Finding]:
     """No Xid errors in the kernel log.
 
-    Every Xid but the NVLink ones (nvlink.errors), and a GPU fallen off the bus without a number (as Xid 79); the
-    status of a line is the one kernel judge's (checks/kernel_judge.py)."""
+    Every Xid but the NVLink ones (nvlink.errors), and a GPU fallen off the bus without a number (as the Xid xid.toml
+    names); the status of a line is the one kernel judge's (checks/kernel_judge.py). This check owns the line: the
+    memory checks that read it as evidence take its judgement (`_memory_lines`)."""
     facts = context.facts
     if missing := kernel_log_missing(context, said("health.xid.what")):
         return [missing]
@@ -41,7 +42,7 @@ def health_xid(context: CheckContext) -> list[Finding]:
     findings = []
     grouped: dict[tuple[str | None, int, bool], list[KernelEvent]] = {}
     for event in events:
-        code = 79 if event.kind == "fallen_off_bus" else event.code
+        code = _xid_of(event)
         grouped.setdefault((event.bus_id or event.uuid, code, event.superseded_by is not None), []).append(event)
     causes = _cascade(facts.kernel_log)
     for (bus_id, code, history), group in sorted(grouped.items(), key=lambda item: (
@@ -101,13 +102,18 @@ def _cascade(events: list[KernelEvent]) -> dict[tuple[str | None, int, int], tup
         if event.kind == "sxid" and first_sxid is None:
             first_sxid = (position, event.clock)
         if event.kind in ("xid", "fallen_off_bus"):
-            code = 79 if event.kind == "fallen_off_bus" else event.code
+            code = _xid_of(event)
             key = (event.bus_id, code, id(event.superseded_by))
             if key not in groups:
                 groups[key] = XidGroup(bus_id=event.bus_id, code=code, epoch=key[2], first=position,
                                        first_clock=event.clock)
     roots = root_causes(list(groups.values()), first_sxid)
     return {key: roots[group] for key, group in groups.items() if group in roots}
+
+
+def _xid_of(event: KernelEvent) -> int | None:
+    """An Xid event's code; a GPU fallen off the bus without a number is judged as the Xid xid.toml names."""
+    return fallen_off_bus_xid() if event.kind == "fallen_off_bus" else event.code
 
 
 def _window(facts: Facts) -> Said:
@@ -165,6 +171,31 @@ def _xid_evidence(context: CheckContext, codes: tuple[int, ...]) -> dict[str, _E
         if event.kind == "xid" and event.code in codes and event.bus_id:
             found.setdefault(event.bus_id, []).append((event, event.superseded_by))
     return found
+
+
+def _ecc_counted(gpu: GpuFacts) -> bool:
+    return gpu.ecc_uncorrected_volatile is not None or gpu.ecc_uncorrected_aggregate is not None
+
+
+# Memory condition (xid.toml `evidence_of`) → whether a GPU's own report of it was read (then its Xid lines are not
+# the evidence).
+_COUNTED = {"uncorrectable_memory_error": _ecc_counted,
+            "row_remap_pending": lambda gpu: gpu.remap_pending is not None,
+            "row_remap_failure": lambda gpu: gpu.remap_failure is not None}
+
+
+def _memory_lines(context: CheckContext) -> dict[str, dict[str, _Evidence]]:
+    """Condition → bus id → the Xid lines that health.ecc_uncorrected or health.row_remap_* read as the evidence of
+    that condition, for the GPUs whose own counters were not read (none for the ECC check where CUDA's own
+    uncorrectable-ECC error decides it)."""
+    cuda_decides = any(event.kind == "cuda_ecc" for event in context.facts.kernel_log or [])
+    lines: dict[str, dict[str, _Evidence]] = {}
+    for condition, counted in _COUNTED.items():
+        logged = {} if condition == "uncorrectable_memory_error" and cuda_decides \
+            else _xid_evidence(context, xids_evidence_of(condition))
+        lines[condition] = {gpu.bus_id: logged[gpu.bus_id] for gpu in context.gpus
+                            if gpu.bus_id in logged and not counted(gpu)}
+    return lines
 
 
 def _summarize(evidence: _Evidence, uptime_s: float | None) -> Said:
@@ -243,37 +274,29 @@ def health_inforom(context: CheckContext) -> list[Finding]:
     return findings
 
 
-# Xids that are evidence of an uncorrectable memory error where the ECC counters are not in the run.
-_ECC_XIDS = (48, 94, 95)
-_KERNEL_LOG_REF = "NVIDIA Xid catalog (48 DBE, 94/95 contained/uncontained ECC, 63 row remap, 64 remap failure), " \
-                  "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
-
-
 @check("health.ecc_uncorrected", needs_gpus=False)
 def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
     """No uncorrectable ECC errors."""
     cuda = [event for event in context.facts.kernel_log or [] if event.kind == "cuda_ecc"]
     if cuda:  # CUDA failed a job on it: the strongest evidence there is, whatever the counters said when read
         return [context.fail(said("health.ecc_uncorrected.cuda", count=len(cuda)), observed=cuda[-1].line[:200],
-                             expected="no uncorrectable ECC error", refs=[_KERNEL_LOG_REF],
+                             expected="no uncorrectable ECC error", refs=[xid_evidence_ref()],
                              evidence=kernel_evidence(cuda))]
     if not context.gpus:
         return [context.skip(said("registry.no_gpu"))]
-    logged = _xid_evidence(context, _ECC_XIDS)
+    logged = _memory_lines(context)["uncorrectable_memory_error"]
     uptime = context.facts.host.uptime_s
-
-    def counted(gpu: GpuFacts) -> bool:
-        return gpu.ecc_uncorrected_volatile is not None or gpu.ecc_uncorrected_aggregate is not None
 
     def judge(gpu: GpuFacts) -> Finding | None:
         volatile, aggregate = gpu.ecc_uncorrected_volatile, gpu.ecc_uncorrected_aggregate
         corrected = gpu.ecc_corrected_volatile
-        if not counted(gpu) and gpu.bus_id in logged:
+        if gpu.bus_id in logged:
             return _ecc_from_log(context, gpu, logged[gpu.bus_id], uptime)
         if volatile:
+            codes = " / ".join(str(code) for code in xids_evidence_of("uncorrectable_memory_error"))
             return context.fail(said("health.ecc_uncorrected.volatile", index=gpu.index, count=volatile), gpu=gpu,
                                 observed={"volatile": volatile, "aggregate": aggregate}, expected=0,
-                                refs=["Xid 48 / 94 / 95", "NVML ECC"])
+                                refs=[f"Xid {codes}", "NVML ECC"])
         if aggregate:
             return context.warn(said("health.ecc_uncorrected.aggregate", index=gpu.index, count=aggregate), gpu=gpu,
                                 observed={"aggregate": aggregate}, expected=0)
@@ -282,22 +305,27 @@ def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
                                   gpu=gpu, observed={"corrected_volatile": corrected})
         return None
     return per_gpu(context, judge, said("health.ecc_uncorrected.all_good"),
-                   reported=lambda gpu: counted(gpu) or gpu.bus_id in logged,
+                   reported=lambda gpu: _ecc_counted(gpu) or gpu.bus_id in logged,
                    unreported=said("health.ecc_uncorrected.unreported"))
 
 
 def _ecc_from_log(context: CheckContext, gpu: GpuFacts, evidence: _Evidence, uptime: float | None) -> Finding:
+    """The memory condition the ECC Xid lines show. The lines are health.xid's: quoted there, and judged here by the
+    same kernel judge (history, another container's GPU), so both findings give them one status."""
+    outside = allocation(context).outside(gpu.bus_id)
+    status = worst(judge_xid(event.code, event.detail, history=mark is not None, outside=outside).status
+                   for event, mark in evidence)
     current = [(event, mark) for event, mark in evidence if mark is None]
     if current:
         summary = _summarize(current, uptime)
-        return context.fail(said("health.ecc_uncorrected.log_current", index=gpu.index, summary=summary), gpu=gpu,
-                            observed={"kernel_log": summary.english(), "counters": None},
-                            expected="no uncorrectable error", refs=[_KERNEL_LOG_REF])
+        return context.finding(status, said("health.ecc_uncorrected.log_current", index=gpu.index, summary=summary),
+                               gpu=gpu, observed={"kernel_log": summary.english(), "counters": None},
+                               expected="no uncorrectable error", refs=[xid_evidence_ref()])
     mark, summary = evidence[-1][1], _summarize(evidence, uptime)
-    return context.warn(said("health.ecc_uncorrected.log_history", index=gpu.index, summary=summary,
-                             marker=_marker_name(mark), when=_when(mark, uptime)), gpu=gpu,
-                        observed={"kernel_log": summary.english(), "history": True, "counters": None},
-                        expected="no uncorrectable error", refs=[_KERNEL_LOG_REF])
+    return context.finding(status, said("health.ecc_uncorrected.log_history", index=gpu.index, summary=summary,
+                                        marker=_marker_name(mark), when=_when(mark, uptime)), gpu=gpu,
+                           observed={"kernel_log": summary.english(), "history": True, "counters": None},
+                           expected="no uncorrectable error", refs=[xid_evidence_ref()])
 
 
 @check("health.retired_pages")
@@ -333,21 +361,21 @@ def health_retired_pages(context: CheckContext) -> list[Finding]:
 @check("health.row_remap_pending")
 def health_row_remap_pending(context: CheckContext) -> list[Finding]:
     """No row remap waiting for a reset."""
-    logged = _xid_evidence(context, (63,))
+    logged = _memory_lines(context)["row_remap_pending"]
     uptime = context.facts.host.uptime_s
 
     def judge(gpu: GpuFacts) -> Finding | None:
         if gpu.remap_pending:
             return context.fail(said("health.row_remap_pending.pending", index=gpu.index), gpu=gpu,
                                 observed="Pending: Yes", expected="No", refs=[_REMAP_REF])
-        if gpu.remap_pending is None and gpu.bus_id in logged:
+        if gpu.bus_id in logged:
             evidence = logged[gpu.bus_id]
             current = [(event, mark) for event, mark in evidence if mark is None]
             if current:
                 summary = _summarize(current, uptime)
                 return context.fail(said("health.row_remap_pending.log_pending", index=gpu.index, summary=summary),
                                     gpu=gpu, observed={"kernel_log": summary.english(), "pending": None},
-                                    expected="No", refs=[_REMAP_REF, _KERNEL_LOG_REF])
+                                    expected="No", refs=[_REMAP_REF, xid_evidence_ref()])
             mark, summary = evidence[-1][1], _summarize(evidence, uptime)
             return context.passed(said("health.row_remap_pending.log_applied", index=gpu.index, summary=summary,
                                        marker=_marker_name(mark), when=_when(mark, uptime)), gpu=gpu,
@@ -361,18 +389,19 @@ def health_row_remap_pending(context: CheckContext) -> list[Finding]:
 @check("health.row_remap_failure")
 def health_row_remap_failure(context: CheckContext) -> list[Finding]:
     """No failed row remap."""
-    logged = _xid_evidence(context, (64,))
+    logged = _memory_lines(context)["row_remap_failure"]
     uptime = context.facts.host.uptime_s
 
     def judge(gpu: GpuFacts) -> Finding | None:
         if gpu.remap_failure:
             return context.fail(said("health.row_remap_failure.failed", index=gpu.index), gpu=gpu,
                                 observed="Remapping Failure Occurred: Yes", expected="No", refs=[_REMAP_REF])
-        if gpu.remap_failure is None and gpu.bus_id in logged:
+        if gpu.bus_id in logged:
             summary = _summarize(logged[gpu.bus_id], uptime)
+            codes = ", ".join(f"Xid {code}" for code in xids_evidence_of("row_remap_failure"))
             return context.fail(said("health.row_remap_failure.log_failed", index=gpu.index, summary=summary),
                                 gpu=gpu, observed={"kernel_log": summary.english(), "failure": None},
-                                expected="no Xid 64", refs=[_REMAP_REF, _KERNEL_LOG_REF])
+                                expected=f"no {codes}", refs=[_REMAP_REF, xid_evidence_ref()])
         if gpu.remapped_rows_uncorrectable:
             return context.passed(said("health.row_remap_failure.remapped", index=gpu.index,
                                        rows=gpu.remapped_rows_uncorrectable), gpu=gpu,

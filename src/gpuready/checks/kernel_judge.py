@@ -93,17 +93,17 @@ def nvlink_xids() -> list[int]:
     return sorted(row["xid"] for row in load_table("xid")["xid"] if row.get("nvlink"))
 
 
-# NVLink codes are the fabric's, driver and GSP firmware codes the driver's; the catalog's app_fault is the
-# application's; everything else the GPU's.
-_DRIVER_CODES = (38, 61, 119, 120)
+def fallen_off_bus_xid() -> int:
+    """The Xid a GPU fallen off the bus without a number is judged as (xid.toml [judge] fallen_off_bus_xid)."""
+    return load_table("xid")["judge"]["fallen_off_bus_xid"]
 
 
 def judge_xid(code: int | None, detail: str = "", *, history: bool = False, outside: bool = False) -> EventJudgement:
-    """An Xid (`code` None: a GPU fallen off the bus with no number, judged as 79).
+    """An Xid (`code` None: a GPU fallen off the bus with no number, judged as `fallen_off_bus_xid()`).
 
     `history`: a later driver load or a reset of this GPU came after it; `outside`: the GPU is not this container's."""
-    code = 79 if code is None else code
     rule = load_table("xid")["judge"]
+    code = fallen_off_bus_xid() if code is None else code
     entry = xid_entry(code)
     if entry is None:
         judged = EventJudgement(status=Status(rule["unknown_code"]), title=said("xid.name.unknown", code=code),
@@ -119,7 +119,7 @@ def judge_xid(code: int | None, detail: str = "", *, history: bool = False, outs
         status, reason = Status.WARN, said("xid.reason.line_non_fatal")
     elif stated == "fatal":
         status, reason = Status.FAIL, said("xid.reason.line_fatal")
-    elif entry.get("app_fault") and entry["severity"] != "critical":
+    elif entry["blame"] == "application" and entry["severity"] != "critical":
         status, reason = Status.WARN, said("xid.reason.application")
     elif entry["severity"] in rule["fail_severities"]:
         status = Status.FAIL
@@ -127,8 +127,7 @@ def judge_xid(code: int | None, detail: str = "", *, history: bool = False, outs
                       severity=severity)
     else:
         status, reason = Status.WARN, said("xid.reason.severity", severity=severity)
-    blame = "application" if entry.get("app_fault") else "fabric" if entry.get("nvlink") else \
-        "driver" if code in _DRIVER_CODES else "GPU"
+    blame = entry["blame"]
     action = xid_text(code, "action")
     if blame == "application":
         action = said("xid.action.application_first", action=action)
@@ -184,21 +183,17 @@ class Cascade:
     """The catalogue id (knowledge_xid) of why the effect follows from the cause."""
 
 
-_NVLINK_CODES = tuple(nvlink_xids())
-CASCADES: tuple[Cascade, ...] = (
-    Cascade((79,), (), True, "xid.cascade.fallen_off_bus"),
-    # NVIDIA: Xid 48 (DBE) → 63 (row marked for remap) / 64 (remap failed) → 94/95 (contained/uncontained) → 154.
-    Cascade((48,), (63, 64, 94, 95, 154), False, "xid.cascade.dbe"),
-    Cascade((94, 95), (63, 64, 154), False, "xid.cascade.contained"),
-    Cascade(_NVLINK_CODES, (45, 62, 154), True, "xid.cascade.nvlink"),
-    Cascade((), (45, 154), True, "xid.cascade.earlier_error"),
-)
-"""In priority order: the first rule that applies names an Xid's cause (NVIDIA's Xid catalog, per code)."""
-SXID_NEVER_CAUSES = (13, 31)
-"""Application faults: an NVSwitch error does not explain them."""
-SXID_WINDOW_S = 60.0
-"""gpuready's choice: an Xid on a GPU up to this long after an NVSwitch SXid (same clock) follows from it; a real
-cascade logs within seconds (tests/fixtures/public/xid/xid79-sxid-dmesg.txt: 12 s)."""
+def _cascade(row: dict) -> Cascade:
+    causes = tuple(nvlink_xids()) if row["causes"] == "nvlink" else tuple(row["causes"])
+    return Cascade(causes, tuple(row["effects"]), row["later_only"], row["why"])
+
+
+CASCADES: tuple[Cascade, ...] = tuple(_cascade(row) for row in load_table("xid")["cascade"])
+"""In priority order: the first rule that applies names an Xid's cause (xid.toml [[cascade]], each with its source)."""
+SXID_NEVER_CAUSES: tuple[int, ...] = tuple(load_table("xid")["sxid"]["never_causes"])
+"""Application faults: an NVSwitch error does not explain them (xid.toml [sxid])."""
+SXID_WINDOW_S: float = load_table("xid")["sxid"]["window_s"]
+"""An Xid on a GPU up to this long after an NVSwitch SXid (same clock) follows from it (xid.toml [sxid])."""
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,17 @@ def xid_entry(code: int) -> dict[str, Any] | None:
     return next((row for row in load_table("xid")["xid"] if row["xid"] == code), None)
 
 
+def xids_evidence_of(condition: str) -> tuple[int, ...]:
+    """The Xids whose line is evidence of a memory condition where the GPU's counters were not read (xid.toml
+    `evidence_of`): `uncorrectable_memory_error`, `row_remap_pending` or `row_remap_failure`."""
+    return tuple(row["xid"] for row in load_table("xid")["xid"] if row.get("evidence_of") == condition)
+
+
+def xid_evidence_ref() -> str:
+    """The citation of a finding that rests on those Xid lines (xid.toml [evidence])."""
+    return load_table("xid")["evidence"]["kernel_log_ref"]
+
+
 @dataclass(frozen=True)
 class DriverRequirement:
     minimum: str
