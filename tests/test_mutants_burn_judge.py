@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import pytest
 
+from gpuready.checks.registry import CheckOptions
+from gpuready.evidence.reader import read_bundle
 from gpuready.facts.clock_reasons import REASON_BITS
 from gpuready.facts.gpu_users import GpuUsers
 from gpuready.i18n import catalogue
 from gpuready.model import GpuRef, Status
+from gpuready.pipeline import check_files
 from gpuready.runner.watchdog import RankFailure
 from gpuready.telemetry import Telemetry
 from gpuready.verbs.burn.judge import FAILURE_CAUSES, BurnGpu, BurnJudge, classify_failure
@@ -530,3 +533,16 @@ def test_a_clock_step_capped_in_half_the_last_third_is_the_caps_doing():
                    "burn.clock_instability")
     assert (finding.status, finding.message) == (
         Status.PASS, "SM clock median 1,980 → 1,500 MHz (swings under the power cap are normal).")
+
+
+def test_a_lost_gpu_is_one_judgement_in_burn_and_in_check(tmp_path):
+    """NVML's words for a GPU it cannot reach, as nvidia-smi and slurmstepd print them ('Unable to determine the
+    device handle for GPU 0000:3B:00.0: Unknown Error', 'Failed to get usage(15): GPU is lost'): in a log `check`
+    fails gpu.lost; as a worker's exception, burn calls the failure device_lost. Both ask checks/gpu.py's
+    lost_gpu_events."""
+    for line in ("Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error",
+                 "slurmstepd: error: NVML: Failed to get usage(15): GPU is lost"):
+        (tmp_path / "dmesg.txt").write_text(f"[ 10.0] {line}\n")
+        report = check_files(read_bundle(tmp_path / "dmesg.txt"), CheckOptions())[0]
+        assert [f.status for f in report.findings if f.check_id == "gpu.lost"] == [Status.FAIL]
+        assert classify_failure(f"RuntimeError: {line}") == "device_lost"

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Iterable
 
+from gpuready.checks.kernel_judge import fallen_off_bus_xid
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, per_gpu, queried
-from gpuready.facts.types import GpuFacts
+from gpuready.facts.types import GpuFacts, KernelEvent
 from gpuready.i18n import said
 from gpuready.knowledge import gpu_spec, thresholds
 from gpuready.model import Finding
@@ -126,12 +128,22 @@ def _answers_the_driver(gpu: GpuFacts) -> bool:
     return any(source not in _HOST_ONLY_SOURCES and source != "nvidia-smi-L.txt" for source in gpu.source_files())
 
 
+def lost_gpu_events(events: Iterable[KernelEvent]) -> list[KernelEvent]:
+    """The one "GPU lost" judgement of what programs and the kernel said (gpu.lost, and burn of a worker's exception):
+    NVML's GPU_IS_LOST or a device handle it cannot get, and a GPU fallen off the bus (its line, or the Xid xid.toml
+    names for it); not an event before a later driver load (history)."""
+    fallen = fallen_off_bus_xid()
+    return [event for event in events if event.superseded_by is None and (
+        event.kind in ("gpu_lost", "fallen_off_bus") or (event.kind == "xid" and event.code == fallen))]
+
+
 def _lost_in_logs(context: CheckContext) -> list[Finding]:
     """NVML's "GPU is lost" (or a device handle it cannot get) in a program's output, for GPUs no listing already
-    shows lost; before a later driver load it is history."""
+    shows lost; before a later driver load it is history. A GPU fallen off the bus is lost too, but health.xid
+    reports it (as its Xid)."""
     known = {gpu.bus_id for gpu in context.gpus if gpu.lost and gpu.bus_id}
-    events = [event for event in context.facts.kernel_log or [] if event.kind == "gpu_lost"
-              and event.superseded_by is None and (event.bus_id is None or event.bus_id not in known)]
+    events = [event for event in lost_gpu_events(context.facts.kernel_log or []) if event.kind == "gpu_lost"
+              and (event.bus_id is None or event.bus_id not in known)]
     if not events:
         return []
     gpu = next((gpu for gpu in context.gpus if events[-1].bus_id and gpu.bus_id == events[-1].bus_id), None)

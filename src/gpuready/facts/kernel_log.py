@@ -311,6 +311,16 @@ def parse_kernel_log(log: str | Iterable[str] | Iterable[NumberedLine], source: 
     return state.events
 
 
+def read_message(text: str) -> list[KernelEvent]:
+    """The events a program's own message states (a worker's exception: `CUDA error: GPU is lost`), each line read as
+    parse_kernel_log reads a log's, in any case and without its marker search: a message need not carry the kernel's
+    words."""
+    state = _Log()
+    for number, line in enumerate(strip_ansi(text).splitlines(), start=1):
+        state.add(None, number, line, None, False)
+    return state.events
+
+
 # A driver load prints its banner after probing the GPUs: what the probe logged (a GPU fallen off the bus) lands
 # just before the banner and belongs to that load, not to the one before. The checks pass knowledge's value.
 SAME_LOAD_WINDOW_S = 10.0

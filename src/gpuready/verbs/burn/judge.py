@@ -7,10 +7,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from gpuready.checks.gpu import lost_gpu_events
 from gpuready.checks.kernel_judge import nvml_xid_findings
+from gpuready.devices import blame_sharing, holders, sharing_findings, users_of
 from gpuready.facts.clock_reasons import REASON_BITS
+from gpuready.facts.kernel_log import read_message
 from gpuready.i18n import Said, finding_text, said
-from gpuready.knowledge import clock_reasons, thresholds
+from gpuready.knowledge import clock_reasons, gpu_spec, thresholds
 from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
 from gpuready.telemetry import Telemetry
 from gpuready.runner.watchdog import RankFailure
@@ -43,16 +46,17 @@ _CAUSE_PATTERNS = [
     ("out_of_memory", ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation")),
     ("illegal_address", ("illegal memory access", "illegal address", "misaligned address")),
     ("launch_failure", ("launch failure", "launch timed out", "too many resources requested for launch")),
-    ("device_lost", ("fallen off the bus", "device lost", "gpu is lost", "no cuda-capable device",
-                     "uncorrectable ecc", "ecc error", "cuda-capable device(s) is/are busy or unavailable",
-                     "device not ready", "unknown error", "cudaerrordevicesunavailable")),
+    # A GPU that is lost (checks/gpu.py's one judgement) or that CUDA cannot use
+    ("device_lost", ("device lost", "no cuda-capable device", "uncorrectable ecc", "ecc error",
+                     "cuda-capable device(s) is/are busy or unavailable", "device not ready", "unknown error",
+                     "cudaerrordevicesunavailable")),
 ]
 
 
 def _sizing(sizing: object) -> object:
     """The worker's note on how much memory it tested, in the catalogue's words where it is one of the worker's own
     (workloads/burn.py); anything else as it came."""
-    from gpuready.workloads.burn import MEMORY_CAP_BYTES, MEMORY_FREE_SHARE
+    from gpuready.workloads.burn import MEMORY_CAP_BYTES, MEMORY_FREE_SHARE  # the rank's module: imports torch
     for text in (said("burn.sizing.cuda", share=MEMORY_FREE_SHARE, cap_gib=MEMORY_CAP_BYTES / 2**30),
                  said("burn.sizing.cpu")):
         if sizing == text.english():
@@ -61,10 +65,12 @@ def _sizing(sizing: object) -> object:
 
 
 def classify_failure(error: str) -> str:
-    """A worker's exception text → out_of_memory | illegal_address | launch_failure | device_lost | other."""
+    """A worker's exception text → out_of_memory | illegal_address | launch_failure | device_lost | other. Whether it
+    says the GPU is lost is the one judgement check and diagnose make of any log (checks/gpu.py lost_gpu_events)."""
     text = (error or "").lower()
+    lost = bool(lost_gpu_events(read_message(error or "")))
     for cause, patterns in _CAUSE_PATTERNS:
-        if any(pattern in text for pattern in patterns):
+        if any(pattern in text for pattern in patterns) or (cause == "device_lost" and lost):
             return cause
     return "other"
 
@@ -104,7 +110,6 @@ class BurnJudge:
         return (start, end) if end > start else None
 
     def judge(self) -> None:
-        from gpuready.devices import blame_sharing, sharing_findings
         if self.checked_sharing:
             self.findings.extend(sharing_findings("burn", self.host, self.users, self.exclusive))
         self._errors()
@@ -177,8 +182,6 @@ class BurnJudge:
 
     def _failed(self, gpu: BurnGpu | None, error: str, text: Said | None = None) -> None:
         """burn.failed: the worker raised (not a wrong result: those are burn.errors), with its cause."""
-        from gpuready.devices import users_of
-        from gpuready.devices import holders
         cause = classify_failure(error)
         msg_id = f"burn.failed.{cause}"
         values: dict[str, Any] = {"error": text or (error.splitlines()[0][:300] if error
@@ -217,7 +220,6 @@ class BurnJudge:
 
     def expected_tflops(self, gpu: BurnGpu) -> tuple[float, dict[str, Any]] | None:
         """Datasheet dense peak × sustained-load efficiency × (enforced / default power limit where below)."""
-        from gpuready.knowledge import gpu_spec
         result = gpu.result or {}
         dtype = result.get("dtype")
         spec = gpu_spec(gpu.identity.get("name"))
