@@ -13,6 +13,14 @@ def report_for(bundle: Path, limits=DEFAULT_LIMITS, **options):
     return check_report(build_facts(read_bundle(bundle, limits)), CheckOptions(**options))
 
 
+def judged(*readers, host: str = "ctx", facts=None, **options):
+    """What the registry's checks of logs find in what `readers` (facts/*_reader.py, fed already) saw, as `diagnose`
+    judges them: the host named `host`, beside the machine's `facts` where given, with CheckOptions(**options)."""
+    from gpuready.facts.log_facts import log_facts
+    from gpuready.pipeline import log_findings
+    return log_findings(log_facts(list(readers)), host=host, facts=facts, options=CheckOptions(**options))
+
+
 def findings(*paths: Path):
     """What `gpuready diagnose PATHS…` finds."""
     from gpuready.verbs.diagnose.run import diagnose

@@ -24,7 +24,7 @@ from gpuready.evidence.reader import MAX_LISTED, BundleError, read_bundle
 from gpuready.cli.main import main
 from gpuready.facts.nccl_log import _NOT_A_COLLECTIVE
 from gpuready.verbs.diagnose.run import InputError, diagnose, marker_pattern
-from gpuready.verbs.diagnose.torch_errors import TorchErrorReader
+from gpuready.facts.torch_log_reader import TorchErrorReader
 
 NVML = (FIXTURES / "h200-collect" / "nvml.json").read_bytes()
 XID79 = b"[ 1843.308145] NVRM: Xid (PCI:0000:91:00): 79, pid=1234, GPU has fallen off the bus.\n"

@@ -10,11 +10,12 @@ from pathlib import Path
 from gpuready.facts import host_log, torch_errors
 from gpuready.knowledge import driver_requirement
 from gpuready.model import Status
-from gpuready.verbs.diagnose.evidence import DiagnoseContext, feed_text
-from gpuready.verbs.diagnose.host import HostLogReader
+from gpuready.facts.log_lines import feed_text
+from helpers import judged
+from gpuready.facts.host_log_reader import HostLogReader
 from gpuready.verbs.diagnose.run import diagnose
 from helpers import findings, of, only
-from gpuready.verbs.diagnose.torch_errors import TorchErrorReader
+from gpuready.facts.torch_log_reader import TorchErrorReader
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 HOST, SOFTWARE = FIXTURES / "host", FIXTURES / "software"
@@ -203,7 +204,7 @@ def test_nccl_error_whose_last_error_is_invalid_device_function_follows_from_sof
         "[rank7]: ncclUnhandledCudaError: Call to CUDA function failed.\n"
         "[rank7]: Last error:\n"
         "[rank7]: Cuda failure 98 'invalid device function'\n"))
-    found = reader.findings(DiagnoseContext(host="node1"))
+    found = judged(reader, host="node1")
     assert only(found, "software.nccl").observed["kind"] == "nccl_arch"
     assert only(found, "nccl.error").consequence_of == "software.nccl"
 
@@ -277,4 +278,4 @@ def test_readers_stay_fast_and_bounded_on_a_flood(tmp_path):
     assert oom.observed["oom_lines"] == 20_000 and len(oom.evidence) <= 5
     assert shm.observed["lines"] == 20_000 and len(shm.evidence) <= 5
     reader = feed_text(HostLogReader(), "x", "Out of memory: Killed process 1 (p) total-vm:1kB\n" * 1_000)
-    assert len(reader.ooms) <= 16
+    assert len(reader.facts().ooms) <= 16

@@ -6,15 +6,16 @@ from pathlib import Path
 import pytest
 
 from gpuready.facts import nccl_log as parse
-from gpuready.verbs.diagnose.evidence import DiagnoseContext, feed_text
-from gpuready.verbs.diagnose.nccl_log import MAX_KEYS, NcclLogReader
+from gpuready.facts.log_lines import feed_text
+from helpers import judged
+from gpuready.facts.nccl_log_reader import MAX_KEYS, NcclLogReader
 
 NCCL = Path(__file__).parent / "fixtures" / "diagnose" / "nccl"
 
 
 def run(text, source="nccl.log", **options):
     reader = feed_text(NcclLogReader(), source, text)
-    return reader, reader.findings(DiagnoseContext(host="ctx", options=options))
+    return reader, judged(reader, host="ctx", **options)
 
 
 def fixture(name):
@@ -126,7 +127,7 @@ def test_aws_socket_nodes_without_ib_published():
     assert len(ib.observed["hosts"]) == 8 and ib.observed["reasons"] == ["no_device"]
     assert "ibstat" in ib.fix and "--device=/dev/infiniband" in ib.fix
     assert [e.line for e in ib.evidence] == [1, 3, 6, 8, 9]
-    assert len(reader.host_address) == 7  # all in 172.31/16: no subnet finding
+    assert len(reader.facts().host_address) == 7  # all in 172.31/16: no subnet finding
 
 
 def test_p2p_hang_published():
@@ -156,8 +157,8 @@ def test_libibverbs_and_loopback_in_containers_published():
     assert ib.status.value == "warn" and ib.observed["hosts"] == ["51ca79e04561", "e53b7da88fea"]
     assert ib.observed["reasons"] == ["libibverbs"] and "rdma-core" in ib.fix
     assert [e.line for e in ib.evidence] == [1, 9, 13]
-    assert {version for version, _line in reader.versions.values()} == {"2.3.5"}
-    assert reader.rank_host == {0: "e53b7da88fea", 1: "e53b7da88fea", 3: "51ca79e04561"}
+    assert {version for version, _line in reader.facts().versions.values()} == {"2.3.5"}
+    assert reader.facts().rank_host == {0: "e53b7da88fea", 1: "e53b7da88fea", 3: "51ca79e04561"}
 
 
 def test_ib_device_not_opened_in_docker_published():
@@ -174,7 +175,7 @@ def test_veth_link_local_published():
     [wrong] = of(findings, "nccl.wrong_interface")
     assert (wrong.status.value, wrong.subject.host, wrong.subject.nic) == ("fail", "ip-172-31-0-137", "veth75fa783")
     assert [e.line for e in wrong.evidence] == [5]
-    assert {version for version, _line in reader.versions.values()} == {"2.7.8"}
+    assert {version for version, _line in reader.facts().versions.values()} == {"2.7.8"}
     [transport] = of(findings, "nccl.transport")
     assert transport.status.value == "pass" and transport.observed["inter_node"] == {"NET/Socket": 1}
 
@@ -182,8 +183,8 @@ def test_veth_link_local_published():
 def test_ib_in_use_published_is_quiet():
     reader, findings = fixture("ib-using-nccl-1925.log")
     assert findings == []
-    assert set(reader.ib_hosts) == {"nccl-sleep-c7d759db6-2bp29", "nccl-sleep-c7d759db6-cgz82"}
-    assert reader.rank_host[7] == "nccl-sleep-c7d759db6-cgz82" and reader.nranks == 8
+    assert set(reader.facts().ib_hosts) == {"nccl-sleep-c7d759db6-2bp29", "nccl-sleep-c7d759db6-cgz82"}
+    assert reader.facts().rank_host[7] == "nccl-sleep-c7d759db6-cgz82" and reader.facts().nranks == 8
 
 
 # ------------------------------------------------------------------------------------------------ constructed
@@ -344,8 +345,8 @@ def test_state_stays_bounded():
     text = "\n".join(f"h{i}:1:1 [0] NCCL WARN distinct failure kind {chr(65 + i % 26)}{chr(65 + i // 26 % 26)} x"
                      for i in range(MAX_KEYS + 500))
     feed_text(reader, "big.log", text)
-    assert len(reader.hosts) == MAX_KEYS and len(reader.warns) <= 64 and reader.warns_dropped > 0
-    findings = reader.findings(DiagnoseContext(host="ctx"))
+    assert len(reader.facts().hosts) == MAX_KEYS and len(reader.facts().warns) <= 64 and reader.facts().warns_dropped > 0
+    findings = judged(reader, host="ctx")
     assert any("were counted but not kept" in f.message for f in findings)
     assert all(len(f.evidence) <= 5 for f in findings)
 

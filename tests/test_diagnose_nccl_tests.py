@@ -13,8 +13,9 @@ import pytest
 
 from gpuready.facts import nccl_tests as parse
 from gpuready.evidence.build import build_facts
-from gpuready.verbs.diagnose.evidence import DiagnoseContext, feed_text
-from gpuready.verbs.diagnose.nccl_tests import NcclTestsReader
+from gpuready.facts.log_lines import feed_text
+from helpers import judged
+from gpuready.facts.nccl_tests_reader import NcclTestsReader
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PUBLISHED = FIXTURES / "published"
@@ -51,7 +52,7 @@ H100_8X_RING = """\
 def run(text: str, source: str = "nccl.txt", facts=None, expect: float | None = None):
     reader = feed_text(NcclTestsReader(), source, text)
     options = {"expect_busbw_gb_per_s": expect} if expect is not None else {}
-    findings = reader.findings(DiagnoseContext(host="inputs", facts=facts, options=options))
+    findings = judged(reader, host="inputs", facts=facts, **options)
     return reader, {finding.check_id: finding for finding in findings}, findings
 
 
@@ -177,7 +178,7 @@ def test_not_checked_rows_skip_the_data_check():
 def test_cut_row_is_skipped_not_misread():
     path = FIXTURES / "public" / "pcie-4090-no-p2p" / "all_reduce_perf.txt"
     reader, found, _ = run(path.read_text(), source="4090.txt", expect=25)
-    assert reader.runs[0].rows == 11 and reader.runs[0].skipped == 1
+    assert reader.facts().runs[0].rows == 11 and reader.facts().runs[0].skipped == 1
     finding = found["nccl_tests.busbw_low"]
     # the 64 MiB row is cut after its out-of-place half: the largest whole row is 32 MiB, below the judged sizes
     assert finding.status.value == "skip"
@@ -201,7 +202,7 @@ def test_interleaved_output_is_skipped():
             "    2.75    5.27      0\n"
             "   134217728      33554432 host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n")
     reader, found, _ = run(text, expect=10)
-    assert sum(r.rows for r in reader.runs) == 0
+    assert sum(r.rows for r in reader.facts().runs) == 0
     assert "nccl_tests.wrong" not in found
 
 
@@ -225,11 +226,11 @@ def test_several_runs_in_one_file_are_judged_each():
 def test_state_is_bounded():
     row = "  8589934592    2147483648     float     sum      -1    47535  180.71  338.82      0    47743  179.92  337.35      0\n"
     reader = feed_text(NcclTestsReader(), "big.txt", row * 5000)
-    assert reader.runs[0].rows == 5000
-    assert len(reader.runs[0].largest) <= 3
+    assert reader.facts().runs[0].rows == 5000
+    assert len(reader.facts().runs[0].largest) <= 3
     many = ("# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20\n" + row) * 100
     reader = feed_text(NcclTestsReader(), "many.txt", many)
-    assert len(reader.runs) == 32 and reader.runs_dropped == 68
+    assert len(reader.facts().runs) == 32 and reader.facts().runs_dropped == 68
 
 
 # -- parser pieces --------------------------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ import pytest
 
 from gpuready.facts import torch_errors as parse
 from gpuready.model import Status
-from gpuready.verbs.diagnose.evidence import DiagnoseContext, feed_text
-from gpuready.verbs.diagnose.torch_errors import TorchErrorReader
+from gpuready.facts.log_lines import feed_text
+from helpers import judged
+from gpuready.facts.torch_log_reader import TorchErrorReader
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose" / "torch"
 
@@ -23,7 +24,7 @@ def run(*files: str, text: dict[str, str] | None = None, reader: TorchErrorReade
         feed_text(reader, name, (FIXTURES / name).read_text())
     for name, body in (text or {}).items():
         feed_text(reader, name, body)
-    return reader.findings(DiagnoseContext(host="node1"))
+    return judged(reader, host="node1")
 
 
 def only(findings, check_id):
@@ -263,7 +264,7 @@ def test_flight_recorder_json_rank_behind(tmp_path):
         path = tmp_path / f"nccl_trace_rank_{rank}"
         path.write_text(json.dumps(document))
         assert reader.offer_file(path, f"dumps/nccl_trace_rank_{rank}") is True
-    findings = reader.findings(DiagnoseContext(host="node1"))
+    findings = judged(reader, host="node1")
     behind_finding = only(findings, "nccl.rank_behind")
     assert behind_finding.status is Status.FAIL and behind_finding.subject.rank == 2
     assert behind_finding.observed["behind"] == [2]
@@ -283,7 +284,7 @@ def test_flight_recorder_all_stuck_in_same_collective(tmp_path):
     reader = TorchErrorReader()
     for summary in summaries:
         reader.add_flight_recorder(summary)
-    finding = only(reader.findings(DiagnoseContext(host="node1")), "nccl.flight_recorder")
+    finding = only(judged(reader, host="node1"), "nccl.flight_recorder")
     assert finding.status is Status.FAIL and finding.observed["stuck"] == [0, 1]
 
 
@@ -312,7 +313,7 @@ def test_pickle_dump_is_reported_never_unpickled(tmp_path, no_unpickling):
     assert parse.read_flight_recorder_json(path) is None
     reader = TorchErrorReader()
     assert reader.offer_file(path, "dumps/nccl_trace_rank_0") is True
-    finding = only(reader.findings(DiagnoseContext(host="node1")), "nccl.flight_recorder_unread")
+    finding = only(judged(reader, host="node1"), "nccl.flight_recorder_unread")
     assert finding.status is Status.WARN
     assert "torchfrtrace" in finding.fix and "fr_trace" in finding.fix
     assert finding.observed == {"file": "dumps/nccl_trace_rank_0", "format": "pickle"}
@@ -337,9 +338,9 @@ def test_state_is_bounded():
     feed_text(reader, "net.log", "\n".join(
         f"[c10d] The client socket has failed to connect to [10.0.0.{i % 250}]:29500 (errno: 111 - Connection refused)."
         for i in range(1000)))
-    assert len(reader.timeout_lines) <= 16 and len(reader.network) <= 16
-    assert len(reader.timeouts) <= 4096
-    findings = reader.findings(DiagnoseContext(host="node1"))
+    assert len(reader.facts().timeout_lines) <= 16 and len(reader.facts().network) <= 16
+    assert len(reader.facts().timeouts) <= 4096
+    findings = judged(reader, host="node1")
     assert all(len(f.evidence) <= 5 for f in findings)
 
 

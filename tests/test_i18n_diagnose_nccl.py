@@ -15,9 +15,10 @@ from gpuready.i18n import text_in
 from gpuready.model import Finding, Report
 from gpuready.report.translate import in_language
 from gpuready.verbs.diagnose import net
-from gpuready.verbs.diagnose.evidence import DiagnoseContext, feed_text
-from gpuready.verbs.diagnose.nccl_log import NcclLogReader
-from gpuready.verbs.diagnose.nccl_tests import NcclTestsReader
+from gpuready.facts.log_lines import feed_text
+from helpers import judged
+from gpuready.facts.nccl_log_reader import NcclLogReader
+from gpuready.facts.nccl_tests_reader import NcclTestsReader
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -87,7 +88,7 @@ def english_left(text: str, values: dict) -> list[str]:
 
 def nccl_findings(text: str, **options) -> list[Finding]:
     reader = feed_text(NcclLogReader(), "nccl.log", text)
-    return reader.findings(DiagnoseContext(host="ctx", options=options))
+    return judged(reader, host="ctx", **options)
 
 
 def document(findings: list[Finding]) -> dict:
@@ -101,7 +102,7 @@ def chinese(findings: list[Finding]) -> list[dict]:
 
 def nccl_tests_findings(text: str, **options) -> list[Finding]:
     reader = feed_text(NcclTestsReader(), "run.txt", text)
-    return reader.findings(DiagnoseContext(host="ctx", options=options))
+    return judged(reader, host="ctx", **options)
 
 
 def all_findings() -> list[Finding]:

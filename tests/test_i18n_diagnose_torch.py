@@ -13,10 +13,11 @@ import pytest
 
 from gpuready.i18n import catalogue, message
 from gpuready.report.translate import in_language
-from gpuready.verbs.diagnose.evidence import DiagnoseContext, feed_text
-from gpuready.verbs.diagnose.k8s import K8sNodeReader
+from gpuready.facts.log_lines import feed_text
+from helpers import judged
+from gpuready.facts.k8s_reader import K8sNodeReader
 from gpuready.verbs.diagnose.run import diagnose
-from gpuready.verbs.diagnose.torch_errors import TorchErrorReader
+from gpuready.facts.torch_log_reader import TorchErrorReader
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TORCH = FIXTURES / "diagnose" / "torch"
@@ -251,7 +252,7 @@ def test_a_node_labelled_by_its_pci_device_is_named_in_the_readers_language():
                        "feature.node.kubernetes.io/pci-10de.present=true\nCapacity:\n  cpu:                64\n"
                        "  memory:             527932972Ki\n  nvidia.com/gpu:     0\n  pods:               110\n"
                        "Allocatable:\n  cpu:                64\n  nvidia.com/gpu:     0\nSystem Info:\n")
-    finding = reader.findings(DiagnoseContext(host="inputs"))[0]
+    finding = judged(reader, host="inputs")[0]
     assert "labelled feature.node.kubernetes.io/pci-10de.present=true (an NVIDIA PCI device)" in finding.message
     assert finding.observed["label"] == "feature.node.kubernetes.io/pci-10de.present=true (an NVIDIA PCI device)"
     chinese = message(finding.message_id, "zh", **finding.message_values)
@@ -286,8 +287,8 @@ def test_every_part_fills_in_both_languages():
 def test_host_dcgm_and_k8s_findings_read_chinese(folder):
     """Their ids are the kind of fix; what the tool saw (how the OOM killer acted, whose memory ran out, which
     DataLoader error, where DCGM failed) are nested parts, so the English is as it was and the Chinese is whole."""
-    from gpuready.verbs.diagnose.dcgm import DcgmDiagReader
-    from gpuready.verbs.diagnose.host import HostLogReader
+    from gpuready.facts.dcgm_reader import DcgmDiagReader
+    from gpuready.facts.host_log_reader import HostLogReader
 
     document = diagnose([FIXTURES / "diagnose" / folder],
                         readers=lambda: [HostLogReader(), DcgmDiagReader(), K8sNodeReader()]).to_dict()
@@ -303,7 +304,7 @@ def test_host_dcgm_and_k8s_findings_read_chinese(folder):
 
 
 def test_a_host_oom_is_said_in_parts():
-    from gpuready.verbs.diagnose.host import HostLogReader
+    from gpuready.facts.host_log_reader import HostLogReader
 
     reader = feed_text(HostLogReader(), "dmesg.txt",
                        "[100.1] python invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0\n"
@@ -311,7 +312,7 @@ def test_a_host_oom_is_said_in_parts():
                        "oom_memcg=/kubepods/pod1,task_memcg=/kubepods/pod1,task=python,pid=4242,uid=0\n"
                        "[100.3] Memory cgroup out of memory: Killed process 4242 (python) total-vm:9000000kB, "
                        "anon-rss:4194304kB, file-rss:0kB, shmem-rss:0kB\n")
-    finding = reader.findings(DiagnoseContext(host="node1"))[0]
+    finding = judged(reader, host="node1")[0]
     assert finding.message_id == "host.oom.limit"
     assert finding.message == ("The Linux OOM killer killed python (pid 4242), 4.0 GiB resident (anon-rss): a memory "
                                "cgroup ran out (the container's or job's memory limit, /kubepods/pod1), not the whole "

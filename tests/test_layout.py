@@ -14,10 +14,11 @@ from typing import Callable
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-CHECKS_MAY_IMPORT = ("gpuready.checks", "gpuready.facts.types", "gpuready.facts.units", "gpuready.knowledge",
-                     "gpuready.model", "gpuready.i18n")
-"""Besides the standard library: a check is a pure function of the facts, the knowledge tables and the model; its
-sentences come from the message catalogue (i18n, a leaf: it imports nothing of gpuready)."""
+CHECKS_MAY_IMPORT = ("gpuready.checks", "gpuready.facts.types", "gpuready.facts.log_facts", "gpuready.facts.units",
+                     "gpuready.knowledge", "gpuready.model", "gpuready.i18n")
+"""Besides the standard library: a check is a pure function of the facts (the machine's, facts.types, and the log
+readers', facts.log_facts), the knowledge tables and the model; its sentences come from the message catalogue (i18n,
+a leaf: it imports nothing of gpuready)."""
 FACTS_MUST_NOT_IMPORT = ("gpuready.checks", "gpuready.verbs", "gpuready.workloads", "gpuready.runner",
                          "gpuready.model")
 """The model is the judges' vocabulary (Finding, Report, Status): facts/ builds none of it."""

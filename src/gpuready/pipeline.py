@@ -6,6 +6,7 @@ burn and bench take the facts summary and the GPU list from here.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from gpuready import __version__
 from gpuready.evidence.collect import collect
 from gpuready.evidence.layout import BUNDLE_FILES
 from gpuready.evidence.reader import read_bundle
-from gpuready.checks.registry import CheckOptions, run_checks
+from gpuready.checks.registry import CheckOptions, run_checks, run_log_checks
+from gpuready.estimate.expect import nccl_busbw
+from gpuready.facts.log_facts import LogFacts
 from gpuready.facts.bad_input import said_of
 from gpuready.evidence.build import UNRECOGNISED, build_facts, read_in_part, skipped_reason
 from gpuready.evidence.machines import split_bundle
@@ -138,6 +141,18 @@ def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False
     return Report(tool_version=__version__, host=host, findings=findings, facts=summarize_facts(facts),
                   input_error=bool(facts.input_errors), fail_on_warn=fail_on_warn, multi_node=multi_node,
                   not_enough_evidence=not_enough_evidence(facts))
+
+
+def log_findings(logs: LogFacts, *, host: str, facts: Facts | None = None,
+                 options: CheckOptions | None = None) -> list[Finding]:
+    """What the log readers saw, judged by the registry's checks of logs (`diagnose`): on a copy of the machine's
+    facts where the inputs had tool outputs (an nccl-tests run is judged against its GPUs and links), named `host`."""
+    machine = facts or Facts()
+    judged = dataclasses.replace(machine, host=dataclasses.replace(machine.host, hostname=host), logs=logs)
+    options = options or CheckOptions()
+    if options.nccl_busbw is None:
+        options = dataclasses.replace(options, nccl_busbw=nccl_busbw)
+    return run_log_checks(judged, options)
 
 
 def bundle_notes(facts: Facts) -> list[tuple[str, str, Said]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuready.checks.log_evidence import quote
 from gpuready.checks.registry import CheckContext, check
 from gpuready.facts.units import parse_cpu_list
 from gpuready.i18n import said
@@ -96,7 +97,24 @@ def _cpu_set(cpus: str) -> set[int] | None:
         return None
 
 
-@check("host.shm", needs=("host.shm_total_bytes",))
+def _shm_in_logs(context: CheckContext) -> list[Finding]:
+    """DataLoader workers that ran out of /dev/shm (a bus error, `No space left on device`): the same size, as the
+    job met it. NCCL's own shared-memory failures are nccl.shm_too_small's."""
+    host = context.facts.logs.host
+    if host is None or not host.shm:
+        return []
+    kinds = sorted({shm.kind for shm, _ in host.shm})
+    pids = sorted({shm.pid for shm, _ in host.shm if shm.pid is not None})
+    paths = sorted({shm.path for shm, _ in host.shm if shm.path})[:4]
+    text = said("host.shm.too_small" + (".one_line" if host.shm_lines == 1 else ""), lines=host.shm_lines,
+                what=[said(f"host.shm.kind.{kind}") for kind in kinds])  # bus_error, no_space, write_failed
+    return [context.fail(text, observed={"kinds": kinds, "worker_pids": pids, "files": paths, "lines": host.shm_lines},
+                         expected="/dev/shm large enough for num_workers × prefetch_factor batches (several GiB)",
+                         refs=[thresholds("host_shm")["source"], "pytorch/pytorch#5040 (Bus error when /dev/shm is full)"],
+                         evidence=quote([line for _, line in host.shm]))]
+
+
+@check("host.shm", needs=("host.shm_total_bytes",), logs=_shm_in_logs)
 def host_shm(context: CheckContext) -> list[Finding]:
     """/dev/shm size."""
     limit = thresholds("host_shm")

@@ -45,25 +45,50 @@ class CheckOptions:
     expect_gpus: int | None = None
     psu_watts: float | None = None
     circuit_watts: float | None = None
+    expect_busbw_gb_per_s: float | None = None
+    """`diagnose --expect`: the bus bandwidth nccl-tests runs are judged against, instead of what the topology allows."""
+    nccl_busbw: Callable[..., Any] | None = None
+    """What a ring over given GPUs should reach: estimate/expect.py `nccl_busbw(facts, gpus, gpu_name)`, handed in by
+    the pipeline (estimate/ stands above checks/); None: nccl-tests runs are not judged against the topology."""
+
+
+Judge = Callable[["CheckContext"], Iterable[Finding]]
 
 
 @dataclass(frozen=True)
 class Check:
     id: str
     needs: tuple[str, ...]
-    function: Callable[["CheckContext"], Iterable[Finding]]
+    function: Judge | None
+    """Its judgement of the machine's facts; None for a check of logs alone."""
     needs_gpus: bool = True
     """Skip (with the reason) when no GPU is visible; gpu.present reports the absence itself."""
+    logs: Judge | None = None
+    """Its judgement of the log readers' facts (`Facts.logs`), where it has one (run_log_checks)."""
 
 
 CHECKS: dict[str, Check] = {}
 
 
-def check(check_id: str, needs: tuple[str, ...] = (), needs_gpus: bool = True):
-    def register(function: Callable[["CheckContext"], Iterable[Finding]]):
-        if check_id in CHECKS:
-            raise ValueError(f"check id {check_id} registered twice")
-        CHECKS[check_id] = Check(check_id, needs, function, needs_gpus)
+def _register(entry: Check) -> None:
+    if entry.id in CHECKS:
+        raise ValueError(f"check id {entry.id} registered twice")
+    CHECKS[entry.id] = entry
+
+
+def check(check_id: str, needs: tuple[str, ...] = (), needs_gpus: bool = True, logs: Judge | None = None):
+    """`logs`: the same check's judgement of what the log readers saw (diagnose), beside the machine's facts'."""
+    def register(function: Judge):
+        _register(Check(check_id, needs, function, needs_gpus, logs))
+        return function
+    return register
+
+
+def log_check(check_id: str):
+    """A check of the log readers' facts alone (`Facts.logs`): run by run_log_checks where a log reader ran; `check`
+    has no logs, so it is not applicable there and gives no finding at all."""
+    def register(function: Judge):
+        _register(Check(check_id, (), None, needs_gpus=False, logs=function))
         return function
     return register
 
@@ -121,7 +146,8 @@ def _fact(facts: Facts, path: str) -> Any:
     return value
 
 
-CHECK_MODULES = ("gpu", "nvlink", "health", "host", "network", "pcie", "power", "software", "topology")
+CHECK_MODULES = ("gpu", "nvlink", "health", "host", "network", "pcie", "power", "software", "topology",
+                 "nccl_logs", "torch_logs", "nccl_tests", "host_logs", "dcgm_diag", "k8s_node")
 """The modules of checks, in the order a report lists their findings (the order a plain `check` always had)."""
 
 
@@ -133,8 +159,11 @@ def registered_in_order() -> list[str]:
         importlib.import_module(f"gpuready.checks.{name}")
     position = {name: index for index, name in enumerate(CHECK_MODULES)}
     defined = list(CHECKS)
-    return sorted(defined, key=lambda check_id: (position[CHECKS[check_id].function.__module__.rsplit(".", 1)[1]],
-                                                 defined.index(check_id)))
+    return sorted(defined, key=lambda check_id: (position[_module_of(CHECKS[check_id])], defined.index(check_id)))
+
+
+def _module_of(entry: Check) -> str:
+    return (entry.function or entry.logs).__module__.rsplit(".", 1)[1]
 
 
 def run_checks(facts: Facts, options: CheckOptions | None = None, only: Iterable[str] | None = None) -> list[Finding]:
@@ -142,6 +171,8 @@ def run_checks(facts: Facts, options: CheckOptions | None = None, only: Iterable
     findings: list[Finding] = []
     selected = [CHECKS[check_id] for check_id in (only or registered_in_order())]
     for entry in selected:
+        if entry.function is None:
+            continue  # a check of logs alone: not applicable to a machine's facts
         context = CheckContext(facts=facts, options=options, check_id=entry.id)
         missing = [need for need in entry.needs if _fact(facts, need) is None]
         if entry.needs_gpus and not facts.gpus:
@@ -151,13 +182,32 @@ def run_checks(facts: Facts, options: CheckOptions | None = None, only: Iterable
             sources = ", ".join(f"{need} ({FACT_SOURCES.get(need, need)})" for need in missing)
             findings.append(context.skip(said("registry.not_judged", sources=sources)))
             continue
-        try:
-            produced = list(entry.function(context))
-        except Exception as error:  # a bug in a check is reported, the other checks still run
-            produced = [context.finding(Status.ERROR, said("registry.check_crashed", error=type(error).__name__,
-                                                           detail=str(error)))]
-        findings.extend(produced or [context.passed(said("registry.nothing_to_flag"))])
+        findings.extend(_judged(context, entry.function) or [context.passed(said("registry.nothing_to_flag"))])
     return findings
+
+
+def run_log_checks(facts: Facts, options: CheckOptions | None = None) -> list[Finding]:
+    """The findings of every check that judges the log readers' facts (`facts.logs`), in the registry's order; none
+    where no log reader ran. A check whose logs show nothing says nothing: logs tell what went wrong, not what is
+    fine, and silence in them is no evidence for a pass."""
+    if facts.logs is None:
+        return []
+    options = options or CheckOptions()
+    findings: list[Finding] = []
+    for check_id in registered_in_order():
+        entry = CHECKS[check_id]
+        if entry.logs is not None:
+            findings.extend(_judged(CheckContext(facts=facts, options=options, check_id=entry.id), entry.logs))
+    return findings
+
+
+def _judged(context: CheckContext, judge: Judge) -> list[Finding]:
+    """What one judge says; an unexpected error in it is an `error` finding, and the other checks still run."""
+    try:
+        return list(judge(context))
+    except Exception as error:  # a bug in a check is reported, the other checks still run
+        return [context.finding(Status.ERROR, said("registry.check_crashed", error=type(error).__name__,
+                                                   detail=str(error)))]
 
 
 def per_gpu(context: CheckContext, judge: Callable[[GpuFacts], Finding | None], all_good: Said, *,

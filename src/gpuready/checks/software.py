@@ -1,15 +1,49 @@
-"""The software stack: driver ↔ CUDA, torch's arch list, torch sees the GPUs, NCCL, container, env."""
+"""The software stack: driver ↔ CUDA, torch's arch list, torch sees the GPUs, NCCL, container, env.
+
+driver_cuda, torch_arch and nccl judge the machine's facts (nvml.json, torch.json, …) and, in `diagnose`, what a
+job's logs say of the same things (facts.log_facts.TorchLogFacts `versions`: `driver too old`, the capability
+warning, `undefined symbol: nccl…`, NCCL's `invalid device function`): one check each, one rule for both.
+"""
 
 from __future__ import annotations
 
 import re
 
+from gpuready.checks.log_evidence import NCCL_TROUBLESHOOTING, quote
 from gpuready.checks.registry import CheckContext, check, kernel_evidence
-from gpuready.i18n import catalogue, said
-from gpuready.knowledge import driver_requirement, env_var_rules, version_tuple
-from gpuready.model import Finding
+from gpuready.facts.log_facts import Line, TorchLogFacts
+from gpuready.i18n import Said, catalogue, finding_text, said
+from gpuready.knowledge import driver_requirement, env_var_rules, load_table, version_tuple
+from gpuready.model import Finding, Status, Subject
 
 _TORCH_INSTALL = "https://pytorch.org/get-started/locally/"
+TORCH_INDEX = "https://download.pytorch.org/whl/"
+
+CHECK_OF_MISMATCH = {"driver_too_old": "software.driver_cuda", "forward_compat": "software.driver_cuda",
+                     "arch": "software.torch_arch", "nccl_symbol": "software.nccl", "nccl_arch": "software.nccl"}
+"""A software mismatch a log shows (facts/torch_errors.py `VersionMismatch.kind`) → the check that judges it."""
+
+
+def first_of_each_kind(torch: TorchLogFacts, kinds: tuple[str, ...]) -> list[tuple]:
+    """(the first mismatch, its line, every mismatch of its kind with its line) per kind among `kinds`, in the order
+    the kinds first show in the logs."""
+    done: set[str] = set()
+    found = []
+    for mismatch, line in torch.versions:
+        if mismatch.kind in done or mismatch.kind not in kinds:
+            continue
+        done.add(mismatch.kind)
+        found.append((mismatch, line, [item for item in torch.versions if item[0].kind == mismatch.kind]))
+    return found
+
+
+def _logged(context: CheckContext, kinds: tuple[str, ...], judge) -> list[Finding]:
+    """`judge(context, torch, rank, mismatch, same)` per kind of mismatch among `kinds` the logs show."""
+    torch = context.facts.logs.torch if context.facts.logs is not None else None
+    if torch is None:
+        return []
+    return [judge(context, torch, torch.rank_of(line), mismatch, same)
+            for mismatch, line, same in first_of_each_kind(torch, kinds)]
 
 
 def _torch_problem(context: CheckContext) -> Finding | None:
@@ -23,7 +57,54 @@ def _torch_problem(context: CheckContext) -> Finding | None:
     return None
 
 
-@check("software.driver_cuda", needs=("torch", "driver_version"))
+def _driver_cuda_in_logs(context: CheckContext) -> list[Finding]:
+    """The driver is older than the CUDA the job's torch was built for (`found version 11040`, CUDA error 35), or
+    CUDA's forward-compatibility libraries were loaded where they cannot work (error 804)."""
+    return _logged(context, ("driver_too_old", "forward_compat"), _driver_in_logs)
+
+
+def _driver_in_logs(context: CheckContext, torch: TorchLogFacts, rank: int | None, mismatch, same: list) -> Finding:
+    build = torch.torch_cuda[0] if torch.torch_cuda else None
+    lines = [item[1] for item in same] + ([torch.torch_cuda[1]] if torch.torch_cuda else [])
+    driver_cuda = next((m.driver_cuda for m, _ in same if m.driver_cuda), None)
+    driver_api = next((m.driver_api for m, _ in same if m.driver_api is not None), None)
+    observed: dict = {"kind": mismatch.kind, "driver_supports_cuda": driver_cuda, "driver_api": driver_api,
+                      "cuda_error": mismatch.cuda_error, "torch_cuda": build}
+    requirement = driver_requirement(build) if build else None
+    if requirement:
+        need = said("software.driver_cuda.log.need.full" if requirement.full_feature else
+                    "software.driver_cuda.log.need.minimum", minimum=requirement.minimum,
+                    full_feature=requirement.full_feature, build=build)
+        refs = [requirement.minimum_source] + ([requirement.full_feature_source]
+                                               if requirement.full_feature_source else [])
+        observed["required_driver"] = requirement.minimum
+    else:
+        need = said("software.driver_cuda.log.need.floors", floors=_driver_floors())
+        refs = ["src/gpuready/knowledge/cuda_driver.toml"]
+    built = said("software.driver_cuda.log.built", build=build) if build else ""
+    if mismatch.kind == "forward_compat":
+        text = said("software.driver_cuda.log.forward_compat", built=built, need=need)
+        refs = refs + ["https://docs.nvidia.com/deploy/cuda-compatibility/ (forward compatibility: data-centre "
+                       "GPUs only)"]
+    else:
+        supports = said("software.driver_cuda.log.supports", driver_cuda=driver_cuda,
+                        driver_api=driver_api) if driver_cuda else ""
+        alt = said("software.driver_cuda.log.older_wheel", driver_cuda=driver_cuda,
+                   index="cu" + driver_cuda.replace(".", "")) if driver_cuda else ""
+        text = said("software.driver_cuda.log.too_old", supports=supports, built=built, need=need, alt=alt)
+    return Finding(check_id=context.check_id, status=Status.FAIL, subject=Subject(host=context.host, rank=rank),
+                   **finding_text(text), observed=observed,
+                   expected=f">= {requirement.minimum}" if requirement else None, refs=refs, evidence=quote(lines))
+
+
+def _driver_floors() -> list[Said]:
+    """`11.x needs >= 450.80.02`, `12.x needs >= 525.60.13`, … from knowledge/cuda_driver.toml."""
+    rows = sorted(load_table("cuda_driver").get("minor_compat", []), key=lambda row: int(row["cuda_major"]))
+    return [said("software.driver_cuda.log.floor", major=row["cuda_major"], driver=row["min_driver_linux"])
+            for row in rows]
+
+
+@check("software.driver_cuda", needs=("torch", "driver_version"), logs=_driver_cuda_in_logs)
 def software_driver_cuda(context: CheckContext) -> list[Finding]:
     """The driver supports torch's CUDA."""
     torch, driver = context.facts.torch, context.facts.driver_version
@@ -71,23 +152,100 @@ def _older(version: str, than: str) -> bool | None:
     return mine < theirs
 
 
+_ARCH = re.compile(r"(sm|compute)_(\d+)(\d)([af]?)")
+
+
+def runs_on(arch: str, major: int, minor: int) -> bool:
+    """Whether code built for `arch` (an entry of torch.cuda.get_arch_list(), a wheel's list) runs on compute
+    capability major.minor. SASS `sm_XY` runs on X.Z for Z >= Y (binary compatibility within a major); PTX
+    `compute_XY` on any capability >= X.Y, JIT-compiled by the driver. Architecture-specific targets (`sm_90a`,
+    `compute_90a`) run on X.Y alone: their PTX is not forward compatible (PTX ISA, target `a` suffix). Family-specific
+    targets (`sm_100f`, `compute_100f`, CUDA 12.9) run on the later minors of the same major (CUDA Programming Guide,
+    Feature Availability). A name that is not a CUDA architecture (`gfx90a`) runs nothing."""
+    match = _ARCH.fullmatch(arch)
+    if not match:
+        return False
+    kind, arch_major, arch_minor, suffix = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
+    if suffix == "a":
+        return (major, minor) == (arch_major, arch_minor)
+    if kind == "sm" or suffix == "f":
+        return major == arch_major and minor >= arch_minor
+    return (major, minor) >= (arch_major, arch_minor)
+
+
 def _arch_supported(capability: str, arch_list: list[str]) -> tuple[bool, str, bool]:
-    """PyTorch's own rule: SASS for the same major (sm_XY with X = major, Y <= minor), or PTX at or below it.
-    (supported, the arch that runs it, whether that is PTX, JIT-compiled at first use)."""
+    """(supported, the first arch of the list that runs on `capability`, whether that is PTX, JIT-compiled at first
+    use), by the rule of runs_on."""
     major, minor = version_tuple(capability)
     for arch in arch_list:
-        match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", arch)
-        if not match:
-            continue
-        kind, arch_major, arch_minor, suffix = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
-        if kind == "sm" and arch_major == major and arch_minor <= minor and (not suffix or arch_minor == minor):
-            return True, arch, False
-        if kind == "compute" and (arch_major, arch_minor) <= (major, minor) and not suffix:
-            return True, arch, True
+        if runs_on(arch, major, minor):
+            return True, arch, arch.startswith("compute_")
     return False, "", False
 
 
-@check("software.torch_arch", needs=("torch",))
+def _capability_of(arch: str | None) -> tuple[int, int] | None:
+    """`sm_120` → (12, 0), `sm_86` → (8, 6): the capability an architecture name is for."""
+    match = _ARCH.fullmatch(arch or "")
+    return (int(match.group(2)), int(match.group(3))) if match else None
+
+
+def wheel_for(arch: str | None) -> dict | None:
+    """The oldest PyTorch CUDA wheel index (knowledge/torch_wheels.toml) with kernels for the GPU `arch` names."""
+    device = _capability_of(arch)
+    if device is None:
+        return None
+    for row in load_table("torch_wheels")["wheel"]:
+        if any(runs_on(built, *device) for built in row["archs"]):
+            return row
+    return None
+
+
+def _torch_arch_in_logs(context: CheckContext) -> list[Finding]:
+    """torch's capability warning (`sm_120 is not compatible with the current PyTorch installation`) or `no kernel
+    image is available`: the wheel to install instead."""
+    return _logged(context, ("arch",), _arch_in_logs)
+
+
+def _arch_in_logs(context: CheckContext, torch: TorchLogFacts, rank: int | None, _mismatch, same: list) -> Finding:
+    warning = next((m for m, _ in same if m.arch), same[0][0])
+    lines = [line for _, line in same]
+    arch, name, supported = warning.arch, warning.gpu_name, list(warning.supported)
+    build = torch.torch_cuda[0] if torch.torch_cuda else None
+    wheel = wheel_for(arch)
+    observed = {"kind": "arch", "arch": arch, "gpu_name": name, "supported": supported, "torch_cuda": build,
+                "wheel_index": wheel["index"] if wheel else None}
+    refs = ["torch/cuda/__init__.py (_check_capability: the capability warning)"]
+    values: dict[str, object] = {"arch": arch}
+    if arch:
+        values["gpu"] = said("software.torch_arch.log.gpu." + ("named" if name else "unnamed"), name=name, arch=arch)
+        values["supports"] = said("software.torch_arch.log.supports", archs=" ".join(supported)) if supported else ""
+    if wheel:
+        requirement = driver_requirement(wheel["cuda"])
+        msg_id = "software.torch_arch.log.wheel"
+        values.update(index_url=f"{TORCH_INDEX}{wheel['index']}", cuda=wheel["cuda"], driver=said(
+            "software.torch_arch.log.wheel_driver" + ("_full" if requirement.full_feature else ""),
+            minimum=requirement.minimum, full_feature=requirement.full_feature, cuda=wheel["cuda"])
+            if requirement else "")
+        refs.append(wheel["source"])
+        if requirement:
+            refs.append(requirement.minimum_source)
+    elif arch:
+        msg_id = "software.torch_arch.log.no_wheel"
+        refs.append("src/gpuready/knowledge/torch_wheels.toml")
+    else:
+        msg_id = "software.torch_arch.log.no_kernel_image"
+        values["indexes"] = "; ".join(f"{row['index']}: {' '.join(row['archs'])}"
+                                      for row in load_table("torch_wheels")["wheel"])
+        refs.append("src/gpuready/knowledge/torch_wheels.toml")
+    if torch.torch_cuda:
+        lines = lines + [torch.torch_cuda[1]]
+    return Finding(check_id=context.check_id, status=Status.FAIL, subject=Subject(host=context.host, rank=rank),
+                   **finding_text(said(msg_id, **values)), observed=observed,
+                   expected=f"{arch} in torch.cuda.get_arch_list()" if arch else None,
+                   refs=refs, evidence=quote(lines))
+
+
+@check("software.torch_arch", needs=("torch",), logs=_torch_arch_in_logs)
 def software_torch_arch(context: CheckContext) -> list[Finding]:
     """torch has kernels for every GPU."""
     torch = context.facts.torch
@@ -139,7 +297,36 @@ def software_torch_sees_gpus(context: CheckContext) -> list[Finding]:
                            observed=torch.device_count, expected=visible)]
 
 
-@check("software.nccl", needs=("torch",))
+def _nccl_in_logs(context: CheckContext) -> list[Finding]:
+    """The libnccl loaded lacks a symbol torch needs (`undefined symbol: ncclCommRegister`), or NCCL has no kernels
+    for the GPU (`Cuda failure 'invalid device function'`)."""
+    return _logged(context, ("nccl_symbol", "nccl_arch"), _nccl_log_finding)
+
+
+def _nccl_log_finding(context: CheckContext, torch: TorchLogFacts, rank: int | None, mismatch, same: list) -> Finding:
+    lines: list[Line] = [item[1] for item in same]
+    if mismatch.kind == "nccl_symbol":
+        return Finding(
+            check_id=context.check_id, status=Status.FAIL, subject=Subject(host=context.host, rank=rank),
+            **finding_text(said("software.nccl.log.undefined_symbol", symbol=mismatch.symbol)),
+            observed={"kind": mismatch.kind, "symbol": mismatch.symbol, "library": mismatch.library},
+            refs=[NCCL_TROUBLESHOOTING], evidence=quote(lines))
+    banners = list(torch.nccl_versions.items())
+    versions = [version for version, _line in banners]
+    return Finding(
+        check_id=context.check_id, status=Status.FAIL, subject=Subject(host=context.host, rank=rank),
+        **finding_text(said("software.nccl.log.no_kernels", versions=said(
+            "software.nccl.log.no_kernels.versions", versions=", ".join(versions)) if versions else "")),
+        observed={"kind": mismatch.kind, "nccl_versions": versions,
+                  "torch_cuda": torch.torch_cuda[0] if torch.torch_cuda else None},
+        expected="an NCCL built for this GPU's architecture",
+        refs=[NCCL_TROUBLESHOOTING,
+              "https://docs.nvidia.com/deeplearning/nccl/release-notes/rel_2-7-3.html (2.7.3: 'Added "
+              "support for A100 GPU': an NCCL release adds each GPU generation)"],
+        evidence=quote(lines + [line for _version, line in banners[:2]]))
+
+
+@check("software.nccl", needs=("torch",), logs=_nccl_in_logs)
 def software_nccl(context: CheckContext) -> list[Finding]:
     """The NCCL torch uses."""
     torch = context.facts.torch

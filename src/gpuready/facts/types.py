@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuready.facts.log_facts import LogFacts
+
 
 @dataclass(kw_only=True)
 class GpuProcess:
@@ -283,6 +285,9 @@ class Facts:
     """Bundle file → `parsed`, `missing`, or why it could not be used."""
     input_errors: list[tuple[str, str]] = field(default_factory=list)
     """(file, one sentence) for bundle files that could not be parsed."""
+    logs: LogFacts | None = None
+    """What the log readers saw (NCCL, PyTorch, nccl-tests, DCGM, Kubernetes, host logs: `diagnose`); None where no
+    log reader ran (`check`): the checks of logs alone are then not applicable, and give no finding."""
 
     def container(self) -> tuple[str | None, list[str]]:
         """The container this machine's evidence says it runs in, with every piece of evidence (cgroup files, then

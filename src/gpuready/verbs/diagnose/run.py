@@ -30,8 +30,16 @@ from gpuready.facts.kernel_log import MARKERS as KERNEL_MARKERS
 from gpuready.facts.kernel_log import NumberedLine
 from gpuready.i18n import Said, finding_text, said
 from gpuready.model import Finding, Report, Status, Subject
-from gpuready.verbs.diagnose.evidence import MAX_LINE_CHARS, DiagnoseContext, Line, Reader, clean
-from gpuready.verbs.diagnose.torch_errors import may_be_flight_recorder
+from gpuready.checks.registry import CheckOptions
+from gpuready.facts.dcgm_reader import DcgmDiagReader
+from gpuready.facts.host_log_reader import HostLogReader
+from gpuready.facts.k8s_reader import K8sNodeReader
+from gpuready.facts.log_facts import log_facts
+from gpuready.facts.log_lines import MAX_LINE_CHARS, Line, Reader, clean
+from gpuready.facts.nccl_log_reader import NcclLogReader
+from gpuready.facts.nccl_tests_reader import NcclTestsReader
+from gpuready.facts.torch_log_reader import TorchErrorReader, may_be_flight_recorder
+from gpuready.pipeline import check_files, log_findings
 
 CHUNK_BYTES = 4 * 1024 * 1024
 MAX_LINE_BYTES = 64 * 1024
@@ -95,13 +103,7 @@ class KernelLines(Reader):
 
 
 def default_readers() -> list[Reader]:
-    """Every reader diagnose knows, in a fixed order (findings keep it within a rank)."""
-    from gpuready.verbs.diagnose.nccl_log import NcclLogReader
-    from gpuready.verbs.diagnose.nccl_tests import NcclTestsReader
-    from gpuready.verbs.diagnose.torch_errors import TorchErrorReader
-    from gpuready.verbs.diagnose.dcgm import DcgmDiagReader
-    from gpuready.verbs.diagnose.host import HostLogReader
-    from gpuready.verbs.diagnose.k8s import K8sNodeReader
+    """Every reader diagnose knows: the kernel log's lines (judged with the machine's facts) and the log readers."""
     return [KernelLines(), NcclLogReader(), TorchErrorReader(), NcclTestsReader(), HostLogReader(), DcgmDiagReader(),
             K8sNodeReader()]
 
@@ -387,18 +389,15 @@ def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = Non
     """The report for the given inputs; InputError where a path cannot be read at all.
 
     One judgement: the tool outputs and kernel-log lines among the inputs become facts, and the check registry judges
-    them exactly as `check --bundle` would (same findings, same `not_enough_evidence`); the log readers add what only
-    logs show (NCCL, PyTorch, launcher, nccl-tests)."""
+    them exactly as `check --bundle` would (same findings, same `not_enough_evidence`); the log readers' facts are
+    judged by the same registry's checks of logs (NCCL, PyTorch, launcher, nccl-tests, DCGM, Kubernetes)."""
     scanner = Scanner(readers(), limits)
     for path in paths:
         scanner.add_path(Path(path))
     checked, facts = _check(scanner)
     host = checked.host if checked is not None else "inputs"
-    context = DiagnoseContext(host=host, facts=facts, readers={reader.name: reader for reader in scanner.readers},
-                              options={"expect_busbw_gb_per_s": expect_busbw_gb_per_s})
-    findings: list[Finding] = []
-    for reader in scanner.readers:
-        findings.extend(reader.findings(context))
+    findings = log_findings(log_facts(scanner.readers), host=host, facts=facts,
+                            options=CheckOptions(expect_busbw_gb_per_s=expect_busbw_gb_per_s))
     if checked is not None:
         findings.extend(f for f in checked.findings if f.status in (Status.FAIL, Status.ERROR, Status.WARN))
     if scanner.over_budget:
@@ -423,8 +422,6 @@ def _check(scanner: Scanner) -> tuple[Report | None, object | None]:
     """(the check report, the first machine's facts) over what the inputs hold: tool outputs, and each file's
     kernel-log lines as a kernel log of its own; (None, None) where the inputs hold neither."""
     from gpuready.evidence.reader import Bundle
-    from gpuready.checks.registry import CheckOptions
-    from gpuready.pipeline import check_files
     kernel = scanner.kernel.lines if scanner.kernel is not None else {}
     if not scanner.check_inputs and not kernel and not scanner.unreadable:
         return None, None

@@ -1,0 +1,404 @@
+"""NCCL_DEBUG logs (facts.log_facts.NcclLogFacts): cause → evidence → fix from the lines people paste into tickets.
+
+Rules and fixes follow NVIDIA's NCCL troubleshooting guide and maintainers' answers in NVIDIA/nccl issues (#199 and
+#667 ACS, #286 interfaces, #290/#342/#525 /dev/shm, #451 IB in containers); see the `refs` of each finding.
+
+Every message and fix is catalogue text (locale/<lang>/LC_MESSAGES/diagnose_nccl.po: `nccl.*` the findings,
+`nccl_log.*` their parts), so a cause chosen here (which error, which transport, why an interface is unreachable) is a
+nested id, and only names, numbers and what the log said are values.
+
+The first failure in the log is the root cause: the errors after it (a socket closed, a peer gone) are its
+consequences (`consequence_of`), and NCCL's own WARN lines name it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from gpuready.checks.log_evidence import NCCL_TROUBLESHOOTING, quote
+from gpuready.checks.registry import CheckContext, log_check
+from gpuready.checks.software import CHECK_OF_MISMATCH
+from gpuready.checks.torch_logs import rendezvous_unreachable
+from gpuready.facts.log_facts import Line, LineGroup, NcclLogFacts
+from gpuready.i18n import Said, finding_text, said
+from gpuready.model import Finding, Status, Subject
+
+DOCS_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+REF_IFNAME = "NVIDIA/nccl#286 (default NCCL_SOCKET_IFNAME=^lo,docker; lo cannot reach another node)"
+REF_SHM = "NVIDIA/nccl#290, #342, #525 (/dev/shm is 64 MB in Docker by default)"
+REF_ACS = "NVIDIA/nccl#199, #667 (P2P hangs: disable ACS / VT-d; NCCL_P2P_DISABLE=1 only works around)"
+REF_IB = "NVIDIA/nccl#451 (IB device not reachable inside a container)"
+
+WRONG_INTERFACE = "nccl.wrong_interface"
+UNREACHABLE = "network.unreachable"
+SHM_TOO_SMALL = "nccl.shm_too_small"
+IB_MISSING = "nccl.ib_missing"
+_RAISED_BY_TORCH = ("ResultError", "RemoteExited", "Timeout")
+_NEVER = 1 << 62
+"""The position of a line that never came."""
+
+
+def _nccl(context: CheckContext) -> NcclLogFacts | None:
+    return context.facts.logs.nccl
+
+
+def _subject(context: CheckContext, nccl: NcclLogFacts, host: str | None, lines: list[Line] | None = None,
+             nic: str | None = None) -> Subject:
+    rank = nccl.rank_of(lines[0]) if lines else None
+    return Subject(host=host or context.host, nic=nic, rank=rank)
+
+
+def _multi_node(nccl: NcclLogFacts) -> bool:
+    """More than one host in the log, or a NET transport (only used between nodes)."""
+    return len(nccl.hosts) > 1 or any(kind.startswith("NET") for kind in nccl.transport_lines)
+
+
+def _lines(count: int) -> Said:
+    """`1 line` / `N lines`."""
+    return said("nccl_log.lines.one") if count == 1 else said("nccl_log.lines.many", count=count)
+
+
+def _comma(items: list[Said]) -> Said | None:
+    """Catalogue parts as one comma list (`a, b, c`; in Chinese `a、b、c`): the list separator of the catalogue is
+    `; `, which a list inside a sentence of `;`-separated parts would blur."""
+    if len(items) <= 1:
+        return items[0] if items else None
+    return said("nccl_log.comma", head=items[0], tail=_comma(items[1:]))
+
+
+def _first_seq(groups: list[LineGroup]) -> int:
+    return min((group.first_seq for group in groups), default=_NEVER)
+
+
+# ------------------------------------------------------------------------------------------- nccl.version_mismatch
+
+@log_check("nccl.version_mismatch")
+def nccl_version_mismatch(context: CheckContext) -> list[Finding]:
+    """One NCCL version on every rank."""
+    nccl = _nccl(context)
+    by_version: dict[str, list[tuple]] = {}
+    for key, (version, _line) in (nccl.versions.items() if nccl else ()):
+        by_version.setdefault(version, []).append(key)
+    if len(by_version) < 2:
+        return []
+    observed = {}
+    for version, keys in sorted(by_version.items()):
+        observed[version] = sorted({
+            f"{host or '?'}" + (f" rank {','.join(map(str, ranks))}" if (ranks := nccl.ranks_of(host, pid)) else "")
+            for host, pid in keys})
+    lines = [nccl.versions[keys[0]][1] for _version, keys in sorted(by_version.items())]
+    where = [said("nccl_log.version_on", version=version,
+                  places=", ".join(places[:4]) + (" …" if len(places) > 4 else ""))
+             for version, places in observed.items()]
+    return [Finding(
+        check_id=context.check_id, status=Status.FAIL, subject=Subject(host=context.host),
+        **finding_text(said("nccl.version_mismatch", where=where)),
+        observed=observed, expected="one NCCL version on every rank",
+        refs=[NCCL_TROUBLESHOOTING, "NVIDIA/nccl#286 (maintainer: the NCCL version needs to match)"],
+        evidence=quote(lines))]
+
+
+# ------------------------------------------------------------------------------------------- nccl.wrong_interface
+
+@log_check(WRONG_INTERFACE)
+def nccl_wrong_interface(context: CheckContext) -> list[Finding]:
+    """NCCL's sockets on interfaces that reach the other nodes."""
+    nccl = _nccl(context)
+    return _unroutable(context, nccl) + _addresses(context, nccl) if nccl else []
+
+
+def _unroutable(context: CheckContext, nccl: NcclLogFacts) -> list[Finding]:
+    found = []
+    serious = _multi_node(nccl) or bool(nccl.connect) or nccl.nranks > len(nccl.rank_host or {}) > 0
+    for host, entry in nccl.unroutable.items():
+        interfaces = entry.interfaces
+        names = _comma([said(f"nccl_log.iface.{why}", iface=name) for name, why in interfaces.items()])
+        first = next(iter(interfaces)).split(":")[0]
+        reach = said("nccl_log.unreachable_there" + ("" if serious else ".one_node"))
+        found.append(Finding(
+            check_id=WRONG_INTERFACE, status=Status.FAIL if serious else Status.WARN,
+            subject=_subject(context, nccl, None if host == "?" else host, entry.lines.lines, nic=first),
+            **finding_text(said("nccl.wrong_interface.log", interfaces=names, reach=reach)),
+            observed=sorted(interfaces), expected="an interface routable between the nodes (eth*, ens*, ib*, bond*)",
+            refs=[DOCS_ENV, REF_IFNAME], evidence=quote(entry.lines.lines)))
+    return found
+
+
+def _addresses(context: CheckContext, nccl: NcclLogFacts) -> list[Finding]:
+    """Two nodes with one address, or nodes on different networks: NCCL's sockets cannot meet."""
+    if len(nccl.host_address) < 2:
+        return []
+    by_address: dict[str, list[str]] = {}
+    for host, (address, _line) in nccl.host_address.items():
+        by_address.setdefault(address, []).append(host)
+    shared = {address: hosts for address, hosts in by_address.items() if len(hosts) > 1}
+    nets = {str(ipaddress.ip_network(f"{address}/16", strict=False)) for address, _line in nccl.host_address.values()}
+    lines = [line for _address, line in nccl.host_address.values()]
+    observed = {host: address for host, (address, _line) in sorted(nccl.host_address.items())}
+    if shared:
+        address, hosts = next(iter(shared.items()))
+        return [Finding(
+            check_id=WRONG_INTERFACE, status=Status.FAIL, subject=Subject(host=context.host),
+            **finding_text(said("nccl.wrong_interface.shared_address", hosts=", ".join(hosts), address=address)),
+            observed=observed, expected="a distinct routable address per node",
+            refs=[DOCS_ENV, REF_IFNAME], evidence=quote(lines))]
+    if len(nets) > 1:
+        places = ", ".join(f"{host} {address}" for host, address in list(observed.items())[:6])
+        return [Finding(
+            check_id=WRONG_INTERFACE, status=Status.FAIL, subject=Subject(host=context.host),
+            **finding_text(said("nccl.wrong_interface.subnets", places=places)),
+            observed=observed, expected="one network shared by all nodes",
+            refs=[DOCS_ENV, REF_IFNAME], evidence=quote(lines))]
+    return []
+
+
+def _wrong_interface_fails(context: CheckContext, nccl: NcclLogFacts) -> bool:
+    return any(f.status == Status.FAIL for f in _unroutable(context, nccl) + _addresses(context, nccl))
+
+
+# ------------------------------------------------------------------------------------------- nccl.ib_missing
+
+def _ib_expected(context: CheckContext, nccl: NcclLogFacts) -> Said | None:
+    """Why InfiniBand/RoCE was expected here, or None."""
+    if nccl.ib_hosts:
+        return said("nccl_log.ib_expected.uses_ib", host=next(iter(nccl.ib_hosts)))
+    if any("open_device" in reasons for reasons in nccl.ib_missing.values()):
+        return said("nccl_log.ib_expected.open_device")
+    if nccl.env.get("NCCL_IB_DISABLE", ("1",))[0].strip() == "0":
+        return said("nccl_log.ib_expected.ib_disable_0")
+    if "NCCL_IB_HCA" in nccl.env:
+        return said("nccl_log.ib_expected.ib_hca", hca=nccl.env["NCCL_IB_HCA"][0])
+    return None
+
+
+@log_check(IB_MISSING)
+def nccl_ib_missing(context: CheckContext) -> list[Finding]:
+    """InfiniBand/RoCE where the job expects it."""
+    nccl = _nccl(context)
+    return _ib_missing(context, nccl) if nccl else []
+
+
+def _ib_missing(context: CheckContext, nccl: NcclLogFacts) -> list[Finding]:
+    expected = _ib_expected(context, nccl)
+    if not nccl.ib_missing or (not expected and not _multi_node(nccl)
+                               and not any("libibverbs" in r for r in nccl.ib_missing.values())):
+        return []
+    groups: dict[frozenset, list[str | None]] = {}
+    for host, reasons in nccl.ib_missing.items():
+        if host in nccl.ib_hosts and "no_active_port" not in reasons:
+            continue
+        groups.setdefault(frozenset(reasons), []).append(host)
+    found = []
+    for reason_set, hosts in groups.items():
+        # each reason NCCL's log gives, and its remedy, in this order
+        reasons = [reason for reason in ("libibverbs", "open_device", "no_device", "no_active_port")
+                   if reason in reason_set]
+        why = [said(f"nccl_log.ib_why.{reason}") for reason in reasons]
+        remedies = [said(f"nccl_log.ib_remedy.{reason}") for reason in reasons]
+        fallback = (said("nccl_log.ib_fallback.expected", expected=expected) if expected
+                    else said("nccl_log.ib_fallback.slow"))
+        text = (said("nccl.ib_missing.hosts", hosts=len(hosts), why=why, fallback=fallback, remedies=remedies)
+                if len(hosts) > 1 else said("nccl.ib_missing", why=why, fallback=fallback, remedies=remedies))
+        lines = sorted((line for host in hosts for group in nccl.ib_missing[host].values() for line in group.lines),
+                       key=lambda line: (line.source, line.number))
+        named = sorted(host or "?" for host in hosts)
+        found.append(Finding(
+            check_id=IB_MISSING, status=Status.FAIL if expected else Status.WARN,
+            subject=_subject(context, nccl, hosts[0], lines) if len(hosts) == 1 else Subject(host=context.host),
+            **finding_text(text),
+            observed={"reasons": sorted(reason_set), "hosts": named[:32]},
+            expected="NET/IB : Using [0]mlx5_…" if expected else None,
+            refs=[NCCL_TROUBLESHOOTING, REF_IB], evidence=quote(lines)))
+    return found
+
+
+# ------------------------------------------------------------------------------------------- nccl.shm_too_small
+
+@log_check(SHM_TOO_SMALL)
+def nccl_shm_too_small(context: CheckContext) -> list[Finding]:
+    """NCCL's shared-memory segments fit in /dev/shm."""
+    nccl = _nccl(context)
+    found = []
+    for host, group in (nccl.shm.items() if nccl else ()):
+        sizes = sorted(nccl.shm_sizes.get(host, ()))
+        errors = sorted(nccl.shm_errors.get(host, ()))
+        detail = (said("nccl_log.lines_error", lines=_lines(group.count), error=errors[0]) if errors
+                  else _lines(group.count))
+        text = (said("nccl.shm_too_small.sizes", detail=detail, sizes=_comma([
+                    said("nccl_log.bytes", bytes=size, mib=size / 2**20) for size in sizes[:3]]))
+                if sizes else said("nccl.shm_too_small", detail=detail))
+        found.append(Finding(
+            check_id=SHM_TOO_SMALL, status=Status.FAIL, subject=_subject(context, nccl, host, group.lines),
+            **finding_text(text),
+            observed={"size_bytes": sizes, "errors": errors, "lines": group.count},
+            expected="/dev/shm large enough for every local rank pair (1 GiB or more)",
+            refs=[NCCL_TROUBLESHOOTING, REF_SHM], evidence=quote(group.lines)))
+    return found
+
+
+# ------------------------------------------------------------------------------------------- network.unreachable
+
+@log_check(UNREACHABLE)
+def network_unreachable(context: CheckContext) -> list[Finding]:
+    """Every rank reaches the others: NCCL's socket connections, then the rendezvous (TCPStore) PyTorch waits on."""
+    nccl = _nccl(context)
+    found = []
+    if nccl is not None:
+        root = WRONG_INTERFACE if _wrong_interface_fails(context, nccl) else None
+        for host, group in nccl.connect.items():
+            peers = sorted(nccl.connect_peers.get(host, ()))
+            errors = sorted(nccl.connect_errors.get(host, ()))
+            final = nccl.connect_final.get(host, False)
+            who = said("nccl_log.peer." + ("many" if len(peers) > 1 else "one" if peers else "unnamed"),
+                       peers=", ".join(peers[:4]))
+            found.append(Finding(
+                check_id=UNREACHABLE, status=Status.FAIL if final else Status.WARN,
+                subject=_subject(context, nccl, host, group.lines),
+                **finding_text(said("nccl.unreachable" + ("" if final else ".retrying"), who=who,
+                                    errors=", ".join(errors), lines=_lines(group.count))),
+                observed={"peers": peers, "errors": errors, "lines": group.count},
+                expected="TCP connections between all ranks",
+                refs=[NCCL_TROUBLESHOOTING], evidence=quote(group.lines), consequence_of=root))
+    return found + rendezvous_unreachable(context)
+
+
+# ------------------------------------------------------------------------------------------- nccl.transport
+
+@log_check("nccl.transport")
+def nccl_transport(context: CheckContext) -> list[Finding]:
+    """The transports NCCL chose: P2P within a node, InfiniBand between nodes where the job expects it."""
+    nccl = _nccl(context)
+    if nccl is None or not nccl.pairs:
+        return []
+    inter: dict[str, list[tuple[int, int]]] = {}
+    intra: dict[str, list[tuple[int, int]]] = {}
+    for (src, dst), kinds in nccl.pairs.items():
+        for kind in kinds:
+            a, b = nccl.rank_host.get(src), nccl.rank_host.get(dst)
+            between = (a != b) if (a is not None and b is not None) else kind.startswith("NET")
+            (inter if between else intra).setdefault(kind, []).append((src, dst))
+    observed = {"intra_node": {k: len(v) for k, v in sorted(intra.items())},
+                "inter_node": {k: len(v) for k, v in sorted(inter.items())}}
+    summary = [said(f"nccl_log.transport.{where}", kinds=_comma([
+                   said("nccl_log.transport_kind." + ("many" if len(pairs) > 1 else "one"), kind=kind,
+                        pairs=len(pairs), src=pairs[0][0], dst=pairs[0][1])
+                   for kind, pairs in sorted(table.items())]))
+               for where, table in (("within", intra), ("between", inter)) if table]
+    found = []
+    expected_ib = _ib_expected(context, nccl)
+    if "NET/Socket" in inter and expected_ib:
+        found.append(context.warn(said("nccl.transport.socket", expected=expected_ib, summary=summary),
+                                  observed=observed, expected={"inter_node": "NET/IB"},
+                                  refs=[NCCL_TROUBLESHOOTING, REF_IB],
+                                  evidence=quote(nccl.transport_lines["NET/Socket"].lines)))
+    if "SHM" in intra:
+        lines = nccl.transport_lines["SHM"].lines + nccl.p2p_unavailable.lines
+        env_lines = [nccl.env[name][1] for name in ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL") if name in nccl.env]
+        found.append(context.warn(said("nccl.transport.shm", cause=_p2p_off_cause(nccl), summary=summary),
+                                  observed=observed, expected={"intra_node": "P2P (NVLink or PCIe)"},
+                                  refs=[NCCL_TROUBLESHOOTING, REF_ACS], evidence=quote(env_lines + lines)))
+    return found or [context.passed(
+        said("nccl.transport.pass" + (".socket" if "NET/Socket" in inter else ""), summary=summary),
+        observed=observed, refs=[NCCL_TROUBLESHOOTING],
+        evidence=quote([line for group in nccl.transport_lines.values() for line in group.lines[:1]]))]
+
+
+def _p2p_off_cause(nccl: NcclLogFacts) -> Said:
+    if "NCCL_P2P_DISABLE" in nccl.env and nccl.env["NCCL_P2P_DISABLE"][0].strip() not in ("0", ""):
+        return said("nccl_log.p2p_off.disabled", value=nccl.env["NCCL_P2P_DISABLE"][0])
+    if "NCCL_P2P_LEVEL" in nccl.env:
+        return said("nccl_log.p2p_off.level", value=nccl.env["NCCL_P2P_LEVEL"][0])
+    if nccl.p2p_unavailable.count:
+        return said("nccl_log.p2p_off.unavailable")
+    return said("nccl_log.p2p_off.not_chosen")
+
+
+# ------------------------------------------------------------------------------------------- the root cause
+
+def _root(context: CheckContext, nccl: NcclLogFacts) -> tuple[str | None, int]:
+    """(check id, position of its first line) of the earliest failure that follows from nothing else in the log:
+    /dev/shm too small, a peer unreachable, an interface that reaches no other node, InfiniBand missing."""
+    wrong = _unroutable(context, nccl) + _addresses(context, nccl)
+    wrong_fails = any(f.status == Status.FAIL for f in wrong)
+    connect = next(iter(nccl.connect), _NEVER)
+    ib = _ib_missing(context, nccl)
+    roots = [(check_id, seq) for check_id, seq, failed in (
+        (SHM_TOO_SMALL, _first_seq(list(nccl.shm.values())), bool(nccl.shm)),
+        (UNREACHABLE, _first_seq(list(nccl.connect.values())),
+         connect is not _NEVER and nccl.connect_final.get(connect, False) and not wrong_fails),
+        (WRONG_INTERFACE, _first_seq([entry.lines for entry in nccl.unroutable.values()]),
+         bool(wrong) and wrong[0].status == Status.FAIL),
+        (IB_MISSING, _first_seq([group for reasons in nccl.ib_missing.values() for group in reasons.values()]),
+         bool(ib) and ib[0].status == Status.FAIL)) if failed]
+    if not roots:
+        return None, 0
+    return min(roots, key=lambda root: root[1])[0], min(seq for _id, seq in roots)
+
+
+# ------------------------------------------------------------------------------------------- nccl.p2p_hang
+
+@log_check("nccl.p2p_hang")
+def nccl_p2p_hang(context: CheckContext) -> list[Finding]:
+    """A rank that set up P2P channels and never completed Init, where no other failure explains it (ACS / IOMMU)."""
+    nccl = _nccl(context)
+    if nccl is None or _root(context, nccl)[0] is not None:
+        return []
+    stuck = [(key, line) for key, (phase, line) in nccl.proc_phase.items() if phase == "p2p"]
+    if not stuck:
+        return []
+    timed_out = nccl.timeouts.count > 0
+    host = stuck[0][0][0]
+    lines = [line for _key, line in stuck] + nccl.timeouts.lines
+    where = ", ".join(sorted({f"{k[0] or '?'} dev {k[2]}" for k, _line in stuck})[:6])
+    return [Finding(
+        check_id=context.check_id, status=Status.FAIL if timed_out else Status.WARN,
+        subject=_subject(context, nccl, host, [stuck[0][1]]),
+        **finding_text(said("nccl.p2p_hang" + (".timed_out" if timed_out else ""), where=where)),
+        observed={"stuck": len(stuck), "timeouts": nccl.timeouts.count},
+        expected="Init COMPLETE after the P2P channel set-up",
+        refs=[NCCL_TROUBLESHOOTING, REF_ACS], evidence=quote(lines))]
+
+
+# ------------------------------------------------------------------------------------------- nccl.warn
+
+@log_check("nccl.warn")
+def nccl_warn(context: CheckContext) -> list[Finding]:
+    """NCCL's errors and WARN lines: after the root cause's first line they follow from it; the others stand alone."""
+    nccl = _nccl(context)
+    if nccl is None:
+        return []
+    root, root_seq = _root(context, nccl)
+    torch_read = context.facts.logs.torch is not None  # the PyTorch reader ran: it reports torch's own errors
+    found = []
+    for kind, group in nccl.secondary.items():
+        linked = root is not None and group.first_seq >= root_seq
+        if not linked and kind in _RAISED_BY_TORCH and torch_read \
+                and not any(nccl.level_of(line) for line in group.lines):
+            continue  # an error as PyTorch raised it, not a line of NCCL's log: the torch checks report it
+        what = said(f"nccl_log.secondary.{kind}", codes=", ".join(nccl.result_codes))
+        found.append(Finding(
+            check_id=context.check_id, status=Status.WARN if linked else Status.FAIL,
+            subject=_subject(context, nccl, _host_of(nccl, group.lines), group.lines),
+            **finding_text(said("nccl.warn.consequence" if linked else "nccl.warn.uncaused", what=what,
+                                lines=_lines(group.count), root=root)),
+            observed={"lines": group.count}, evidence=quote(group.lines),
+            consequence_of=root if linked else None, refs=[NCCL_TROUBLESHOOTING]))
+    for key, group in nccl.warns.items():
+        linked, cause = root is not None and group.first_seq >= root_seq, root
+        if not linked and torch_read and nccl.lacks_kernels(group.lines[0]):
+            linked, cause = True, CHECK_OF_MISMATCH["nccl_arch"]  # software.nccl judges NCCL kernels missing
+        found.append(Finding(
+            check_id=context.check_id, status=Status.WARN,
+            subject=_subject(context, nccl, _host_of(nccl, group.lines), group.lines),
+            **finding_text(said("nccl.warn.line" + (".follows" if linked else ""),
+                                warn=nccl.message_of(group.lines[0]), count=group.count, cause=cause)),
+            observed={"lines": group.count, "pattern": key}, evidence=quote(group.lines),
+            consequence_of=cause if linked else None, refs=[NCCL_TROUBLESHOOTING]))
+    if nccl.warns_dropped:
+        found.append(context.warn(said("nccl.warn.dropped", count=nccl.warns_dropped),
+                                  observed={"lines": nccl.warns_dropped}))
+    return found
+
+
+def _host_of(nccl: NcclLogFacts, lines: list[Line]) -> str | None:
+    return nccl.host_of(lines[0]) if lines else None
