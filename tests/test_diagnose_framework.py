@@ -6,9 +6,9 @@ import tarfile
 
 import pytest
 
+from gpuready.facts.log_lines import Reader
 from gpuready.model import Finding, Status, Subject
 from gpuready.verbs.diagnose import run
-from gpuready.verbs.diagnose.evidence import Reader, quote
 
 
 class Collecting(Reader):
@@ -20,12 +20,6 @@ class Collecting(Reader):
 
     def feed(self, line):
         self.lines.append(line)
-
-    def findings(self, context):
-        if not self.lines:
-            return []
-        return [Finding(check_id="test.marked", status=Status.WARN, subject=Subject(host=context.host),
-                        message=f"{len(self.lines)} marked line(s)", evidence=quote(self.lines))]
 
 
 def _scan(monkeypatch, tmp_path, files, chunk=None):
@@ -46,9 +40,7 @@ def test_line_numbers_survive_chunk_edges_crlf_ansi_and_nul(monkeypatch, tmp_pat
     assert [(line.number, line.text) for line in reader.lines] == [
         (2, "MARK1 first"), (3, "MARK2 red"), (6, "two MARK3 MARK4 on one line"), (7, "MARK5 with a NUL inside"),
         (8, "last MARK6 without newline")]
-    finding = report.findings[0]
-    assert finding.check_id == "test.marked"
-    assert [(e.file.rsplit("/", 1)[-1], e.line) for e in finding.evidence] == [
+    assert [(line.source.rsplit("/", 1)[-1], line.number) for line in reader.lines] == [
         ("log.txt", 2), ("log.txt", 3), ("log.txt", 6), ("log.txt", 7), ("log.txt", 8)]
     inputs = report.facts["diagnose"]["inputs"]
     assert inputs[0]["lines"] == 8 and inputs[0]["fed"] == {"collecting": 5}
