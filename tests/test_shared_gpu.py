@@ -160,7 +160,7 @@ def test_bench_exclusive_fails_before_anything_runs(monkeypatch, capsys):
     _shared_gpu_and_no_runs(monkeypatch)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(bench_run, "node_view", lambda device, ranks: bench_run.NodeView(gpus=[0]))
-    monkeypatch.setattr(bench_run, "start_telemetry", lambda device, gpus: (None, None))
+    monkeypatch.setattr("gpuready.measuring.start_telemetry", lambda device, gpus, *args, **kwargs: (None, None))
     assert cli.main(["bench", "--device", "cuda", "--exclusive", "--json"]) == ExitCode.NOT_READY
     report = json.loads(capsys.readouterr().out)
     _refused(report, "bench")

@@ -69,9 +69,8 @@ class _FakeSession:
 
 
 def _burn_on_eight(monkeypatch, visible):
-    import gpuready.evidence.collect
-    import gpuready.evidence.build
-    import gpuready.facts.nvml
+    import gpuready.devices
+    import gpuready.measuring
     import gpuready.runner.local
     import gpuready.verbs.validate.run as validate_run
     from gpuready.facts.types import Facts
@@ -83,9 +82,10 @@ def _burn_on_eight(monkeypatch, visible):
         raise RuntimeError("stop here")
 
     monkeypatch.setattr(validate_run, "auto_device", lambda device, verb="validate": "cuda")
-    monkeypatch.setattr(gpuready.evidence.collect, "collect", lambda with_torch=False: ({}, []))
-    monkeypatch.setattr(gpuready.evidence.build, "build_facts", lambda files, live=True: Facts())
-    monkeypatch.setattr(gpuready.facts.nvml, "NvmlSession", _FakeSession)
+    # where the measuring run looks them up (devices.py reads the facts, measuring.py opens the NVML session)
+    monkeypatch.setattr(gpuready.devices, "collect", lambda with_torch=False, only=None: ({}, []))
+    monkeypatch.setattr(gpuready.devices, "build_facts", lambda files, live=True: Facts())
+    monkeypatch.setattr(gpuready.measuring, "NvmlSession", _FakeSession)
     monkeypatch.setattr(gpuready.runner.local, "run_local", fake_run_local)
     monkeypatch.setattr("gpuready.facts.gpu_users.read_nvml", lambda: {"init_error": None, "gpus": []})
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)

@@ -129,7 +129,7 @@ class NoGpuError(Exception):
 
 def no_gpu_reason(verb: str = "validate") -> Sentence:
     """One sentence: why torch sees no GPU here, and how to run on CPUs on purpose (its str() is the English)."""
-    import torch
+    import torch  # seconds to import: only where NVML could not tell
     hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
     if getattr(torch.version, "cuda", None) is None:
         why = said("error.no_gpu.cpu_build", version=torch.__version__)
@@ -152,7 +152,7 @@ def auto_device(device: str, verb: str = "validate") -> str:
 
 
 def _torch_sees_a_gpu() -> bool:
-    import torch
+    import torch  # seconds to import: only where NVML could not tell
     return torch.cuda.is_available()
 
 
@@ -167,7 +167,7 @@ def gpus_cuda_shows() -> int:
         version_file = Path(next(iter(spec.submodule_search_locations))) / "version.py"
         if not re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]\d", version_file.read_text(), re.M):
             return 0  # `cuda = None`: a CPU build
-            session = NvmlSession()
+        session = NvmlSession()
         try:
             gpus = [{"index": index, **identity} for index, identity in enumerate(session.identity)]
         finally:
@@ -179,7 +179,7 @@ def gpus_cuda_shows() -> int:
 
 
 def _torch_gpu_count() -> int:
-    import torch
+    import torch  # seconds to import: only where NVML could not tell
     return torch.cuda.device_count()
 
 
@@ -224,12 +224,13 @@ FACT_FILES = ("nvml.json", "nvidia-smi-topo.txt", "nvidia-smi-topo-p2p.txt", "nv
 `nvidia-smi -q`, lspci, pip freeze or the kernel log (seconds of subprocesses, beside ranks starting CUDA)."""
 
 
-def local_facts(device: str):
-    """Facts of this node (fast: no torch probe) to derive expected figures; None on CPU runs."""
+def local_facts(device: str, files: tuple[str, ...] | None = FACT_FILES):
+    """Facts of this node (fast: no torch probe) to derive expected figures; None on CPU runs. `files`: the bundle
+    files read (None: every one, `nvidia-smi -q` and the kernel log included, as burn's report summarises them)."""
     if device != "cuda":
         return None
-    files, _ = collect(with_torch=False, only=FACT_FILES)
-    return build_facts(files, live=True)
+    found, _ = collect(with_torch=False, only=files)
+    return build_facts(found, live=True)
 
 
 def visible_devices(selection: list[str], facts: Any) -> str | None:
@@ -256,6 +257,25 @@ def selected_indices(visible: str | None, facts: Any, ranks: int) -> list[int] |
     if chosen is None:
         chosen = [gpu.index for gpu in sorted(gpus, key=lambda gpu: gpu.bus_id or "")]
     return chosen[:ranks] if chosen else None
+
+
+def gpus_by_identity(identity: list[dict[str, Any]], visible: str | None, ranks: int | None) -> list[int]:
+    """NVML indices (of NVML's `identity`: bus id, UUID) of the GPUs `visible` names (gpuready's --gpus as UUIDs, in
+    their order), else those the user's CUDA_VISIBLE_DEVICES shows, else every GPU; the first `ranks` of them.
+    ValueError (a usage error): the variable shows no GPU NVML knows, or fewer GPUs than `ranks`."""
+    if visible is not None:
+        chosen = [index for uuid in visible.split(",") for index, gpu in enumerate(identity) if gpu["uuid"] == uuid]
+    else:
+        chosen = visible_nvml_indices(identity)
+        if chosen is None:
+            chosen = list(range(len(identity)))
+        elif not chosen:
+            raise ValueError(sentence("error.visible.none", value=repr(os.environ.get("CUDA_VISIBLE_DEVICES"))))
+    if ranks is not None:
+        if ranks > len(chosen):
+            raise ValueError(sentence("error.ranks.selected", ranks=ranks, count=len(chosen)))
+        chosen = chosen[:ranks]
+    return chosen
 
 
 def ranks_per_node(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gpuready.facts.nvml import NvmlSession
 from gpuready.model import GpuRef, Series, Subject
 
 # Metrics kept as series: name → unit.
@@ -78,6 +79,10 @@ class Sampler:
             self._threads.append(threading.Thread(target=self._xid_loop, daemon=True, name="gpuready-xid"))
 
     def __enter__(self) -> "Sampler":
+        return self.start()
+
+    def start(self) -> "Sampler":
+        """Start sampling (and watching Xids); `stop()` ends it."""
         for thread in self._threads:
             thread.start()
         return self
@@ -113,14 +118,14 @@ class Sampler:
                 self.telemetry.xid_events.append((self.now_s(), index, xid))
 
 
-def start_telemetry(device: str, gpus: list[int]) -> tuple[Any, Any]:
-    """(NVML session, a started Sampler at 1 s, Xids watched) over these NVML indices (none: Xids only); (None, None)
-    on CPUs or without NVML. The caller stops the sampler."""
+def start_telemetry(device: str, gpus: list[int], interval_s: float = 1.0, session: Any = None) -> tuple[Any, Any]:
+    """(NVML session, a started Sampler every `interval_s`, Xids watched) over these NVML indices (none: Xids only);
+    (None, None) on CPUs or without NVML. `session`: one the caller already opened, else a new one. The caller stops
+    the sampler and closes the session."""
     if device != "cuda":
         return None, None
-    from gpuready.facts.nvml import NvmlSession
     try:
-        session = NvmlSession()
-        return session, Sampler(session, [index for index in gpus if index < len(session.handles)], 1.0).__enter__()
+        session = session or NvmlSession()
+        return session, Sampler(session, [index for index in gpus if index < len(session.handles)], interval_s).start()
     except Exception:  # no NVML: no telemetry, the run goes on
         return None, None

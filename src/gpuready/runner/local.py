@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable
 
@@ -40,7 +41,7 @@ class SpawnError(RuntimeError):
 def loopback_interface() -> str:
     """The name of the interface holding 127.0.0.1 (`lo` on Linux)."""
     try:
-        import psutil
+        import psutil  # optional: without it, `lo`
         for name, addresses in psutil.net_if_addrs().items():
             if any(address.family == socket.AF_INET and address.address == "127.0.0.1" for address in addresses):
                 return name
@@ -78,7 +79,7 @@ def bound_listener(host: str, port: int) -> socket.socket:
 
 def store_on(listener: socket.socket, timeout_s: float, **store_options: Any) -> Any:
     """The TCPStore server on an already listening socket (bound_listener), which it takes over."""
-    import torch.distributed as dist
+    import torch.distributed as dist  # torch (seconds): the ranks start before the parent imports it
 
     family, kind, proto = listener.family, listener.type, listener.proto
     host, bound_port = listener.getsockname()[:2]
@@ -168,8 +169,6 @@ def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_t
     `deadline_s`: the whole run, start-up to the last rank's exit (None: only the per-operation timeouts).
     `on_started`: called once the ranks are started, while they import torch (seconds): the caller's own slow
     preparations (facts, watchers) overlap with theirs."""
-    from importlib.metadata import PackageNotFoundError, version
-
     started = time.monotonic()
     log_dir.mkdir(parents=True, exist_ok=True)
     listener = bound_listener("127.0.0.1", 0)
@@ -181,7 +180,7 @@ def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_t
     try:  # the installed torch's version without importing it (seconds): the ranks start first
         torch_version = version("torch")
     except PackageNotFoundError:
-        import torch
+        import torch  # no package metadata (a source tree): torch itself says
         torch_version = torch.__version__
     base_env = {**os.environ, **flight_recorder_env(log_dir, torch_version), **local_only, **(extra_env or {}),
                 "CUDA_DEVICE_ORDER": "PCI_BUS_ID", SPEC_VARIABLE: json.dumps(spec),

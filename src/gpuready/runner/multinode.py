@@ -12,7 +12,10 @@ from typing import Callable
 from gpuready.i18n import choose_language, in_language, said
 from gpuready.model import worst_exit_code
 from gpuready.safe_text import tell
+from gpuready.runner.local import TERMINATE_GRACE_S
+from gpuready.runner.progress import RDZV_STORE_VARIABLE
 from gpuready.runner.rendezvous_store import host_rendezvous_store
+from gpuready.runner.torchrun import RunObserver, torchrun_command
 from gpuready.signals import Stopped, exit_code_for
 
 TORCHRUN_OPTIONS = {"--nnodes": 1, "--nproc-per-node": 1, "--rdzv-endpoint": 1}
@@ -39,9 +42,6 @@ def run_under_torchrun(args: argparse.Namespace, argv: list[str], verb: str, npr
     """Run `torchrun ... -m gpuready VERB` on this node with `nproc` ranks; `store_node_report(outcome)` writes the
     report (through `emit`) if rank 0 dies before it does. The exit code: the run's verdict where rank 0 or this
     observer wrote it, else torchrun's."""
-    from gpuready.runner.local import TERMINATE_GRACE_S
-    from gpuready.runner.torchrun import RunObserver, torchrun_command
-    from gpuready.runner.progress import RDZV_STORE_VARIABLE
     lang = choose_language(args.lang)
     store, host_here, note = host_rendezvous_store(args.rdzv_endpoint, args.startup_timeout)
     tell(in_language(note, lang))

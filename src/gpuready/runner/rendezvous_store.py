@@ -9,6 +9,8 @@ import socket
 
 from gpuready.i18n import Sentence, said, sentence
 from gpuready.options import UsageError
+from gpuready.runner.local import listening_store
+from gpuready.runner.progress import RDZV_BIND_KEY
 
 
 def host_rendezvous_store(endpoint: str, timeout_s: float) -> tuple[object | None, bool | None, Sentence]:
@@ -18,8 +20,6 @@ def host_rendezvous_store(endpoint: str, timeout_s: float) -> tuple[object | Non
     None to let torchrun decide, and the sentence to log: a `Sentence`). torchrun itself would listen on every
     interface.
     """
-    from gpuready.runner.local import listening_store
-    from gpuready.runner.progress import RDZV_BIND_KEY
     host, _, port_text = endpoint.rpartition(":")
     host = host.strip("[]")
     if not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:

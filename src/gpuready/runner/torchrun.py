@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
+from gpuready.facts.gpu_users import GpuUsers
 from gpuready.i18n import said
 from gpuready.model import Report
+from gpuready.progress import FINAL_PHASES
 from gpuready.runner.local import RunOutcome
-from gpuready.runner.watchdog import RankFailure
+from gpuready.runner.progress import (RDZV_BIND_KEY, RDZV_STORE_VARIABLE, RESULT_KEY, SPEC_VARIABLE,
+                                      run_store_prefix)
+from gpuready.runner.watchdog import RankFailure, Watchdog, failure, where
+from gpuready.signals import exit_code_for
 
 REPORT_WRITTEN_KEY = "gpuready/report_written"
 HEARTBEAT_GRACE_S = 2.5
@@ -41,80 +47,13 @@ def run_rank(spec: dict[str, Any], *, rank_main: Callable[..., int], deadline_s:
     (runner/watchdog.py) and writes the report `make_report(outcome)` makes: at the end, when the watchdog names a
     failure, or when SIGTERM/SIGHUP arrives (torchrun's agent stops the whole group when one rank ends: rank 0 then
     names the rank that ended first). `write_report` prints or saves it and returns the exit code."""
-    from gpuready.runner.progress import RESULT_KEY, SPEC_VARIABLE
-    from gpuready.signals import exit_code_for
-    from gpuready.runner.watchdog import Watchdog
-
     os.environ[SPEC_VARIABLE] = json.dumps(spec)
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    startup_timeout_s = float(spec["startup_timeout_s"])
-    started = time.monotonic()
-    state: dict[str, Any] = {"written": False}
-    lock = threading.Lock()
-
-    def report_once(store: Any, failures: list[RankFailure], interrupted_by: str | None = None) -> None:
-        with lock:
-            if state["written"]:
-                return
-            state["written"] = True
-            results = {r: json.loads(store.get(RESULT_KEY.format(rank=r))) for r in range(world_size)
-                       if store.check([RESULT_KEY.format(rank=r)])}
-            outcome = RunOutcome(results=results, failures=failures, log_dir=log_dir,
-                                 wall_s=time.monotonic() - started, store_address=state.get("store_address"),
-                                 interrupted=interrupted_by is not None, interrupted_by=interrupted_by,
-                                 deadline_s=deadline_s)
-            code = write_report(make_report(outcome))
-            store.set(REPORT_WRITTEN_KEY, str(code))  # the node hosting the store exits with it too
-
-    def watch(store: Any, watchdog: Watchdog) -> None:  # rank 0 only; silence is timed on rank 0's clock
-        while True:
-            with lock:
-                over = watchdog.poll()
-            if over and watchdog.failures:
-                os._exit(report_what_ended(store, None))
-            if over:
-                return
-            time.sleep(0.5)
-
-    def on_ready(store: Any) -> None:
-        if rank == 0:
-            state["store_address"] = rendezvous_store_address(store)
-            state["watchdog"] = Watchdog(store, world_size, startup_timeout_s=startup_timeout_s,
-                                         deadline_s=deadline_s)
-            threading.Thread(target=watch, args=(store, state["watchdog"]), daemon=True).start()
-
-    def on_done(store: Any) -> None:
-        if rank == 0:
-            report_once(store, [])
-
-    def report_what_ended(store: Any, cause: str | None) -> int:
-        """Name the ranks that ended (the watchdog's failures, and those whose heartbeat stopped without a word)
-        and write the report; the exit code: 4 where a rank ended, else that of `cause` (a signal) or 1."""
-        watchdog = state["watchdog"]
-        time.sleep(2 * HEARTBEAT_GRACE_S)  # the other ranks post `failed` / `terminated` meanwhile, the dead do not
-        with lock:
-            watchdog.poll()
-            failures = dict(watchdog.failures)
-            for failure in watchdog.ended_without_a_word(HEARTBEAT_GRACE_S):
-                failures.setdefault(failure.rank, failure)
-        ended = any(failure.kind != "workload" for failure in failures.values())
-        # A rank that ended is why torchrun stopped the group (or why this rank's collective failed): that is the
-        # finding, not an interruption.
-        report_once(store, list(failures.values()), interrupted_by=None if failures or cause is None else cause)
-        sys.stdout.flush()
-        return 4 if ended else exit_code_for(cause) if cause and not failures else 1
-
-    def on_signal(store: Any, signum: int) -> None:
-        if rank == 0 and "watchdog" in state:
-            import signal as signals
-            os._exit(report_what_ended(store, signals.Signals(signum).name))
-
-    def on_failed(store: Any) -> None:  # this rank's workload raised (its error is stored)
-        if rank == 0 and "watchdog" in state:
-            os._exit(report_what_ended(store, None))
-
-    code = rank_main(on_ready=on_ready, on_done=on_done, on_signal=on_signal, on_failed=on_failed)
+    reporter = RankZeroReport(rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
+                              startup_timeout_s=float(spec["startup_timeout_s"]), deadline_s=deadline_s,
+                              log_dir=log_dir, make_report=make_report, write_report=write_report)
+    code = rank_main(on_ready=reporter.on_ready, on_done=reporter.on_done, on_signal=reporter.on_signal,
+                     on_failed=reporter.on_failed)
     # The report is written and the group destroyed: leave without the interpreter's teardown, where the process
     # group's C++ threads can abort the process ("terminate called without an active exception", SIGABRT, seen once
     # on the loaded CI box under a user's torchrun), turning a finished run into a failed one for torchrun.
@@ -123,10 +62,84 @@ def run_rank(spec: dict[str, Any], *, rank_main: Callable[..., int], deadline_s:
     os._exit(code)
 
 
+class RankZeroReport:
+    """What a rank under torchrun does for the report: on rank 0, watch every rank from the store and write the report
+    once (at the end, when the watchdog names a failure, or on SIGTERM/SIGHUP); on the other ranks, nothing."""
+
+    def __init__(self, *, rank: int, world_size: int, startup_timeout_s: float, deadline_s: float,
+                 log_dir: Path | None, make_report: Callable[[RunOutcome], Report],
+                 write_report: Callable[[Report], int]):
+        self.rank, self.world_size, self.startup_timeout_s, self.deadline_s = rank, world_size, startup_timeout_s, \
+            deadline_s
+        self.log_dir, self.make_report, self.write_report = log_dir, make_report, write_report
+        self.started = time.monotonic()
+        self.written = False
+        self.lock = threading.Lock()
+        self.store_address: str | None = None
+        self.watchdog: Watchdog | None = None
+
+    def report_once(self, store: Any, failures: list[RankFailure], interrupted_by: str | None = None) -> None:
+        with self.lock:
+            if self.written:
+                return
+            self.written = True
+            results = {r: json.loads(store.get(RESULT_KEY.format(rank=r))) for r in range(self.world_size)
+                       if store.check([RESULT_KEY.format(rank=r)])}
+            outcome = RunOutcome(results=results, failures=failures, log_dir=self.log_dir,
+                                 wall_s=time.monotonic() - self.started, store_address=self.store_address,
+                                 interrupted=interrupted_by is not None, interrupted_by=interrupted_by,
+                                 deadline_s=self.deadline_s)
+            code = self.write_report(self.make_report(outcome))
+            store.set(REPORT_WRITTEN_KEY, str(code))  # the node hosting the store exits with it too
+
+    def watch(self, store: Any) -> None:  # rank 0 only; silence is timed on rank 0's clock
+        while True:
+            with self.lock:
+                over = self.watchdog.poll()
+            if over and self.watchdog.failures:
+                os._exit(self.report_what_ended(store, None))
+            if over:
+                return
+            time.sleep(0.5)
+
+    def on_ready(self, store: Any) -> None:
+        if self.rank == 0:
+            self.store_address = rendezvous_store_address(store)
+            self.watchdog = Watchdog(store, self.world_size, startup_timeout_s=self.startup_timeout_s,
+                                     deadline_s=self.deadline_s)
+            threading.Thread(target=self.watch, args=(store,), daemon=True).start()
+
+    def on_done(self, store: Any) -> None:
+        if self.rank == 0:
+            self.report_once(store, [])
+
+    def report_what_ended(self, store: Any, cause: str | None) -> int:
+        """Name the ranks that ended (the watchdog's failures, and those whose heartbeat stopped without a word)
+        and write the report; the exit code: 4 where a rank ended, else that of `cause` (a signal) or 1."""
+        time.sleep(2 * HEARTBEAT_GRACE_S)  # the other ranks post `failed` / `terminated` meanwhile, the dead do not
+        with self.lock:
+            self.watchdog.poll()
+            failures = dict(self.watchdog.failures)
+            for silent in self.watchdog.ended_without_a_word(HEARTBEAT_GRACE_S):
+                failures.setdefault(silent.rank, silent)
+        ended = any(found.kind != "workload" for found in failures.values())
+        # A rank that ended is why torchrun stopped the group (or why this rank's collective failed): that is the
+        # finding, not an interruption.
+        self.report_once(store, list(failures.values()), interrupted_by=None if failures or cause is None else cause)
+        sys.stdout.flush()
+        return 4 if ended else exit_code_for(cause) if cause and not failures else 1
+
+    def on_signal(self, store: Any, signum: int) -> None:
+        if self.rank == 0 and self.watchdog is not None:
+            os._exit(self.report_what_ended(store, signal.Signals(signum).name))
+
+    def on_failed(self, store: Any) -> None:  # this rank's workload raised (its error is stored)
+        if self.rank == 0 and self.watchdog is not None:
+            os._exit(self.report_what_ended(store, None))
+
 
 def users_from_results(results: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
     """Under torchrun each GPU rank reads who else uses its GPU (worker: `gpu_users`): host → {index → GpuUsers}."""
-    from gpuready.facts.gpu_users import GpuUsers
     users: dict[str, Any] = {}
     for result in results.values():
         seen = result.get("gpu_users")
@@ -150,10 +163,8 @@ class RunObserver:
     written here from the store, with the ranks that ended named in the order they fell silent."""
 
     def __init__(self, verb: str, rendezvous_store: Any, world_size: int, startup_timeout_s: float):
-        import torch.distributed as dist
+        import torch.distributed as dist  # torch's store (seconds to import): only on the node hosting the store
 
-        from gpuready.runner.watchdog import Watchdog
-        from gpuready.runner.progress import run_store_prefix
         self.store = dist.PrefixStore(run_store_prefix(), rendezvous_store)
         self.verb, self.world_size = verb, world_size
         self.watchdog = Watchdog(self.store, world_size, startup_timeout_s=startup_timeout_s)
@@ -192,8 +203,6 @@ class RunObserver:
                              interrupted_by: str | None = None) -> Report | None:
         """The report `make_report` makes of what the store holds, where rank 0 died before writing one; None where
         rank 0 wrote it (or no rank ever reached the store: torchrun said why). The report's `written_by` says so."""
-        from gpuready.runner.progress import FINAL_PHASES, RESULT_KEY
-        from gpuready.runner.watchdog import failure, where
         self._stop.set()
         self._thread.join(timeout=5)
         if self._wait_for_rank0():
@@ -224,7 +233,6 @@ class RunObserver:
 
 def rendezvous_store_address(store: Any) -> str | None:
     """Under `gpuready validate|bench --nnodes`: where the rendezvous store listens, as its host said (None if unknown)."""
-    from gpuready.runner.progress import RDZV_BIND_KEY, RDZV_STORE_VARIABLE
     endpoint = os.environ.get(RDZV_STORE_VARIABLE)
     if not endpoint:
         return None

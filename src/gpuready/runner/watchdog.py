@@ -60,7 +60,7 @@ def phase_text(phase: str) -> Said | str:
 
 def process_state(pid: int) -> str | None:
     try:
-        import psutil
+        import psutil  # optional: without it the state is unknown
         return psutil.Process(pid).status()
     except Exception:
         return None

@@ -9,13 +9,20 @@ from pathlib import Path
 
 from gpuready.cli import option_groups as groups
 from gpuready.cli import option_kinds as kind
+from gpuready.cli.output import check_log_dir, check_out, emit
+from gpuready.devices import ranks_per_node
+from gpuready.estimate.measured import measured_figures
 from gpuready.i18n import choose_language, in_language, said, said_of
+from gpuready.measuring import usable_device
 from gpuready.model import ExitCode
+from gpuready.options import UsageError
+from gpuready.runner.local import SpawnError
+from gpuready.runner.multinode import run_under_torchrun
+from gpuready.runner.torchrun import under_torchrun
 from gpuready.safe_text import tell
 from gpuready.signals import stop_signals_raise
-from gpuready.options import UsageError
-from gpuready.measuring import usable_device
-from gpuready.cli.output import check_log_dir, check_out, emit
+from gpuready.verbs.bench import torchrun as bench_torchrun
+from gpuready.verbs.bench.run import BenchError, BenchOptions, bench_shape, run_bench
 
 SUMMARY = "does adding GPUs make a real training step faster here?"
 STRATEGIES = ("ddp", "fsdp2", "fsdp2-noreshard")
@@ -66,8 +73,6 @@ def _bench(args: argparse.Namespace) -> int:
     device = usable_device("bench", args.device, lang)
     if device is None:
         return ExitCode.TOOL_ERROR
-    from gpuready.runner.local import SpawnError
-    from gpuready.verbs.bench.run import BenchError, BenchOptions, bench_shape, run_bench
     shape = {key: getattr(args, key) for key in ("family", *kind.SHAPE) if getattr(args, key) is not None}
     if len(shape) > 1 and not all(key in shape for key in ("layers", "hidden", "heads", "vocab")):
         raise UsageError(said("error.shape.incomplete"))
@@ -80,18 +85,13 @@ def _bench(args: argparse.Namespace) -> int:
                            validate_report=args.validate_report, data=args.data, data_path=args.data_path,
                            startup_timeout_s=args.startup_timeout, exclusive=args.exclusive,
                            progress=not args.json, lang=lang)
-    from gpuready.runner.torchrun import under_torchrun
-    from gpuready.verbs.bench import torchrun as bench_torchrun
     try:
         readable = args.data_path is None or (args.data_path.is_dir() and os.access(args.data_path, os.R_OK | os.X_OK))
         if not readable:
             raise UsageError(said("error.data_path", path=str(args.data_path)))
         if args.validate_report is not None:  # read before the runs: a bad file must not cost them
-            from gpuready.estimate.measured import measured_figures
             measured_figures(args.validate_report, "--validate-report")
         if args.nnodes:
-            from gpuready.runner.multinode import run_under_torchrun
-            from gpuready.devices import ranks_per_node
             bench_shape(options)  # a model that cannot be built is said here, not by every rank
             return run_under_torchrun(args, args.argv, "bench", ranks_per_node(args),
                                       bench_torchrun.store_node_report(options), emit)

@@ -17,10 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from gpuready import __version__
+from gpuready.devices import auto_device, check_cpu_ranks, local_facts, selected_indices
+from gpuready.estimate.expect import host_path_pairs
+from gpuready.estimate.machine import machine_from_facts
+from gpuready.estimate.measured import measured_figures
+from gpuready.estimate.memory import Strategy, TrainSetup, memory_per_gpu
+from gpuready.facts.clock_reasons import reasons_from_mask
 from gpuready.i18n import said_json, sentence, text_of
+from gpuready.knowledge import clock_reasons
+from gpuready.measuring import MeasuringRun, Measured, Selection, mark_stopped
 from gpuready.model import Report
+from gpuready.pipeline import summarize_facts
+from gpuready.report.progress_line import BenchProgress, ProgressLine, bench_plan
 from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
-from gpuready.telemetry import start_telemetry
+from gpuready.verbs.bench.data import dataloader_throughput, storage_throughput
+from gpuready.verbs.bench.judge import BenchJudge, judge_bench
 
 STRATEGIES = ("ddp", "fsdp2")
 
@@ -96,76 +107,96 @@ def train_settings(options: BenchOptions, shape: ModelShape, strategy: str, worl
 
 def run_bench(options: BenchOptions) -> Report:
     """1 GPU (or rank), then every selected GPU with each strategy; the report the judge makes of it."""
-    from gpuready.runner.local import run_local
-    from gpuready.devices import check_cpu_ranks
-    from gpuready.devices import auto_device
-    import torch
+    return BenchRun(options).measure()
 
-    shape = bench_shape(options)
-    device = auto_device(options.device, "bench")
-    if device == "cuda":
-        available = torch.cuda.device_count()
-        ranks = options.ranks or available
-        if ranks > available:
-            raise BenchError(sentence("error.ranks.visible", ranks=ranks, count=available))
-    else:
-        ranks = options.ranks or 2
-        check_cpu_ranks(ranks, options.oversubscribe)
-    log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-bench-"))
-    plan = [("single", 1)] + ([(strategy, ranks) for strategy in options.strategies] if ranks > 1 else [])
-    node = node_view(device, ranks)
-    watch = None
-    if device == "cuda":
-        from gpuready.facts.gpu_users import UserWatch
-        from gpuready.devices import exclusive_refusal
-        watch = UserWatch(node.gpus)
-        refused = exclusive_refusal("bench", watch.before, {"device": device, "runs": []}) if options.exclusive \
-            else None
-        if refused is not None:
-            return refused
-        watch.__enter__()
-    progress = bench_progress(options, shape, device, plan) if options.progress else None
-    session, sampler = start_telemetry(device, node.gpus)
-    runs: list[dict[str, Any]] = []
-    started = time.monotonic()
-    interrupted_by = None
-    try:
-        for strategy, world_size in plan:
-            too_big = states_do_not_fit(options, shape, strategy, world_size,
-                                        memory_capacity_bytes(device, node.machine, world_size), device)
+
+@dataclass(kw_only=True)
+class BenchRuns:
+    """What bench's runs left for the judge."""
+
+    runs: list[dict[str, Any]]
+    """Each run as the judge reads it (run_entry)."""
+    interrupted_by: str | None
+    """The signal that stopped the runs (None: they all ran)."""
+    wall_s: float
+    log_dir: Path
+
+
+class BenchRun(MeasuringRun):
+    """bench's measuring run (measuring.py): one run per strategy, the sampler beside them all, judge_bench."""
+
+    verb = "bench"
+
+    def __init__(self, options: BenchOptions):
+        super().__init__(exclusive=options.exclusive)
+        self.options = options
+        self.shape = bench_shape(options)  # a model that cannot be built is a usage error before anything starts
+        self.node = NodeView()
+
+    def select(self) -> Selection:
+        device = auto_device(self.options.device, "bench")
+        if device == "cuda":
+            import torch  # CUDA's own count of the GPUs it shows (torch: seconds, only on GPU runs)
+            available = torch.cuda.device_count()
+            ranks = self.options.ranks or available
+            if ranks > available:
+                raise BenchError(sentence("error.ranks.visible", ranks=ranks, count=available))
+        else:
+            ranks = self.options.ranks or 2
+            check_cpu_ranks(ranks, self.options.oversubscribe)
+        return Selection(device=device, ranks=ranks)
+
+    def plan(self, selection: Selection) -> list[tuple[str, int]]:
+        """The runs: (strategy, ranks), the 1-GPU run first."""
+        ranks = selection.ranks
+        return [("single", 1)] + ([(strategy, ranks) for strategy in self.options.strategies] if ranks > 1 else [])
+
+    def prepare(self, selection: Selection) -> None:
+        self.node = node_view(selection.device, selection.ranks)
+        selection.facts, selection.gpus = self.node.facts, self.node.gpus
+
+    def refused_facts(self, selection: Selection) -> dict[str, Any]:
+        return {"device": selection.device, "runs": []}
+
+    def open_display(self, selection: Selection) -> Any:
+        return bench_progress(self.options, self.shape, selection.device, self.plan(selection)) \
+            if self.options.progress else None
+
+    def run(self, selection: Selection) -> BenchRuns:
+        options, device = self.options, selection.device
+        log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-bench-"))
+        runs: list[dict[str, Any]] = []
+        started, interrupted_by = time.monotonic(), None
+        for strategy, world_size in self.plan(selection):
+            too_big = states_do_not_fit(options, self.shape, strategy, world_size,
+                                        memory_capacity_bytes(device, self.node.machine, world_size), device)
             if too_big is not None:  # certain to fail: said, not spawned (a model can take minutes to build)
                 runs.append(run_entry(strategy, world_size, {0: too_big}))
                 continue
             spec = {"device": device, "workloads": ["train"], "startup_timeout_s": options.startup_timeout_s,
                     "options": {"timeout_s": options.timeout_s,
-                                "train": train_settings(options, shape, strategy, world_size)}}
-            outcome = run_local(world_size=world_size, spec=spec, log_dir=log_dir / f"{strategy}-{world_size}",
-                                startup_timeout_s=options.startup_timeout_s,
-                                deadline_s=run_deadline_s(options, runs=1),
-                                on_progress=progress and functools.partial(progress, run=len(runs)))
+                                "train": train_settings(options, self.shape, strategy, world_size)}}
+            outcome = self.start_ranks(spec=spec, world_size=world_size, log_dir=log_dir / f"{strategy}-{world_size}",
+                                       startup_timeout_s=options.startup_timeout_s,
+                                       deadline_s=run_deadline_s(options, runs=1),
+                                       on_progress=self.display and functools.partial(self.display, run=len(runs)))
             results = {rank: (result.get("workloads") or {}).get("train") or no_result()
                        for rank, result in outcome.results.items()}
-            runs.append(run_entry(strategy, world_size, results, outcome.failures, sampler))
+            runs.append(run_entry(strategy, world_size, results, outcome.failures, self.sampler))
             if outcome.interrupted:
                 interrupted_by = outcome.interrupted_by or "SIGINT"
                 break
-    finally:
-        if progress is not None:
-            progress.close()
-        if watch is not None:
-            watch.__exit__(None, None, None)
-        if sampler is not None:
-            sampler.stop()
-        if session is not None:
-            session.close()
-    return bench_report(options, shape, device, runs, users=watch.seen if watch is not None else None,
-                        checked_sharing=watch is not None, interrupted_by=interrupted_by,
-                        wall_s=time.monotonic() - started, log_dir=log_dir, node=node)
+        return BenchRuns(runs=runs, interrupted_by=interrupted_by, wall_s=time.monotonic() - started, log_dir=log_dir)
+
+    def judge(self, measured: Measured) -> Report:
+        done = measured.outcome
+        return bench_report(self.options, self.shape, measured.selection.device, done.runs, users=measured.users,
+                            checked_sharing=measured.checked_sharing, interrupted_by=done.interrupted_by,
+                            wall_s=done.wall_s, log_dir=done.log_dir, node=self.node)
 
 
 def bench_progress(options: BenchOptions, shape: ModelShape, device: str, plan: list[tuple[str, int]]):
     """The live display of the runs in `plan` (strategy, ranks): stage, step k/n, tokens/s, time left."""
-    from gpuready.report.progress_line import BenchProgress, ProgressLine, bench_plan
 
     def tokens_per_step(strategy: str, world_size: int) -> int:
         settings = train_settings(options, shape, strategy, world_size)
@@ -185,7 +216,6 @@ def states_do_not_fit(options: BenchOptions, shape: ModelShape, strategy: str, w
     them) exceed one device's memory: the run cannot succeed. None where they fit or the memory is unknown."""
     if not capacity_bytes:
         return None
-    from gpuready.estimate.memory import Strategy, TrainSetup, memory_per_gpu
     settings = train_settings(options, shape, strategy, world_size)
     setup = TrainSetup(shape=shape, seq=settings["seq"], micro_batch=settings["micro_batch"],
                        precision=options.precision, recompute=options.recompute)
@@ -210,7 +240,7 @@ def memory_capacity_bytes(device: str, machine: Any, ranks: int) -> int | None:
     if device == "cuda":
         return getattr(machine, "memory_bytes_per_gpu", None) if machine is not None else None
     try:
-        import psutil
+        import psutil  # optional: without it the memory is unknown
         return psutil.virtual_memory().total // max(1, ranks)
     except Exception:
         return None
@@ -240,7 +270,6 @@ def run_deadline_s(options: BenchOptions, runs: int) -> float:
 def consumed_rates(runs: list[dict[str, Any]], host: str) -> tuple[float, float] | None:
     """(samples/s, tokens/s) of the fastest run, as the judge reduces it: what the data path must keep up with.
     None: no run finished."""
-    from gpuready.verbs.bench.judge import BenchJudge
     done = [figures for figures in BenchJudge(host, runs).run_figures() if figures.ok]
     if not done:
         return None
@@ -251,7 +280,6 @@ def consumed_rates(runs: list[dict[str, Any]], host: str) -> tuple[float, float]
 def _data_path(options: BenchOptions, runs: list[dict[str, Any]], host: str) -> tuple[list, list]:
     if not options.data and options.data_path is None:
         return [], []
-    from gpuready.verbs.bench.data import dataloader_throughput, storage_throughput
     rates = consumed_rates(runs, host)
     measurements, findings = [], []
     if options.data:
@@ -272,8 +300,6 @@ def telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict[
     without NVML)."""
     if sampler is None:
         return None
-    from gpuready.facts.clock_reasons import reasons_from_mask
-    from gpuready.knowledge import clock_reasons
     windows = list(results.values())
     starts = [w["window_start"] for w in windows if w.get("window_start")]
     ends = [w["window_end"] for w in windows if w.get("window_end")]
@@ -305,12 +331,10 @@ def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: li
                  log_dir: Path | None, node: NodeView | None = None, topology: str | None = None) -> Report:
     """`users`: NVML index → GpuUsers of this node's GPUs seen during the runs (None with checked_sharing: NVML could
     not say); `node`: this node's view, found here where not given."""
-    from gpuready.verbs.bench.judge import judge_bench
     host = socket.gethostname()
     node = node or node_view(device, 0)
     validate_tflops = None
     if options.validate_report is not None:
-        from gpuready.estimate.measured import measured_figures
         validate_tflops = measured_figures(options.validate_report, "--validate-report").get("matmul_tflops_bf16")
     data_measurements, data_findings = _data_path(options, runs, host)
     dataloader = [f for f in data_findings if f.check_id == "bench.dataloader_bottleneck"]
@@ -323,7 +347,6 @@ def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: li
                                          topology=topology)
     measurements += data_measurements
     findings[-1:-1] = data_findings  # bench.decision stays last
-    from gpuready.pipeline import summarize_facts
     report = Report(tool_version=__version__, host=host, findings=findings, measurements=measurements,
                     facts=summarize_facts(node.facts) if node.facts is not None else {})
     report.facts["bench"] = {"model": {"name": shape.name, "family": shape.family, "parameters": shape.parameters()},
@@ -332,9 +355,7 @@ def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: li
                                                         for r in runs],
                              "wall_s": round(wall_s, 1), "log_dir": str(log_dir)}
     if interrupted_by:
-        from gpuready.measuring import stopped_finding
-        report.interrupted, report.interrupted_by = True, interrupted_by
-        report.findings.insert(0, stopped_finding("bench", host, interrupted_by, wall_s))
+        mark_stopped(report, "bench", host, interrupted_by, wall_s)
     report.hung = any(f["kind"] in ("hang", "exit", "start") for r in runs for f in r["failures"])
     return report
 
@@ -357,9 +378,6 @@ def node_view(device: str, ranks: int) -> NodeView:
     if device != "cuda":
         return NodeView()
     try:
-        from gpuready.estimate.machine import machine_from_facts
-        from gpuready.estimate.expect import host_path_pairs
-        from gpuready.devices import local_facts, selected_indices
         facts = local_facts("cuda")
         gpus = selected_indices(None, facts, ranks)
         gpus = list(range(ranks)) if gpus is None else gpus

@@ -11,11 +11,14 @@ import os
 import socket
 from typing import Any, Callable
 
+from gpuready.devices import auto_device, sharing_findings
 from gpuready.model import Report
 from gpuready.runner.local import RunOutcome
-from gpuready.workloads import worker
+from gpuready.runner.torchrun import run_rank, users_from_results
+from gpuready.telemetry import start_telemetry
 from gpuready.verbs.bench.run import (BenchOptions, bench_report, bench_shape, failure_entry, node_view,
-                                      run_deadline_s, run_entry, start_telemetry, train_settings)
+                                      run_deadline_s, run_entry, train_settings)
+from gpuready.workloads import worker
 
 
 def rank_spec(options: BenchOptions, device: str, world_size: int) -> dict[str, Any]:
@@ -55,8 +58,6 @@ def runs_from_outcome(outcome: RunOutcome, strategies: list[str], world_size: in
 def group_report(options: BenchOptions, device: str, outcome: RunOutcome, sampler: Any = None,
                  node: Any = None) -> Report:
     """bench's report of a torchrun group: rank 0's (with its node's telemetry), or the store node's."""
-    from gpuready.runner.torchrun import users_from_results
-    from gpuready.devices import sharing_findings
     world_size = max([*outcome.results, *(f.rank for f in outcome.failures), 0]) + 1
     world_size = max(world_size, int(os.environ.get("WORLD_SIZE", world_size)))
     strategies = ["single", *(options.strategies if world_size > 1 else ())]
@@ -82,8 +83,6 @@ def group_report(options: BenchOptions, device: str, outcome: RunOutcome, sample
 
 def run_torchrun_rank(options: BenchOptions, write_report: Callable[[Report], int]) -> int:
     """This process is one rank of a `bench --nnodes` group (runner/torchrun.py); rank 0 writes the report."""
-    from gpuready.runner.torchrun import run_rank
-    from gpuready.devices import auto_device
     device = auto_device(options.device, "bench")
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
@@ -91,7 +90,7 @@ def run_torchrun_rank(options: BenchOptions, write_report: Callable[[Report], in
     sampler = node = None
     if rank == 0:
         node = node_view(device, local_world)
-        _session, sampler = start_telemetry(device, node.gpus)
+        _session, sampler = start_telemetry(device, node.gpus)  # sampled until this process ends (os._exit)
     return run_rank(spec, rank_main=worker.main, deadline_s=run_deadline_s(options, runs=len(spec["workloads"])),
                     log_dir=options.log_dir,
                     write_report=write_report,

@@ -12,6 +12,7 @@ from gpuready.signals import stop_signals_raise
 from gpuready.options import UsageError
 from gpuready.measuring import run_locally, usable_device
 from gpuready.cli.output import check_log_dir, check_out
+from gpuready.verbs.burn.run import BurnOptions, parse_duration, run_burn
 
 SUMMARY = "full load on every GPU with silent-error detection and telemetry"
 
@@ -37,7 +38,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _burn(args: argparse.Namespace) -> int:
-    from gpuready.verbs.burn import BurnOptions, parse_duration, run_burn
     try:
         duration_s = parse_duration(args.duration)
     except ValueError as error:

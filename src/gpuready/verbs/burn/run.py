@@ -6,21 +6,24 @@ sampler runs here, in the parent, apart from them.
 
 from __future__ import annotations
 
-import os
 import re
-import socket
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuready import __version__
+from gpuready.devices import auto_device, check_cpu_ranks, gpus_by_identity, local_facts, visible_devices
+from gpuready.facts.clock_reasons import reasons_from_mask
 from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, in_language, message, sentence
-from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
+from gpuready.measuring import MeasuringRun, Measured, Selection, mark_stopped
 from gpuready.model import Report
+from gpuready.pipeline import summarize_facts
+from gpuready.report.progress_line import ProgressLine, burn_plan, burn_progress
+from gpuready.runner.local import RunOutcome
 from gpuready.safe_text import printable
 from gpuready.telemetry import Sampler
-from gpuready.measuring import stopped_finding
+from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp64")
 STARTUP_TIMEOUT_S = 300.0
@@ -74,8 +77,7 @@ LIVE_COLUMNS = ("gpu", "status", "power", "temperature", "sm_clock", "reasons")
 def _live_table(identity: list[dict[str, Any]], selected: list[int], sampler: Sampler, posts: dict,
                 lang: str = DEFAULT_LANGUAGE):
     """Each burnt GPU's latest telemetry, above the progress line on a terminal, its words in `lang`."""
-    from rich.table import Table
-    from gpuready.facts.clock_reasons import reasons_from_mask
+    from rich.table import Table  # rich's tables load only where a terminal shows them
 
     table = Table(expand=False)
     for column in LIVE_COLUMNS:
@@ -95,121 +97,106 @@ def _live_table(identity: list[dict[str, Any]], selected: list[int], sampler: Sa
 
 
 def run_burn(options: BurnOptions) -> Report:
-    import torch
+    """Every selected GPU (or `ranks` CPU workers) at full load, with telemetry: burn's measuring run."""
+    return BurnRun(options).measure()
 
-    from gpuready.devices import visible_devices
-    from gpuready.runner.local import run_local
-    from gpuready.devices import check_cpu_ranks
 
-    from gpuready.devices import auto_device
-    device = auto_device(options.device, "burn")  # NoGpuError without a GPU unless --device cpu
-    if device == "cpu" and options.ranks is not None:
-        check_cpu_ranks(options.ranks, options.oversubscribe)  # before NVML, facts or any worker
-    session = facts = None
-    selected: list[int] = []
-    extra_env: dict[str, str] = {}
-    if device == "cuda":
-        from gpuready.evidence.collect import collect
-        from gpuready.evidence.build import build_facts
-        from gpuready.facts.nvml import NvmlSession
-        facts = build_facts(collect(with_torch=False)[0], live=True)
-        session = NvmlSession()
-        if options.gpus:
-            extra_env["CUDA_VISIBLE_DEVICES"] = visible_devices(options.gpus, facts)
-            uuids = extra_env["CUDA_VISIBLE_DEVICES"].split(",")
-            selected = [i for uuid in uuids for i, gpu in enumerate(session.identity) if gpu["uuid"] == uuid]
-        else:  # the user's CUDA_VISIBLE_DEVICES, or every GPU
-            from gpuready.facts.visible import visible_nvml_indices
-            selected = visible_nvml_indices(session.identity)
-            if selected is None:
-                selected = list(range(len(session.handles)))
-            elif not selected:
-                session.close()
-                raise ValueError(sentence("error.visible.none", value=repr(os.environ.get("CUDA_VISIBLE_DEVICES"))))
-        if options.ranks is not None:
-            if options.ranks > len(selected):
-                session.close()
-                raise ValueError(sentence("error.ranks.selected", ranks=options.ranks, count=len(selected)))
-            selected = selected[:options.ranks]
-        ranks = len(selected)
-    else:
-        ranks = options.ranks or 1
-    watch = None
-    if device == "cuda":
-        from gpuready.facts.gpu_users import UserWatch
-        from gpuready.devices import exclusive_refusal
-        watch = UserWatch(selected)
-        refused = exclusive_refusal("burn", watch.before, {"device": device, "ranks": 0}) if options.exclusive \
-            else None
-        if refused is not None:
-            session.close()
-            return refused
-    dtype = options.dtype or _default_dtype(facts, selected)
-    spec = {"device": device, "workloads": ["burn"], "collectives": False, "startup_timeout_s": STARTUP_TIMEOUT_S,
-            "options": {"timeout_s": options.timeout_s,
-                        "burn": {"duration_s": options.duration_s, "dtype": dtype, "self_test": options.self_test}}}
-    log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-burn-"))
-    identity = session.identity if session else []
-    sampler = Sampler(session, selected, options.interval_s) if session else None
-    progress = None
-    if options.progress:
-        from gpuready.report.progress_line import ProgressLine, burn_plan, burn_progress
-        lang = choose_language(options.lang)
-        samples = (lambda: sum(len(series) for series in list(sampler.telemetry.samples.values()))) if sampler else None
-        progress = ProgressLine(
-            "burn", burn_plan(ranks, device, dtype, options.duration_s),
-            burn_progress(options.duration_s, BURN_STARTUP_S, samples), lang=lang,
-            extra=(lambda posts: _live_table(identity, selected, sampler, posts, lang)) if sampler else None)
+class BurnRun(MeasuringRun):
+    """burn's measuring run (measuring.py): independent workers, one per GPU, the sampler beside them, BurnJudge."""
 
-    try:
-        if watch:
-            watch.__enter__()
-        if sampler:
-            sampler.__enter__()
-        outcome = run_local(world_size=ranks, spec=spec, log_dir=log_dir, startup_timeout_s=STARTUP_TIMEOUT_S,
-                            extra_env=extra_env, on_progress=progress, independent=True,
-                            deadline_s=STARTUP_TIMEOUT_S + MEMORY_PHASE_S + options.duration_s + options.timeout_s)
-    finally:
-        if watch:
-            watch.__exit__(None, None, None)
-        if sampler:
-            sampler.stop()
-        if progress is not None:
-            progress.close()
-        if session:
-            session.close()
-    burn_gpus = []
-    for rank in range(ranks):
-        result = outcome.results.get(rank, {})
-        data = (result.get("workloads") or {}).get("burn")
-        index = selected[rank] if rank < len(selected) else None
-        facts_gpu = next((gpu for gpu in (facts.gpus or []) if index is not None and gpu.index == index), None) \
-            if facts else None
-        burn_gpus.append(BurnGpu(rank=rank, nvml_index=index, identity=identity[index] if index is not None else {},
-                                 result=data, slowdown_c=facts_gpu.slowdown_temperature_c if facts_gpu else None,
-                                 power_limit_w=facts_gpu.power_limit_w if facts_gpu else None,
-                                 power_default_limit_w=facts_gpu.power_default_limit_w if facts_gpu else None))
-    host = socket.gethostname()
-    judge = BurnJudge(host, burn_gpus, sampler.telemetry if sampler else None, outcome.failures, options.self_test,
-                      users=watch.seen if watch else None, checked_sharing=watch is not None,
-                      exclusive=options.exclusive)
-    judge.judge()
-    report = Report(tool_version=__version__, host=host, findings=judge.findings, measurements=judge.measurements,
-                    series=sampler.telemetry.series(host, identity) if sampler else [])
-    report.hung = any(failure.kind in ("hang", "exit", "start") for failure in outcome.failures)
-    report.interrupted, report.interrupted_by = outcome.interrupted, outcome.interrupted_by
-    from gpuready.pipeline import summarize_facts
-    # The machine's GPUs and driver beside the run's settings: `fleet` groups nodes by GPU model, count and driver.
-    report.facts = {**(summarize_facts(facts) if facts is not None else {}), "burn": {"dtype": dtype, "duration_s": options.duration_s, "device": device, "ranks": ranks,
-                             "log_dir": str(log_dir), "wall_s": round(outcome.wall_s, 1),
-                             "telemetry_interval_s": options.interval_s,
-                             "xid_source": sampler.telemetry.xid_source if sampler else "none",
-                             "self_test": options.self_test, "rendezvous_store": outcome.store_address,
-                             "overridden_env": outcome.overridden_env, "deadline_s": outcome.deadline_s,
-                             **({"interrupted_by": outcome.interrupted_by or "SIGINT"} if outcome.interrupted else {})}}
-    if outcome.interrupted:
-        report.findings.insert(0, stopped_finding("burn", host, outcome.interrupted_by, outcome.wall_s))
-    return report
+    verb = "burn"
+
+    def __init__(self, options: BurnOptions):
+        super().__init__(exclusive=options.exclusive)
+        self.options = options
+        self.sample_interval_s = options.interval_s
+        self.dtype = options.dtype or "fp32"
+        self.log_dir: Path | None = None
+
+    def select(self) -> Selection:
+        device = auto_device(self.options.device, "burn")  # NoGpuError without a GPU unless --device cpu
+        if device == "cpu" and self.options.ranks is not None:
+            check_cpu_ranks(self.options.ranks, self.options.oversubscribe)  # before NVML, facts or any worker
+        return Selection(device=device, ranks=self.options.ranks or 1)
+
+    def prepare(self, selection: Selection) -> None:
+        """On GPUs: every bundle file's facts, NVML's GPUs, and those --gpus (or CUDA_VISIBLE_DEVICES) selects."""
+        if selection.device == "cuda":
+            selection.facts = local_facts("cuda", files=None)
+            selection.identity = self.nvml_session().identity
+            if self.options.gpus:
+                selection.env["CUDA_VISIBLE_DEVICES"] = visible_devices(self.options.gpus, selection.facts)
+            selection.gpus = gpus_by_identity(selection.identity, selection.env.get("CUDA_VISIBLE_DEVICES"),
+                                              self.options.ranks)
+            selection.ranks = len(selection.gpus)
+        self.dtype = self.options.dtype or _default_dtype(selection.facts, selection.gpus or [])
+
+    def refused_facts(self, selection: Selection) -> dict[str, Any]:
+        return {"device": selection.device, "ranks": 0}
+
+    def open_display(self, selection: Selection) -> Any:
+        if not self.options.progress:
+            return None
+        lang = choose_language(self.options.lang)
+        sampler = self.sampler
+        samples = (lambda: sum(len(series) for series in list(sampler.telemetry.samples.values()))) \
+            if sampler else None
+        return ProgressLine(
+            "burn", burn_plan(selection.ranks, selection.device, self.dtype, self.options.duration_s),
+            burn_progress(self.options.duration_s, BURN_STARTUP_S, samples), lang=lang,
+            extra=(lambda posts: _live_table(selection.identity, selection.gpus, sampler, posts, lang))
+            if sampler else None)
+
+    def run(self, selection: Selection) -> RunOutcome:
+        options = self.options
+        self.log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-burn-"))
+        spec = {"device": selection.device, "workloads": ["burn"], "collectives": False,
+                "startup_timeout_s": STARTUP_TIMEOUT_S,
+                "options": {"timeout_s": options.timeout_s, "burn": {"duration_s": options.duration_s,
+                                                                     "dtype": self.dtype,
+                                                                     "self_test": options.self_test}}}
+        return self.start_ranks(spec=spec, log_dir=self.log_dir, startup_timeout_s=STARTUP_TIMEOUT_S,
+                                independent=True,
+                                deadline_s=STARTUP_TIMEOUT_S + MEMORY_PHASE_S + options.duration_s + options.timeout_s)
+
+    def judge(self, measured: Measured) -> Report:
+        selection, outcome, options = measured.selection, measured.outcome, self.options
+        judge = BurnJudge(measured.host, burn_gpus(selection, outcome), measured.telemetry, outcome.failures,
+                          options.self_test, users=measured.users, checked_sharing=measured.checked_sharing,
+                          exclusive=options.exclusive)
+        judge.judge()
+        report = Report(tool_version=__version__, host=measured.host, findings=judge.findings,
+                        measurements=judge.measurements,
+                        series=measured.telemetry.series(measured.host, selection.identity)
+                        if measured.telemetry else [])
+        report.hung = any(failure.kind in ("hang", "exit", "start") for failure in outcome.failures)
+        # The machine's GPUs and driver beside the run's settings: `fleet` groups nodes by GPU model, count and driver.
+        report.facts = {**(summarize_facts(selection.facts) if selection.facts is not None else {}), "burn": {
+            "dtype": self.dtype, "duration_s": options.duration_s, "device": selection.device,
+            "ranks": selection.ranks, "log_dir": str(self.log_dir), "wall_s": round(outcome.wall_s, 1),
+            "telemetry_interval_s": options.interval_s,
+            "xid_source": measured.telemetry.xid_source if measured.telemetry else "none",
+            "self_test": options.self_test, "rendezvous_store": outcome.store_address,
+            "overridden_env": outcome.overridden_env, "deadline_s": outcome.deadline_s,
+            **({"interrupted_by": outcome.interrupted_by or "SIGINT"} if outcome.interrupted else {})}}
+        if outcome.interrupted:
+            mark_stopped(report, "burn", measured.host, outcome.interrupted_by, outcome.wall_s)
+        return report
+
+
+def burn_gpus(selection: Selection, outcome: RunOutcome) -> list[BurnGpu]:
+    """Each worker's result beside its GPU's identity and limits (the judge's view of one GPU)."""
+    gpus = []
+    for rank in range(selection.ranks):
+        data = (outcome.results.get(rank, {}).get("workloads") or {}).get("burn")
+        index = selection.gpus[rank] if selection.gpus and rank < len(selection.gpus) else None
+        facts_gpu = next((gpu for gpu in (selection.facts.gpus or []) if index is not None and gpu.index == index),
+                         None) if selection.facts else None
+        gpus.append(BurnGpu(rank=rank, nvml_index=index, identity=selection.identity[index] if index is not None else {},
+                            result=data, slowdown_c=facts_gpu.slowdown_temperature_c if facts_gpu else None,
+                            power_limit_w=facts_gpu.power_limit_w if facts_gpu else None,
+                            power_default_limit_w=facts_gpu.power_default_limit_w if facts_gpu else None))
+    return gpus
 
 
 def _default_dtype(facts: Any, selected: list[int]) -> str:

@@ -8,7 +8,6 @@ their results into measurements and findings.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import tempfile
 from dataclasses import dataclass, field
@@ -17,13 +16,18 @@ from typing import Any, Callable
 
 from gpuready import __version__
 from gpuready.checks.kernel_judge import nvml_xid_findings
-from gpuready.i18n import Sentence, said, sentence
+from gpuready.devices import (auto_device, blame_sharing, local_facts, resolve_device, selected_indices,
+                              sharing_findings, visible_devices)
+from gpuready.i18n import choose_language, text_of
+from gpuready.measuring import MeasuringRun, Measured, Selection, mark_stopped
 from gpuready.model import GpuRef, Report, Subject
+from gpuready.pipeline import summarize_facts
+from gpuready.report.progress_line import ProgressLine, validate_plan, validate_progress
 from gpuready.runner.local import RunOutcome
-from gpuready.devices import auto_device, check_cpu_ranks, local_facts, resolve_device, selected_indices, visible_devices
-from gpuready.telemetry import start_telemetry
-from gpuready.measuring import stopped_finding
+from gpuready.runner.torchrun import run_rank, users_from_results
+from gpuready.verbs.validate.judge import Judge
 from gpuready.workloads import worker
+from gpuready.workloads.collectives import COLLECTIVES, _iterations, message_sizes
 from gpuready.workloads.worker import GPU_ONLY
 
 WORKLOADS = ("compute", "transfer", "p2p", "collectives", "ddp")
@@ -49,6 +53,10 @@ class ValidateOptions:
     finding, each rank reading its own GPU once every rank is up)."""
     deadline_s: float | None = None
     """The whole run, start-up to the last rank's end; None: `overall_deadline_s` of the plan."""
+    progress: bool = False
+    """Show the run's progress on stderr (report/progress_line.py): a live line on a terminal, else a line a phase."""
+    lang: str | None = None
+    """The progress line's language (`--lang`); None: from the environment."""
 
 
 
@@ -89,7 +97,6 @@ measured here (one GPU lent)."""
 def predicted_seconds(options: ValidateOptions, device: str, ranks: int) -> float:
     """The estimate printed before the run: start-up and end, plus each selected workload (its measured seconds on
     one H200 or the 2-core VM's CPU ranks, the collectives and P2P by their size and the ranks)."""
-    from gpuready.workloads.collectives import COLLECTIVES, _iterations, message_sizes
     cuda = device == "cuda"
     kind = "cuda" if cuda else "cpu"
     quick = options.quick
@@ -118,9 +125,6 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
                  users: dict[str, Any] | None = None, exclusive: bool = False) -> Report:
     """`users`: host → {NVML index → GpuUsers} or None where NVML could not say, for the selected GPUs
     (None: sharing not checked, e.g. CPU runs)."""
-    from gpuready.pipeline import summarize_facts
-    from gpuready.devices import blame_sharing, sharing_findings
-    from gpuready.verbs.validate.judge import Judge
     judge = Judge(outcome, facts, host)
     judge.judge_all()
     by_index = {gpu.index: gpu for gpu in (facts.gpus or [])} if facts is not None else {}
@@ -135,7 +139,6 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
     report = Report(tool_version=__version__, host=host, findings=judge.findings, measurements=judge.measurements,
                     facts=summarize_facts(facts) if facts is not None else {}, fail_on_warn=fail_on_warn)
     report.hung = any(failure.kind != "workload" for failure in outcome.failures) or bool(outcome.unkillable)
-    report.interrupted, report.interrupted_by = outcome.interrupted, outcome.interrupted_by
     report.facts["validate"] = {"wall_s": round(outcome.wall_s, 1), "log_dir": str(outcome.log_dir),
                                 "ranks": sorted(outcome.results), "deadline_s": outcome.deadline_s}
     first = outcome.results.get(min(outcome.results)) if outcome.results else None
@@ -143,7 +146,7 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
         report.facts["validate"]["seconds"] = {"startup": first.get("startup_s"), **first["workload_s"]}
     if outcome.interrupted:
         report.facts["validate"]["interrupted_by"] = outcome.interrupted_by or "SIGINT"
-        report.findings.insert(0, stopped_finding("validate", host, outcome.interrupted_by, outcome.wall_s))
+        mark_stopped(report, "validate", host, outcome.interrupted_by, outcome.wall_s)
     timeouts = next((result.get("group_timeouts_s") for _, result in sorted(outcome.results.items())), None)
     if timeouts:  # start-up timeout for the group's creation, then the per-operation one (NCCL's included)
         report.facts["validate"]["group_timeouts_s"] = timeouts
@@ -154,61 +157,71 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
     return report
 
 
-def run_local_validate(options: ValidateOptions, progress_callback=None) -> tuple[Report, RunOutcome]:
-    from gpuready.runner.local import run_local
-    device, ranks = resolve_device(options)
-    extra_env = {}
-    # --gpus and --exclusive decide before any rank starts; otherwise the facts (a second or so of nvidia-smi) and
-    # the watchers are made while the ranks import torch
-    early = bool(options.gpus or options.exclusive)
-    prepared: dict[str, Any] = {}
+def run_local_validate(options: ValidateOptions) -> tuple[Report, RunOutcome | None]:
+    """validate's local ranks, judged: the report, and the runner's outcome (None: `--exclusive` refused the run)."""
+    run = ValidateRun(options)
+    return run.measure(), run.outcome
 
-    def prepare() -> None:
-        facts = prepared["facts"] = local_facts(device)
-        if options.gpus:
-            extra_env["CUDA_VISIBLE_DEVICES"] = visible_devices(options.gpus, facts)
-        if device == "cuda":
-            from gpuready.facts.gpu_users import UserWatch
-            watch = prepared["watch"] = UserWatch(selected_indices(extra_env.get("CUDA_VISIBLE_DEVICES"), facts,
-                                                                   min(ranks, len(options.gpus) or ranks)))
-            watch.__enter__()
-        prepared["xid_watch"] = start_telemetry(device, [])[1]  # Xids NVML reports while the workloads run
 
-    def stop_watching() -> None:
-        if prepared.get("watch"):
-            prepared["watch"].__exit__(None, None, None)
-        if prepared.get("xid_watch") is not None:
-            prepared["xid_watch"].stop()
+class ValidateRun(MeasuringRun):
+    """validate's measuring run (measuring.py): the workloads on one process group, the Xids NVML reports beside
+    them, Judge's findings."""
 
-    if early:
-        prepare()
-        if options.gpus:
-            ranks = min(ranks, len(options.gpus))
-        if options.exclusive and prepared.get("watch") is not None:
-            from gpuready.devices import exclusive_refusal
-            refused = exclusive_refusal("validate", prepared["watch"].before, {"ranks": []})
-            if refused is not None:
-                stop_watching()
-                return refused, None
-    log_dir = options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-validate-"))
-    try:
-        outcome = run_local(world_size=ranks, spec=_rank_spec(options, device), log_dir=log_dir,
-                            startup_timeout_s=options.startup_timeout_s, extra_env=extra_env,
-                            on_progress=progress_callback,
-                            deadline_s=overall_deadline_s(options, device, ranks),
-                            on_started=None if early else prepare)
-    finally:
-        stop_watching()
-    facts, watch, xid_watch = prepared.get("facts"), prepared.get("watch"), prepared.get("xid_watch")
-    outcome.xid_events = list(xid_watch.telemetry.xid_events) if xid_watch is not None else []
-    host = socket.gethostname()
-    users = {host: watch.seen} if watch is not None else None
-    return build_report(outcome, facts, host, users=users, exclusive=options.exclusive), outcome
+    verb = "validate"
+    sample_interval_s = None  # the Xids NVML reports while the workloads run; no samples
+
+    def __init__(self, options: ValidateOptions):
+        super().__init__(exclusive=options.exclusive)
+        self.options = options
+
+    def select(self) -> Selection:
+        try:
+            device, ranks = resolve_device(self.options)
+        except RuntimeError as error:  # CUDA shows no GPU: a usage error (exit 2), as too many --ranks is
+            raise ValueError(text_of(error)) from None
+        return Selection(device=device, ranks=ranks)
+
+    def prepares_early(self) -> bool:
+        # --gpus (and --exclusive) decide before any rank starts; otherwise the facts (a second or so of nvidia-smi)
+        # and the watchers are made while the ranks import torch
+        return bool(self.options.gpus)
+
+    def prepare(self, selection: Selection) -> None:
+        facts = selection.facts = local_facts(selection.device)
+        if self.options.gpus:
+            selection.env["CUDA_VISIBLE_DEVICES"] = visible_devices(self.options.gpus, facts)
+            selection.ranks = min(selection.ranks, len(self.options.gpus))
+        if selection.device == "cuda":
+            selection.gpus = selected_indices(selection.env.get("CUDA_VISIBLE_DEVICES"), facts, selection.ranks)
+
+    def refused_facts(self, selection: Selection) -> dict[str, Any]:
+        return {"ranks": []}
+
+    def open_display(self, selection: Selection) -> Any:
+        if not self.options.progress:
+            return None
+        predicted_s = predicted_seconds(self.options, selection.device, selection.ranks)
+        running = [name for name in self.options.only if selection.device == "cuda" or name not in GPU_ONLY]
+        return ProgressLine("validate", validate_plan(selection.ranks, selection.device, running, self.options.quick,
+                                                      predicted_s),
+                            validate_progress(predicted_s, running), lang=choose_language(self.options.lang))
+
+    def run(self, selection: Selection) -> RunOutcome:
+        options = self.options
+        return self.start_ranks(spec=_rank_spec(options, selection.device),
+                                log_dir=options.log_dir or Path(tempfile.mkdtemp(prefix="gpuready-validate-")),
+                                startup_timeout_s=options.startup_timeout_s,
+                                deadline_s=overall_deadline_s(options, selection.device, selection.ranks))
+
+    def judge(self, measured: Measured) -> Report:
+        outcome = measured.outcome
+        outcome.xid_events = list(measured.telemetry.xid_events) if measured.telemetry is not None else []
+        return build_report(outcome, measured.selection.facts, measured.host, exclusive=self.options.exclusive,
+                            users={measured.host: measured.users} if measured.checked_sharing else None)
 
 
 def run_torchrun_rank(options: ValidateOptions, write_report: Callable[[Report], int]) -> int:
     """Under torchrun: this process is one validate rank (runner/torchrun.py); rank 0 writes the report."""
-    from gpuready.runner.torchrun import run_rank
     device = auto_device(options.device)
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
@@ -220,7 +233,6 @@ def run_torchrun_rank(options: ValidateOptions, write_report: Callable[[Report],
 
 def torchrun_report(outcome: RunOutcome, facts: Any = None, exclusive: bool = False) -> Report:
     """validate's report of a torchrun run (rank 0's, or the store node's where rank 0 died: facts of that node)."""
-    from gpuready.runner.torchrun import users_from_results
     if facts is None:
         device = "cuda" if any((r.get("gpu") or {}).get("bus_id") for r in outcome.results.values()) else "cpu"
         facts = local_facts(device)
