@@ -2,7 +2,7 @@ import io
 import tarfile
 from pathlib import Path
 
-from gpuready.evidence.archive import DEFAULT_LIMITS
+from gpuready.evidence.limits import DEFAULT_LIMITS
 from gpuready.checks.registry import CheckOptions
 from gpuready.evidence.build import build_facts
 from gpuready.evidence.reader import read_bundle

@@ -19,11 +19,14 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES
 from helpers import report_for, statuses, tar_bytes
-from gpuready.evidence.archive import InputLimits, MemberWalk, format_of, open_tar
+from gpuready.evidence.archive import MemberWalk, format_of, open_tar
+from gpuready.evidence.limits import InputLimits
 from gpuready.evidence.reader import MAX_LISTED, BundleError, read_bundle
 from gpuready.cli.main import main
 from gpuready.facts.nccl_log import _NOT_A_COLLECTIVE
-from gpuready.verbs.diagnose.run import InputError, diagnose, marker_pattern
+from gpuready.evidence.markers import marker_pattern
+from gpuready.evidence.walk import InputError
+from gpuready.verbs.diagnose.run import diagnose
 from gpuready.facts.torch_log_reader import TorchErrorReader
 
 NVML = (FIXTURES / "h200-collect" / "nvml.json").read_bytes()

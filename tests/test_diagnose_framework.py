@@ -1,4 +1,4 @@
-"""diagnose's framework (verbs/diagnose/run.py) with a reader of its own: what reaches the readers, with which
+"""diagnose's framework (evidence/stream.py, verbs/diagnose/run.py) with a reader of its own: what reaches the readers, with which
 line numbers, from which inputs, and how findings are ranked."""
 
 import io
@@ -6,6 +6,9 @@ import tarfile
 
 import pytest
 
+from gpuready.evidence import lines
+from gpuready.evidence.limits import DEFAULT_LIMITS
+from gpuready.evidence.walk import InputError
 from gpuready.facts.log_lines import Reader
 from gpuready.model import Finding, Status, Subject
 from gpuready.verbs.diagnose import run
@@ -24,7 +27,7 @@ class Collecting(Reader):
 
 def _scan(monkeypatch, tmp_path, files, chunk=None):
     if chunk:
-        monkeypatch.setattr(run, "CHUNK_BYTES", chunk)
+        monkeypatch.setattr(lines, "CHUNK_BYTES", chunk)
     reader = Collecting()
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
@@ -47,7 +50,7 @@ def test_line_numbers_survive_chunk_edges_crlf_ansi_and_nul(monkeypatch, tmp_pat
 
 
 def test_a_long_line_is_cut_and_counted_once(monkeypatch, tmp_path):
-    data = b"MARK1 " + b"x" * (run.MAX_LINE_BYTES * 3) + b"\nMARK2 after\n"
+    data = b"MARK1 " + b"x" * (DEFAULT_LIMITS.max_line_bytes * 3) + b"\nMARK2 after\n"
     reader, report = _scan(monkeypatch, tmp_path, {"long.log": data}, chunk=4096)
     assert [line.number for line in reader.lines] == [1, 2]
     assert len(reader.lines[0].text) <= 1600 and reader.lines[1].text == "MARK2 after"
@@ -83,7 +86,7 @@ def test_folders_archives_and_links(tmp_path):
 
 
 def test_a_missing_path_is_an_input_error(tmp_path):
-    with pytest.raises(run.InputError, match="no such file or folder"):
+    with pytest.raises(InputError, match="no such file or folder"):
         run.diagnose([tmp_path / "nope"], readers=lambda: [Collecting()])
 
 

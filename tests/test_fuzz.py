@@ -200,7 +200,8 @@ def diagnose_bundle(folder: Path, validator, checked: dict) -> list[str]:
     """Run `diagnose` on the same folder in-process: the same contract, and never a better verdict than `check`'s
     (`checked`: check's document) — one judgement (issue 19)."""
     from gpuready.model import INPUT_CHECK_ID, Verdict
-    from gpuready.verbs.diagnose.run import InputError, diagnose
+    from gpuready.evidence.walk import InputError
+    from gpuready.verbs.diagnose.run import diagnose
 
     try:
         document = json.loads(json.dumps(diagnose([folder]).to_dict(), allow_nan=False))

@@ -22,9 +22,9 @@ import pytest
 from conftest import FIXTURES
 from helpers import messages, report_for, statuses, tar_bytes
 from gpuready.evidence import reader
-from gpuready.evidence.archive import InputLimits
+from gpuready.evidence.limits import InputLimits
 from gpuready.evidence.layout import BUNDLE_FILES
-from gpuready.evidence.reader import Bundle, BundleError, read_bundle
+from gpuready.evidence.reader import BundleError, read_bundle
 from gpuready.evidence.sniff import kind_of
 from gpuready.checks.registry import CheckOptions
 from gpuready.cli.main import main
@@ -127,9 +127,8 @@ def test_a_nul_stretch_in_a_kernel_log_is_dropped_not_read_as_binary(tmp_path):
     assert statuses(report, "health.xid") == ["fail"]
 
 
-def test_a_kernel_log_past_the_kept_lines_or_with_endless_lines_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader, "MAX_LOG_KEPT_BYTES", 4096)
-    report = report_for(_folder(tmp_path, "many", dmesg__txt=XID79 * 100))
+def test_a_kernel_log_past_the_kept_lines_or_with_endless_lines_says_so(tmp_path):
+    report = report_for(_folder(tmp_path, "many", dmesg__txt=XID79 * 100), limits=InputLimits(max_log_kept_bytes=4096))
     assert _bundle_states(report)["dmesg.txt"].startswith(
         "parsed; read in part: its lines about NVIDIA, NVSwitch, PCIe and IOMMU passed the 4 KiB gpuready keeps after ")
     assert statuses(report, "bundle.truncated") == ["warn"] and statuses(report, "health.xid") == ["fail"]
@@ -184,9 +183,9 @@ def test_a_file_parsed_whole_over_the_cap_is_read_up_to_it_and_says_so(tmp_path,
 def test_sniffing_reads_only_the_head_of_a_file():
     chatter = b"".join(b"line %d of a long build log\n" % index for index in range(100_000))  # 2.8 MB
     raw = _CountingReader(chatter + (FIXTURES / "public" / "dgx-h100-nvswitch" / "nvidia-smi-topo.txt").read_bytes())
-    bundle = Bundle()
-    reader._read_entry(bundle, "build.log", raw, len(raw.getvalue()))
-    assert bundle.not_read == {"build.log": "ignored: not a tool output gpuready recognises"}
+    bundle_reader = reader.BundleReader()
+    bundle_reader.read_entry("build.log", raw, len(raw.getvalue()))
+    assert bundle_reader.bundle.not_read == {"build.log": "ignored: not a tool output gpuready recognises"}
     assert raw.bytes_read <= reader.HEAD_BYTES
     assert kind_of("x" * reader.HEAD_BYTES + "<nvidia_smi_log>") is None
 

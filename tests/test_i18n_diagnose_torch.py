@@ -323,7 +323,7 @@ def test_a_host_oom_is_said_in_parts():
 
 
 def test_an_input_that_cannot_be_read_is_said_in_either_language(tmp_path):
-    from gpuready.verbs.diagnose.run import InputError
+    from gpuready.evidence.walk import InputError
 
     with pytest.raises(InputError) as raised:
         diagnose([tmp_path / "nope.log"], readers=_readers)

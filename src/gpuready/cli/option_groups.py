@@ -21,12 +21,12 @@ from gpuready.cli import option_kinds as kind
 from gpuready.i18n import DEFAULT_LANGUAGE, Said, message, said
 from gpuready.cli.usage import in_language
 from gpuready.cli.report_files import REPORT_FILES, ReportFile
-from gpuready.evidence.archive import DEFAULT_LIMITS, InputLimits, MIB as BYTES_PER_MIB
+from gpuready.evidence.limits import DEFAULT_LIMITS, InputLimits, MIB as BYTES_PER_MIB
 from gpuready.safe_text import tell
 from gpuready.shapes import PRESETS
 
 if TYPE_CHECKING:
-    from gpuready.evidence.archive import InputLimits
+    from gpuready.evidence.limits import InputLimits
 
 
 @dataclass(frozen=True)

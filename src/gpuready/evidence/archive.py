@@ -17,36 +17,14 @@ import gzip
 import lzma
 import tarfile
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
+from gpuready.evidence.limits import MIB, InputLimits, size_text
 from gpuready.facts.bad_input import Sentence, sentence
 
-MIB = 1 << 20
-
-
-@dataclass(frozen=True)
-class InputLimits:
-    """What gpuready reads from what it is given (README, "Input limits"); each has a command-line option."""
-
-    max_members: int = 4096
-    """Archive members (and folder entries) looked at; beyond it they are counted, not read."""
-    max_archive_bytes: int = 1024 * MIB
-    """Bytes inflated from one archive or compressed file, skipped members included (a decompression bomb stops)."""
-    max_file_bytes: int = 16 * MIB
-    """A file parsed whole (nvidia-smi -q, lspci -vvv, JSON) is read up to this, never further. The largest real
-    ones are a few MB (`lspci -vvv` of a big server, `-q -x` of 8 GPUs is ~0.2 MB)."""
-    max_held_bytes: int = 64 * MIB
-    """All files parsed whole, together. Parsed, text takes ~2-3 times its size: this keeps a run under 500 MB."""
-    max_input_bytes: int = 8192 * MIB
-    """`diagnose`: all bytes read from all inputs; past it, what is left is skipped and the report names it."""
-
-
-DEFAULT_LIMITS = InputLimits()
-
 _COMPRESSIONS = ((b"\x1f\x8b", "gz"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"))
-_OPENERS: dict[str, Callable[[Path], BinaryIO]] = {
+_OPENERS: dict[str, Callable[[Path | BinaryIO], BinaryIO]] = {
     "gz": lambda path: gzip.open(path, "rb"), "bz2": lambda path: bz2.open(path, "rb"),
     "xz": lambda path: lzma.open(path, "rb")}
 READ_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError)
@@ -90,6 +68,43 @@ def open_tar(path: Path, tar_format: str) -> tarfile.TarFile:
     """The archive, read as a stream of the one compression its magic number named (never guessed)."""
     mode = "r:" if tar_format == "tar" else f"r:{tar_format.split('.')[1]}"
     return tarfile.open(path, mode, tarinfo=BoundedTarInfo)
+
+
+def open_tar_stream(raw: BinaryIO) -> tarfile.TarFile:
+    """An archive inside an archive, read front to back as its outer member is (tarfile's stream mode)."""
+    return tarfile.open(fileobj=raw, mode="r|", tarinfo=BoundedTarInfo)
+
+
+def nested_format(raw: BinaryIO) -> tuple[str | None, BinaryIO]:
+    """What an archive member holds, by its first bytes as `format_of` says it of a file (`tar`, `tar.gz` …, `gz` …, or
+    None), and the stream that reads it from its start, inflated where it is compressed. READ_ERRORS where it is damaged
+    from its start."""
+    head = raw.read(tarfile.BLOCKSIZE)
+    compression = compression_of(head)
+    if compression is None:
+        return ("tar" if is_tar_header(head) else None), Prefixed(head, raw)
+    inflated = _OPENERS[compression](Prefixed(head, raw))
+    first = inflated.read(tarfile.BLOCKSIZE)
+    return (f"tar.{compression}" if is_tar_header(first) else compression), Prefixed(first, inflated)
+
+
+class Prefixed:
+    """A stream whose first bytes were read to see what it is: they are given again, then the rest."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self.head, self.rest = head, rest
+
+    def read(self, count: int = -1) -> bytes:
+        if not self.head:
+            return self.rest.read(count)
+        if count is None or count < 0:
+            data, self.head = self.head + self.rest.read(), b""
+            return data
+        data, self.head = self.head[:count], self.head[count:]
+        return data
+
+    def close(self) -> None:
+        self.rest.close()
 
 
 def open_compressed(path: Path, compression: str) -> BinaryIO:
@@ -207,9 +222,3 @@ def inflated_name(path: Path) -> str:
             return path.name[:-len(suffix)]
     return path.name
 
-
-def size_text(count: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}".replace(".0 ", " ")
-    return f"{count} bytes"

@@ -7,9 +7,12 @@ from pathlib import Path
 
 from gpuready.cli import option_groups as groups
 from gpuready.cli import option_kinds as kind
+from gpuready.cli.output import check_out, emit
+from gpuready.evidence.walk import InputError
 from gpuready.i18n import said
 from gpuready.options import UsageError
-from gpuready.cli.output import check_out, emit
+from gpuready.verbs.diagnose.net import run_net
+from gpuready.verbs.diagnose.run import diagnose
 
 SUMMARY = "read pasted logs and tool outputs: cause, evidence, fix"
 DESCRIPTION = ("gpuready diagnose PATH...: files, folders or bundles (any names; recognised by content). gpuready "
@@ -36,11 +39,9 @@ def run(args: argparse.Namespace) -> int:
         peers = list(groups.comma_list(args.peers))
         if not peers:
             raise UsageError(said("diagnose.usage.net_needs_peers"))
-        from gpuready.verbs.diagnose.net import run_net
         return emit(run_net(peers, port=args.port, shared_path=args.shared_path), args)
     if args.peers or args.shared_path:
         raise UsageError(said("diagnose.usage.net_options"))
-    from gpuready.verbs.diagnose.run import InputError, diagnose
     try:
         report = diagnose(args.paths, expect_busbw_gb_per_s=args.expect, limits=groups.input_limits(args))
     except InputError as error:
