@@ -2,8 +2,11 @@
 
 import json
 
+import pytest
+
 from conftest import FIXTURES, PUBLIC, SHARED_H200
 from helpers import messages, report_for, statuses
+from gpuready.checks import software
 from gpuready.checks.registry import CheckContext, CheckOptions, CHECKS, run_checks
 from gpuready.evidence.build import build_facts
 from gpuready.facts.topology import parse_nvlink_status, parse_topo_p2p
@@ -129,6 +132,41 @@ def test_torch_without_the_gpus_arch(make_bundle):
     ptx = report_for(make_bundle({"nvml.json": H200_COLLECT / "nvml.json",
                                   "torch.json": _torch_json(old + ["compute_86"])}))
     assert statuses(ptx, "software.torch_arch") == ["pass"] and "PTX" in messages(ptx, "software.torch_arch")
+
+
+# (arch entry, capability, runs): the entries the two rules of torch's architecture list disagreed on before issue 30
+# (checks/software.py `_arch_supported` for torch.json, verbs/diagnose/torch_errors.py `wheel_for` for logs).
+SUFFIXED_ARCHS = [
+    ("sm_80a", "8.6", False),      # was: check no, logs yes (the suffix was stripped: sm_80 SASS runs on 8.6)
+    ("sm_90a", "9.0", True),       # both yes
+    ("compute_90a", "9.0", True),  # was: check no (suffixed PTX never counted), logs yes
+    ("compute_90a", "10.0", False),  # was: check no, logs yes (PTX at or below the capability)
+    ("sm_100f", "10.3", True),     # was: check no (a suffix required the same minor), logs yes
+    ("sm_100f", "12.0", False),    # both no: another major is another family
+    ("compute_120f", "12.1", True),  # was: check no, logs yes
+]
+
+
+@pytest.mark.parametrize(("arch", "capability", "runs"), SUFFIXED_ARCHS)
+def test_one_architecture_rule_for_suffixed_entries(arch, capability, runs, monkeypatch):
+    """One rule decides whether torch has kernels for a GPU, from torch.json's arch list (`check`) and from a log's
+    capability warning (`diagnose`: the wheel to install). Its source, NVIDIA's: the PTX ISA's target notes say code
+    for a target with the `a` suffix (sm_90a, compute_90a: architecture-specific features) runs on that architecture
+    alone and does not follow the onion-layer model, its PTX not even on later devices; the CUDA 12.9 announcement of
+    family-specific features (developer.nvidia.com blog, "NVIDIA Blackwell and NVIDIA CUDA 12.9 Introduce
+    Family-Specific Architecture Features") says an `f` target (sm_100f) runs on the later minors of its family (10.0
+    and 10.3) and not on another major. The two old rules disagreed on these entries; the kept one is
+    checks/software.py's, corrected for suffixed PTX and families."""
+    name = {"8.6": "NVIDIA A10", "9.0": "NVIDIA H100 80GB HBM3", "10.0": "NVIDIA B200", "10.3": "NVIDIA B300",
+            "12.0": "NVIDIA GeForce RTX 5090", "12.1": "NVIDIA GB10"}[capability]
+    facts = Facts(gpus=[GpuFacts(index=0, bus_id="0000:18:00.0", name=name, compute_capability=capability)],
+                  torch=TorchInfo(version="2.9.0+cu130", cuda="13.0", arch_list=[arch]))
+    (finding,) = run_checks(facts, only=["software.torch_arch"])
+    assert finding.status == (Status.PASS if runs else Status.FAIL)
+    wheel = {"index": "cu999", "cuda": "12.8", "archs": [arch], "source": "a wheel built for this entry alone"}
+    monkeypatch.setattr(software, "load_table", lambda name: {"wheel": [wheel]})
+    sm = "sm_" + capability.replace(".", "")
+    assert (software.wheel_for(sm) is wheel) is runs
 
 
 def test_driver_too_old_for_torch_cuda(make_bundle):
@@ -278,8 +316,9 @@ def test_every_check_has_a_stable_dotted_id():
                   for check_id in re.findall(r"`([a-z_0-9]+\.[a-z_0-9]+)`", line.split(" | ")[0])}
     run_checks(Facts())
     assert set(CHECKS) | {MIXED_MACHINES_ID} == documented and MIXED_MACHINES_ID not in CHECKS
-    # 49 of the machine's facts, 28 of logs alone (diagnose's readers, judged in checks/ since issue 30), and mixed machines
-    assert len(documented) == 78 and all(re.fullmatch(r"[a-z][a-z0-9_]*\.[a-z_0-9]+", check_id) for check_id in documented)
+    # 49 of the machine's facts, 28 of logs alone (diagnose's, judged in checks/ since issue 30), mixed machines
+    assert len(documented) == 78
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*\.[a-z_0-9]+", check_id) for check_id in documented)
     findings = run_checks(build_facts({"nvml.json": (H200_COLLECT / "nvml.json").read_text()}))
     assert {f.check_id for f in findings} <= documented
     assert all(f.category == f.check_id.split(".")[0] for f in findings)

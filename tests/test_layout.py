@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from gpuready.checks.registry import CHECKS, registered_in_order
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 CHECKS_MAY_IMPORT = ("gpuready.checks", "gpuready.facts.types", "gpuready.facts.log_facts", "gpuready.facts.units",
@@ -140,3 +142,53 @@ def test_facts_build_no_finding_however_the_model_is_imported():
     for source in ("def refuse():\n    from gpuready.model import Report\n", "import gpuready.model\n",
                    "from gpuready import model\n", "from ..model import Finding\n"):
         assert facts_offences(imports_of(source, "gpuready.facts.gpu_users", "gpu_users.py")), source
+
+
+# --------------------------------------------------------------------------------- one rule, one place (issue 30)
+
+CHECK_IDS_OUTSIDE_CHECKS = {
+    ("nccl.wrong_interface", "gpuready/verbs/diagnose/net.py"): "`diagnose net`'s live probes still judge in the verb",
+    ("network.firewall", "gpuready/verbs/diagnose/net.py"): "`diagnose net`'s live probes still judge in the verb",
+    ("host.oom", "gpuready/model.py"): "the verdict's job findings in a machine category (model.JOB_CHECK_IDS)",
+}
+"""The places outside checks/ that still write a registry check id, each with why: what is left to move. The list may
+only shrink: a new place fails the test below, and one moved away must be taken off the list."""
+
+
+def check_id_literals(src: Path = SRC) -> dict[str, set[str]]:
+    """Registry check id → the modules (`gpuready/checks/host.py`) where it is a string constant."""
+    registered_in_order()  # imports every module of checks/: each registers its checks
+    found: dict[str, set[str]] = {check_id: set() for check_id in CHECKS}
+    for path in sorted((src / "gpuready").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in found:
+                found[node.value].add(str(path.relative_to(src)))
+    return found
+
+
+def test_every_check_id_is_a_literal_in_exactly_one_module_under_checks():
+    """A rule lives in one place (issue 30): each registry check id is written as a string in one module, under
+    checks/, and every other module that names it imports it from there."""
+    offences = []
+    for check_id, modules in sorted(check_id_literals().items()):
+        in_checks = sorted(module for module in modules if module.startswith("gpuready/checks/"))
+        outside = sorted(module for module in modules if not module.startswith("gpuready/checks/")
+                         and (check_id, module) not in CHECK_IDS_OUTSIDE_CHECKS)
+        if len(in_checks) != 1:
+            offences.append(f"{check_id}: written in {len(in_checks)} modules of checks/ ({', '.join(in_checks)})")
+        offences += [f"{check_id}: written in {module}, outside checks/" for module in outside]
+    assert not offences, "\n".join(offences)
+    found = check_id_literals()
+    moved = {key for key in CHECK_IDS_OUTSIDE_CHECKS if key[1] not in found[key[0]]}
+    assert not moved, f"no longer there, take them off CHECK_IDS_OUTSIDE_CHECKS: {sorted(moved)}"
+
+
+def test_the_id_rule_sees_an_id_written_twice(tmp_path):
+    """The test above on a made-up tree: an id of the registry written in two checks modules and in a verb is found."""
+    for module, text in (("checks/a.py", 'ID = "gpu.present"\n'), ("checks/b.py", 'x = {"gpu.present": 1}\n'),
+                         ("verbs/v.py", 'def f():\n    return "gpu.present"\n'), ("verbs/w.py", '"gpu.present.fix"\n')):
+        path = tmp_path / "gpuready" / module
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert check_id_literals(tmp_path)["gpu.present"] == {"gpuready/checks/a.py", "gpuready/checks/b.py",
+                                                          "gpuready/verbs/v.py"}

@@ -1,4 +1,5 @@
-"""`dcgmi diag -r N` output pasted into a ticket (facts.log_facts.DcgmDiagFacts): which test failed on which GPU and why.
+"""`dcgmi diag -r N` output pasted into a ticket (facts.log_facts.DcgmDiagFacts): which test failed on which GPU, and
+why.
 
 A failed test is `dcgm.diag_failed` (fail; a `Warn` result warns), a test that failed with DCGM's own `internal error`
 (or a diagnostic that could not run) is `dcgm.diag_error` (warn: the diagnostic failed, the GPU was not judged), a set

@@ -110,7 +110,8 @@ def _shm_in_logs(context: CheckContext) -> list[Finding]:
                 what=[said(f"host.shm.kind.{kind}") for kind in kinds])  # bus_error, no_space, write_failed
     return [context.fail(text, observed={"kinds": kinds, "worker_pids": pids, "files": paths, "lines": host.shm_lines},
                          expected="/dev/shm large enough for num_workers × prefetch_factor batches (several GiB)",
-                         refs=[thresholds("host_shm")["source"], "pytorch/pytorch#5040 (Bus error when /dev/shm is full)"],
+                         refs=[thresholds("host_shm")["source"],
+                               "pytorch/pytorch#5040 (Bus error when /dev/shm is full)"],
                          evidence=quote([line for _, line in host.shm]))]
 
 

@@ -46,7 +46,7 @@ class CheckOptions:
     psu_watts: float | None = None
     circuit_watts: float | None = None
     expect_busbw_gb_per_s: float | None = None
-    """`diagnose --expect`: the bus bandwidth nccl-tests runs are judged against, instead of what the topology allows."""
+    """`diagnose --expect`: the bus bandwidth nccl-tests runs are judged against, not what the topology allows."""
     nccl_busbw: Callable[..., Any] | None = None
     """What a ring over given GPUs should reach: estimate/expect.py `nccl_busbw(facts, gpus, gpu_name)`, handed in by
     the pipeline (estimate/ stands above checks/); None: nccl-tests runs are not judged against the topology."""

@@ -131,7 +131,8 @@ def torch_rank_failed(context: CheckContext) -> list[Finding]:
         evidence=quote(lines))]
 
 
-def _rank_failed_cause(context: CheckContext, torch: TorchLogFacts, rank: int | None, exitcode: int | None) -> str | None:
+def _rank_failed_cause(context: CheckContext, torch: TorchLogFacts, rank: int | None,
+                       exitcode: int | None) -> str | None:
     """What the failed rank's exit follows from: its own CUDA OOM; the gloo timeout it waited in (torchrun calls the
     rank that waited the first failure, exit code 1); the kernel's OOM killer (SIGKILL); the watchdog's abort
     (SIGABRT) after its timeout."""

@@ -1,5 +1,5 @@
-"""The host-log reader: kernel OOM-killer reports, SIGKILLed processes and DataLoader shared-memory errors in, HostLogFacts
-out (facts/host_log.py parses each line; checks/host_logs.py and checks/host.py judge).
+"""The host-log reader: kernel OOM-killer reports, SIGKILLed processes and DataLoader shared-memory errors in,
+HostLogFacts out (facts/host_log.py parses each line; checks/host_logs.py and checks/host.py judge).
 
 NCCL's own shared-memory failures are the NCCL reader's; CUDA (GPU) out of memory is the PyTorch reader's.
 """

@@ -74,7 +74,7 @@ class NcclLogFacts:
     env: dict[str, tuple[str, Line]] = field(default_factory=dict)
     """NCCL_* variable → (value, the line saying it was set by the environment)."""
     pairs: dict[tuple[int, int], dict[str, tuple[Line, str | None]]] = field(default_factory=dict)
-    """(source rank, destination rank) → transport (`P2P`, `SHM`, `NET/IB`, `NET/Socket`, …) → (first line, host)."""
+    """(source rank, destination rank) → transport (`P2P`, `SHM`, `NET/IB`, …) → (its first line, host)."""
     transport_lines: dict[str, LineGroup] = field(default_factory=dict)
     """Transport → the lines of channels that use it."""
     p2p_unavailable: LineGroup = field(default_factory=LineGroup)
@@ -96,7 +96,7 @@ class NcclLogFacts:
     connect_final: dict[str | None, bool] = field(default_factory=dict)
     """Host → True where a connection failed for good (not `retrying`)."""
     secondary: dict[str, LineGroup] = field(default_factory=dict)
-    """`SocketError`, `RemoteExited`, `ResultError` → lines: errors that follow another (a peer gone, a failed call)."""
+    """`SocketError`, `RemoteExited`, `ResultError` → lines: errors that follow another (a peer gone)."""
     result_codes: dict[str, None] = field(default_factory=dict)
     """The ncclResult codes named (`ncclSystemError`), in order."""
     timeouts: LineGroup = field(default_factory=LineGroup)
