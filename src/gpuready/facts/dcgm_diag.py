@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 INFO_WIDTH = 45
 """dcgmi cuts a message into pieces of this many characters (`DATA_INFO_TAG_LEN`), one table row each."""
@@ -153,10 +152,6 @@ def fold(lines: list[DiagLine]) -> DiagRun:
                 message.gpu = int(gpu.group("id"))
         message, pieces = None, []
 
-    def set_result(target: DiagTest, result: str) -> None:
-        if _RANK.get(result, 0) > _RANK.get(target.result, 0):
-            target.result = "Skip" if result == "Not Run" else result
-
     for index, line in enumerate(lines):
         if line.kind == "failed_to_run":
             close_message()
@@ -180,7 +175,7 @@ def fold(lines: list[DiagLine]) -> DiagRun:
                 test = DiagTest(name=section or "Diagnostic", section=section, result="Pass")
                 run.tests.append(test)
                 if kind.group("kind") != "Info":
-                    set_result(test, "Fail")
+                    _set_result(test, "Fail")
             group_id = kind.group("id")
             message = DiagMessage(kind=kind.group("kind"), text="", gpu=int(group_id) if group_id else None,
                                   rows=[index])
@@ -195,7 +190,7 @@ def fold(lines: list[DiagLine]) -> DiagRun:
             test = DiagTest(name=name, section=section, result="Pass", rows=[index])
             run.tests.append(test)
             if summary:
-                _apply_summary(test, summary, set_result)
+                _apply_summary(test, summary)
             continue
         if test is None:
             continue
@@ -203,7 +198,7 @@ def fold(lines: list[DiagLine]) -> DiagRun:
             close_message()
             test.rows.append(index)
             if summary:
-                _apply_summary(test, summary, set_result)
+                _apply_summary(test, summary)
             else:
                 result = entity.group("result")
                 if entity.group("group") == "GPU" and result in ("Fail", "Warn"):
@@ -218,9 +213,15 @@ def fold(lines: list[DiagLine]) -> DiagRun:
     return run
 
 
-def _apply_summary(test: DiagTest, summary: re.Match[str], set_result: Any) -> None:
+def _set_result(test: DiagTest, result: str) -> None:
+    """The worst result printed for a test is its result (`Not Run` counts as `Skip`)."""
+    if _RANK.get(result, 0) > _RANK.get(test.result, 0):
+        test.result = "Skip" if result == "Not Run" else result
+
+
+def _apply_summary(test: DiagTest, summary: re.Match[str]) -> None:
     result = summary.group("result")
-    set_result(test, result)
+    _set_result(test, result)
     if result not in ("Fail", "Warn"):
         return
     if summary.group("all"):
