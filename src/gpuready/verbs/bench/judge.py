@@ -18,6 +18,8 @@ from gpuready.checks.kernel_judge import nvml_xid_findings
 from gpuready.i18n import Said, finding_text, said, said_from
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Measurement, Status, Subject
+from gpuready.devices import add_note, holders, sharing_findings
+from gpuready.facts.gpu_users import shared
 
 _SCALING = thresholds("bench_scaling")
 SCALING_EXPECTED: dict[str, tuple[float, Said]] = {
@@ -229,8 +231,6 @@ class BenchJudge:
         return [self._reduce(run) for run in self.runs]
 
     def judge(self) -> None:
-        from gpuready.facts.gpu_users import shared
-        from gpuready.devices import sharing_findings
         self.figures = self.run_figures()
         if self.checked_sharing and not self.on_cpu:
             self.findings.extend(sharing_findings("bench", self.host, self.users, self.exclusive))
@@ -240,7 +240,6 @@ class BenchJudge:
         self._decision()
         sharing = shared(self.users)
         if sharing:
-            from gpuready.devices import add_note, holders
             gpus = [said("bench.shared_gpu", index=index, holders=holders(entry))
                     for index, entry in sorted(sharing.items())]
             for finding in self.findings:
