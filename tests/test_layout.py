@@ -192,3 +192,66 @@ def test_the_id_rule_sees_an_id_written_twice(tmp_path):
         path.write_text(text)
     assert check_id_literals(tmp_path)["gpu.present"] == {"gpuready/checks/a.py", "gpuready/checks/b.py",
                                                           "gpuready/verbs/v.py"}
+
+
+# --------------------------------------------------------------------------------- one evidence reader (issue 30)
+
+ARCHIVE_MODULES = ("tarfile", "zipfile", "gzip", "lzma", "bz2")
+FOLDER_WALKS = ("walk", "fwalk", "scandir", "listdir")
+"""`os.<name>`: a walk over a folder; `Path.rglob` and `Path.iterdir` are the others."""
+
+
+def _walks_and_archives(node: ast.AST) -> list[str]:
+    """What this node does that only evidence/ may: import an archive module, or walk a folder."""
+    if isinstance(node, ast.Import):
+        return [f"imports {alias.name}" for alias in node.names if alias.name.split(".")[0] in ARCHIVE_MODULES]
+    if isinstance(node, ast.ImportFrom):
+        if (node.module or "").split(".")[0] in ARCHIVE_MODULES:
+            return [f"imports {node.module}"]
+        return [f"imports os.{alias.name}" for alias in node.names
+                if node.module == "os" and alias.name in FOLDER_WALKS]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        called, name = node.func.value, node.func.attr
+        if name in FOLDER_WALKS and isinstance(called, ast.Name) and called.id == "os":
+            return [f"calls os.{name}"]
+        if name in ("rglob", "iterdir"):
+            return [f"calls .{name}"]
+    return []
+
+
+def walks_and_archives(src: Path = SRC) -> list[str]:
+    """`gpuready/verbs/x.py:12 calls os.walk` for each archive module imported and each folder walked outside
+    evidence/ (function-local imports too)."""
+    found = []
+    for path in sorted((src / "gpuready").rglob("*.py")):
+        module = str(path.relative_to(src))
+        if module.startswith("gpuready/evidence/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            found += [f"{module}:{node.lineno} {what}" for what in _walks_and_archives(node)]
+    return found
+
+
+def test_archives_and_folder_walks_only_in_the_evidence_reader():
+    """One evidence reader (issue 30): what gpuready is given is walked and unpacked by evidence/ alone (its limits,
+    its notes, links never followed); a verb that reads a folder (fleet's reports, `diagnose net --shared-path`,
+    bench's --data-path) walks it with evidence/folders.py."""
+    offences = walks_and_archives()
+    assert not offences, "\n".join(offences)
+
+
+def test_the_walk_rule_sees_each_way_to_walk_or_unpack(tmp_path):
+    """The rule above on a made-up tree: every spelling is found outside evidence/, none inside it."""
+    sources = {"verbs/a.py": "import os\nfor x in os.walk('.'):\n    pass\n",
+               "verbs/b.py": "def f(p):\n    import tarfile\n    return list(p.rglob('*')), list(p.iterdir())\n",
+               "report/c.py": "from os import scandir\nimport gzip as g\nfrom lzma import open\n",
+               "evidence/d.py": "import os, zipfile\nos.scandir('.')\n"}
+    for module, text in sources.items():
+        path = tmp_path / "gpuready" / module
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert walks_and_archives(tmp_path) == [
+        "gpuready/report/c.py:1 imports os.scandir", "gpuready/report/c.py:2 imports gzip",
+        "gpuready/report/c.py:3 imports lzma", "gpuready/verbs/a.py:2 calls os.walk",
+        "gpuready/verbs/b.py:2 imports tarfile", "gpuready/verbs/b.py:3 calls .rglob",
+        "gpuready/verbs/b.py:3 calls .iterdir"]

@@ -76,9 +76,9 @@ def open_tar_stream(raw: BinaryIO) -> tarfile.TarFile:
 
 
 def nested_format(raw: BinaryIO) -> tuple[str | None, BinaryIO]:
-    """What an archive member holds, by its first bytes as `format_of` says it of a file (`tar`, `tar.gz` …, `gz` …, or
-    None), and the stream that reads it from its start, inflated where it is compressed. READ_ERRORS where it is damaged
-    from its start."""
+    """What an archive member holds, by its first bytes as `format_of` says it of a file (`tar`, `tar.gz` …, `gz` …,
+    or None), and the stream that reads it from its start, inflated where it is compressed. READ_ERRORS where it is
+    damaged from its start."""
     head = raw.read(tarfile.BLOCKSIZE)
     compression = compression_of(head)
     if compression is None:

@@ -1,7 +1,8 @@
-"""What gpuready reads of what it is given: one set of limits for every way evidence comes in (README, "Input limits").
+"""What gpuready reads of what it is given: one set of limits for every way evidence comes in (README, "Input
+limits").
 
-`check --bundle`, `plan`, `launch` and `diagnose` read their inputs through the one evidence reader (evidence/stream.py),
-which holds them to these; the defaults keep a run under 500 MB of memory on any input.
+`check --bundle`, `plan`, `launch` and `diagnose` read their inputs through the one evidence reader
+(evidence/stream.py), which holds them to these; the defaults keep a run under 500 MB of memory on any input.
 """
 
 from __future__ import annotations

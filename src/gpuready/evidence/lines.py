@@ -29,8 +29,9 @@ class LineBlocks:
     def __init__(self, raw: BinaryIO, head: bytes = b"", *, max_line_bytes: int, max_bytes: int | None = None,
                  sample_bytes: int = 0, judge: Callable[[bytes], None] | None = None) -> None:
         """`head`: what was already read of the stream (its start); `max_bytes`: the most bytes it is read for, `head`
-        included (skipped holes are not read); `judge`: called once with the first `sample_bytes` of the text (NUL bytes and byte-order mark taken
-        out), before any block is given, or at the end where the text is shorter (it raises to refuse the stream)."""
+        included (skipped holes are not read); `judge`: called once with the first `sample_bytes` of the text (NUL
+        bytes and byte-order mark taken out), before any block is given, or at the end where the text is shorter (it
+        raises to refuse the stream)."""
         self.raw, self.head = raw, head
         self.max_line_bytes, self.max_bytes = max_line_bytes, max_bytes
         self.sample_bytes, self.judge = sample_bytes, judge

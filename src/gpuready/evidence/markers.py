@@ -1,5 +1,5 @@
-"""The log readers' markers, searched in the raw bytes of each block of lines: only the lines they are on are decoded and
-offered to those readers (facts/log_lines.py `Reader`: `name`, `markers`, `follow_lines`, `feed(line)`).
+"""The log readers' markers, searched in the raw bytes of each block of lines: only the lines they are on are decoded
+and offered to those readers (facts/log_lines.py `Reader`: `name`, `markers`, `follow_lines`, `feed(line)`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ read, so that nothing is dropped silently. The rules (README, "Support bundles")
   size, keeping only the lines the kernel-log parser uses (facts/kernel_log.py `relevant_lines`).
 - Any other file is parsed whole, so it is read up to `InputLimits.max_file_bytes` and never further: a longer one is
   read in part, and the bundle says so (`bundle.truncated`).
-- A file whose name is not a bundle name is recognised by its head (evidence/sniff.py); only a recognised one is read on.
+- A file whose name is not a bundle name is recognised by its head (evidence/sniff.py); only a recognised one is read
+  on.
 - An archive holds one bundle: the files of one folder (the one holding the bundle's files; or the top level). Members
   elsewhere (absolute paths, `..`, other folders) and second copies of a name are rejected by name, never merged; an
   archive holding several bundles is refused. An archive is known by its first bytes, and what is inflated is bounded

@@ -8,7 +8,6 @@ limit); reading a file is its sink's (evidence/stream.py `Scanner`: `add_stream`
 from __future__ import annotations
 
 import dataclasses
-import os
 import tarfile
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -16,6 +15,7 @@ from typing import BinaryIO, Protocol
 from gpuready.evidence.archive import (READ_ERRORS, CappedReader, MemberWalk, format_of, inflated_name, member_parts,
                                        nested_format, open_compressed, open_tar, open_tar_stream)
 from gpuready.evidence.files import open_regular
+from gpuready.evidence.folders import TreeEntry, walk_folder
 from gpuready.evidence.limits import InputLimits, size_text
 from gpuready.facts.bad_input import Sentence, sentence
 from gpuready.i18n import Said, said
@@ -55,7 +55,7 @@ class InputWalk:
     def add(self, path: Path) -> None:
         """A file, a folder (walked) or an archive (its members); InputError where it cannot be read at all."""
         if path.is_dir():
-            self._folder(path, path.name or str(path), depth=0)
+            self._folder(path, path.name or str(path))
         elif path.is_file():
             self._file(path, str(path), given=True)
         elif path.exists():
@@ -63,26 +63,37 @@ class InputWalk:
         else:
             raise InputError(said("diagnose.input.missing", path=str(path)))
 
-    def _folder(self, folder: Path, label: str, depth: int) -> None:
-        try:
-            with os.scandir(folder) as listing:
-                entries = sorted(listing, key=lambda entry: entry.name)
-        except OSError as error:
-            self.sink.note(label, sentence("reader.note.cannot_list", error=error.strerror or str(error)))
-            return
-        for entry in entries:
-            name = f"{label}/{entry.name}"
-            if len(self.sink.files) >= self.limits.max_files:
-                self.sink.note(name, sentence("reader.note.max_files", count=self.limits.max_files))
-            elif entry.is_symlink():
+    def _folder(self, folder: Path, label: str) -> None:
+        """Every file under the folder, in name order, to limits.max_depth folders down; links are named, not
+        followed."""
+        def enter(item: TreeEntry) -> bool:
+            name = f"{label}/{item.relative}"
+            if self._at_max_files(name):
+                return False
+            if item.depth + 1 >= self.limits.max_depth:
+                self.sink.note(name, sentence("reader.note.too_deep", depth=self.limits.max_depth))
+                return False
+            return True
+
+        def unlisted(error: OSError, relative: str) -> None:
+            self.sink.note(f"{label}/{relative}" if relative else label,
+                           sentence("reader.note.cannot_list", error=error.strerror or str(error)))
+
+        for item in walk_folder(folder, descend=enter, on_error=unlisted):
+            name = f"{label}/{item.relative}"
+            if self._at_max_files(name):
+                continue
+            if item.entry.is_symlink():
                 self.sink.note(name, sentence("reader.note.link"))
-            elif entry.is_dir(follow_symlinks=False):
-                if depth + 1 >= self.limits.max_depth:
-                    self.sink.note(name, sentence("reader.note.too_deep", depth=self.limits.max_depth))
-                else:
-                    self._folder(Path(entry.path), name, depth + 1)
-            elif entry.is_file(follow_symlinks=False):
-                self._file(Path(entry.path), name, given=False, depth=depth)
+            elif item.entry.is_file(follow_symlinks=False):
+                self._file(Path(item.entry.path), name, given=False, depth=item.depth)
+
+    def _at_max_files(self, name: str) -> bool:
+        """Whether limits.max_files inputs are listed already: then `name` is counted, not read."""
+        if len(self.sink.files) < self.limits.max_files:
+            return False
+        self.sink.note(name, sentence("reader.note.max_files", count=self.limits.max_files))
+        return True
 
     def _file(self, path: Path, name: str, *, given: bool, depth: int = 0) -> None:
         """One file: an archive (its members), a compressed file (inflated as it is read) or a text file."""

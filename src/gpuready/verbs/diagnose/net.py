@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gpuready import __version__
+from gpuready.evidence.folders import walk_folder
 from gpuready.i18n import Said, finding_text, said
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Report, Status, Subject
@@ -170,13 +171,13 @@ def shared_path_digest(folder: Path, *, hash_bytes_per_file: int = SHARED_HASH_B
     total_bytes = hashed_bytes = 0
     partial_hash = False
     entries: list[tuple[str, Path]] = []
-    for root, dirs, names in os.walk(folder, followlinks=False):
-        dirs.sort()
-        for name in sorted(names) + [d for d in dirs if (Path(root) / d).is_symlink()]:
-            path = Path(root) / name
-            entries.append((path.relative_to(folder).as_posix(), path))
-        if len(entries) > max_files * 2:  # stop walking a huge tree early; the sort below keeps it stable
-            break
+    parent = ""
+    for item in walk_folder(folder, files_first=True):  # a folder's entries, then its subfolders'
+        if item.relative.rpartition("/")[0] != parent:  # a folder walked whole: a huge tree stops early
+            parent = item.relative.rpartition("/")[0]
+            if len(entries) > max_files * 2:  # the sort below keeps it stable
+                break
+        entries.append((item.relative, Path(item.entry.path)))
     entries.sort()
     if len(entries) > max_files:
         left_out = len(entries) - max_files

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from gpuready.evidence.folders import walk_folder
 from gpuready.i18n import Said, said
 from gpuready.model import UNKNOWN_HOST
 from gpuready.report.measurement_kinds import kind_of
@@ -102,14 +102,13 @@ def report_files(paths: list[Path]) -> Iterator[Path | Unreadable]:
             yield path if path.exists() else Unreadable(str(path), said("fleet.unreadable.missing"))
             continue
         errors: list[OSError] = []
-        for folder, folders, names in os.walk(path, onerror=errors.append):
-            folders.sort()
-            for name in sorted(names):
-                if name.endswith(".json") and not name.startswith("."):
-                    count += 1
-                    if count > MAX_FILES:
-                        raise TooManyFiles(str(path))
-                    yield Path(folder) / name
+        for item in walk_folder(path, files_first=True, on_error=lambda error, _relative: errors.append(error)):
+            entry = item.entry  # a link to a folder is no report (is_dir follows it)
+            if entry.name.endswith(".json") and not entry.name.startswith(".") and not entry.is_dir():
+                count += 1
+                if count > MAX_FILES:
+                    raise TooManyFiles(str(path))
+                yield Path(entry.path)
         for error in errors:
             yield Unreadable(str(error.filename or path), said("fleet.unreadable.os", error=error.strerror or str(error)))
 
