@@ -89,7 +89,7 @@ def rank(findings: list[Finding]) -> list[Finding]:
     """Root causes first (fail, error, warn, pass, skip), each followed by the findings that are its consequences."""
     ids = {finding.check_id for finding in findings}
     roots = [f for f in findings if not f.consequence_of or f.consequence_of not in ids]
-    roots.sort(key=lambda finding: _STATUS_ORDER.get(finding.status, 5))  # stable: readers' order within a status
+    roots.sort(key=lambda finding: _STATUS_ORDER.get(finding.status, 5))  # stable: the checks' order within a status
     by_cause: dict[str, list[Finding]] = {}
     for finding in findings:
         if finding.consequence_of and finding.consequence_of in ids:
