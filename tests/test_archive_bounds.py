@@ -87,6 +87,47 @@ def test_a_compressed_file_is_inflated_only_up_to_its_budget(tmp_path):
         "read in part: diagnose inflates at most 1 MiB of a compressed file"
 
 
+# --- archives in archives ---------------------------------------------------------------------------------------------
+
+def test_archives_and_compressed_files_in_an_archive_are_read_as_members_of_it(tmp_path):
+    node = gzip.compress(tar_bytes([("node1/dmesg.txt", XID79), ("node1/rank0.log", b"ok\n")]))
+    outer = tmp_path / "ticket.tar"
+    outer.write_bytes(tar_bytes([("ticket/node1.tar.gz", node), ("ticket/kern.log.1.xz", lzma.compress(XID79)),
+                                 ("ticket/broken.gz", b"\x1f\x8b" + bytes(100))]))
+    report = diagnose([outer])
+    inputs = {entry["file"].removeprefix(f"{outer}/"): entry for entry in report.facts["diagnose"]["inputs"]}
+    assert {name: entry["kind"] for name, entry in inputs.items()} == {
+        "ticket/node1.tar.gz/node1/dmesg.txt": "dmesg.txt", "ticket/node1.tar.gz/node1/rank0.log": "log",
+        "ticket/kern.log.1.xz": "dmesg.txt", "ticket/broken.gz": None}
+    assert inputs["ticket/broken.gz"]["note"].startswith("cannot be read (")
+    assert statuses(report, "health.xid") == ["fail"]
+    assert inputs["ticket/node1.tar.gz/node1/dmesg.txt"]["fed"] == {"kernel": 1}
+
+
+def test_archives_nested_past_the_depth_limit_are_named_not_read(tmp_path):
+    data = tar_bytes([("dmesg.txt", XID79)])
+    for level in range(3):
+        data = tar_bytes([(f"level{level}.tar", data)])
+    path = tmp_path / "deep.tar"
+    path.write_bytes(data)
+    report = diagnose([path], limits=InputLimits(max_depth=3))
+    notes = {entry["file"].removeprefix(f"{path}/"): entry.get("note") for entry in report.facts["diagnose"]["inputs"]}
+    assert notes == {"level2.tar/level1.tar/level0.tar": "deeper than 3 folders: not read"}
+    assert statuses(diagnose([path]), "health.xid") == ["fail"]
+
+
+def test_an_archive_in_an_archive_is_inflated_within_what_is_left_of_its_budget(tmp_path):
+    bomb = gzip.compress(tar_bytes([("b/dmesg.txt", XID79 + b"[ 1000.0] usb 1-1: new device\n" * 200_000)]), 9)
+    path = tmp_path / "ticket.tar"
+    path.write_bytes(tar_bytes([("ticket/bomb.tar.gz", bomb), ("ticket/after.log", b"MARK\n")]))
+    report = diagnose([path], limits=InputLimits(max_archive_bytes=1 << 20))
+    notes = {entry["file"].removeprefix(f"{path}/"): entry.get("note") for entry in report.facts["diagnose"]["inputs"]}
+    left = 1024 - len(bomb) / 1024  # KiB: the outer archive's budget less the member it has inflated
+    assert notes["ticket/bomb.tar.gz/b/dmesg.txt"] == (
+        f"not read, nor what follows: past the {left:.1f} KiB or 10000 files diagnose reads from one archive")
+    assert notes["ticket/after.log"] is None  # the outer archive is read on
+
+
 # --- members walked, not held ----------------------------------------------------------------------------------------
 
 def test_members_are_walked_without_tarfile_keeping_them(tmp_path):

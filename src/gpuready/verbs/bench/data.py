@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpuready.evidence.folders import walk_folder
 from gpuready.i18n import Said, finding_text, said
 from gpuready.model import Finding, Measurement, Status, Subject
 
@@ -209,23 +210,21 @@ def _files_under(path: Path, max_bytes: int) -> tuple[list[tuple[str, int]], Sai
     if not path.is_dir():
         return [], said("bench.storage.not_a_folder", path=str(path))
 
-    def onerror(exc: OSError) -> None:
+    def onerror(exc: OSError, _relative: str) -> None:
         problems.append(str(exc))
 
-    for root, dirs, names in os.walk(path, onerror=onerror, followlinks=False):
-        dirs.sort()
-        for name in sorted(names):
-            full = os.path.join(root, name)
-            try:
-                info = os.lstat(full)
-            except OSError:
-                continue
-            if not stat.S_ISREG(info.st_mode) or info.st_size == 0 or not os.access(full, os.R_OK):
-                continue
-            files.append((full, min(info.st_size, max_bytes - total)))
-            total += files[-1][1]
-            if total >= max_bytes:
-                return files, None
+    for item in walk_folder(path, files_first=True, on_error=onerror):  # in os.walk's order
+        full = item.entry.path
+        try:
+            info = os.lstat(full)
+        except OSError:
+            continue
+        if not stat.S_ISREG(info.st_mode) or info.st_size == 0 or not os.access(full, os.R_OK):
+            continue
+        files.append((full, min(info.st_size, max_bytes - total)))
+        total += files[-1][1]
+        if total >= max_bytes:
+            return files, None
     if not files and problems:
         return [], said("bench.storage.unreadable", path=str(path), problem=problems[0])
     return files, None
