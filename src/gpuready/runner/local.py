@@ -193,6 +193,8 @@ def run_local(*, world_size: int, spec: dict[str, Any], log_dir: Path, startup_t
         listener.close()
         raise
     try:  # the ranks connect (their clients retry) once the store takes the socket over
+        if on_progress:  # no post yet: the ranks are launching (the store waits for torch's import here, seconds)
+            on_progress({})
         store = store_on(listener, startup_timeout_s)
     except BaseException:
         _stop(processes)
