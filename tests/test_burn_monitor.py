@@ -1,5 +1,6 @@
 """burn's judge and monitor's events on replayed telemetry; burn on CPU with the self-test; Prometheus."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -10,18 +11,19 @@ import pytest
 from gpuready.verbs.burn import parse_duration
 from gpuready.verbs.burn.judge import BurnGpu, BurnJudge
 from gpuready.facts.clock_reasons import REASON_BITS
+from gpuready.facts.nvml_records import GpuIdentity, GpuSample
 from gpuready.model import Status
 from gpuready.verbs.monitor import PrometheusExporter, detect_events, monitor_loop
 from gpuready.telemetry import Sampler, Telemetry
 from gpuready.runner.watchdog import RankFailure
 
-IDENTITY = [{"bus_id": "0000:00:06.0", "uuid": "GPU-0000", "name": "NVIDIA H200"}]
+IDENTITY = [GpuIdentity(index=0, bus_id="0000:00:06.0", uuid="GPU-0000", name="NVIDIA H200")]
 
 
 def _sample(power=690.0, temperature=60, clock=1755, reasons=REASON_BITS["sw_power_cap"], ecc=(0, 0), width=16):
-    return {"power_w": power, "power_limit_w": 700.0, "temperature_c": temperature, "memory_temperature_c": 55,
-            "sm_clock_mhz": clock, "memory_clock_mhz": 3201, "utilization_pct": 100, "clock_event_reasons": reasons,
-            "ecc_corrected": ecc[0], "ecc_uncorrected": ecc[1], "pcie_replay": 0, "pcie_width": width}
+    return GpuSample(power_w=power, power_limit_w=700.0, temperature_c=temperature, memory_temperature_c=55,
+                     sm_clock_mhz=clock, memory_clock_mhz=3201, utilization_pct=100, clock_event_reasons=reasons,
+                     ecc_corrected=ecc[0], ecc_uncorrected=ecc[1], pcie_replay=0, pcie_width=width)
 
 
 
@@ -34,7 +36,7 @@ def _gpu(tflops=656.0, errors=(), window=(1002.0, 1059.0)):
     result = {"iterations": 12000, "dtype": "bf16", "n": 8192, "errors": list(errors), "tolerance_abs": 5.0,
               "reference_checksum": 1.5, "tflops": tflops, "window_start": window[0], "window_end": window[1],
               "intervals": [], "memory": {"bytes": 2**33, "wrong_words": 0}}
-    return BurnGpu(rank=0, nvml_index=0, identity=IDENTITY[0], result=result, slowdown_c=89.0)
+    return BurnGpu(rank=0, nvml_index=0, identity=dataclasses.asdict(IDENTITY[0]), result=result, slowdown_c=89.0)
 
 
 def _judge(samples, gpu=None, failures=(), xids=()):
@@ -175,13 +177,14 @@ RECORDED = json.loads((__import__("conftest").FIXTURES / "h200-burn" / "burn-60s
 def _recorded_samples():
     series = {s["metric"]: s for s in RECORDED["series"]}
     times = series["power_w"]["t_s"]
-    return [(t, {metric: s["values"][i] for metric, s in series.items()}) for i, t in enumerate(times)]
+    return [(t, GpuSample.from_values({metric: s["values"][i] for metric, s in series.items()}))
+            for i, t in enumerate(times)]
 
 
 def test_recorded_h200_burn_series_judge_clean():
     samples = _recorded_samples()
     telemetry = Telemetry(started_at=0.0, samples={0: samples}, xid_source="NVML event API")
-    busy = [t for t, sample in samples if sample["utilization_pct"] >= 90]  # the GEMM window
+    busy = [t for t, sample in samples if sample.utilization_pct >= 90]  # the GEMM window
     gpu = _gpu(window=(busy[0], busy[-1]))
     judge = BurnJudge("h200", [gpu], telemetry, [])
     judge.judge()

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import SHARED_H200
 from gpuready.cli import main as cli
+from gpuready.facts.nvml_records import GpuIdentity, GpuSample
 from gpuready.runner import rendezvous_store
 from gpuready.options import UsageError
 from gpuready.model import ExitCode
@@ -199,7 +200,7 @@ def test_multi_node_store_binds_the_endpoint_only(monkeypatch):
 
 class _Source:
     """One GPU; records where the metrics server listens while the monitor samples."""
-    identity = [{"uuid": "GPU-0", "name": "NVIDIA H200"}]
+    identity = [GpuIdentity(index=0, uuid="GPU-0", name="NVIDIA H200")]
     lost: set = set()
 
     def __init__(self, port):
@@ -207,7 +208,7 @@ class _Source:
 
     def sample(self, index):
         self.addresses = {ip for ip, port in _listening(os.getpid()) if port == self.port}
-        return {"power_w": 100.0}
+        return GpuSample(power_w=100.0)
 
 
 def test_metrics_listen_on_loopback_unless_asked(capsys):

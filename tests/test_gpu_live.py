@@ -5,7 +5,7 @@ import pytest
 from gpuready.evidence.collect import collect
 from gpuready.evidence.build import build_facts
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_xml
-from gpuready.facts.nvml import NvmlDocument
+from gpuready.facts.nvml_json import NvmlDocument
 from gpuready.pipeline import check_report
 from gpuready.checks.registry import CheckOptions
 

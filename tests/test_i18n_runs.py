@@ -14,6 +14,7 @@ from conftest import FIXTURES
 from gpuready.evidence.reader import read_bundle
 from gpuready.cli.main import main
 from gpuready.evidence.build import build_facts
+from gpuready.facts.nvml_records import GpuIdentity, GpuSample
 from gpuready.i18n import LOCALE_DIR, Sentence, message, said, said_of, sentence, text_in
 from gpuready.report.labels import labels_for
 from gpuready.report.translate import in_language
@@ -239,7 +240,7 @@ def test_burns_telemetry_table_has_its_words_in_chinese():
 
     class Sampler:
         class telemetry:
-            samples = {0: [(0.0, {"power_w": 650.0, "temperature_c": 61, "sm_clock_mhz": 1980})]}
+            samples = {0: [(0.0, GpuSample(power_w=650.0, temperature_c=61, sm_clock_mhz=1980))]}
 
     store = Store()
     ProgressReporter(store, 0, None, 10).post("burn", said("op.burn.memory"))
@@ -248,7 +249,7 @@ def test_burns_telemetry_table_has_its_words_in_chinese():
                         ("zh", ["GPU", "状态", "功率", "温度", "SM 频率", "降频原因", "显存模式写入/校验"])):
         stream = io.StringIO()
         Console(file=stream, width=200, color_system=None).print(
-            _live_table([{"name": "NVIDIA H200"}], [0], Sampler, read_progress(store, 1), lang))
+            _live_table([GpuIdentity(index=0, name="NVIDIA H200")], [0], Sampler, read_progress(store, 1), lang))
         assert all(word in stream.getvalue() for word in words), stream.getvalue()
         assert "650 W" in stream.getvalue()
 

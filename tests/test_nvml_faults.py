@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import pynvml as real_pynvml
 import pytest
 
-from gpuready.facts.nvml import NvmlDocument, NvmlSession, NvmlWorker, NvmlTimeout, collect_nvml
+from gpuready.facts.nvml import NvmlSession, NvmlWorker, NvmlTimeout, collect_nvml, collect_one_gpu
+from gpuready.facts.nvml_json import NvmlDocument
 from gpuready.telemetry import Sampler
 
 TIMEOUT = 0.2
@@ -141,7 +142,6 @@ def _calls_on(module, gpu, name=None):
 
 def test_a_rank_asks_about_its_own_gpu_only(fake):
     """Under torchrun each rank reads who uses its GPU: one GPU's calls, no other GPU, no P2P probe."""
-    from gpuready.facts.nvml import collect_one_gpu
     other = SimpleNamespace(pid=4242, usedGpuMemory=30 * 2**30)
     module = fake(gpus=8, processes={2: [other]})
     gpu = collect_one_gpu("0000:12:00.0", timeout_s=TIMEOUT)
@@ -153,7 +153,6 @@ def test_a_rank_asks_about_its_own_gpu_only(fake):
 
 
 def test_a_rank_whose_gpu_hangs_in_nvml_hears_unknown_in_time(fake):
-    from gpuready.facts.nvml import collect_one_gpu
     fake(gpus=2, hang={("nvmlDeviceGetComputeRunningProcesses", 1)})
     started = time.monotonic()
     gpu = collect_one_gpu("0000:11:00.0", timeout_s=TIMEOUT)
@@ -164,7 +163,7 @@ def test_a_rank_whose_gpu_hangs_in_nvml_hears_unknown_in_time(fake):
 def test_a_hung_gpu_is_asked_nothing_more_in_the_collection(fake):
     module = fake(gpus=4, hang={("nvmlDeviceGetPowerUsage", 1)})
     started = time.monotonic()
-    document = collect_nvml(timeout_s=TIMEOUT)
+    collection = collect_nvml(timeout_s=TIMEOUT)
     elapsed = time.monotonic() - started
     hung_at = module.calls.index(("nvmlDeviceGetPowerUsage", 1))
     before = len(_calls_on(module, 1, None)) - 1  # GPU 1's calls before the hang
@@ -172,58 +171,60 @@ def test_a_hung_gpu_is_asked_nothing_more_in_the_collection(fake):
     # After the hang not one call names GPU 1: not its later fields, NVLinks, infoROM, nor any P2P pair.
     assert [call for call in module.calls[hung_at + 1:] if call[1] == 1] == []
     assert not [call for call in module.calls if call[0] == "nvmlDeviceGetP2PStatus" and call[1] == 1]
-    gpu1 = document["gpus"][1]
-    assert gpu1["lost"] is True and gpu1["errors"]["power_draw_w"].startswith("timeout: nvmlDeviceGetPowerUsage")
-    assert gpu1["errors"]["inforom_valid"].startswith("skipped") and gpu1["nvlinks"] is None
-    assert gpu1["errors"]["nvlinks"].startswith("skipped")
+    gpu1 = collection.gpus[1]
+    assert gpu1.lost is True and gpu1.errors["power_w"].startswith("timeout: nvmlDeviceGetPowerUsage")
+    assert gpu1.errors["inforom_valid"].startswith("skipped") and gpu1.nvlinks is None
+    assert gpu1.errors["nvlinks"].startswith("skipped")
     for index in (0, 2, 3):
-        gpu = document["gpus"][index]
-        assert gpu["errors"] == {} and gpu["lost"] is False and gpu["power_draw_w"] == 640.0
-        assert gpu["inforom_valid"] is True and len(gpu["nvlinks"]) == 18
+        gpu = collection.gpus[index]
+        assert gpu.errors == {} and gpu.lost is False and gpu.sample.power_w == 640.0
+        assert gpu.state.inforom_valid is True and len(gpu.nvlinks) == 18
     pairs_with_1 = {f"{i},{j}" for i in range(4) for j in range(4) if i != j and 1 in (i, j)}
-    assert set(document["p2p_not_probed"]) == pairs_with_1
-    assert all(reason == "not probed: GPU 1 timed out earlier" for reason in document["p2p_not_probed"].values())
-    assert set(document["p2p_read"]) == {f"{i},{j}" for i in (0, 2, 3) for j in (0, 2, 3) if i != j}
-    assert set(document["p2p_read"].values()) == {"OK"}
-    # The document still parses: GPU 1 lost, its unanswered fields named.
-    parsed = NvmlDocument(json.dumps(document))
+    assert set(collection.p2p_not_probed) == pairs_with_1
+    assert all(reason == "not probed: GPU 1 timed out earlier" for reason in collection.p2p_not_probed.values())
+    assert set(collection.p2p_read) == {f"{i},{j}" for i in (0, 2, 3) for j in (0, 2, 3) if i != j}
+    assert set(collection.p2p_read.values()) == {"OK"}
+    # The document still parses: GPU 1 lost, its unanswered fields named (in the facts' names).
+    parsed = NvmlDocument(json.dumps(collection.to_json()))
     assert parsed.gpus[1].lost and "power_draw_w" in parsed.gpus[1].error_fields
+    assert (parsed.gpus[0].power_draw_w, parsed.gpus[0].pcie_width_current, parsed.gpus[0].inforom_valid) == (
+        640.0, 16, True)  # collect writes version 2 (GpuSample's names); the facts keep theirs
     assert (0, 1) not in parsed.p2p_read and parsed.p2p_read[(0, 2)] == "OK"
 
 
 def test_a_hung_p2p_query_stops_p2p_probing(fake):
     module = fake(gpus=3, hang={("nvmlDeviceGetP2PStatus", 1)})
     started = time.monotonic()
-    document = collect_nvml(timeout_s=TIMEOUT)
+    collection = collect_nvml(timeout_s=TIMEOUT)
     assert time.monotonic() - started < 3 * TIMEOUT
     p2p_calls = [call for call in module.calls if call[0] == "nvmlDeviceGetP2PStatus"]
     assert p2p_calls == [("nvmlDeviceGetP2PStatus", 0), ("nvmlDeviceGetP2PStatus", 0), ("nvmlDeviceGetP2PStatus", 1)]
-    assert document["p2p_read"] == {"0,1": "OK", "0,2": "OK"}
-    assert document["p2p_not_probed"]["1,0"].startswith("timeout:")
-    assert set(document["p2p_not_probed"]) == {"1,0", "1,2", "2,0", "2,1"}
+    assert collection.p2p_read == {"0,1": "OK", "0,2": "OK"}
+    assert collection.p2p_not_probed["1,0"].startswith("timeout:")
+    assert set(collection.p2p_not_probed) == {"1,0", "1,2", "2,0", "2,1"}
 
 
 def test_nvlink_count_comes_from_the_field_value(fake):
     module = fake(gpus=2, nvlinks=18)
-    document = collect_nvml(timeout_s=TIMEOUT)
+    collection = collect_nvml(timeout_s=TIMEOUT)
     for index in (0, 1):
         assert len(_calls_on(module, index, "nvmlDeviceGetNvLinkState")) == 18
-        assert [link["link"] for link in document["gpus"][index]["nvlinks"]] == list(range(18))
+        assert [link.link for link in collection.gpus[index].nvlinks] == list(range(18))
 
 
 def test_nvlink_probing_without_the_link_count_field(fake):
     module = fake(gpus=2, nvlinks=18, missing_fields={real_pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT})
-    document = collect_nvml(timeout_s=TIMEOUT)
+    collection = collect_nvml(timeout_s=TIMEOUT)
     for index in (0, 1):  # every index up to the library's bound, links past the last one left out
         assert len(_calls_on(module, index, "nvmlDeviceGetNvLinkState")) == real_pynvml.NVML_NVLINK_MAX_LINKS
-        assert len(document["gpus"][index]["nvlinks"]) == 18 and "nvlinks" not in document["gpus"][index]["errors"]
+        assert len(collection.gpus[index].nvlinks) == 18 and "nvlinks" not in collection.gpus[index].errors
 
 
 def test_nvlink_probing_when_field_values_are_missing(fake):
     module = fake(gpus=1, nvlinks=4, unsupported={("nvmlDeviceGetFieldValues", None)})
-    document = collect_nvml(timeout_s=TIMEOUT)
+    collection = collect_nvml(timeout_s=TIMEOUT)
     assert len(_calls_on(module, 0, "nvmlDeviceGetNvLinkState")) == real_pynvml.NVML_NVLINK_MAX_LINKS
-    assert len(document["gpus"][0]["nvlinks"]) == 4
+    assert len(collection.gpus[0].nvlinks) == 4
 
 
 # --- the worker ------------------------------------------------------------------------------------------------
@@ -257,9 +258,9 @@ def test_sample_batches_field_values_on_one_thread(fake):
     samples = [session.sample(index) for _ in range(10) for index in range(3)]
     assert threading.active_count() == threads_before and session.worker.threads_started == 1
     sample = samples[0]
-    assert sample["power_w"] == 650.0 and sample["memory_temperature_c"] == 55.0
-    assert sample["ecc_corrected"] == 2 and sample["ecc_uncorrected"] == 0 and sample["pcie_replay"] == 7
-    assert sample["temperature_c"] == 40 and sample["sm_clock_mhz"] == 1980 and sample["pcie_width"] == 16
+    assert sample.power_w == 650.0 and sample.memory_temperature_c == 55.0
+    assert sample.ecc_corrected == 2 and sample.ecc_uncorrected == 0 and sample.pcie_replay == 7
+    assert sample.temperature_c == 40 and sample.sm_clock_mhz == 1980 and sample.pcie_width == 16
     names = [name for name, _ in module.calls]
     assert names.count("nvmlDeviceGetFieldValues") == 30  # one batch per GPU per sample
     assert not {"nvmlDeviceGetPowerUsage", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetPcieReplayCounter"} & set(names)
@@ -272,7 +273,7 @@ def test_a_missing_field_falls_back_to_its_function_once_decided(fake, caplog):
     module, session = _session(fake, gpus=1, missing_fields={power})
     with caplog.at_level(logging.INFO, logger="gpuready.nvml"):
         readings = [session.sample(0) for _ in range(5)]
-    assert [reading["power_w"] for reading in readings] == [640.0] * 5  # nvmlDeviceGetPowerUsage
+    assert [reading.power_w for reading in readings] == [640.0] * 5  # nvmlDeviceGetPowerUsage
     assert power in module.field_requests[0] and all(power not in request for request in module.field_requests[1:])
     assert len(_calls_on(module, 0, "nvmlDeviceGetPowerUsage")) == 5
     assert sum("field:power_w" in record.getMessage() for record in caplog.records) == 1
@@ -284,16 +285,16 @@ def test_an_unsupported_function_is_asked_once_and_logged_once(fake, caplog):
         readings = [session.sample(index) for _ in range(5) for index in range(2)]
     assert len(_calls_on(module, 0, "nvmlDeviceGetCurrPcieLinkWidth")) == 1
     assert len(_calls_on(module, 1, "nvmlDeviceGetCurrPcieLinkWidth")) == 5
-    assert [reading["pcie_width"] for reading in readings[::2]] == [None] * 5
-    assert [reading["pcie_width"] for reading in readings[1::2]] == [16] * 5
-    assert session.unsupported == {0: {"nvmlDeviceGetCurrPcieLinkWidth"}, 1: set()} and session.lost == set()
+    assert [reading.pcie_width for reading in readings[::2]] == [None] * 5
+    assert [reading.pcie_width for reading in readings[1::2]] == [16] * 5
+    assert session.unsupported == {0: {"pcie_width"}, 1: set()} and session.lost == set()
     messages = [record.getMessage() for record in caplog.records]
     assert len(messages) == 1 and "GPU 0: nvmlDeviceGetCurrPcieLinkWidth is not supported" in messages[0]
 
 
 def test_a_hung_sample_is_missing_and_the_others_go_on(fake):
     module, session = _session(fake, gpus=3, hang={("nvmlDeviceGetTemperature", 1)})
-    assert session.sample(0)["temperature_c"] == 40
+    assert session.sample(0).temperature_c == 40
     started = time.monotonic()
     assert session.sample(1) is None
     assert TIMEOUT <= time.monotonic() - started < TIMEOUT + 0.5 and session.lost == {1}

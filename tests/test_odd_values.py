@@ -22,7 +22,7 @@ from gpuready.evidence.reader import read_bundle
 from gpuready.checks.registry import CheckOptions, run_checks
 from gpuready.facts import host_files, units
 from gpuready.evidence.build import build_facts
-from gpuready.facts.nvml import NvmlDocument
+from gpuready.facts.nvml_json import NvmlDocument
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_xml
 from gpuready.facts.software_files import parse_torch_json
 from gpuready.facts.topology import parse_nvlink_status, parse_topo_matrix

@@ -1,14 +1,17 @@
 """Parsers on real tool outputs (public captures, the shared H200 recording)."""
 
 import dataclasses
+import json
 
 import pytest
 
-from conftest import PUBLIC, SHARED_H200
+from conftest import FIXTURES, PUBLIC, SHARED_H200
+from gpuready.facts.clock_reasons import REASON_BITS
 from gpuready.facts.host_files import parse_df, parse_memlock, parse_meminfo, split_sections, parse_cgroup_limits
 from gpuready.facts.kernel_log import parse_kernel_log
 from gpuready.facts.nvidia_smi_plain import parse_nvidia_smi_plain
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_text, parse_nvidia_smi_q_xml
+from gpuready.facts.nvml_json import NvmlDocument
 from gpuready.facts.smi_tree import SmiParseError
 from gpuready.facts.topology import parse_nvlink_status, parse_topo_matrix, parse_topo_p2p
 from gpuready.facts.units import normalize_bus_id, to_bytes
@@ -172,3 +175,73 @@ def test_units():
     assert normalize_bus_id("00000000:3B:00.0") == "0000:3b:00.0"
     assert normalize_bus_id("PCI:0000:2b:00") == "0000:2b:00.0"
     assert to_bytes("143771 MiB") == 143771 * 2**20 and to_bytes("N/A") is None
+
+
+# --- nvml.json: version 1 (recorded) and version 2 (what collect writes now) ------------------------------------------
+
+# nvml.json version 2 names the figures that move as telemetry does (facts/nvml_records.py GpuSample), written here by
+# hand from that layout; version 1 named them as GpuFacts does, and listed the clock-event reasons by name.
+VERSION_2_NAMES = {"power_draw_w": "power_w", "temperature_memory_c": "memory_temperature_c",
+                   "utilization_gpu_pct": "utilization_pct", "ecc_corrected_volatile": "ecc_corrected",
+                   "ecc_uncorrected_volatile": "ecc_uncorrected", "pcie_replay_count": "pcie_replay",
+                   "pcie_width_current": "pcie_width"}
+
+
+def _as_version_2(document: dict) -> dict | None:
+    """A version-1 document as collect writes it now; None where its reasons name a bit nvml.h does not have."""
+    gpus = []
+    for entry in document.get("gpus", []):
+        if not isinstance(entry, dict):
+            return None
+        renamed = {VERSION_2_NAMES.get(key, key): value for key, value in entry.items()}
+        reasons = entry.get("clock_event_reasons")
+        if isinstance(reasons, list):
+            if not all(isinstance(name, str) and name in REASON_BITS for name in reasons):
+                return None
+            renamed["clock_event_reasons"] = sum(REASON_BITS[name] for name in set(reasons))
+        if isinstance(entry.get("errors"), dict):
+            renamed["errors"] = {VERSION_2_NAMES.get(key, key): text for key, text in entry["errors"].items()}
+        gpus.append(renamed)
+    return {**document, "version": 2, "gpus": gpus}
+
+
+def _read_nvml(text: str):
+    try:
+        document = NvmlDocument(text)
+    except ValueError as error:
+        return type(error).__name__, str(error)
+    return document.init_error, document.driver_version, document.device_count, document.gpus, document.p2p_read
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.rglob("nvml.json")), ids=lambda path: path.parent.name)
+def test_every_recorded_nvml_json_reads_the_same_as_version_2(path):
+    """Every nvml.json under tests/fixtures (version 1: recorded on real machines, or a fuzzer's crasher) gives the
+    same facts, or the same refusal, when the same answers are written in version 2's names."""
+    document = json.loads(path.read_text())
+    if document.get("format") != "gpuready-nvml":
+        pytest.skip("an ad-hoc recording that predates gpuready's format (its README says so)")
+    rewritten = _as_version_2(document)
+    if rewritten is None:
+        pytest.skip("reasons no nvml.h bit names")
+    assert document["version"] == 1
+    assert _read_nvml(json.dumps(rewritten)) == _read_nvml(path.read_text())
+
+
+def test_a_version_2_gpu_reads_as_the_facts_every_source_shares():
+    """nvml.json version 2 as collect writes it (facts/nvml_records.py): the sample's figures land in GpuFacts' names,
+    the clock-event mask becomes the reasons it sets, the memory clock (no GpuFacts field) is left out, and an error
+    of a renamed figure names the fact."""
+    entry = {"index": 0, "bus_id": "0000:3B:00.0", "name": "NVIDIA H200", "power_w": 640.0, "power_limit_w": 700.0,
+             "temperature_c": 40, "memory_temperature_c": 55.0, "sm_clock_mhz": 1980, "memory_clock_mhz": 3201,
+             "utilization_pct": 7, "clock_event_reasons": REASON_BITS["sw_power_cap"] | REASON_BITS["gpu_idle"],
+             "ecc_corrected": 2, "ecc_uncorrected": None, "pcie_replay": 7, "pcie_width": 16,
+             "errors": {"ecc_uncorrected": "NVMLError_Unknown: Unknown Error", "memory_clock_mhz": "NVMLError_Unknown"},
+             "lost": False}
+    gpu = NvmlDocument(json.dumps({"format": "gpuready-nvml", "version": 2, "gpus": [entry]})).gpus[0]
+    assert (gpu.bus_id, gpu.power_draw_w, gpu.power_limit_w, gpu.temperature_memory_c, gpu.utilization_gpu_pct,
+            gpu.ecc_corrected_volatile, gpu.pcie_replay_count, gpu.pcie_width_current) == (
+        "0000:3b:00.0", 640.0, 700.0, 55.0, 7, 2, 7, 16)
+    assert gpu.clock_event_reasons == frozenset({"sw_power_cap", "gpu_idle"})
+    assert gpu.error_fields == ["ecc_uncorrected_volatile"]
+    with pytest.raises(ValueError, match="version 3 is not the 1, 2 this tool reads"):
+        NvmlDocument(json.dumps({"format": "gpuready-nvml", "version": 3, "gpus": []}))

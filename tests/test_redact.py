@@ -13,7 +13,7 @@ from gpuready.evidence.redact import (LOOPBACK_NAMES, Redactor, expand_hostlist,
                                     redaction_key)
 from gpuready.evidence.build import build_facts
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_xml
-from gpuready.facts.nvml import NvmlDocument
+from gpuready.facts.nvml_json import NvmlDocument
 from helpers import report_for
 
 KEY = b"test-key"

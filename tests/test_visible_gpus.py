@@ -3,6 +3,7 @@ GPUs but the job may use two, UUID prefixes, and CUDA's rule that the list ends 
 
 import pytest
 
+from gpuready.facts.nvml_records import GpuIdentity, GpuSample
 from gpuready.facts.visible import visible_nvml_indices
 
 # NVML's numbering of an 8-GPU board; bus ids out of index order on purpose (index 0 sits at the highest bus)
@@ -58,11 +59,12 @@ class _FakeSession:
     closed = False
 
     def __init__(self, *args, **kwargs):
-        self.identity = [{"bus_id": g["bus_id"], "uuid": g["uuid"], "name": "NVIDIA H200"} for g in EIGHT]
+        self.identity = [GpuIdentity(index=index, bus_id=g["bus_id"], uuid=g["uuid"], name="NVIDIA H200")
+                         for index, g in enumerate(EIGHT)]
         self.handles = list(range(8))
 
     def sample(self, index):  # the sampler's thread asks; nothing to say
-        return {}
+        return GpuSample()
 
     def close(self):
         _FakeSession.closed = True

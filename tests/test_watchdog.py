@@ -97,7 +97,7 @@ def test_the_deadline_names_every_open_rank(clock):
 
 def test_a_torchrun_rank_reads_its_own_gpu_before_making_a_context(monkeypatch):
     from gpuready.workloads.worker import own_gpu_users
-    import gpuready.facts.nvml as nvml_module
+    import gpuready.facts.gpu_users as nvml_module  # where the rank's reader looks collect_one_gpu up
     gpus = [
         {"index": 0, "bus_id": "0000:18:00.0", "uuid": "GPU-a", "memory_total_bytes": 80 * GIB,
          "memory_used_bytes": 30 * GIB, "processes": [{"pid": 777, "name": "python", "used_memory_bytes": 30 * GIB}]},

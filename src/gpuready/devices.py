@@ -21,6 +21,7 @@ from typing import Any
 from gpuready.evidence.build import build_facts
 from gpuready.evidence.collect import collect
 from gpuready.facts.nvml import NvmlSession
+from gpuready.facts.nvml_records import GpuIdentity
 from gpuready.facts.units import normalize_bus_id
 from gpuready.facts.visible import visible_nvml_indices
 from gpuready.options import UsageError
@@ -169,7 +170,7 @@ def gpus_cuda_shows() -> int:
             return 0  # `cuda = None`: a CPU build
         session = NvmlSession()
         try:
-            gpus = [{"index": index, **identity} for index, identity in enumerate(session.identity)]
+            gpus = list(session.identity)
         finally:
             session.close()
         chosen = visible_nvml_indices(gpus)
@@ -259,12 +260,12 @@ def selected_indices(visible: str | None, facts: Any, ranks: int) -> list[int] |
     return chosen[:ranks] if chosen else None
 
 
-def gpus_by_identity(identity: list[dict[str, Any]], visible: str | None, ranks: int | None) -> list[int]:
+def gpus_by_identity(identity: list[GpuIdentity], visible: str | None, ranks: int | None) -> list[int]:
     """NVML indices (of NVML's `identity`: bus id, UUID) of the GPUs `visible` names (gpuready's --gpus as UUIDs, in
     their order), else those the user's CUDA_VISIBLE_DEVICES shows, else every GPU; the first `ranks` of them.
     ValueError (a usage error): the variable shows no GPU NVML knows, or fewer GPUs than `ranks`."""
     if visible is not None:
-        chosen = [index for uuid in visible.split(",") for index, gpu in enumerate(identity) if gpu["uuid"] == uuid]
+        chosen = [index for uuid in visible.split(",") for index, gpu in enumerate(identity) if gpu.uuid == uuid]
     else:
         chosen = visible_nvml_indices(identity)
         if chosen is None:

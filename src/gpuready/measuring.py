@@ -26,6 +26,7 @@ from gpuready.cli.output import emit
 from gpuready.devices import NoGpuError, auto_device, exclusive_refusal, local_facts, selected_indices
 from gpuready.facts.gpu_users import GpuUsers, UserWatch
 from gpuready.facts.nvml import NvmlSession
+from gpuready.facts.nvml_records import GpuIdentity
 from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, finding_text, in_language, said, said_of
 from gpuready.model import ExitCode, Finding, Report, Status, Subject
 from gpuready.options import UsageError
@@ -49,7 +50,7 @@ class Selection:
     """Variables the ranks get: CUDA_VISIBLE_DEVICES (as UUIDs) where --gpus chose the GPUs."""
     facts: Any = None
     """This node's Facts (None on CPU runs): expected figures, and the report's summary of the machine."""
-    identity: list[dict[str, Any]] = field(default_factory=list)
+    identity: list[GpuIdentity] = field(default_factory=list)
     """NVML's identity (bus id, UUID, name) of this node's GPUs, by NVML index, where the run opened a session."""
 
 

@@ -17,20 +17,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gpuready.facts.nvml import NvmlSession
+from gpuready.facts.nvml_records import SAMPLE_UNITS, GpuIdentity, GpuSample
 from gpuready.model import GpuRef, Series, Subject
 
-# Metrics kept as series: name → unit.
-METRICS = {"power_w": "watts", "temperature_c": "celsius", "memory_temperature_c": "celsius",
-           "sm_clock_mhz": "mhz", "memory_clock_mhz": "mhz", "utilization_pct": "percent",
-           "clock_event_reasons": "bitmask", "ecc_corrected": "count", "ecc_uncorrected": "count",
-           "pcie_replay": "count", "pcie_width": "lanes", "power_limit_w": "watts"}
+METRICS = SAMPLE_UNITS
+"""Metrics kept as series: a sample's figures (facts/nvml_records.py GpuSample), name → unit."""
 
 
 class SampleSource(Protocol):
-    identity: list[dict[str, Any]]
+    identity: list[GpuIdentity]
     lost: set[int]
 
-    def sample(self, index: int) -> dict[str, Any] | None: ...
+    def sample(self, index: int) -> GpuSample | None: ...
     def wait_xid(self, timeout_ms: int) -> list[tuple[int | None, int]]: ...
 
 
@@ -38,27 +36,34 @@ class SampleSource(Protocol):
 class Telemetry:
     started_at: float
     """Wall-clock time (time.time()) of t_s = 0."""
-    samples: dict[int, list[tuple[float, dict[str, Any]]]] = field(default_factory=dict)
+    samples: dict[int, list[tuple[float, GpuSample]]] = field(default_factory=dict)
+    """NVML index → (seconds since `started_at`, sample), in time order."""
     xid_events: list[tuple[float, int | None, int]] = field(default_factory=list)
     lost_at: dict[int, float] = field(default_factory=dict)
     interval_s: float = 1.0
     xid_source: str = "none"
 
+    def __post_init__(self) -> None:
+        # Samples given as figures by name (a recorded run: a report's series at one time) are read as GpuSample.
+        self.samples = {index: [(t, sample if isinstance(sample, GpuSample) else GpuSample.from_values(sample))
+                                for t, sample in series] for index, series in self.samples.items()}
+
     def values(self, index: int, metric: str, start_s: float = 0.0, end_s: float = float("inf")) -> list[float]:
-        return [sample[metric] for t, sample in self.samples.get(index, [])
-                if start_s <= t <= end_s and sample.get(metric) is not None]
+        """The figure `metric` (a GpuSample field) of one GPU's samples between two times, where it was read."""
+        return [getattr(sample, metric) for t, sample in self.samples.get(index, [])
+                if start_s <= t <= end_s and getattr(sample, metric) is not None]
 
     def times(self, index: int, metric: str, start_s: float = 0.0, end_s: float = float("inf")) -> list[float]:
         return [t for t, sample in self.samples.get(index, [])
-                if start_s <= t <= end_s and sample.get(metric) is not None]
+                if start_s <= t <= end_s and getattr(sample, metric) is not None]
 
-    def series(self, host: str, identity: list[dict[str, Any]]) -> list[Series]:
+    def series(self, host: str, identity: list[GpuIdentity]) -> list[Series]:
         result = []
         for index, samples in sorted(self.samples.items()):
-            gpu = identity[index] if index < len(identity) else {}
-            subject = Subject(host=host, gpu=GpuRef(index=index, bus_id=gpu.get("bus_id"), uuid=gpu.get("uuid")))
+            gpu = identity[index] if index < len(identity) else GpuIdentity(index=index)
+            subject = Subject(host=host, gpu=GpuRef(index=index, bus_id=gpu.bus_id, uuid=gpu.uuid))
             for metric, unit in METRICS.items():
-                points = [(t, sample[metric]) for t, sample in samples if sample.get(metric) is not None]
+                points = [(t, getattr(sample, metric)) for t, sample in samples if getattr(sample, metric) is not None]
                 if points:
                     result.append(Series(subject=subject, metric=metric, unit=unit,
                                          t_s=[round(t, 3) for t, _ in points], values=[float(v) for _, v in points]))

@@ -26,7 +26,7 @@ from gpuready.facts.kernel_log import mark_history, parse_kernel_log
 from gpuready.facts.lspci import parse_lspci
 from gpuready.facts.nvidia_smi_plain import parse_nvidia_smi_plain
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_text, parse_nvidia_smi_q_xml
-from gpuready.facts.nvml import ForeignNvmlJson, NvmlDocument
+from gpuready.facts.nvml_json import ForeignNvmlJson, NvmlDocument
 from gpuready.facts.topology import parse_nvlink_status, parse_topo_matrix, parse_topo_p2p
 from gpuready.facts.types import Facts, GpuFacts
 from gpuready.i18n import Said, said

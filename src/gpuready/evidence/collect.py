@@ -157,9 +157,9 @@ def _sysfs() -> Collected:
 
 def _nvml() -> Collected:
     started = time.monotonic()
-    document = collect_nvml()
-    return Collected(text=json.dumps(document, indent=1), command="NVML (nvidia-ml-py)",
-                     duration_s=time.monotonic() - started, error=document.get("init_error"))
+    collection = collect_nvml()
+    return Collected(text=json.dumps(collection.to_json(), indent=1), command="NVML (nvidia-ml-py)",
+                     duration_s=time.monotonic() - started, error=collection.init_error)
 
 
 def _torch_metadata() -> Collected:

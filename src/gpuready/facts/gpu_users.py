@@ -1,7 +1,8 @@
 """Who else computes on the GPUs: NVML compute processes and the memory they hold, per GPU.
 
-Read through `facts.nvml.collect_nvml()` (its per-GPU `processes`), so that `facts/nvml.py` stays the only
-module that imports pynvml and every NVML call keeps its timeout. Our own processes (this one and its
+Read through `facts.nvml` (collect_nvml's per-GPU `processes`, a rank's collect_one_gpu), as nvml.json entries (the
+form a rank's result carries), so that `facts/nvml.py` stays the only module that imports pynvml and every NVML
+call keeps its timeout. Our own processes (this one and its
 children: the ranks) are left out. Caveat: inside a container with its own PID namespace NVML may report
 host PIDs, which cannot be matched to ours; the snapshot taken before any rank starts is exact either way.
 What sharing means for a run (findings, the --exclusive refusal) is judged in verbs/sharing.py.
@@ -10,18 +11,24 @@ What sharing means for a run (findings, the --exclusive refusal) is judged in ve
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from gpuready.facts.nvml import collect_nvml, collect_one_gpu
 
-@dataclass
+
+@dataclass(kw_only=True)
 class GpuUsers:
-    """One GPU's foreign compute processes (pid, name, used_memory_bytes)."""
+    """One GPU's foreign compute processes."""
     index: int
+    """NVML index."""
     bus_id: str | None
     uuid: str | None
     processes: list[dict[str, Any]] = field(default_factory=list)
+    """nvml.json's process entries: pid, name, kind, used_memory_bytes."""
     free_bytes: int | None = None
+    """Framebuffer memory nobody held when read."""
 
     @property
     def held_bytes(self) -> int:
@@ -41,7 +48,7 @@ def own_pids() -> set[int]:
     """This process and all its descendants (the ranks)."""
     pids = {os.getpid()}
     try:
-        import psutil
+        import psutil  # optional: without it, only this process is ours
         pids.update(child.pid for child in psutil.Process().children(recursive=True))
     except Exception:
         pass
@@ -49,9 +56,8 @@ def own_pids() -> set[int]:
 
 
 def read_nvml() -> dict[str, Any]:
-    """The nvml.json document (monkeypatched in tests)."""
-    from gpuready.facts.nvml import collect_nvml
-    return collect_nvml()
+    """The nvml.json document of this machine, now (monkeypatched in tests)."""
+    return collect_nvml().to_json()
 
 
 def gpu_users(indices: Iterable[int] | None = None, ignore: set[int] | None = None) -> dict[int, GpuUsers] | None:
@@ -68,7 +74,6 @@ def gpu_users(indices: Iterable[int] | None = None, ignore: set[int] | None = No
 def own_gpu_users(bus_id: str | None) -> GpuUsers | None:
     """Who computes on the GPU at `bus_id` (a rank's own, asked before the rank makes its context there, so every
     process counts); None where NVML cannot say."""
-    from gpuready.facts.nvml import collect_one_gpu
     gpu = collect_one_gpu(bus_id) if bus_id else None
     if gpu is None or gpu.get("processes") is None:  # processes unread is not "nobody"
         return None
@@ -108,7 +113,6 @@ class UserWatch:
     """Snapshot before the ranks start, then a re-read every `interval_s` while they run (merged: anyone seen)."""
 
     def __init__(self, indices: Iterable[int] | None, interval_s: float = 15.0):
-        import threading
         self.indices = list(indices) if indices is not None else None
         self.interval_s = interval_s
         self.before = gpu_users(self.indices)

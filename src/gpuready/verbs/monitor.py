@@ -8,13 +8,19 @@ keys join with DCGM-exporter dashboards (gpu, UUID, Hostname, modelName).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from gpuready.checks.kernel_judge import judge_xid
+from gpuready.cli import option_groups as groups
+from gpuready.cli import option_kinds
 from gpuready.facts.clock_reasons import REASON_BITS, reasons_from_mask
+from gpuready.facts.nvml import NvmlSession, NvmlUnavailable
+from gpuready.facts.nvml_records import GpuIdentity, GpuSample
 from gpuready.i18n import choose_language, in_language, said, sentence
 from gpuready.model import ExitCode
 from gpuready.safe_text import tell
@@ -22,28 +28,31 @@ from gpuready.safe_text import tell
 IGNORED_REASONS = frozenset({"gpu_idle"})
 
 
-def detect_events(index: int, previous: dict[str, Any] | None, current: dict[str, Any] | None,
-                  ) -> list[dict[str, Any]]:
+def _reasons(sample: GpuSample) -> frozenset[str]:
+    return reasons_from_mask(int(sample.clock_event_reasons or 0)) - IGNORED_REASONS
+
+
+def detect_events(index: int, previous: GpuSample | None, current: GpuSample | None) -> list[dict[str, Any]]:
     """Health events between two samples of one GPU (pure: tests replay recorded series)."""
     if previous is None:
         return []
     if current is None:
         return [{"gpu": index, "event": "gpu_lost", "detail": "the GPU stopped answering NVML"}]
     events: list[dict[str, Any]] = []
-    before = reasons_from_mask(int(previous.get("clock_event_reasons") or 0)) - IGNORED_REASONS
-    after = reasons_from_mask(int(current.get("clock_event_reasons") or 0)) - IGNORED_REASONS
+    before, after = _reasons(previous), _reasons(current)
     for reason in sorted(after - before):
         events.append({"gpu": index, "event": "throttle_start", "reason": reason})
     for reason in sorted(before - after):
         events.append({"gpu": index, "event": "throttle_stop", "reason": reason})
-    for metric, kind in (("ecc_uncorrected", "uncorrectable"), ("ecc_corrected", "corrected")):
-        old, new = previous.get(metric), current.get(metric)
+    for kind_of_error, old, new in (("uncorrectable", previous.ecc_uncorrected, current.ecc_uncorrected),
+                                    ("corrected", previous.ecc_corrected, current.ecc_corrected)):
         if old is not None and new is not None and new > old:
-            events.append({"gpu": index, "event": "ecc_increment", "kind": kind, "delta": new - old, "total": new})
-    old_width, new_width = previous.get("pcie_width"), current.get("pcie_width")
+            events.append({"gpu": index, "event": "ecc_increment", "kind": kind_of_error, "delta": new - old,
+                           "total": new})
+    old_width, new_width = previous.pcie_width, current.pcie_width
     if old_width and new_width and new_width < old_width:
         events.append({"gpu": index, "event": "pcie_width_drop", "from": old_width, "to": new_width})
-    old_limit, new_limit = previous.get("power_limit_w"), current.get("power_limit_w")
+    old_limit, new_limit = previous.power_limit_w, current.power_limit_w
     if old_limit and new_limit and abs(new_limit - old_limit) >= 1:
         events.append({"gpu": index, "event": "power_limit_change", "from_w": old_limit, "to_w": new_limit})
     return events
@@ -51,7 +60,6 @@ def detect_events(index: int, previous: dict[str, Any] | None, current: dict[str
 
 def xid_status(code: int) -> str:
     """What the one kernel judge says of this Xid (check, diagnose and burn say the same)."""
-    from gpuready.checks.kernel_judge import judge_xid
     return judge_xid(code).status.value
 
 
@@ -69,7 +77,6 @@ def describe(event: dict[str, Any]) -> str:
     if kind == "power_limit_change":
         return f"{gpu}: power limit {event['from_w']:.0f} W → {event['to_w']:.0f} W"
     if kind == "xid":
-        from gpuready.checks.kernel_judge import judge_xid
         judged = judge_xid(event["xid"])  # the one kernel judge, as check, diagnose and burn
         return f"{gpu}: {judged.status.value.upper()} {judged.name} ({'; '.join(judged.reasons)}): {judged.action}"
     if kind == "gpu_lost":
@@ -80,8 +87,8 @@ def describe(event: dict[str, Any]) -> str:
 class PrometheusExporter:
     """Metrics in base units with a gpuready_ prefix; labels as DCGM-exporter names them."""
 
-    def __init__(self, port: int, identity: list[dict[str, Any]], hostname: str, address: str = "127.0.0.1"):
-        from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+    def __init__(self, port: int, identity: list[GpuIdentity], hostname: str, address: str = "127.0.0.1"):
+        from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server  # optional (monitor's)
         self.registry = CollectorRegistry()
         labels = ["gpu", "UUID", "Hostname", "modelName"]
         gauge = lambda name, doc, extra=(): Gauge(name, doc, labels + list(extra), registry=self.registry)
@@ -100,22 +107,22 @@ class PrometheusExporter:
         self.reasons = gauge("gpuready_clock_event_reason_active", "Clock-event reason active (1) or not", ["reason"])
         self.lost = gauge("gpuready_gpu_lost", "1 when the GPU stopped answering")
         self.xids = Counter("gpuready_xid_events", "Xid events seen", labels + ["xid"], registry=self.registry)
-        self.labels = [{"gpu": str(i), "UUID": gpu.get("uuid") or "", "Hostname": hostname,
-                        "modelName": gpu.get("name") or ""} for i, gpu in enumerate(identity)]
+        self.labels = [{"gpu": str(i), "UUID": gpu.uuid or "", "Hostname": hostname,
+                        "modelName": gpu.name or ""} for i, gpu in enumerate(identity)]
         self.server, self.thread = start_http_server(port, addr=address, registry=self.registry)
 
-    def update(self, index: int, sample: dict[str, Any] | None) -> None:
+    def update(self, index: int, sample: GpuSample | None) -> None:
         labels = self.labels[index]
         self.lost.labels(**labels).set(0 if sample is not None else 1)
         if sample is None:
             return
         for metric, (gauge, scale) in self.gauges.items():
-            if sample.get(metric) is not None:
-                gauge.labels(**labels).set(sample[metric] * scale)
-        for kind in ("corrected", "uncorrected"):
-            if sample.get(f"ecc_{kind}") is not None:
-                self.ecc.labels(**labels, type=kind).set(sample[f"ecc_{kind}"])
-        mask = int(sample.get("clock_event_reasons") or 0)
+            if getattr(sample, metric) is not None:
+                gauge.labels(**labels).set(getattr(sample, metric) * scale)
+        for kind_of_error, count in (("corrected", sample.ecc_corrected), ("uncorrected", sample.ecc_uncorrected)):
+            if count is not None:
+                self.ecc.labels(**labels, type=kind_of_error).set(count)
+        mask = int(sample.clock_event_reasons or 0)
         for reason, bit in REASON_BITS.items():
             self.reasons.labels(**labels, reason=reason).set(1 if mask & bit else 0)
 
@@ -130,7 +137,7 @@ class PrometheusExporter:
 def monitor_loop(source: Any, *, interval_s: float, count: int | None, jsonl: Path | None,
                  exporter: PrometheusExporter | None, emit_event, show_table=None) -> int:
     """Sample every GPU each interval; returns the number of samples taken. `source` as telemetry's."""
-    previous: dict[int, dict[str, Any] | None] = {}
+    previous: dict[int, GpuSample | None] = {}
     handle = open(jsonl, "a") if jsonl else None
     taken = 0
     try:
@@ -156,8 +163,8 @@ def monitor_loop(source: Any, *, interval_s: float, count: int | None, jsonl: Pa
             if handle:
                 for event in events:
                     handle.write(json.dumps({"type": "event", **event}) + "\n")
-                handle.write(json.dumps({"type": "sample", "time": now, "gpus": {str(i): s for i, s in samples.items()}})
-                             + "\n")
+                figures = {str(i): dataclasses.asdict(s) if s is not None else None for i, s in samples.items()}
+                handle.write(json.dumps({"type": "sample", "time": now, "gpus": figures}) + "\n")
                 handle.flush()
             if show_table:
                 show_table(samples)
@@ -170,20 +177,19 @@ def monitor_loop(source: Any, *, interval_s: float, count: int | None, jsonl: Pa
     return taken
 
 
-def _table(identity: list[dict[str, Any]], samples: dict[int, dict[str, Any] | None]):
-    from rich.table import Table
+def _table(identity: list[GpuIdentity], samples: dict[int, GpuSample | None]):
+    from rich.table import Table  # rich's tables load only where a terminal shows them
     table = Table(expand=False)
     for column in ("GPU", "model", "power", "temp", "SM", "util", "reasons", "ECC (c/u)"):
         table.add_column(column, no_wrap=True)
     for index, sample in samples.items():
+        name = identity[index].name or ""
         if sample is None:
-            table.add_row(str(index), identity[index].get("name", ""), "LOST", "", "", "", "", "")
+            table.add_row(str(index), name, "LOST", "", "", "", "", "")
             continue
-        reasons = ", ".join(sorted(reasons_from_mask(int(sample.get("clock_event_reasons") or 0)) - IGNORED_REASONS))
-        table.add_row(str(index), identity[index].get("name", ""),
-                      f"{sample.get('power_w') or 0:.0f} W", f"{sample.get('temperature_c')} °C",
-                      f"{sample.get('sm_clock_mhz')} MHz", f"{sample.get('utilization_pct')} %", reasons or "-",
-                      f"{sample.get('ecc_corrected')}/{sample.get('ecc_uncorrected')}")
+        table.add_row(str(index), name, f"{sample.power_w or 0:.0f} W", f"{sample.temperature_c} °C",
+                      f"{sample.sm_clock_mhz} MHz", f"{sample.utilization_pct} %",
+                      ", ".join(sorted(_reasons(sample))) or "-", f"{sample.ecc_corrected}/{sample.ecc_uncorrected}")
     return table
 
 
@@ -221,7 +227,7 @@ def check_jsonl(path: Path) -> str | None:
 def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int | None, count: int | None,
                 quiet: bool, source: Any = None, prometheus_address: str = "127.0.0.1") -> int:
     """`prometheus_address`: where the metrics server listens; loopback unless asked (0.0.0.0: every interface)."""
-    from rich.console import Console
+    from rich.console import Console  # rich loads only for a live run
     from rich.live import Live
 
     lang = choose_language()
@@ -234,11 +240,11 @@ def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int |
         tell(in_language(problem, lang))
         return ExitCode.USAGE
     if source is None:
-        from gpuready.facts.nvml import NvmlSession
         try:
             source = NvmlSession()
-        except Exception as error:
-            tell(in_language(said("error.monitor.no_gpu", error=f"{type(error).__name__}: {error}"), lang))
+        except Exception as error:  # NvmlUnavailable (no driver …), nvidia-ml-py missing
+            reason = str(error) if isinstance(error, NvmlUnavailable) else f"{type(error).__name__}: {error}"
+            tell(in_language(said("error.monitor.no_gpu", error=reason), lang))
             return ExitCode.NOT_READY
         source.watch_xid()
     console = Console(stderr=True)
@@ -282,17 +288,14 @@ SUMMARY = "watch GPU health beside a training job"
 
 
 def add_arguments(parser) -> None:
-    from gpuready.cli import option_groups as groups
-    from gpuready.cli import option_kinds as kind
-    from gpuready.i18n import said
     groups.add(parser, "interval")
     parser.add_argument("--jsonl", type=Path, metavar="FILE", help=said("cli.monitor.jsonl"))
-    parser.add_argument("--prometheus-port", type=kind.PORT, metavar="N",
-                        help=groups.with_range(said("cli.monitor.prometheus_port"), kind.PORT))
+    parser.add_argument("--prometheus-port", type=option_kinds.PORT, metavar="N",
+                        help=groups.with_range(said("cli.monitor.prometheus_port"), option_kinds.PORT))
     parser.add_argument("--prometheus-address", default="127.0.0.1", metavar="ADDR",
                         help=said("cli.monitor.prometheus_address"))
-    parser.add_argument("--count", type=kind.SAMPLES, metavar="N",
-                        help=groups.with_range(said("cli.monitor.count"), kind.SAMPLES))
+    parser.add_argument("--count", type=option_kinds.SAMPLES, metavar="N",
+                        help=groups.with_range(said("cli.monitor.count"), option_kinds.SAMPLES))
     parser.add_argument("--quiet", action="store_true", help=said("cli.monitor.quiet"))
 
 

@@ -315,11 +315,11 @@ def telemetry_summary(sampler: Any, results: dict[int, dict[str, Any]]) -> dict[
     if not samples:
         return {"samples": 0, "xids": xids, "xid_source": telemetry.xid_source}
     slowing = clock_reasons("thermal") | clock_reasons("hardware")
-    slow = [sample for sample in samples if reasons_from_mask(int(sample.get("clock_event_reasons") or 0)) & slowing]
-    powers = sorted(s["power_w"] for s in samples if s.get("power_w") is not None)
-    temps = [s["temperature_c"] for s in samples if s.get("temperature_c") is not None]
-    clocks = sorted(s["sm_clock_mhz"] for s in samples if s.get("sm_clock_mhz") is not None)
-    reasons = sorted({reason for s in slow for reason in reasons_from_mask(int(s.get("clock_event_reasons") or 0))})
+    slow = [sample for sample in samples if reasons_from_mask(int(sample.clock_event_reasons or 0)) & slowing]
+    powers = sorted(s.power_w for s in samples if s.power_w is not None)
+    temps = [s.temperature_c for s in samples if s.temperature_c is not None]
+    clocks = sorted(s.sm_clock_mhz for s in samples if s.sm_clock_mhz is not None)
+    reasons = sorted({reason for s in slow for reason in reasons_from_mask(int(s.clock_event_reasons or 0))})
     return {"samples": len(samples), "throttle_share": len(slow) / len(samples), "reasons": reasons,
             "power_w_median": powers[len(powers) // 2] if powers else None, "temp_c_max": max(temps) if temps else None,
             "sm_clock_mhz_median": clocks[len(clocks) // 2] if clocks else None, "xids": xids,

@@ -29,6 +29,7 @@ class BurnGpu:
     rank: int
     nvml_index: int | None
     identity: dict[str, Any]
+    """NVML's identity of the GPU as its JSON (facts/nvml_records.py GpuIdentity: bus_id, uuid, name …); {} on CPU."""
     result: dict[str, Any] | None
     slowdown_c: float | None = None
     power_limit_w: float | None = None
@@ -242,8 +243,8 @@ class BurnJudge:
 
     def _enforced_limit(self, gpu: BurnGpu) -> float | None:
         if self.telemetry is not None and gpu.nvml_index is not None:
-            limits = [sample.get("power_limit_w") for _, sample in self.telemetry.samples.get(gpu.nvml_index, [])
-                      if isinstance(sample.get("power_limit_w"), (int, float))]
+            limits = [sample.power_limit_w for _, sample in self.telemetry.samples.get(gpu.nvml_index, [])
+                      if isinstance(sample.power_limit_w, (int, float))]
             if limits:
                 return float(min(limits))
         return gpu.power_limit_w

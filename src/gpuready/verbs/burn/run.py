@@ -6,6 +6,7 @@ sampler runs here, in the parent, apart from them.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 from gpuready import __version__
 from gpuready.devices import auto_device, check_cpu_ranks, gpus_by_identity, local_facts, visible_devices
 from gpuready.facts.clock_reasons import reasons_from_mask
+from gpuready.facts.nvml_records import GpuIdentity, GpuSample
 from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, in_language, message, sentence
 from gpuready.measuring import MeasuringRun, Measured, Selection, mark_stopped
 from gpuready.model import Report
@@ -74,7 +76,7 @@ LIVE_COLUMNS = ("gpu", "status", "power", "temperature", "sm_clock", "reasons")
 """The live telemetry table's columns (`burn.live.column.<name>` in the catalogue)."""
 
 
-def _live_table(identity: list[dict[str, Any]], selected: list[int], sampler: Sampler, posts: dict,
+def _live_table(identity: list[GpuIdentity], selected: list[int], sampler: Sampler, posts: dict,
                 lang: str = DEFAULT_LANGUAGE):
     """Each burnt GPU's latest telemetry, above the progress line on a terminal, its words in `lang`."""
     from rich.table import Table  # rich's tables load only where a terminal shows them
@@ -85,13 +87,13 @@ def _live_table(identity: list[dict[str, Any]], selected: list[int], sampler: Sa
     for rank, index in enumerate(selected):
         post = posts.get(rank)
         series = sampler.telemetry.samples.get(index)
-        sample = series[-1][1] if series else {}
-        reasons = ", ".join(sorted(reasons_from_mask(int(sample.get("clock_event_reasons") or 0)) - {"gpu_idle"}))
-        table.add_row(printable(f"{index} {identity[index].get('name', '') if index < len(identity) else ''}"),
+        sample = series[-1][1] if series else GpuSample()
+        reasons = ", ".join(sorted(reasons_from_mask(int(sample.clock_event_reasons or 0)) - {"gpu_idle"}))
+        table.add_row(printable(f"{index} {(identity[index].name or '') if index < len(identity) else ''}"),
                       printable(in_language(post.operation, lang)) if post else message("burn.live.starting", lang),
-                      f"{sample['power_w']:.0f} W" if sample.get("power_w") is not None else "-",
-                      f"{sample['temperature_c']} °C" if sample.get("temperature_c") is not None else "-",
-                      f"{sample['sm_clock_mhz']} MHz" if sample.get("sm_clock_mhz") is not None else "-",
+                      f"{sample.power_w:.0f} W" if sample.power_w is not None else "-",
+                      f"{sample.temperature_c} °C" if sample.temperature_c is not None else "-",
+                      f"{sample.sm_clock_mhz} MHz" if sample.sm_clock_mhz is not None else "-",
                       reasons or "-")
     return table
 
@@ -192,7 +194,8 @@ def burn_gpus(selection: Selection, outcome: RunOutcome) -> list[BurnGpu]:
         index = selection.gpus[rank] if selection.gpus and rank < len(selection.gpus) else None
         facts_gpu = next((gpu for gpu in (selection.facts.gpus or []) if index is not None and gpu.index == index),
                          None) if selection.facts else None
-        gpus.append(BurnGpu(rank=rank, nvml_index=index, identity=selection.identity[index] if index is not None else {},
+        identity = dataclasses.asdict(selection.identity[index]) if index is not None else {}
+        gpus.append(BurnGpu(rank=rank, nvml_index=index, identity=identity,
                             result=data, slowdown_c=facts_gpu.slowdown_temperature_c if facts_gpu else None,
                             power_limit_w=facts_gpu.power_limit_w if facts_gpu else None,
                             power_default_limit_w=facts_gpu.power_default_limit_w if facts_gpu else None))
