@@ -182,15 +182,21 @@ class RankFailure:
     root: bool
     """In the `Root Cause` block."""
     lines: list[Line] = field(default_factory=list)
+    """Its `[N]:` line and its field lines."""
     host: str | None = None
+    """The host the rank ran on."""
     rank: int | None = None
+    """The global rank."""
     local_rank: int | None = None
+    """The rank on its host."""
     exitcode: int | None = None
     """The exit code; negative: killed by that signal (-9 SIGKILL)."""
     pid: int | None = None
+    """The rank's process."""
     traceback: str | None = None
+    """torchrun's `traceback :` field, cut at 300 characters."""
     time: str | None = None
-    """As torchrun printed it."""
+    """When it failed, as torchrun printed it."""
 
     @property
     def signal(self) -> str | None:
@@ -259,14 +265,17 @@ class NcclTestsRun:
     test: str | None = None
     """The collective the `# Collective test starting:` line names."""
     header: nccl_tests.Header | None = None
+    """The `# nThread … minBytes … maxBytes …` line: how the binary was run."""
     ranks: dict[int, nccl_tests.RankLine] = field(default_factory=dict)
     """Rank → its `# Rank` line (bounded)."""
     rank_lines: int = 0
     """`# Rank` lines seen."""
     hosts: set[str] = field(default_factory=set)
+    """The hosts the `# Rank` lines name (bounded)."""
     models: Counter = field(default_factory=Counter)
     """GPU model → ranks on it."""
     columns: tuple[str, ...] | None = None
+    """The column header's names, where the output printed one (older nccl-tests have fewer columns)."""
     rows: int = 0
     """Result rows read."""
     best: tuple[nccl_tests.Row, Line] | None = None
@@ -278,9 +287,11 @@ class NcclTestsRun:
     shape: tuple[str | None, int | None, float | None] | None = None
     """(redop, root, busbw/algbw) of the row with the highest algbw, to name the collective."""
     shape_algbw: float = -1.0
+    """The highest algbw (GB/s) of any row: the row `shape` is taken from."""
     skipped: int = 0
     """Lines that looked like rows but did not parse."""
     skipped_lines: list[Line] = field(default_factory=list)
+    """The first of those lines."""
     avg: tuple[float, Line] | None = None
     """The footer's `# Avg bus bandwidth` and its line."""
     closed: bool = False
@@ -323,14 +334,17 @@ class NcclTestsFacts:
     wrong: list[tuple[nccl_tests.Row, Line]] = field(default_factory=list)
     """The first rows with #wrong > 0."""
     wrong_count: int = 0
+    """Rows with #wrong > 0, all runs."""
     out_of_bounds_bad: list[tuple[int, Line]] = field(default_factory=list)
     """(value, line) of `# Out of bounds values : N FAILED` footers with N > 0."""
     out_of_bounds_bad_count: int = 0
+    """Footers with out-of-bounds values, all runs."""
     out_of_bounds_ok: Line | None = None
     """The first `# Out of bounds values : 0 OK` footer."""
     rows_checked: int = 0
     """Rows whose data was checked (`-c 1`)."""
     rows_unchecked: int = 0
+    """Rows printed without a data check (`#wrong` is `N/A`)."""
 
 
 # ----------------------------------------------------------------------------------------------------------- host
@@ -341,11 +355,13 @@ class HostLogFacts:
     ooms: list[tuple[OomKill, Line]] = field(default_factory=list)
     """The first OOM-killer lines."""
     oom_lines: int = 0
+    """OOM-killer lines seen."""
     sigkills: list[tuple[SigKill, Line]] = field(default_factory=list)
     """Processes a launcher or DataLoader reports killed by SIGKILL (one per pid)."""
     shm: list[tuple[ShmError, Line]] = field(default_factory=list)
     """DataLoader shared-memory errors (bus error, no space, write failed)."""
     shm_lines: int = 0
+    """Shared-memory error lines seen."""
 
 
 # ------------------------------------------------------------------------------------------------------------ DCGM
@@ -363,9 +379,11 @@ class DcgmRun:
 
 @dataclass(kw_only=True)
 class DcgmDiagFacts:
+    """`dcgmi diag` tables (DCGM 2.x/3.x summary rows, DCGM 4.x per-GPU rows)."""
     runs: list[DcgmRun] = field(default_factory=list)
     """The tables read (bounded)."""
     runs_dropped: int = 0
+    """Tables past the most kept."""
 
 
 # ----------------------------------------------------------------------------------------------------- Kubernetes
@@ -389,7 +407,9 @@ class ResourceSection:
 class K8sNode:
     """One node of `kubectl describe node` or `-o yaml`."""
     source: str
+    """The file it is in."""
     name: str | None = None
+    """Its name (`Name:`, `kubernetes.io/hostname`)."""
     labels: dict[str, str] = field(default_factory=dict)
     """Its nvidia.com/* and feature.node.kubernetes.io/* labels."""
     label_lines: list[Line] = field(default_factory=list)
@@ -397,11 +417,14 @@ class K8sNode:
     sections: dict[str, ResourceSection] = field(default_factory=dict)
     """`capacity` / `allocatable` → the block."""
     name_line: Line | None = None
+    """The line that names it."""
 
 
 @dataclass(kw_only=True)
 class K8sNodeFacts:
+    """Kubernetes node descriptions and the NVIDIA device plugin's log."""
     nodes: list[K8sNode] = field(default_factory=list)
+    """The nodes described, in order (bounded)."""
     plugin: list[tuple[PluginError, Line]] = field(default_factory=list)
     """The NVIDIA device plugin's own errors (no NVML in its container, no devices found)."""
 
