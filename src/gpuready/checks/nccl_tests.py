@@ -94,9 +94,9 @@ def _busbw(context: CheckContext, run: NcclTestsRun) -> Finding | None:
                 "rows_skipped": run.skipped}
 
     def finding(status: Status, text: Said, evidence: list, expected: float | None = None,
-                sources: list[str] = refs) -> Finding:
+                sources: list[str] | None = None) -> Finding:
         return Finding(check_id=context.check_id, status=status, subject=subject, **finding_text(text),
-                       observed=observed, expected=expected, refs=sources, evidence=evidence)
+                       observed=observed, expected=expected, refs=sources or refs, evidence=evidence)
     if run.best is None:
         if not run.rows:
             text = (said("nccl_tests.busbw_low.footer_only", **notes, avg_value=run.avg[0],
