@@ -151,6 +151,9 @@ class Finding:
     from there (i18n.py `finding_text`). None for a message not yet in the catalogue: shown as written."""
     message_values: dict[str, Any] | None = None
     """The placeholders' values (JSON scalars), so that a saved report renders again in any language."""
+    about_job: bool = False
+    """A finding in a machine category that is about the job, not the machine (the OOM killer ended it): it does not
+    make a machine the evidence does not show `not_ready`. Set by the check that knows; not written to the report."""
 
     @property
     def category(self) -> str:
@@ -185,8 +188,6 @@ MULTI_NODE_CATEGORIES = frozenset({"network"})
 # (`not_enough_evidence`), a failure among these leaves the machine's verdict `unknown` (an NCCL timeout in a log
 # says the job failed, not why); a failure about the machine (an Xid 79 in a kernel log) makes it `not_ready`.
 JOB_CATEGORIES = frozenset({"nccl", "torch", "gloo", "nccl_tests", "diagnose", "bundle", "network"})
-JOB_CHECK_IDS = frozenset({"host.oom"})
-"""Job findings in a machine category: the OOM killer ending a job says the job outgrew the memory it had."""
 
 
 def verdict_of(findings: list[Finding]) -> Verdict:
@@ -201,7 +202,7 @@ def verdict_of(findings: list[Finding]) -> Verdict:
 def partial_verdict_of(findings: list[Finding]) -> Verdict:
     """The verdict where the evidence does not show the GPUs: `not_ready` on a failure about the machine, else
     `unknown` (a `ready` needs evidence that names GPUs and shows them healthy)."""
-    if any(f.status == Status.FAIL and f.category not in JOB_CATEGORIES and f.check_id not in JOB_CHECK_IDS
+    if any(f.status == Status.FAIL and f.category not in JOB_CATEGORIES and not f.about_job
            for f in findings):
         return Verdict.NOT_READY
     return Verdict.UNKNOWN
@@ -290,6 +291,7 @@ class Report:
 
 def _finding_to_dict(finding: Finding) -> dict[str, Any]:
     data = to_jsonable(finding)
+    del data["about_job"]  # the verdict, already judged, is what a saved report keeps
     data["category"] = finding.category
     return data
 

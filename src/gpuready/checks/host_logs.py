@@ -25,7 +25,10 @@ def host_oom(context: CheckContext) -> list[Finding]:
     if host is None:
         return []
     found = _oom_killer(context, host) or _sigkills(context, host)
-    return [found] if found is not None else []
+    if found is None:
+        return []
+    found.about_job = True  # the job outgrew the memory it had: not, alone, a fault of the machine
+    return [found]
 
 
 def _oom_killer(context: CheckContext, host: HostLogFacts) -> Finding | None:

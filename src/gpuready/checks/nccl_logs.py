@@ -402,3 +402,23 @@ def nccl_warn(context: CheckContext) -> list[Finding]:
 
 def _host_of(nccl: NcclLogFacts, lines: list[Line]) -> str | None:
     return nccl.host_of(lines[0]) if lines else None
+
+
+def judge_nccl_interface(peer: str, address: str, route_nic: str | None, picks: list[str], setting: Said, *,
+                         this_host: bool) -> tuple[Status, Said, str | None, str | None]:
+    """`diagnose net`'s live probe, judged as the logs are: is the interface NCCL's socket transport picks (its own
+    rules: NCCL_SOCKET_IFNAME, NCCL_COMM_ID, then the first non-loopback, non-docker one) the one the kernel routes
+    the peer through? (status, sentence, the interface it concerns, the one expected)."""
+    if this_host:
+        return Status.SKIP, said("net.nccl_interface.this_host", peer=peer, address=address), None, None
+    if not picks:
+        return (Status.FAIL, said("net.nccl_interface.none" + (".route" if route_nic else ""), setting=setting,
+                                  route_nic=route_nic), None, route_nic)
+    if route_nic is None:
+        return Status.SKIP, said("net.nccl_interface.no_route", address=address, pick=picks[0]), None, None
+    if picks[0] != route_nic:
+        return (Status.FAIL, said("net.nccl_interface.mismatch", pick=picks[0], setting=setting, peer=peer,
+                                  route_nic=route_nic), picks[0], route_nic)
+    others = [name for name in picks[1:] if name != route_nic]
+    return (Status.PASS, said("net.nccl_interface.pass" + (".others" if others else ""), route_nic=route_nic,
+                              setting=setting, peer=peer, others=", ".join(others)), route_nic, None)

@@ -29,6 +29,8 @@ from gpuready import __version__
 from gpuready.evidence.folders import walk_folder
 from gpuready.i18n import Said, finding_text, said
 from gpuready.knowledge import thresholds
+from gpuready.checks.nccl_logs import WRONG_INTERFACE, judge_nccl_interface
+from gpuready.checks.torch_logs import FIREWALL
 from gpuready.model import Finding, Report, Status, Subject
 from gpuready.facts.net_interfaces import (IfAddr, interface_of, is_loopback_ip, is_loopback_name, local_interface_entries,
                                           mtu_of, nccl_settings, nccl_socket_interfaces, resolve, route_source)
@@ -297,7 +299,7 @@ class _Net:
         elif outcome == "timeout":
             self.add("network.peer_port", Status.FAIL, said("net.peer_port.timeout", **target, seconds=self.timeout_s),
                      nic=route_nic, observed=observed, expected="connected or refused", refs=[NCCL_NET_TROUBLE_REF])
-            self.add("network.firewall", Status.WARN, said("net.firewall.timeout", peer=peer, port=self.port),
+            self.add(FIREWALL, Status.WARN, said("net.firewall.timeout", peer=peer, port=self.port),
                      nic=route_nic, observed=observed, expected="port open within the cluster",
                      refs=[NCCL_NET_TROUBLE_REF])
         else:
@@ -315,29 +317,9 @@ class _Net:
         observed = {"peer": peer, "nccl_interfaces": picks, "route_interface": route_nic,
                     "NCCL_SOCKET_IFNAME": ifname}
         refs = [NCCL_ENV_REF, NCCL_SOCKET_SRC_REF]
-        if is_loopback_ip(address):
-            self.add("nccl.wrong_interface", Status.SKIP, said("net.nccl_interface.this_host", peer=peer, address=address),
-                     observed=observed, refs=refs)
-            return
-        if not picks:
-            self.add("nccl.wrong_interface", Status.FAIL,
-                     said("net.nccl_interface.none" + (".route" if route_nic else ""), setting=setting,
-                          route_nic=route_nic),
-                     observed=observed, expected=route_nic, refs=refs)
-            return
-        if route_nic is None:
-            self.add("nccl.wrong_interface", Status.SKIP, said("net.nccl_interface.no_route", address=address,
-                                                               pick=picks[0]), observed=observed, refs=refs)
-            return
-        if picks[0] != route_nic:
-            self.add("nccl.wrong_interface", Status.FAIL,
-                     said("net.nccl_interface.mismatch", pick=picks[0], setting=setting, peer=peer, route_nic=route_nic),
-                     nic=picks[0], observed=observed, expected=route_nic, refs=refs)
-            return
-        others = [name for name in picks[1:] if name != route_nic]
-        self.add("nccl.wrong_interface", Status.PASS,
-                 said("net.nccl_interface.pass" + (".others" if others else ""), route_nic=route_nic, setting=setting,
-                      peer=peer, others=", ".join(others)), nic=route_nic, observed=observed, refs=refs)
+        status, text, nic, expected = judge_nccl_interface(peer, address, route_nic, picks, setting,
+                                                           this_host=is_loopback_ip(address))
+        self.add(WRONG_INTERFACE, status, text, nic=nic, observed=observed, expected=expected, refs=refs)
 
     def _mtu(self, peer: str, route_nic: str | None, nccl_nics: list[str], facts: dict[str, Any]) -> None:
         """The MTU of the routing interface and, towards another host, of the one NCCL would bootstrap over."""
