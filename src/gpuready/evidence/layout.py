@@ -4,7 +4,7 @@ from __future__ import annotations
 
 # file name → the command (or source) that wrote it, as documented in the README.
 BUNDLE_FILES: dict[str, str] = {
-    "nvml.json": "NVML queries through nvidia-ml-py (format gpuready-nvml v1)",
+    "nvml.json": "NVML queries through nvidia-ml-py (format gpuready-nvml v2; v1 read too)",
     "nvidia-smi.txt": "nvidia-smi",
     "nvidia-smi-q.xml": "nvidia-smi -q -x",
     "nvidia-smi-q.txt": "nvidia-smi -q (plain text; read when no XML is present)",
