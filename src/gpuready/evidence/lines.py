@@ -17,6 +17,8 @@ from gpuready.evidence.limits import MIB
 
 CHUNK_BYTES = 4 * MIB
 """Read at a time: the marker search runs over a chunk at the speed of the regex engine."""
+SPLIT_CHUNK_BYTES = MIB
+"""Read at a time where every line is split out (`text_lines`): a chunk's lines are held as objects at once."""
 BYTE_ORDER_MARKS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 
 
@@ -27,12 +29,14 @@ class LineBlocks:
     holes skipped), `long_lines` (lines cut, each counted once), `stopped` (`max_bytes` ran out with more to read)."""
 
     def __init__(self, raw: BinaryIO, head: bytes = b"", *, max_line_bytes: int, max_bytes: int | None = None,
-                 sample_bytes: int = 0, judge: Callable[[bytes], None] | None = None) -> None:
+                 sample_bytes: int = 0, judge: Callable[[bytes], None] | None = None,
+                 chunk_bytes: int | None = None) -> None:
         """`head`: what was already read of the stream (its start); `max_bytes`: the most bytes it is read for, `head`
         included (skipped holes are not read); `judge`: called once with the first `sample_bytes` of the text (NUL
         bytes and byte-order mark taken out), before any block is given, or at the end where the text is shorter (it
-        raises to refuse the stream)."""
+        raises to refuse the stream); `chunk_bytes`: read at a time (CHUNK_BYTES where not said)."""
         self.raw, self.head = raw, head
+        self.chunk_bytes = chunk_bytes or CHUNK_BYTES
         self.max_line_bytes, self.max_bytes = max_line_bytes, max_bytes
         self.sample_bytes, self.judge = sample_bytes, judge
         self.bytes_read = 0
@@ -54,13 +58,14 @@ class LineBlocks:
                 if newline < 0:
                     continue
                 chunk, dropping = chunk[newline + 1:], False
-            block = pending + chunk if pending else chunk
+            # Each name let go as soon as it is used: while the next chunk is read, none of this one is held.
+            block, chunk = (pending + chunk if pending else chunk), b""
             end = block.rfind(b"\n")
-            if end < 0:
-                pending = block
-            else:
-                pending = block[end + 1:]
-                yield self._cut_long_lines(block[:end + 1]) if end >= self.max_line_bytes else block[:end + 1]
+            pending, lines = (block, b"") if end < 0 else (block[end + 1:], block[:end + 1])
+            block = b""
+            if lines:
+                yield self._cut_long_lines(lines) if len(lines) > self.max_line_bytes else lines
+                lines = b""
             if len(pending) > self.max_line_bytes:  # one endless line: its start is given now, its rest dropped
                 self.long_lines += 1
                 yield pending[:self.max_line_bytes] + b"\n"
@@ -93,12 +98,11 @@ class LineBlocks:
     def _text_chunks(self) -> Iterator[bytes]:
         """The stream's bytes in chunks, without byte-order mark and NUL bytes (a chunk of NULs only is not given,
         and where the file is sparse, the hole after it is skipped)."""
-        zeros = bytes(CHUNK_BYTES)
         chunk = self.head or self._read()
         first = True
         while chunk:
             self.bytes_read += len(chunk)
-            if chunk == zeros[:len(chunk)]:
+            if not chunk.strip(b"\0"):  # all NUL bytes (a text chunk is not copied: it has none at its ends)
                 if isinstance(self.raw, io.FileIO):  # a file on disk, not an archive member
                     skipped = _skip_hole(self.raw)
                     self.bytes_read += skipped
@@ -108,11 +112,13 @@ class LineBlocks:
                     first = False
                     for mark in BYTE_ORDER_MARKS:
                         chunk = chunk[len(mark):] if chunk.startswith(mark) else chunk
-                yield chunk.replace(b"\0", b"") if b"\0" in chunk else chunk
+                text, chunk = (chunk.replace(b"\0", b"") if b"\0" in chunk else chunk), b""
+                yield text
+                text = b""
             chunk = self._read()
 
     def _read(self) -> bytes:
-        want = CHUNK_BYTES
+        want = self.chunk_bytes
         if self.max_bytes is not None:
             want = min(want, self.max_bytes - (self.bytes_read - self.hole_bytes))
             if want <= 0:
@@ -141,7 +147,7 @@ def _skip_hole(raw: io.FileIO) -> int:
 
 
 def text_lines(blocks: Iterator[bytes]) -> Iterator[str]:
-    """Each line of the blocks, decoded, with its newline."""
+    """Each line of the blocks, decoded, with its newline (blocks read SPLIT_CHUNK_BYTES at a time hold few lines)."""
     for block in blocks:
         for line in block.split(b"\n")[:-1]:
             yield line.decode("utf-8", errors="replace") + "\n"

@@ -45,6 +45,7 @@ class MarkerScan:
         number = 0
         for block in blocks:
             number = self._scan_block(scanned, block, number) if self.patterns else number + block.count(b"\n")
+            block = b""  # not held while the next one is read
         return number
 
     def _scan_block(self, scanned: "_FileScan", block: bytes, number: int) -> int:

@@ -1,5 +1,5 @@
 """Read a support bundle (a folder, a .tar / .tar.gz, or one pasted tool output) into a `Bundle`: the evidence reader
-(evidence/stream.py) in the shape of one machine's bundle.
+(evidence/stream.py, evidence/budget.py) in the shape of one machine's bundle.
 
 A `Bundle` is {file name: text} for the files that were read, plus, for everything else that was met, why it was not
 read, so that nothing is dropped silently. The rules (README, "Support bundles"):
@@ -29,13 +29,13 @@ from typing import BinaryIO
 
 from gpuready.evidence.archive import (READ_ERRORS, MemberWalk, format_of, inflated_name, member_parts, open_compressed,
                                        open_tar, unsafe_reason)
+from gpuready.evidence.budget import EvidenceReader, read_capped
 from gpuready.evidence.bundle import MAX_LISTED, Bundle, BundleError, entry_error, state
 from gpuready.evidence.files import NotRegular, cannot_read, decode, open_regular, read_up_to, shown
 from gpuready.evidence.layout import BUNDLE_FILES
 from gpuready.evidence.limits import DEFAULT_LIMITS, InputLimits, size_text
-from gpuready.evidence.lines import text_lines
+from gpuready.evidence.lines import SPLIT_CHUNK_BYTES, text_lines
 from gpuready.evidence.sniff import SNIFF_CHARS, kind_of, why_not_text
-from gpuready.evidence.stream import EvidenceReader, read_capped
 from gpuready.facts.bad_input import Sentence, sentence
 from gpuready.facts.kernel_log import relevant_lines
 from gpuready.i18n import Said, said
@@ -229,7 +229,7 @@ class BundleReader(EvidenceReader):
 
     def _read_log(self, name: str, raw: BinaryIO, head: bytes, size: int | None, budget: int | None,
                   budget_reason: Said | None) -> None:
-        blocks = self.line_blocks(raw, head, budget, judge=_judge_text)
+        blocks = self.line_blocks(raw, head, budget, judge=_judge_text, chunk_bytes=SPLIT_CHUNK_BYTES)
         kept: list[str] = []
         numbers: list[int] = []
         kept_bytes = 0

@@ -4,7 +4,7 @@ pasted tool output) is walked once and each file read once, front to back, in ch
 check parsers read whole are kept (a `Bundle`, evidence/bundle.py), and every line is offered to the log readers whose
 markers it holds (evidence/markers.py), searched in the raw bytes at the speed of the regex engine.
 
-Two shapes of input, one reader (`EvidenceReader` holds what they share):
+Two shapes of input, one reader (evidence/budget.py `EvidenceReader` holds what they share):
 - one machine's bundle (`check --bundle`, `plan`, `launch`): evidence/reader.py `BundleReader`; its files by their
   bundle names or their heads, the kernel log kept as the lines its parser uses;
 - anything pasted into a ticket (`diagnose`): `Scanner` below, walking with evidence/walk.py; every text file streamed
@@ -21,52 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Sequence
 
+from gpuready.evidence.budget import EvidenceReader, read_capped
 from gpuready.evidence.bundle import Bundle
 from gpuready.evidence.files import decode, read_up_to
 from gpuready.evidence.layout import BUNDLE_FILES
 from gpuready.evidence.limits import DEFAULT_LIMITS, InputLimits, size_text
-from gpuready.evidence.lines import LineBlocks
 from gpuready.evidence.markers import KernelLines, MarkerScan
 from gpuready.evidence.sniff import SNIFF_CHARS, kind_of, why_not_text
 from gpuready.evidence.walk import InputWalk
 from gpuready.facts.bad_input import Sentence, sentence
 from gpuready.facts.log_lines import Reader
-
-
-class EvidenceReader:
-    """What every shape of input shares: one set of limits, and what all inputs together have used of them."""
-
-    def __init__(self, limits: InputLimits = DEFAULT_LIMITS) -> None:
-        self.limits = limits
-        self.read_bytes = 0
-        """Bytes read from all inputs, against limits.max_input_bytes."""
-        self.held_bytes = 0
-        """Bytes of the tool outputs kept whole for the checks, against limits.max_held_bytes."""
-        self.files_read = 0
-        """Files read (or begun), against limits.max_files."""
-
-    def input_left(self) -> int:
-        """Bytes left of limits.max_input_bytes."""
-        return self.limits.max_input_bytes - self.read_bytes
-
-    def line_blocks(self, raw: BinaryIO, head: bytes, max_bytes: int | None,
-                    judge: Callable[[bytes], None] | None = None) -> LineBlocks:
-        """The stream's lines, cut at limits.max_line_bytes; `judge` sees its first SNIFF_CHARS of text."""
-        return LineBlocks(raw, head, max_line_bytes=self.limits.max_line_bytes, max_bytes=max_bytes,
-                          sample_bytes=SNIFF_CHARS, judge=judge)
-
-    def charge(self, blocks: LineBlocks) -> None:
-        """Count what `blocks` read against limits.max_input_bytes (a sparse file's holes are not read)."""
-        self.read_bytes += blocks.bytes_read - blocks.hole_bytes
-
-
-def read_capped(raw: BinaryIO, head: bytes, cap: int, size: int | None = None) -> tuple[bytes, bool]:
-    """The stream's first `cap` bytes (`head`: its start, read already), and whether it holds more (`size`: its size
-    where known, else one byte more is read to tell)."""
-    data = head[:cap] + read_up_to(raw, cap - len(head)) if cap > len(head) else head[:cap]
-    if len(data) < cap:
-        return data, False
-    return data, (size > len(data) if size else bool(raw.read(1)))
 
 
 @dataclass(kw_only=True)

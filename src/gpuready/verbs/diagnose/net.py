@@ -15,7 +15,6 @@ Messages and fixes: the catalogue's `net.*` (locale/<lang>/LC_MESSAGES/diagnose_
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import os
 import socket
@@ -165,6 +164,8 @@ def shared_path_digest(folder: Path, *, hash_bytes_per_file: int = SHARED_HASH_B
     a link as its target (never followed); in sorted path order. Bounded: at most `max_files` files and
     `max_hashed_bytes` read in all (beyond it, name and size only). Modification times are left out (they
     differ between copies of the same data). Raises OSError if the folder cannot be listed."""
+    import hashlib  # OpenSSL, 3.5 MB: loaded by the digest alone, not by every `diagnose` that imports this verb
+
     folder = Path(folder)
     if not folder.is_dir():
         raise NotADirectoryError(f"{folder} is not a folder")
