@@ -6,7 +6,7 @@ words are needed, a catalogue id with values; each reader says them in its own l
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuready.i18n import Said, json_values
@@ -79,11 +79,6 @@ def operation_fields(operation: str | Said) -> dict[str, Any]:
     if isinstance(operation, Said):
         return {"operation": "", "message_id": operation.msg_id, "message_values": json_values(operation.values)}
     return {"operation": operation, "message_id": None, "message_values": {}}
-
-
-def post_json(post: RankPost) -> dict[str, Any]:
-    """A post as the store keeps it (JSON)."""
-    return asdict(post)
 
 
 def figures_from_json(figures: Any) -> list[Figure]:
