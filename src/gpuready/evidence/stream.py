@@ -10,7 +10,8 @@ Two shapes of input, one reader (evidence/budget.py `EvidenceReader` holds what 
 - anything pasted into a ticket (`diagnose`): `Scanner` below, walking with evidence/walk.py; every text file streamed
   through the log readers, the tool outputs among them kept whole, the kernel-log lines kept for the checks.
 
-`check --bundle` is `diagnose` without the log readers: what both keep goes to the same parsers and the same checks.
+What either keeps goes to the same parsers and the same checks (pipeline.py `check_files`): on a bundle's files,
+`diagnose` reports what `check --bundle` does, and what its log readers add.
 """
 
 from __future__ import annotations

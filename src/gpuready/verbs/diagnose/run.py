@@ -1,9 +1,9 @@
 """`gpuready diagnose PATH...`: read what people paste into tickets and say what went wrong, with evidence and a fix.
 
-Inputs are files, folders and bundles (a folder or a .tar.gz), any number, recognised by their content. Every text
-file is streamed once, in chunks, in bounded memory: each reader's markers are searched in the raw bytes of a chunk
-at the speed of the regex engine, and only the lines they are on are decoded and fed to those readers. Files that the `check` parsers read (nvidia-smi, topo -m, lspci, ...) also become facts,
-and the static checks run on them. Findings are ranked: root causes first, each followed by its consequences.
+Inputs are files, folders and bundles (a folder or a .tar.gz), any number, recognised by their content, read by the
+evidence reader (evidence/stream.py): every text file is streamed once, in chunks, in bounded memory, and each log
+reader is fed the lines its markers are on. Files that the `check` parsers read (nvidia-smi, topo -m, lspci, ...) also
+become facts, and the static checks run on them. Findings are ranked: root causes first, each followed by its consequences.
 """
 
 from __future__ import annotations
