@@ -16,7 +16,7 @@ import re
 from typing import Any, Callable
 
 from gpuready.evidence.layout import BUNDLE_FILES
-from gpuready.evidence.reader import Bundle, entry_error, state
+from gpuready.evidence.bundle import Bundle, entry_error, state
 from gpuready.evidence.sniff import kind_of, why_not_text
 from gpuready.facts import host_files, network_files, software_files
 from gpuready.facts.bad_input import ParseFailure, Sentence, sentence

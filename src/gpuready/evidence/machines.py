@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from gpuready.evidence.reader import Bundle
+from gpuready.evidence.bundle import Bundle
 from gpuready.evidence.layout import BUNDLE_FILES
 from gpuready.evidence.sniff import kind_of
 

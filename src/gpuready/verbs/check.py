@@ -6,7 +6,8 @@ from gpuready.checks.registry import CheckOptions
 from gpuready.cli import option_groups as groups
 from gpuready.cli import option_kinds as kind
 from gpuready.cli.output import check_out, emit
-from gpuready.evidence.reader import BundleError, read_bundle
+from gpuready.evidence.bundle import BundleError
+from gpuready.evidence.reader import read_bundle
 from gpuready.i18n import said
 from gpuready.options import UsageError
 from gpuready.pipeline import check_files, check_report, gather_facts

@@ -31,7 +31,8 @@ import yaml
 from gpuready.i18n import said, said_of, sentence
 from gpuready.cli import option_groups as groups, option_kinds as kind
 from gpuready.evidence.build import build_facts
-from gpuready.evidence.reader import BundleError, read_bundle
+from gpuready.evidence.bundle import BundleError
+from gpuready.evidence.reader import read_bundle
 from gpuready.facts.net_interfaces import (IfAddr, interface_of, is_loopback_name, local_interface_entries,
                                            nccl_socket_interfaces, route_source)
 from gpuready.facts.network_files import is_virtual_interface

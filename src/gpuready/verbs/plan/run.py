@@ -22,7 +22,7 @@ from gpuready.estimate.measured import measured_figures
 from gpuready.options import InputFileError
 from gpuready.estimate import memory
 from gpuready.estimate.power import power_plan
-from gpuready.evidence.reader import BundleError
+from gpuready.evidence.bundle import BundleError
 from gpuready.pipeline import gather_facts
 from gpuready.verbs.plan import strategy
 from gpuready.verbs.plan.batch import scale_batch
