@@ -470,13 +470,19 @@ def test_persistence_off_on_a_datacenter_gpu_warns():
     assert (finding.observed, finding.expected, finding.refs) == ("Disabled", "Enabled", [PERSISTENCE_DOC])
 
 
-def test_persistence_off_on_an_rtx_a6000_is_how_workstations_ship():
-    """The RTX A6000 is a workstation card (no GeForce/Quadro/TITAN in its name, so only the model table says it is
-    no datacenter part): off is usual, a pass."""
+def test_persistence_off_on_an_rtx_a6000_warns_as_on_a_server():
+    """The RTX A6000 is a workstation card, built into GPU servers: held to persistence mode like a datacenter part
+    (thresholds.toml [persistence] desktop_brands names only the consumer brands)."""
     finding = _one(Facts(gpus=[_gpu(0, name="NVIDIA RTX A6000", persistence_mode=False)]), "gpu.persistence")
+    assert (finding.status, finding.message_id) == (Status.WARN, "gpu.persistence.off")
+
+
+def test_persistence_off_on_a_geforce_card_is_how_desktops_ship():
+    """A GeForce card (consumer desktop): off is usual, a pass."""
+    finding = _one(Facts(gpus=[_gpu(0, name="NVIDIA GeForce RTX 3090", persistence_mode=False)]), "gpu.persistence")
     assert (finding.status, finding.message) == (
-        Status.PASS, "Persistence mode is off on GPU0 (NVIDIA RTX A6000, not a datacenter GPU): usual on desktops and "
-                     "workstations.")
+        Status.PASS, "Persistence mode is off on GPU0 (NVIDIA GeForce RTX 3090, a consumer desktop card): usual on "
+                     "desktops, where the display keeps the driver loaded.")
     assert finding.observed == "Disabled" and finding.refs[0] == PERSISTENCE_DOC
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
 from gpuready.checks.kernel_judge import fallen_off_bus_xid
+from gpuready.checks.log_evidence import quote
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, per_gpu, queried
 from gpuready.facts.types import GpuFacts, KernelEvent
 from gpuready.i18n import said
@@ -260,18 +262,44 @@ def gpu_visible_devices(context: CheckContext) -> list[Finding]:
 _PERSISTENCE_REF = "https://docs.nvidia.com/deploy/driver-persistence/index.html"
 
 
-@check("gpu.persistence")
+_DCGM_PERSISTENCE = re.compile(r"Persistence mode for GPU (?P<gpu>\d{1,4}) is disabled")
+"""DCGM's DCGM_FR_PERSISTENCE_MODE_MSG (NVIDIA/DCGM dcgm_errors.h, "Persistence mode for GPU %u is disabled."): the
+note its Persistence Mode deployment test prints, as an `Info` row under a `Pass`."""
+
+
+def _persistence_in_logs(context: CheckContext) -> list[Finding]:
+    """`dcgmi diag` noting persistence mode off on a GPU: DCGM runs on data-center GPUs, held to persistence mode."""
+    dcgm = context.facts.logs.dcgm
+    found: dict[int, Finding] = {}
+    for run in dcgm.runs if dcgm else []:
+        for test in run.diag.tests:
+            for message in test.messages:
+                match = _DCGM_PERSISTENCE.search(message.text)
+                if match is None or int(match.group("gpu")) in found:
+                    continue
+                index = int(match.group("gpu"))
+                found[index] = context.warn(
+                    said("gpu.persistence.off_dcgm", index=index), observed="Disabled", expected="Enabled",
+                    refs=[_PERSISTENCE_REF, "NVIDIA/DCGM dcgm_errors.h DCGM_FR_PERSISTENCE_MODE_MSG"],
+                    evidence=quote([run.refs[row] for row in message.rows if row < len(run.refs)]))
+    return list(found.values())
+
+
+def _consumer_card(gpu: GpuFacts) -> bool:
+    """A consumer desktop card (GeForce, TITAN): its product name carries the brand. Workstation cards (RTX A/Ada/PRO,
+    Quadro) go into servers and are held to persistence mode like data-center parts."""
+    brands = thresholds("persistence")["desktop_brands"]
+    return any(brand.lower() in (gpu.name or "").lower() for brand in brands)
+
+
+@check("gpu.persistence", logs=_persistence_in_logs)
 def gpu_persistence(context: CheckContext) -> list[Finding]:
     """Persistence mode on."""
     def judge(gpu: GpuFacts) -> Finding | None:
         if gpu.persistence_mode is not False:
             return None
-        spec = gpu_spec(gpu.name)
-        brands = thresholds("persistence")["desktop_brands"]
-        desktop = not spec.get("datacenter") if spec is not None else \
-            any(brand.lower() in (gpu.name or "").lower() for brand in brands)
-        if desktop:
-            # a GeForce or workstation card: a desktop keeps the driver loaded (the display uses it), and
+        if _consumer_card(gpu):
+            # a GeForce or TITAN card: a desktop keeps the driver loaded (the display uses it), and
             # persistence mode is a server setting; off is how these machines ship, not a fault
             return context.passed(said("gpu.persistence.desktop", index=gpu.index, name=gpu.name), gpu=gpu,
                                   observed="Disabled", refs=[_PERSISTENCE_REF, thresholds("persistence")["source"]])
