@@ -126,6 +126,10 @@ KNOWN_NAMES = {
     "NVIDIA GeForce RTX 4090": "RTX 4090",
     "NVIDIA GeForce RTX 3090": "RTX 3090",
     "NVIDIA GeForce RTX 5090": "RTX 5090",
+    "NVIDIA GeForce RTX 2070": "RTX 2070",
+    "NVIDIA GeForce RTX 2080": "RTX 2080",
+    "NVIDIA RTX A5000": "RTX A5000",
+    "Tesla V100S-PCIE-32GB": "V100S PCIe 32GB",
 }
 
 # Names that must NOT match any row (near-misses of the rows above, or boards that
@@ -139,7 +143,9 @@ UNMATCHED_NAMES = [
     "NVIDIA GeForce RTX 4060 Ti",
     "NVIDIA GeForce RTX 3060 Laptop GPU",
     "NVIDIA RTX A4000",
-    "Tesla V100S-PCIE-32GB",
+    "NVIDIA GeForce RTX 2070 SUPER",
+    "NVIDIA GeForce RTX 2080 Ti",
+    "NVIDIA GeForce RTX 2080 SUPER",
     "Tesla V100-SXM3-32GB",
     "Tesla K80",
     "NVIDIA A30",

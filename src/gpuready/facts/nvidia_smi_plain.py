@@ -155,13 +155,19 @@ def _corrupted_inforoms(text: str, skipped_lines: set[int]) -> list[str]:
     return found
 
 
+_UNREAD_NAMES = ("ERR!", "[Unknown Error]", "Unknown Error", "N/A", "[N/A]")
+"""What the Name cell reads where nvidia-smi could not read the name."""
+
+
 def _gpu_of_row(match: re.Match, line: str, second: str) -> GpuFacts | None:
     """The GPU of a table row: its first line and the line under it."""
     bus_id = normalize_bus_id(match.group(4))
     if bus_id is None:
         return None
     index = bounded(match.group(1), "gpus", said("parse.what.gpu_number", number=repr(match.group(1)[:20])))
-    gpu = GpuFacts(index=index, bus_id=bus_id, name=match.group(2).strip(),
+    name = match.group(2).strip()
+    # nvidia-smi prints `ERR!` where NVML answered with an error (`[Unknown Error]` in --query-gpu): no model name
+    gpu = GpuFacts(index=index, bus_id=bus_id, name=None if name in _UNREAD_NAMES else name,
                    persistence_mode={"On": True, "Off": False}.get(match.group(3)), source="nvidia-smi.txt")
     gpu.ecc_uncorrected_volatile = _volatile_uncorrected_ecc(line)
     cells = [cell.strip() for cell in second.strip().strip("|").split("|")]

@@ -1,0 +1,63 @@
+"""Thin and odd nvidia-smi captures judged by what they show (issue 31): a GPU row whose fields read `ERR!` is a lost
+GPU, not another model; models without NVLink; P2P that a board's model cannot do.
+
+Each capture here comes from a public source other than the shared real cases, named beside it."""
+
+from __future__ import annotations
+
+from helpers import report_for, statuses
+
+# NVIDIA/gpu-operator issue #559 ("Install gpu-operator will cause GPU Error", 2023-07-28): an 8x A40 node where
+# GPU 0's row reads ERR! in every NVML field; rows 0 and 1 of the table as posted.
+ERR_ROW_TABLE = """\
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 525.125.06   Driver Version: 525.125.06   CUDA Version: 12.0     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|                               |                      |               MIG M. |
+|===============================+======================+======================|
+|   0  ERR!                On   | 00000000:19:00.0 Off |                 ERR! |
+|ERR!  ERR! ERR!    ERR! / ERR! |      0MiB / 46068MiB |    ERR!      Default |
+|                               |                      |                 ERR! |
++-------------------------------+----------------------+----------------------+
+|   1  NVIDIA A40          On   | 00000000:1A:00.0 Off |                    0 |
+|  0%   26C    P8    12W / 300W |      0MiB / 46068MiB |      0%      Default |
+|                               |                      |                  N/A |
++-------------------------------+----------------------+----------------------+
+"""
+
+
+def test_a_row_of_err_is_a_lost_gpu_not_another_model(tmp_path):
+    (tmp_path / "nvidia-smi.txt").write_text(ERR_ROW_TABLE)
+    report = report_for(tmp_path)
+    assert statuses(report, "gpu.lost") == ["fail"]
+    lost = next(f for f in report.findings if f.check_id == "gpu.lost")
+    assert lost.subject.gpu.bus_id == "0000:19:00.0" and "ERR!" not in lost.message.split(" at ")[0]
+    assert statuses(report, "gpu.model_mismatch") == ["pass"]
+
+
+# ---------------------------------------------------------------------- no NVLink from the models, without topo -m
+
+def _matrix(names: list[str]):
+    from gpuready.checks.registry import registered_in_order, run_checks
+    from gpuready.facts.types import Facts, GpuFacts
+    registered_in_order()
+    gpus = [GpuFacts(index=i, bus_id=f"0000:{i + 1:02x}:00.0", name=name) for i, name in enumerate(names)]
+    (finding,) = run_checks(Facts(gpus=gpus), only=["topology.matrix"])
+    return finding
+
+
+def test_boards_without_an_nvlink_connector_say_so_from_their_names():
+    """TU106 (RTX 2070) has no NVLink connector (TechPowerUp's Turing review); V100S PCIe has only PCIe Gen3 (V100
+    datasheet): a `-q` or plain nvidia-smi capture naming them is enough (names as nvidia-smi prints them)."""
+    for name, model in (("NVIDIA GeForce RTX 2070", "RTX 2070"), ("Tesla V100S-PCIE-32GB", "V100S PCIe 32GB")):
+        finding = _matrix([name, name])
+        assert (finding.status.value, finding.message_id) == ("warn", "topology.matrix.no_nvlink")
+        assert finding.observed == {"GPU0": model, "GPU1": model}
+
+
+def test_boards_with_an_optional_bridge_are_left_to_the_matrix():
+    """RTX 2080 (one x8 link) and RTX A5000 (2-way bridge) link only through a bridge `-q` cannot show: unjudged."""
+    for name in ("NVIDIA GeForce RTX 2080", "NVIDIA RTX A5000", "NVIDIA GeForce RTX 2070 SUPER"):
+        assert _matrix([name, name]).status.value == "skip"
