@@ -355,3 +355,20 @@ def test_recorded_h200_docker_bundle_is_judged_as_a_container_with_its_one_gpu()
     problems = {(f.check_id, f.status.value) for f in report.findings if f.status.value in ("warn", "fail", "error")}
     assert problems == {("host.memory_ratio", "warn")}  # 126 GiB RAM for 141 GB of VRAM
     assert report.verdict().value == "ready_with_warnings" and report.exit_code() == 0
+
+
+def test_nvml_unknown_error_beside_a_gpu_listing_is_lost_device_access(tmp_path):
+    """NVML's 'Unknown Error' at start (NVIDIA/nvidia-docker#1671's paste, tests/fixtures/evidence-classes) where
+    another output of the same machine lists its GPUs (tests/fixtures/public/mig's `nvidia-smi -L`): the container
+    lost its device nodes (NVIDIA/nvidia-container-toolkit#48), not the driver."""
+    from gpuready.model import Status
+    from helpers import findings, of
+    fixtures = Path(__file__).parent / "fixtures"
+    error = tmp_path / "container-nvidia-smi.txt"
+    error.write_text((fixtures / "evidence-classes" / "nvml-unknown-error-nvidia-docker-1671.txt").read_text())
+    listing = tmp_path / "host-nvidia-smi-L.txt"
+    listing.write_text((fixtures / "public" / "mig" / "nvidia-smi-L.txt").read_text())
+    lost = [f for f in of(findings(error, listing), "software.container") if f.status is Status.FAIL]
+    assert len(lost) == 1 and "/dev/nvidia" in lost[0].message and "nvidia-ctk" in lost[0].fix
+    alone = of(findings(error), "software.container")  # the error alone: gpu.present's finding, not this one
+    assert [f for f in alone if f.status is Status.FAIL] == []

@@ -45,7 +45,7 @@ def test_deployment_error_row_is_a_failure_of_that_gpu():
 def test_internal_error_is_a_diag_error_not_a_gpu_failure():
     found = findings(DCGM / "diag_internal_error_dcgm4_dcgm_253.txt")
     error = only(found, "dcgm.diag_error")
-    assert error.status is Status.WARN and error.subject.gpu is None
+    assert error.status is Status.SKIP and error.subject.gpu is None  # the GPUs were not tested: no finding
     assert (error.observed["test"], error.observed["section"]) == ("pcie", "Integration")
     assert error.observed["dcgm_version"] == "4.2.3" and len(error.observed["reasons"]) == 4
     assert error.observed["reasons"][2].startswith("There was an internal error during the test: 'Output of child "
@@ -172,6 +172,25 @@ def test_fewer_allocatable_than_capacity_fails(tmp_path):
     node = only(findings(path), "k8s.gpu_not_advertised")
     assert node.status is Status.FAIL and (node.observed["capacity"], node.observed["allocatable"]) == (8, 7)
     assert "marks 1 unhealthy" in node.message
+
+
+def test_grepped_describe_without_block_headers_still_shows_zero_gpus(tmp_path):
+    """`kubectl describe nodes | grep nvidia.com/gpu` keeps no `Capacity:` header: the `nvidia.com/gpu:  0` lines are
+    the Capacity and Allocatable rows in describe's order, once per node. Shape published in
+    open-edge-platform/geti_v2#1501 (a label, two zero rows, the Allocated-resources row); two nodes here."""
+    path = tmp_path / "grep-gpu.txt"
+    node = ("                    nvidia.com/gpu=true\n  nvidia.com/gpu:     0\n  nvidia.com/gpu:     0\n"
+            "  nvidia.com/gpu     0              0\n")
+    path.write_text(node * 2)
+    nodes = of(findings(path), "k8s.gpu_not_advertised")
+    assert [(n.status, n.observed["capacity"], n.observed["allocatable"]) for n in nodes] == \
+        [(Status.FAIL, 0, 0), (Status.FAIL, 0, 0)]
+    healthy = tmp_path / "grep-gpu-8.txt"
+    healthy.write_text("  nvidia.com/gpu:     8\n  nvidia.com/gpu:     8\n  nvidia.com/gpu     2              2\n")
+    assert only(findings(healthy), "k8s.gpu_not_advertised").status is Status.PASS
+    labels_only = tmp_path / "labels.txt"  # a label line is no resource
+    labels_only.write_text("                    nvidia.com/gpu.count=8\n                    nvidia.com/gpu=true\n")
+    assert of(findings(labels_only), "k8s.gpu_not_advertised") == []
 
 
 def test_device_plugin_without_nvml():

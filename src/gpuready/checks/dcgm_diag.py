@@ -1,9 +1,10 @@
 """`dcgmi diag -r N` output pasted into a ticket (facts.log_facts.DcgmDiagFacts): which test failed on which GPU, and
 why.
 
-A failed test is `dcgm.diag_failed` (fail; a `Warn` result warns), a test that failed with DCGM's own `internal error`
-(or a diagnostic that could not run) is `dcgm.diag_error` (warn: the diagnostic failed, the GPU was not judged), a set
-of runs where every test passed is `dcgm.diag_passed`. `Info` rows are notes, never failures.
+A failed test is `dcgm.diag_failed` (fail; a `Warn` result warns); a diagnostic that could not run is `dcgm.diag_error`
+(warn); a test that failed with DCGM's own `internal error`, or because CUDA could not start (error 802, the NVSwitch
+fabric: gpu.fabric's finding), never tested a GPU: `dcgm.diag_error` as a skip that says why. A set of runs where every
+test passed is `dcgm.diag_passed`. `Info` rows are notes, never failures.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from gpuready.model import Finding, GpuRef, Status, Subject
 MAX_REASON_CHARS = 300
 REFS = ["https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html",
         "NVIDIA/DCGM dcgmi/Diag.cpp (the table: `Fail - GPU: n`, `GPUn: Fail`, `Warning` rows)"]
+CUDA_802_REF = "CUDA Runtime API cudaErrorSystemNotReady = 802 ('system not yet initialized'); Fabric Manager User Guide"
 _DEPLOYMENT_FIXES = {
     "persistence mode": "persistence_mode", "environment variables": "environment_variables",
     "graphics processes": "graphics_processes", "page retirement/row remap": "row_remap",
@@ -40,7 +42,12 @@ def _flagged(run: DcgmRun) -> list:
 def dcgm_diag_failed(context: CheckContext) -> list[Finding]:
     """Every DCGM test passed on every GPU."""
     return [_test_finding(context, run, test) for run in _runs(context) for test in _flagged(run)
-            if not test.internal_error]
+            if not _not_judged(test)]
+
+
+def _not_judged(test) -> bool:
+    """The test never judged a GPU: DCGM's own internal error, or CUDA could not start (802: gpu.fabric's finding)."""
+    return test.internal_error or test.cuda_not_ready
 
 
 @log_check("dcgm.diag_error")
@@ -52,7 +59,7 @@ def dcgm_diag_error(context: CheckContext) -> list[Finding]:
             error = run.diag.failed_to_run[:MAX_REASON_CHARS]
             found.append(context.warn(said("dcgm.diag_error.not_run", error=error), observed={"error": error},
                                       refs=REFS, evidence=quote(run.refs[-1:])))
-        found += [_test_finding(context, run, test) for test in _flagged(run) if test.internal_error]
+        found += [_test_finding(context, run, test) for test in _flagged(run) if _not_judged(test)]
     return found
 
 
@@ -90,11 +97,14 @@ def _test_finding(context: CheckContext, run: DcgmRun, test) -> Finding:
                 "driver_version": diag.metadata.get("Driver Version Detected")}
     name = f"`{test.name}`" + (f" ({test.section})" if test.section and test.section != test.name else "")
     reason = "" if reasons else ".no_reason"
-    if test.internal_error:
-        return Finding(check_id=context.check_id, status=Status.WARN, subject=subject,
-                       **finding_text(said("dcgm.diag_error.internal" + reason, test=name,
+    if _not_judged(test):
+        # not a finding about the machine (the GPUs were not tested): a skip that says why; CUDA's 802 is gpu.fabric's
+        kind = "internal" + reason if test.internal_error else "cuda_not_ready"
+        return Finding(check_id=context.check_id, status=Status.SKIP, subject=subject,
+                       **finding_text(said(f"dcgm.diag_error.{kind}", test=name,
                                            reason=reasons[0] if reasons else None)),
-                       observed=observed, refs=REFS, evidence=quote(lines))
+                       observed=observed, refs=REFS + ([CUDA_802_REF] if test.cuda_not_ready else []),
+                       evidence=quote(lines))
     verb = "failed" if test.result == "Fail" else "warned"
     # the kind of fix picks the id (its fix); what DCGM said, where and whether it gave a reason, the summary
     summary = said(f"dcgm.diag_failed.summary.{verb}.{where}{reason}", test=name, gpus=", ".join(map(str, gpus)),

@@ -349,6 +349,11 @@ def software_nccl(context: CheckContext) -> list[Finding]:
                                 system=", ".join(system)), observed=torch.nccl_version)]
 
 
+_NVML_UNKNOWN = "failed to initialize nvml: unknown error"
+_DEVICE_ACCESS_REF = ("NVIDIA/nvidia-container-toolkit#48 (NVIDIA notice: containers losing access to GPUs with "
+                      "'Failed to initialize NVML: Unknown Error' after systemd re-applies cgroup device rules)")
+
+
 @check("software.container", needs_gpus=False)
 def software_container(context: CheckContext) -> list[Finding]:
     """Container runtime and scheduler variables."""
@@ -361,6 +366,14 @@ def software_container(context: CheckContext) -> list[Finding]:
             expected="the NVIDIA Container Toolkit configured for Docker",
             refs=["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"],
             evidence=kernel_evidence(refused))]
+    error = context.facts.gpu_probe_error or ""
+    if _NVML_UNKNOWN in error.lower() and context.facts.gpus:
+        # NVML cannot start ("Unknown Error") where another capture of the same evidence lists the GPUs: the view
+        # that failed lost the device nodes, not the driver (NVIDIA/nvidia-container-toolkit#48, NVIDIA's notice)
+        return [context.fail(said("software.container.device_access_lost", error=error[:200],
+                                  count=len(context.facts.gpus)),
+                             observed={"error": error[:200], "gpus_listed_elsewhere": len(context.facts.gpus)},
+                             expected="NVML answers where the GPUs are listed", refs=[_DEVICE_ACCESS_REF])]
     if runtime is None and context.facts.env is None:
         return [context.skip(said("software.container.not_read"))]
     schedulers = [name for name, prefix in (("Slurm", "SLURM_JOB_ID"), ("Kubernetes", "KUBERNETES_SERVICE_HOST"))

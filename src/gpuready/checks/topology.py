@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from gpuready.checks import fabric_logs
+from gpuready.checks.log_evidence import quote
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, per_gpu, queried
 from gpuready.facts.types import GpuFacts
 from gpuready.i18n import said
@@ -121,7 +123,22 @@ def topology_p2p(context: CheckContext) -> list[Finding]:
 _FM_REF = "NVIDIA Fabric Manager User Guide, https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"
 
 
-@check("gpu.fabric", needs_gpus=False)
+def _fabric_in_logs(context: CheckContext) -> list[Finding]:
+    """diagnose: CUDA's 802 in a DCGM table, or NCCL's NVLS transport failing on CUDA (checks/fabric_logs.py), where
+    the kernel log's own fabric lines (the machine's judgement) say nothing."""
+    if any(event.kind in ("fabric_manager", "cuda_not_ready") for event in context.facts.kernel_log or []):
+        return []
+    if lines := fabric_logs.dcgm_cuda_not_ready_lines(context):
+        return [context.fail(said("gpu.fabric.cuda_802"), observed="cudaErrorSystemNotReady",
+                             expected="fabric Completed", refs=[_FM_REF], evidence=quote(lines))]
+    if lines := fabric_logs.nvls_failure_lines(context):
+        return [context.fail(said("gpu.fabric.nvls_failed"), observed=[line.text[:200] for line in lines[:3]],
+                             expected="NVLS buffers allocated", refs=[_FM_REF, fabric_logs.NVLS_REF],
+                             evidence=quote(lines))]
+    return []
+
+
+@check("gpu.fabric", needs_gpus=False, logs=_fabric_in_logs)
 def gpu_fabric(context: CheckContext) -> list[Finding]:
     """NVSwitch fabric registration complete.
 

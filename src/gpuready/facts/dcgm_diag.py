@@ -47,6 +47,8 @@ _RUN_FAILED = re.compile(r"(?P<text>(?:Error: )?(?:Unable to complete diagnostic
                          r"Diagnostic can only be performed)[^\n]{0,300})")
 _GPU_IN_TEXT = re.compile(r"\bGPU ?(?P<id>\d{1,4})\b")
 _INTERNAL = re.compile(r"internal error", re.IGNORECASE)
+_CUDA_NOT_READY = re.compile(r"system not yet initiali[sz]ed", re.IGNORECASE)
+"""CUDA's text for cudaErrorSystemNotReady / CUDA_ERROR_SYSTEM_NOT_READY (802), quoted by DCGM when cuInit fails."""
 METADATA_ROWS = ("DCGM Version", "Driver Version Detected", "GPU Device IDs Detected", "CPU Device IDs Detected",
                  "EUD Test Version", "CPU EUD Test Version", "Number of CPUs Detected")
 
@@ -116,6 +118,13 @@ class DiagTest:
         """Every reason given is DCGM's own `internal error` (the test could not run, the GPU was not judged)."""
         reasons = self.warnings
         return bool(reasons) and all(_INTERNAL.search(message.text) for message in reasons)
+
+    @property
+    def cuda_not_ready(self) -> bool:
+        """Every reason given is CUDA failing to start with error 802 (`system not yet initialized`): the test never
+        ran on the GPU; on an NVSwitch system the fabric is not up."""
+        reasons = self.warnings
+        return bool(reasons) and all(_CUDA_NOT_READY.search(message.text) for message in reasons)
 
 
 @dataclass

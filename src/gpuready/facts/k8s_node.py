@@ -66,6 +66,16 @@ def parse_node_line(text: str) -> NodeLine | None:
     return None
 
 
+_GPU_RESOURCE = re.compile(r"nvidia\.com/(?:gpu|mig-[\w.\-]{1,40})")
+"""The extended resources the NVIDIA device plugin advertises (`nvidia.com/gpu`, MIG's `nvidia.com/mig-1g.10gb`); the
+node labels are other keys (`nvidia.com/gpu.count`, `nvidia.com/gpu.product`)."""
+
+
+def is_gpu_resource(key: str) -> bool:
+    """Whether a `key: quantity` line is a GPU resource the device plugin advertises, not a label."""
+    return bool(_GPU_RESOURCE.fullmatch(key))
+
+
 @dataclass(frozen=True)
 class PluginError:
     kind: str

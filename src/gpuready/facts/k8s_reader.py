@@ -69,6 +69,8 @@ class K8sNodeReader(Reader):
                 section.lines.append(line)
             else:
                 section.others += 1
+        elif parsed.kind == "resource" and parse.is_gpu_resource(parsed.key):
+            self._unheaded(line, parsed)
         elif parsed.kind in ("label", "resource"):  # a yaml label reads like a resource: `nvidia.com/gpu.count: "8"`
             self._label(line, parsed)
 
@@ -86,6 +88,22 @@ class K8sNodeReader(Reader):
         if node is not None:
             node.sections[parsed.key] = ResourceSection(lines=[line], indent=parsed.number or 0)
             self.open[line.source] = (node, parsed.key)
+
+    def _unheaded(self, line: Line, parsed: parse.NodeLine) -> None:
+        """A GPU resource line whose block header is not in the input (`kubectl describe node | grep gpu` keeps only
+        the `nvidia.com/gpu:  0` lines): describe prints Capacity, then Allocatable, once per node, so the first such
+        line of a node is its capacity, the second its allocatable, and a third starts the next node."""
+        node = self._node(line.source)
+        if node is not None and parsed.key in node.sections.get("allocatable", ResourceSection()).resources:
+            node = self._new_node(line.source)
+        if node is None:
+            return
+        key = "capacity" if parsed.key not in node.sections.get("capacity", ResourceSection()).resources \
+            else "allocatable"
+        section = node.sections.setdefault(key, ResourceSection(indent=-1))
+        if len(section.resources) < 64:
+            section.resources[parsed.key] = parsed.number or 0
+        section.lines.append(line)
 
     def _label(self, line: Line, parsed: parse.NodeLine) -> None:
         node = self._node(line.source)
