@@ -18,7 +18,7 @@ import ipaddress
 from gpuready.checks.log_evidence import NCCL_TROUBLESHOOTING, quote
 from gpuready.checks.registry import CheckContext, log_check
 from gpuready.checks.software import CHECK_OF_MISMATCH
-from gpuready.checks.torch_logs import rendezvous_unreachable
+from gpuready.checks.torch_logs import peer_connection_lost, rendezvous_unreachable
 from gpuready.facts.log_facts import Line, LineGroup, NcclLogFacts
 from gpuready.i18n import Said, finding_text, said
 from gpuready.model import Finding, Status, Subject
@@ -28,11 +28,17 @@ REF_IFNAME = "NVIDIA/nccl#286 (default NCCL_SOCKET_IFNAME=^lo,docker; lo cannot 
 REF_SHM = "NVIDIA/nccl#290, #342, #525 (/dev/shm is 64 MB in Docker by default)"
 REF_ACS = "NVIDIA/nccl#199, #667 (P2P hangs: disable ACS / VT-d; NCCL_P2P_DISABLE=1 only works around)"
 REF_IB = "NVIDIA/nccl#451 (IB device not reachable inside a container)"
+REF_NO_INTERFACE = ("NCCL src/bootstrap.cc `Bootstrap : no socket interface found`, src/transport/net_socket.cc "
+                    "`NET/Socket : no interface found`, src/misc/socket.cc `Socket creation failed`")
+REF_IB_PLUGIN = "NCCL src/plugin/net.cc `NET/Plugin: Loaded net plugin %s`; Mellanox/nccl-rdma-sharp-plugins (IBext)"
 
 WRONG_INTERFACE = "nccl.wrong_interface"
 UNREACHABLE = "network.unreachable"
 SHM_TOO_SMALL = "nccl.shm_too_small"
 IB_MISSING = "nccl.ib_missing"
+PLUGIN_EXPECTS_IB = "nccl_log.ib_expected.plugin"
+"""An IB net plugin loaded: the job ships for IB, yet a container image may load it on a machine without IB, so a
+warning, not a failure."""
 _RAISED_BY_TORCH = ("ResultError", "RemoteExited", "Timeout")
 _NEVER = 1 << 62
 """The position of a line that never came."""
@@ -104,7 +110,27 @@ def nccl_version_mismatch(context: CheckContext) -> list[Finding]:
 def nccl_wrong_interface(context: CheckContext) -> list[Finding]:
     """NCCL's sockets on interfaces that reach the other nodes."""
     nccl = _nccl(context)
-    return _unroutable(context, nccl) + _addresses(context, nccl) if nccl else []
+    return _no_interface(context, nccl) + _unroutable(context, nccl) + _addresses(context, nccl) if nccl else []
+
+
+def _no_interface(context: CheckContext, nccl: NcclLogFacts) -> list[Finding]:
+    """NCCL found no IP interface for its sockets (NCCL_SOCKET_IFNAME matches none, or a container without a
+    network): bootstrap.cc, net_socket.cc, net_ib.cc and socket.cc WARN lines."""
+    found = []
+    for host, reasons in nccl.no_interface.items():
+        kinds = [reason for reason in ("bootstrap", "socket", "ib_oob", "family") if reason in reasons]
+        lines = sorted((line for group in reasons.values() for line in group.lines),
+                       key=lambda line: (line.source, line.number))
+        setting = nccl.env.get("NCCL_SOCKET_IFNAME")
+        found.append(Finding(
+            check_id=WRONG_INTERFACE, status=Status.FAIL, subject=_subject(context, nccl, host, lines),
+            **finding_text(said("nccl.wrong_interface.none", why=_comma([
+                said(f"nccl_log.no_interface.{kind}") for kind in kinds]),
+                setting=said("nccl_log.ifname_set", value=setting[0]) if setting else "")),
+            observed={"reasons": kinds, "NCCL_SOCKET_IFNAME": setting[0] if setting else None},
+            expected="an IP interface NCCL_SOCKET_IFNAME matches, up on every node",
+            refs=[DOCS_ENV, REF_IFNAME, REF_NO_INTERFACE], evidence=quote(lines + ([setting[1]] if setting else []))))
+    return found
 
 
 def _unroutable(context: CheckContext, nccl: NcclLogFacts) -> list[Finding]:
@@ -153,7 +179,8 @@ def _addresses(context: CheckContext, nccl: NcclLogFacts) -> list[Finding]:
 
 
 def _wrong_interface_fails(context: CheckContext, nccl: NcclLogFacts) -> bool:
-    return any(f.status == Status.FAIL for f in _unroutable(context, nccl) + _addresses(context, nccl))
+    return bool(nccl.no_interface) or any(
+        f.status == Status.FAIL for f in _unroutable(context, nccl) + _addresses(context, nccl))
 
 
 # ------------------------------------------------------------------------------------------- nccl.ib_missing
@@ -162,12 +189,17 @@ def _ib_expected(context: CheckContext, nccl: NcclLogFacts) -> Said | None:
     """Why InfiniBand/RoCE was expected here, or None."""
     if nccl.ib_hosts:
         return said("nccl_log.ib_expected.uses_ib", host=next(iter(nccl.ib_hosts)))
+    if nccl.ipoib:
+        iface, _line = next(iter(nccl.ipoib.values()))
+        return said("nccl_log.ib_expected.ipoib", iface=iface)
     if any("open_device" in reasons for reasons in nccl.ib_missing.values()):
         return said("nccl_log.ib_expected.open_device")
     if nccl.env.get("NCCL_IB_DISABLE", ("1",))[0].strip() == "0":
         return said("nccl_log.ib_expected.ib_disable_0")
     if "NCCL_IB_HCA" in nccl.env:
         return said("nccl_log.ib_expected.ib_hca", hca=nccl.env["NCCL_IB_HCA"][0])
+    if nccl.ib_plugin:
+        return said(PLUGIN_EXPECTS_IB, host=next(iter(nccl.ib_plugin)))
     return None
 
 
@@ -180,9 +212,9 @@ def nccl_ib_missing(context: CheckContext) -> list[Finding]:
 
 def _ib_missing(context: CheckContext, nccl: NcclLogFacts) -> list[Finding]:
     expected = _ib_expected(context, nccl)
-    if not nccl.ib_missing or (not expected and not _multi_node(nccl)
-                               and not any("libibverbs" in r for r in nccl.ib_missing.values())):
-        return []
+    if not nccl.ib_missing or (not expected and not _multi_node(nccl)):
+        return []  # one node, nothing asking for IB: NCCL tries IB first and warns on any machine without it
+    firm = expected is not None and expected.msg_id != PLUGIN_EXPECTS_IB
     groups: dict[frozenset, list[str | None]] = {}
     for host, reasons in nccl.ib_missing.items():
         if host in nccl.ib_hosts and "no_active_port" not in reasons:
@@ -203,7 +235,7 @@ def _ib_missing(context: CheckContext, nccl: NcclLogFacts) -> list[Finding]:
                        key=lambda line: (line.source, line.number))
         named = sorted(host or "?" for host in hosts)
         found.append(Finding(
-            check_id=IB_MISSING, status=Status.FAIL if expected else Status.WARN,
+            check_id=IB_MISSING, status=Status.FAIL if firm else Status.WARN,
             subject=_subject(context, nccl, hosts[0], lines) if len(hosts) == 1 else Subject(host=context.host),
             **finding_text(text),
             observed={"reasons": sorted(reason_set), "hosts": named[:32]},
@@ -259,7 +291,7 @@ def network_unreachable(context: CheckContext) -> list[Finding]:
                 observed={"peers": peers, "errors": errors, "lines": group.count},
                 expected="TCP connections between all ranks",
                 refs=[NCCL_TROUBLESHOOTING], evidence=quote(group.lines), consequence_of=root))
-    return found + rendezvous_unreachable(context)
+    return found + rendezvous_unreachable(context) + (peer_connection_lost(context) if not found else [])
 
 
 # ------------------------------------------------------------------------------------------- nccl.transport
@@ -326,13 +358,41 @@ def _root(context: CheckContext, nccl: NcclLogFacts) -> tuple[str | None, int]:
         (SHM_TOO_SMALL, _first_seq(list(nccl.shm.values())), bool(nccl.shm)),
         (UNREACHABLE, _first_seq(list(nccl.connect.values())),
          connect is not _NEVER and nccl.connect_final.get(connect, False) and not wrong_fails),
-        (WRONG_INTERFACE, _first_seq([entry.lines for entry in nccl.unroutable.values()]),
-         bool(wrong) and wrong[0].status == Status.FAIL),
+        (WRONG_INTERFACE, _first_seq([entry.lines for entry in nccl.unroutable.values()]
+                                     + [group for reasons in nccl.no_interface.values() for group in reasons.values()]),
+         bool(nccl.no_interface) or bool(wrong) and wrong[0].status == Status.FAIL),
         (IB_MISSING, _first_seq([group for reasons in nccl.ib_missing.values() for group in reasons.values()]),
          bool(ib) and ib[0].status == Status.FAIL)) if failed]
     if not roots:
         return None, 0
     return min(roots, key=lambda root: root[1])[0], min(seq for _id, seq in roots)
+
+
+# ------------------------------------------------------------------------------------------- pcie.acs_iommu (logs)
+
+IBV_WC_LOC_PROT_ERR = 4
+"""ibv_wc_status (rdma-core verbs.h): the NIC could not access the memory a work request names."""
+REF_GDR_ACS = ("NCCL troubleshooting, PCI Access Control Services (ACS): "
+               "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs")
+
+
+def acs_in_nccl_logs(context: CheckContext) -> list[Finding]:
+    """pcie.acs_iommu from NCCL's log: an InfiniBand send or receive whose completion says IBV_WC_LOC_PROT_ERR. With
+    GPUDirect RDMA the memory is the GPU's, reached by the NIC over PCIe; ACS redirecting that traffic up to the root
+    complex (or an IOMMU translating it) makes the access fail, where the host's memory path works
+    (NCCL_NET_GDR_LEVEL=0 hides it)."""
+    nccl = _nccl(context)
+    group = nccl.ib_completion.get(IBV_WC_LOC_PROT_ERR) if nccl else None
+    if group is None:
+        return []
+    return [Finding(
+        check_id=context.check_id, status=Status.WARN,
+        subject=_subject(context, nccl, _host_of(nccl, group.lines), group.lines),
+        **finding_text(said("pcie.acs_iommu.ib_local_protection", lines=_lines(group.count))),
+        observed={"ibv_wc_status": IBV_WC_LOC_PROT_ERR, "lines": group.count},
+        expected="GPUDirect RDMA completions without error (ACS off on the NIC-GPU path, IOMMU off or passthrough)",
+        refs=[REF_GDR_ACS, "rdma-core libibverbs/verbs.h ibv_wc_status (4 = IBV_WC_LOC_PROT_ERR)"],
+        evidence=quote(group.lines))]
 
 
 # ------------------------------------------------------------------------------------------- nccl.p2p_hang

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from gpuready.checks.gpu import allocation
+from gpuready.checks.nccl_logs import acs_in_nccl_logs
 from gpuready.checks.registry import CheckContext, check, per_gpu
 from gpuready.facts.types import GpuFacts, PciDevice
 from gpuready.i18n import finding_text, said
@@ -173,7 +174,7 @@ def _name_pci_gpus(context: CheckContext, devices: list[PciDevice]) -> list[str]
     return [_gpu_label(by_bus[device.address]) if device.address in by_bus else device.address for device in devices]
 
 
-@check("pcie.acs_iommu")
+@check("pcie.acs_iommu", logs=acs_in_nccl_logs)
 def pcie_acs_iommu(context: CheckContext) -> list[Finding]:
     """ACS and IOMMU do not redirect GPU peer traffic."""
     gpus = context.gpus

@@ -170,6 +170,8 @@ def torch_ranks_terminated(context: CheckContext) -> list[Finding]:
 def nccl_timeout(context: CheckContext) -> list[Finding]:
     """The collective the watchdog timed out, and the ranks to look at: those behind, failed or absent."""
     torch = _torch(context)
+    if torch is not None and not torch.timeouts and not torch.status and torch.heartbeats:
+        return _heartbeat_timeout(context, torch)
     if torch is None or not torch.timeouts and not torch.status:
         return []
     # The SeqNum the group waited on: the highest any rank timed out at (a rank stuck lower is behind).
@@ -211,6 +213,25 @@ def nccl_timeout(context: CheckContext) -> list[Finding]:
                   "last_completed": {r: s.last_completed for r, (s, _) in sorted(torch.status.items())}},
         expected=f"every rank enqueues SeqNum {target}",
         refs=REFS_TIMEOUT, consequence_of=OOM if oom_first else None, evidence=quote(lines))]
+
+
+def _heartbeat_timeout(context: CheckContext, torch: TorchLogFacts) -> list[Finding]:
+    """ProcessGroupNCCL's heartbeat monitor fired: the watchdog thread made no progress for
+    TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC (a NCCL or CUDA call hung under it), and the process is terminated."""
+    beats = torch.heartbeats
+    ranks = sorted({beat.rank for beat, _line in beats if beat.rank is not None})
+    seconds = next((beat.seconds for beat, _line in beats if beat.seconds is not None), None)
+    pending = {beat.rank: beat.pending for beat, _line in beats if beat.rank is not None and beat.pending is not None}
+    text = said("nccl.timeout.heartbeat" + (".ranks" if ranks else ""), ranks=", ".join(map(str, ranks)),
+                after=said("nccl.timeout.heartbeat.after", seconds=seconds) if seconds else "",
+                pending=said("nccl.timeout.heartbeat.pending", pending=", ".join(
+                    f"{rank}: {count}" for rank, count in sorted(pending.items()))) if pending else "")
+    return [Finding(
+        check_id=TIMEOUT, status=Status.FAIL,
+        subject=Subject(host=context.host, rank=ranks[0] if len(ranks) == 1 else None), **finding_text(text),
+        observed={"watchdog_stuck_s": seconds, "ranks": ranks, "pending_work": pending},
+        expected="the watchdog thread makes progress (a heartbeat within TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC)",
+        refs=REFS_TIMEOUT, evidence=quote([line for _beat, line in beats]))]
 
 
 # ------------------------------------------------------------------------------------------- nccl.error
@@ -383,6 +404,30 @@ def rendezvous_unreachable(context: CheckContext) -> list[Finding]:
             consequence_of=FIREWALL if filtered else None, evidence=quote([line for _, line in items]),
             refs=["https://pytorch.org/docs/stable/distributed.html#environment-variable-initialization"]))
     return found
+
+
+def peer_connection_lost(context: CheckContext) -> list[Finding]:
+    """network.unreachable's finding from an NCCL error torch raised whose `Last error:` is a socket to another rank
+    that broke (reset, closed, refused), where nothing else in the logs (a failed rank, an OOM, a version mismatch)
+    explains it: the network between the nodes, or the peer process, went away mid-job."""
+    torch = _torch(context)
+    if torch is None or _error_roots(torch):
+        return []
+    for record in torch.nccl_errors:
+        broken = record.broken_socket()
+        if broken is None:
+            continue
+        peer = broken[0]
+        return [Finding(
+            check_id=context.check_id, status=Status.WARN, subject=Subject(host=context.host, rank=record.rank),
+            **finding_text(said("network.unreachable.peer_socket", kind=record.kind or "NCCL error",
+                                peer=peer or said("network.unreachable.peer_socket.unnamed"),
+                                last=record.last_error)),
+            observed={"peer": peer, "last_error": record.last_error, "kind": record.kind},
+            expected="the sockets between ranks stay up for the job",
+            refs=[NCCL_TROUBLESHOOTING, "NCCL src/misc/socket.cc (socketProgressOpt, connection closed by peer)"],
+            evidence=quote(record.lines))]
+    return []
 
 
 def _network_reason(reason: str) -> str | Said:

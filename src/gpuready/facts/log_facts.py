@@ -71,6 +71,14 @@ class NcclLogFacts:
     """Hosts where NCCL uses InfiniBand/RoCE (`NET/IB : Using [0]mlx5_0`), with the line."""
     ib_missing: dict[str | None, dict[str, LineGroup]] = field(default_factory=dict)
     """Host → why NCCL found no IB device (`libibverbs`, `open_device`, `no_device`, `no_active_port`) → lines."""
+    ipoib: dict[str, tuple[str, Line]] = field(default_factory=dict)
+    """Host (`?` where unnamed) → an IPoIB interface NCCL's sockets use there (`ib0`), and the line."""
+    ib_completion: dict[int, LineGroup] = field(default_factory=dict)
+    """ibv_wc_status of the InfiniBand work completions that failed (`Got completion … with error 4`) → lines."""
+    ib_plugin: dict[str, Line] = field(default_factory=dict)
+    """Hosts (`?` where unnamed) where NCCL loaded an InfiniBand/RoCE net plugin (`NCCL RDMA Plugin`, `IBext`)."""
+    no_interface: dict[str | None, dict[str, LineGroup]] = field(default_factory=dict)
+    """Host → why NCCL had no IP interface for its sockets (`bootstrap`, `socket`, `ib_oob`, `family`) → lines."""
     env: dict[str, tuple[str, Line]] = field(default_factory=dict)
     """NCCL_* variable → (value, the line saying it was set by the environment)."""
     pairs: dict[tuple[int, int], dict[str, tuple[Line, str | None]]] = field(default_factory=dict)
@@ -173,6 +181,10 @@ class NcclErrorRecord:
         cause = torch_errors.parse_version_mismatch(self.last_error) if self.last_error else None
         return cause is not None and cause.kind == "nccl_arch"
 
+    def broken_socket(self) -> tuple[str | None, str] | None:
+        """(peer address or None, error) where the `Last error:` is a socket to another rank that broke."""
+        return torch_errors.parse_peer_socket(self.last_error) if self.last_error else None
+
 
 @dataclass(kw_only=True)
 class RankFailure:
@@ -218,6 +230,9 @@ class TorchLogFacts:
     """The first watchdog-timeout lines."""
     status: dict[int, tuple[torch_errors.WorkStatus, Line]] = field(default_factory=dict)
     """Rank → the watchdog's `last enqueued / completed` status line."""
+    heartbeats: list[tuple[torch_errors.HeartbeatTimeout, Line]] = field(default_factory=list)
+    """The heartbeat monitor's `Heartbeat monitor timed out!` / `watchdog got stuck for N seconds` lines (the
+    watchdog thread hung), the first few."""
     ranks_seen: set[int] = field(default_factory=set)
     """Every rank a line names."""
     nccl_errors: list[NcclErrorRecord] = field(default_factory=list)

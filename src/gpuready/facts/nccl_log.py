@@ -53,6 +53,9 @@ class Interfaces(NcclEvent):
     """`socket` (NET/Socket, the data path without IB), `bootstrap` (out-of-band set-up), `ib_oob` (the IB
     transport's out-of-band interface), `legacy` (NCCL ≤2.3 `NET : Using interface` lines, one per line)."""
     interfaces: tuple[Interface, ...]
+    ipoib: tuple[str, ...] = ()
+    """IPoIB interfaces among them (`ib0`, `ibp12s0`: the kernel's names for IP over InfiniBand), read even where the
+    paste blanked the address (`[0]ib0.<ip>`): an InfiniBand port exists on that host."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +69,36 @@ class IbMissing(NcclEvent):
     reason: str
     """`no_device` (NET/IB : No device found), `libibverbs` (Failed to open libibverbs.so), `open_device`
     (ibv_open_device failed / Unable to open device), `no_active_port`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoInterface(NcclEvent):
+    """NCCL found no IP interface for its sockets (bootstrap.cc `Bootstrap : no socket interface found`, net_socket.cc
+    `NET/Socket : no interface found`, net_ib.cc `NET/IB : No IP interface found`), or made a socket for an address of
+    no family (socket.cc `Socket creation failed : Address family not supported by protocol`, `connecting to address
+    … with family 0 is neither AF_INET nor AF_INET6`): the address it was to use was never filled in."""
+    reason: str
+    """`bootstrap`, `socket`, `ib_oob`, `family`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class IbCompletionError(NcclEvent):
+    """net_ib.cc `NET/IB : Got completion from peer %s with error %d, opcode %d, len %d, vendor err %d (%s)` (2.19+:
+    `with status=%d opcode=%d len=%d vendor err %d (%s)`): a verbs work request that failed, by ibv_wc_status."""
+    status: int
+    """ibv_wc_status: 4 IBV_WC_LOC_PROT_ERR (the NIC could not access the registered memory), 12
+    IBV_WC_RETRY_EXC_ERR (the peer never acknowledged: the link), 5 IBV_WC_WR_FLUSH_ERR (flushed after another)."""
+    peer: str | None = None
+    vendor_err: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetPlugin(NcclEvent):
+    """`NET/Plugin: Loaded net plugin NCCL RDMA Plugin (v5)` (NCCL's net plugin loader), `P2P plugin IBext` (the
+    nccl-rdma-sharp-plugins' own line)."""
+    name: str
+    rdma: bool
+    """An InfiniBand/RoCE (verbs) plugin: the job means to use IB."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,6 +208,7 @@ _NOT_A_COLLECTIVE = r"(?:$|\W|\w+(?:$|[^\w:]|:" + _not_followed_by(" opCount ") 
 
 MARKERS = (r"NCCL WARN|NCCL INFO " + _NOT_A_COLLECTIVE + r"|NCCL version|ncclSystemError|ncclInternalError"
            r"|ncclUnhandledCudaError|ncclRemoteError|remote process exited|Error while creating shared memory"
+           r"|no socket interface found|Socket creation failed|is neither AF_INET"
            r"|Watchdog caught collective operation timeout|:\d+:\d+ \[\d+\] (?:[\w/.]+:\d+ )?(?:INFO|WARN) ")
 """Where to look (searched per line); lines without any of these are not NCCL's. Not TRACE, nor the line per
 collective that NCCL_DEBUG_SUBSYS=COLL prints (`AllReduce: opCount …`): they make NCCL logs gigabytes long and say
@@ -196,7 +230,19 @@ _SOCKET_USING = re.compile(r"^NET/Socket ?: Using (?P<list>.+)$")
 _BOOTSTRAP_USING = re.compile(r"^Bootstrap ?: Using (?P<list>.+)$")
 _LEGACY_USING = re.compile(r"^NET ?: Using interface (?P<list>\S+)")
 _IB_USING = re.compile(r"^NET/IB ?: Using (?P<list>.+?)(?: ?; OOB (?P<oob>.+))?$")
+_IPOIB = re.compile(r"\[\d+\](ib[a-z]?\d\w*)")
 _IB_DEVICE = re.compile(r"\[\d+\](\S+)")
+_NO_INTERFACE = (
+    ("bootstrap", re.compile(r"Bootstrap ?: no socket interface found", re.IGNORECASE)),
+    ("socket", re.compile(r"NET/Socket ?: no interface found", re.IGNORECASE)),
+    ("ib_oob", re.compile(r"NET/IB ?: No IP interface found", re.IGNORECASE)),
+    ("family", re.compile(r"Socket creation failed ?: Address family not supported"
+                          r"|with family 0 is neither AF_INET", re.IGNORECASE)),
+)
+_IB_COMPLETION = re.compile(r"Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?P<status>\d+)"
+                            r"(?:.*?vendor err (?P<vendor>\d+))?")
+_NET_PLUGIN = re.compile(r"^(?:NET/Plugin ?: ?Loaded net plugin (?P<name>.+?) \(v\d+\)|P2P plugin (?P<p2p>\w+))")
+_RDMA_PLUGIN = re.compile(r"RDMA|\bIB|IBext|\bibverbs|\bmlx5", re.IGNORECASE)
 _NETWORK = re.compile(r"^Using network (?P<net>.+?)\s*$")
 _ENV = re.compile(r"^(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s*$")
 _TRANSPORT = re.compile(
@@ -267,9 +313,11 @@ def _classify(message: str, fields: dict) -> NcclEvent | None:  # noqa: C901 (on
     if match := _VERSION.match(message):
         return Version(version=match.group("v"), cuda=match.group("cuda"), **fields)
     if match := _SOCKET_USING.match(message):
-        return Interfaces(role="socket", interfaces=_interfaces(match.group("list")), **fields)
+        return Interfaces(role="socket", interfaces=_interfaces(match.group("list")),
+                          ipoib=tuple(_IPOIB.findall(match.group("list"))), **fields)
     if match := _BOOTSTRAP_USING.match(message):
-        return Interfaces(role="bootstrap", interfaces=_interfaces(match.group("list")), **fields)
+        return Interfaces(role="bootstrap", interfaces=_interfaces(match.group("list")),
+                          ipoib=tuple(_IPOIB.findall(match.group("list"))), **fields)
     if match := _LEGACY_USING.match(message):
         return Interfaces(role="legacy", interfaces=_interfaces(match.group("list") + "<0>"), **fields)
     if message.startswith("NET/IB") and "No device found" in message:
@@ -282,6 +330,15 @@ def _classify(message: str, fields: dict) -> NcclEvent | None:  # noqa: C901 (on
         return IbMissing(reason="open_device", **fields)
     if "No active port" in message or "no active port" in message or "No active ports" in message:
         return IbMissing(reason="no_active_port", **fields)
+    if match := _IB_COMPLETION.search(message):
+        return IbCompletionError(status=int(match.group("status")), peer=match.group("peer"),
+                                 vendor_err=int(match.group("vendor")) if match.group("vendor") else None, **fields)
+    for reason, pattern in _NO_INTERFACE:
+        if pattern.search(message):
+            return NoInterface(reason=reason, **fields)
+    if match := _NET_PLUGIN.match(message):
+        name = (match.group("name") or match.group("p2p")).strip()
+        return NetPlugin(name=name, rdma=bool(_RDMA_PLUGIN.search(name)), **fields)
     if match := _IB_USING.match(message):
         devices = tuple(_IB_DEVICE.findall(match.group("list")))
         if devices:

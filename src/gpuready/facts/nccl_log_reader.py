@@ -126,6 +126,8 @@ class NcclLogReader(Reader):
     def _on_Interfaces(self, event: parse.Interfaces, line: Line, seq: int) -> None:
         host = event.host or "?"
         used = event.interfaces[:1] if event.role == "bootstrap" else event.interfaces
+        if event.ipoib and host not in self.seen.ipoib and len(self.seen.ipoib) < MAX_KEYS:
+            self.seen.ipoib[host] = (event.ipoib[0], line)
         for iface in used:
             why = unroutable_because(iface)
             if why is not None:
@@ -143,6 +145,21 @@ class NcclLogReader(Reader):
 
     def _on_IbMissing(self, event: parse.IbMissing, line: Line, seq: int) -> None:
         reasons = _put(self.seen.ib_missing, event.host, dict)
+        if reasons is not None:
+            reasons.setdefault(event.reason, LineGroup()).add(line, seq)
+
+    def _on_IbCompletionError(self, event: parse.IbCompletionError, line: Line, seq: int) -> None:
+        group = _put(self.seen.ib_completion, event.status, LineGroup)
+        if group is not None:
+            group.add(line, seq)
+        self._warn(event, line, seq)
+
+    def _on_NetPlugin(self, event: parse.NetPlugin, line: Line, seq: int) -> None:
+        if event.rdma and len(self.seen.ib_plugin) < MAX_KEYS:
+            self.seen.ib_plugin.setdefault(event.host or "?", line)
+
+    def _on_NoInterface(self, event: parse.NoInterface, line: Line, seq: int) -> None:
+        reasons = _put(self.seen.no_interface, event.host, dict)
         if reasons is not None:
             reasons.setdefault(event.reason, LineGroup()).add(line, seq)
 

@@ -84,6 +84,36 @@ def parse_watchdog_timeout(text: str) -> WatchdogTimeout | None:
                            timeout_ms=number("timeout"), ran_ms=int(match.group("ran")))
 
 
+# ProcessGroupNCCL's heartbeat monitor (torch >= 2.2, ProcessGroupNCCL.cpp heartbeatMonitor): errorMsg is
+# `logPrefix() "Heartbeat monitor timed out! Process will be terminated after dumping debug info."
+# " workMetaList_.size()=" N` and exitMsg `"ProcessGroupNCCL's watchdog got stuck for " heartbeatTimeoutInSec_
+# " seconds without making progress in monitoring enqueued collectives."`: the watchdog thread itself hung (inside a
+# NCCL/CUDA call), so no `Watchdog caught collective operation timeout` line may ever come.
+_HEARTBEAT = re.compile(r"Heartbeat monitor timed out!")
+_PENDING = re.compile(r"workMetaList_\.size\(\)\s*=\s*(\d+)")
+_WATCHDOG_STUCK = re.compile(r"watchdog got stuck for (?P<seconds>\d+) seconds without making progress")
+
+
+@dataclass(frozen=True)
+class HeartbeatTimeout:
+    rank: int | None
+    seconds: int | None
+    """TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC as the `got stuck for N seconds` line says (None on the first line)."""
+    pending: int | None
+    """workMetaList_.size(): collectives enqueued and not yet completed on that rank."""
+
+
+def parse_heartbeat_timeout(text: str) -> HeartbeatTimeout | None:
+    """The heartbeat monitor's `Heartbeat monitor timed out!` or `watchdog got stuck for N seconds` line."""
+    beat = _HEARTBEAT.search(text)
+    stuck = _WATCHDOG_STUCK.search(text)
+    if beat is None and stuck is None:
+        return None
+    pending = _PENDING.search(text)
+    return HeartbeatTimeout(rank=line_rank(text), seconds=int(stuck.group("seconds")) if stuck else None,
+                            pending=int(pending.group(1)) if pending else None)
+
+
 def parse_work_status(text: str) -> WorkStatus | None:
     match = _WORK_STATUS.search(text)
     if not match:
@@ -136,6 +166,21 @@ def parse_nccl_error(text: str) -> NcclError | None:
     return NcclError(kind=kind, where=match.group("where") if match else None,
                      version=match.group("version") if match else None,
                      last_error=(last.group("text").strip() or None) if last else None)
+
+
+# NCCL src/misc/socket.cc: `socketProgressOpt: Call to recv from %s failed : %s`, `Call to send to %s failed`,
+# `Connection closed by remote peer %s`, `Net : Connection closed by remote peer`: a socket between ranks broke after
+# set-up; the address carries NCCL's `<port>` (`10.0.0.2<33759>`, blanked parts kept as pasted).
+_PEER_SOCKET = re.compile(r"(?:Call to (?:recv from|send to)|closed by remote peer|Connect(?:ion)? to) "
+                          r"(?P<peer>[^\s<>]{1,80}<\d{1,5}>)?.{0,40}?(?P<error>Connection reset by peer|"
+                          r"Connection closed|Connection refused|Connection timed out|No route to host|"
+                          r"Network is unreachable|Broken pipe|failed)", re.IGNORECASE)
+
+
+def parse_peer_socket(text: str) -> tuple[str | None, str] | None:
+    """(peer address or None, error) where an NCCL error's text is a socket to another rank that broke."""
+    match = _PEER_SOCKET.search(text)
+    return (match.group("peer"), match.group("error")) if match else None
 
 
 def parse_last_error(text: str) -> str | None:

@@ -46,7 +46,8 @@ class TorchErrorReader(Reader):
     source)`: a JSON flight-recorder dump is read (bounded summary), a pickle dump is noted and never unpickled."""
 
     name = "torch"
-    markers = (r"Watchdog caught collective|detected by watchdog at work|NCCL error|nccl[A-Z]\w+Error|Last error|"
+    markers = (r"Watchdog caught collective|detected by watchdog at work|Heartbeat monitor timed out|"
+               r"watchdog got stuck for|NCCL error|nccl[A-Z]\w+Error|Last error|"
                r"peer access is not supported|cudaErrorPeerAccessUnsupported|CUDA out of memory|"
                r"driver on your system is too old|CUDA driver version is insufficient|undefined symbol: nccl|"
                r"cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER|forward compatibility was attempted|"
@@ -131,6 +132,11 @@ class TorchErrorReader(Reader):
                 seen.timeouts[timeout.rank] = (timeout, line, order)
             if len(seen.timeout_lines) < MAX_ITEMS:
                 seen.timeout_lines.append(line)
+            return True
+        if (beat := parse.parse_heartbeat_timeout(text)) is not None:
+            self._note_rank(beat.rank)
+            if len(seen.heartbeats) < MAX_ITEMS:
+                seen.heartbeats.append((beat, line))
             return True
         if (status := parse.parse_work_status(text)) is not None:
             if status.rank is not None:
