@@ -278,3 +278,19 @@ def test_aer_above_a_gpu_outside_the_pod_is_a_note_not_a_fail():
     found = _found(facts, "pcie.aer")
     assert [f.status.value for f in found] == ["warn"]
     assert "not allocated to this container" in found[0].message and "0000:02:00.0" in found[0].message
+
+
+# ------------------------------------------------------------------------------------ power cap from a plain table
+
+def test_plain_table_cap_far_below_the_reference_board_power_warns(make_bundle):
+    """A plain `nvidia-smi` table prints the enforced cap (`Pwr:Usage/Cap`), not the default: thamada/nvidia-smi's
+    8x RTX 4090 table (tests/fixtures/public/pcie-8gpu-2socket) at its 450 W is no finding; the same table with one
+    GPU capped at 300 W (the row as nvidia-smi formats it) is a power.limit warning for that GPU only."""
+    table = (PUBLIC / "pcie-8gpu-2socket" / "nvidia-smi-8x4090.txt").read_text()
+    report = report_for(make_bundle({"nvidia-smi.txt": table}))
+    assert "warn" not in statuses(report, "power.limit")
+    capped = table.replace("20W /  450W", "20W /  300W", 1)
+    found = [f for f in report_for(make_bundle({"nvidia-smi.txt": capped})).findings if f.check_id == "power.limit"]
+    warned = [f for f in found if f.status.value == "warn"]
+    assert len(warned) == 1 and warned[0].subject.gpu.index == 0 and "450 W" in warned[0].message
+    assert warned[0].message_id == "power.limit.below_reference"

@@ -29,6 +29,8 @@ def power_limit(context: CheckContext) -> list[Finding]:
 
     def judge(gpu: GpuFacts) -> Finding | None:
         limit, default = gpu.power_limit_w, gpu.power_default_limit_w
+        if limit is not None and default is None:
+            return _below_reference(context, gpu, limit)
         if limit is None or default is None:
             return None
         if limit < default - tolerance["tolerance_w"]:
@@ -41,6 +43,23 @@ def power_limit(context: CheckContext) -> list[Finding]:
     return per_gpu(context, judge, said("power.limit.all_good"),
                    reported=lambda gpu: gpu.power_limit_w is not None,
                    unreported=said("power.limit.unreported"))
+
+
+def _below_reference(context: CheckContext, gpu: GpuFacts, limit: float) -> Finding | None:
+    """Only the enforced cap is known (a plain `nvidia-smi` table prints `Pwr:Usage/Cap`, not the default): a cap far
+    below the model's reference board power (gpus.toml `tdp_w`) is a cap set below the default; partner boards that
+    default a little lower stay inside the margin (thresholds.toml `power_limit_reference`)."""
+    spec = gpu_spec(gpu.name)
+    reference = spec.get("tdp_w") if spec else None
+    margin = thresholds("power_limit_reference")
+    if not reference or limit >= reference * margin["min_fraction"]:
+        return None
+    return context.warn(
+        said("power.limit.below_reference", index=gpu.index, limit_w=limit, reference_w=reference, model=spec.model,
+             cut=1 - limit / reference), gpu=gpu, observed=f"{limit:.0f} W",
+        expected=f"about {reference:.0f} W (reference board power)",
+        refs=["nvidia-smi(1): Pwr:Usage/Cap is the enforced power limit", spec.get("source") or "gpus.toml",
+              margin["source"]])
 
 
 def _platform(context: CheckContext) -> dict | None:
