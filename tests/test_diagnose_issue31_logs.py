@@ -160,3 +160,23 @@ def test_ib_retry_exceeded_is_no_acs_finding():
     text = ("gpu-b:310:355 [3] NCCL WARN NET/IB : Got completion from peer 192.168.9.4<51234> with error 12, "
             "opcode 0, len 0, vendor err 129 (Send)\n")
     assert of(nccl_findings(text), "pcie.acs_iommu") == []
+
+
+# ------------------------------------------------------------------ ncclSystemError on one node, no NCCL_DEBUG
+
+def test_system_error_without_nccl_debug_names_dev_shm_as_a_warning():
+    # nccl-tests src/common.h: printf("%s: Test NCCL failure %s:%d '%s / %s'\n", hostname, __FILE__, __LINE__,
+    # ncclGetErrorString(res), ncclGetLastError(NULL)); ncclGetErrorString(ncclSystemError) = "unhandled system error".
+    text = "box1: Test NCCL failure common.cu:1005 'unhandled system error (run with NCCL_DEBUG=INFO for details) / '\n"
+    [shm] = of(nccl_findings(text, "all_reduce.txt"), "nccl.shm_too_small")
+    assert shm.status is Status.WARN and shm.observed["result"] == "ncclSystemError"
+    assert "NCCL_DEBUG=WARN" in shm.fix and "--shm-size" in shm.fix
+
+
+def test_system_error_with_nccl_debug_naming_the_cause_is_no_shm_hint():
+    # torch 1.x torch/csrc/cuda/nccl.cpp: "NCCL Error " + status + ": " + ncclGetErrorString(status), after NCCL's
+    # bootstrap.cc WARN that names the real cause.
+    text = ("h:1:1 [0] bootstrap.cc:40 NCCL WARN Bootstrap : no socket interface found\n"
+            "RuntimeError: NCCL Error 2: unhandled system error\n")
+    findings = nccl_findings(text)
+    assert of(findings, "nccl.shm_too_small") == [] and len(of(findings, "nccl.wrong_interface")) == 1

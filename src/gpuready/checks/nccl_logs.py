@@ -265,7 +265,24 @@ def nccl_shm_too_small(context: CheckContext) -> list[Finding]:
             observed={"size_bytes": sizes, "errors": errors, "lines": group.count},
             expected="/dev/shm large enough for every local rank pair (1 GiB or more)",
             refs=[NCCL_TROUBLESHOOTING, REF_SHM], evidence=quote(group.lines)))
-    return found
+    return found or _system_error_on_one_node(context, nccl)
+
+
+def _system_error_on_one_node(context: CheckContext, nccl: NcclLogFacts | None) -> list[Finding]:
+    """ncclSystemError (a system call inside NCCL failed) on one node, with no NCCL_DEBUG line saying which: there the
+    calls NCCL makes are /dev/shm segments and local sockets, and the troubleshooting guide's cause for containers is
+    /dev/shm. A warning naming it and the rerun that settles it, never a failure."""
+    group = nccl.secondary.get("ResultError") if nccl else None
+    if group is None or "ncclSystemError" not in nccl.result_codes or nccl.warns or nccl.connect \
+            or nccl.no_interface or _multi_node(nccl) or _root(context, nccl)[0] is not None:
+        return []
+    return [Finding(
+        check_id=SHM_TOO_SMALL, status=Status.WARN, subject=_subject(context, nccl, _host_of(nccl, group.lines),
+                                                                     group.lines),
+        **finding_text(said("nccl.shm_too_small.system_error", lines=_lines(group.count))),
+        observed={"result": "ncclSystemError", "nccl_debug_lines": False, "lines": group.count},
+        expected="NCCL_DEBUG=WARN output naming the failed call",
+        refs=[NCCL_TROUBLESHOOTING + " (Docker: shared memory)", REF_SHM], evidence=quote(group.lines))]
 
 
 # ------------------------------------------------------------------------------------------- network.unreachable

@@ -208,7 +208,7 @@ _NOT_A_COLLECTIVE = r"(?:$|\W|\w+(?:$|[^\w:]|:" + _not_followed_by(" opCount ") 
 
 MARKERS = (r"NCCL WARN|NCCL INFO " + _NOT_A_COLLECTIVE + r"|NCCL version|ncclSystemError|ncclInternalError"
            r"|ncclUnhandledCudaError|ncclRemoteError|remote process exited|Error while creating shared memory"
-           r"|no socket interface found|Socket creation failed|is neither AF_INET"
+           r"|no socket interface found|Socket creation failed|is neither AF_INET|NCCL Error \d|NCCL failure "
            r"|Watchdog caught collective operation timeout|:\d+:\d+ \[\d+\] (?:[\w/.]+:\d+ )?(?:INFO|WARN) ")
 """Where to look (searched per line); lines without any of these are not NCCL's. Not TRACE, nor the line per
 collective that NCCL_DEBUG_SUBSYS=COLL prints (`AllReduce: opCount …`): they make NCCL logs gigabytes long and say
@@ -265,6 +265,13 @@ _CONNECT_WORDS = ("refused", "timed out", "No route to host", "unreachable", "ti
 _SOCKET_ERROR = re.compile(r"(Socket recv failed|Connection closed by remote peer|Connection reset by peer"
                            r"|Socket send failed|Net : Connection closed)")
 _RESULT = re.compile(r"\b(ncclSystemError|ncclInternalError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage)\b")
+# ncclGetErrorString's texts as other programs print a result: nccl-tests' common.h `Test NCCL failure %s:%d '%s'`
+# (older: `NCCL failure common.cu:777 'unhandled system error'`), torch 1.x's nccl.cpp `NCCL Error %d: %s`.
+_RESULT_TEXT = re.compile(r"NCCL (?:Error \d+|failure [\w/.\-]+:\d+)\W{0,3}(?P<text>unhandled system error|internal error"
+                          r"|unhandled cuda error|invalid usage|invalid argument|remote process exited)")
+_RESULT_OF_TEXT = {"unhandled system error": "ncclSystemError", "internal error": "ncclInternalError",
+                   "unhandled cuda error": "ncclUnhandledCudaError", "invalid usage": "ncclInvalidUsage",
+                   "invalid argument": "ncclInvalidArgument", "remote process exited": "ncclRemoteError"}
 _REMOTE = re.compile(r"remote process exited or there was a network error", re.IGNORECASE)
 _TIMEOUT = re.compile(r"Watchdog caught collective operation timeout")
 
@@ -378,6 +385,8 @@ def _classify(message: str, fields: dict) -> NcclEvent | None:  # noqa: C901 (on
         return RemoteExited(**fields)
     if match := _RESULT.search(message):
         return ResultError(code=match.group(1), **fields)
+    if match := _RESULT_TEXT.search(message):
+        return ResultError(code=_RESULT_OF_TEXT[match.group("text")], **fields)
     if _TIMEOUT.search(message) or (fields.get("level") == "WARN" and re.search(r"\btimeout\b", message)):
         return Timeout(**fields)
     if match := _SOCKET_ERROR.search(message):
