@@ -279,3 +279,31 @@ def test_readers_stay_fast_and_bounded_on_a_flood(tmp_path):
     assert shm.observed["lines"] == 20_000 and len(shm.evidence) <= 5
     reader = feed_text(HostLogReader(), "x", "Out of memory: Killed process 1 (p) total-vm:1kB\n" * 1_000)
     assert len(reader.facts().ooms) <= 16
+
+
+# ------------------------------------------------------------------ the container toolkit refusing an image
+
+def test_container_toolkit_requirement_error_is_the_driver_too_old_for_the_image(tmp_path):
+    """Lines built from the toolkit's own formats, not from a case: libnvidia-container's CLI (`requirement error:
+    unsatisfied condition: %s, please update your driver …`) inside containerd's JSON log, and the Go toolkit's
+    internal/requirements/constraints/binary.go (`unsatisfied condition: %v (%v)`) in a docker error."""
+    legacy = tmp_path / "containerd.log"
+    legacy.write_text('{"level":"error","msg":"RunContainerError: failed to create containerd task: OCI runtime '
+                      'create failed: error running hook #0: exit status 1, stdout: , stderr: nvidia-container-cli: '
+                      'requirement error: unsatisfied condition: cuda>=11.6, please update your driver to a newer '
+                      'version, or use an earlier cuda container: unknown","time":"2023-02-01T10:00:00Z"}\n')
+    smi = tmp_path / "nvidia-smi.txt"
+    smi.write_text("+-----------------------------------------------------------------------------+\n"
+                   "| NVIDIA-SMI 470.161.03   Driver Version: 470.161.03   CUDA Version: 11.4     |\n")
+    found = only(findings(legacy, smi), "software.driver_cuda")
+    assert found.status is Status.FAIL and found.observed["required"] == "cuda>=11.6"
+    assert found.observed["host"] == "11.4" and "11.4" in found.message and "470.161.03" in found.message
+    go = tmp_path / "docker.txt"
+    go.write_text("docker: Error response from daemon: failed to create task for container: error during container "
+                  "init: error running prestart hook #1: exit status 1, stderr: unsatisfied condition: cuda>=12.6 "
+                  "(cuda=12.2): unknown.\n")
+    alone = only(findings(go), "software.driver_cuda")
+    assert alone.observed["host"] == "12.2" and "12.6" in alone.message
+    other = tmp_path / "other.txt"
+    other.write_text("requirement error: unsatisfied condition: brand = tesla\n")
+    assert of(findings(other), "software.driver_cuda") == []

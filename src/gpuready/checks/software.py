@@ -60,7 +60,37 @@ def _torch_problem(context: CheckContext) -> Finding | None:
 def _driver_cuda_in_logs(context: CheckContext) -> list[Finding]:
     """The driver is older than the CUDA the job's torch was built for (`found version 11040`, CUDA error 35), or
     CUDA's forward-compatibility libraries were loaded where they cannot work (error 804)."""
-    return _logged(context, ("driver_too_old", "forward_compat"), _driver_in_logs)
+    return _logged(context, ("driver_too_old", "forward_compat"), _driver_in_logs) + _container_refused(context)
+
+
+def _container_refused(context: CheckContext) -> list[Finding]:
+    """The container toolkit refused an image whose NVIDIA_REQUIRE_CUDA (or driver) the host's driver does not meet
+    (facts/host_log.py `ContainerRequirement`): the driver is too old for the image, the GPUs are fine."""
+    host = context.facts.logs.host if context.facts.logs is not None else None
+    found = []
+    for key in ("cuda", "driver"):
+        refused = [(required, line) for required, line in (host.requirements if host else []) if required.key == key]
+        if not refused:
+            continue
+        need = max((required.need for required, _ in refused), key=_version_key)
+        have = next((required.have for required, _ in refused if required.have), None) or (
+            context.facts.cuda_driver_version if key == "cuda" else context.facts.driver_version)
+        found.append(context.fail(
+            said(f"software.driver_cuda.container_{key}" + ("" if have else ".unknown"), need=need, have=have,
+                 driver=context.facts.driver_version or "?"),
+            observed={"required": f"{key}>={need}", "host": have, "driver": context.facts.driver_version},
+            expected=f"{key} >= {need}", refs=[_CONTAINER_REQUIRE_REF],
+            evidence=quote([line for _, line in refused])))
+    return found
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+_CONTAINER_REQUIRE_REF = ("NVIDIA libnvidia-container / nvidia-container-toolkit requirement check "
+                          "(NVIDIA_REQUIRE_CUDA: 'unsatisfied condition: cuda>=X'); CUDA compatibility: "
+                          "https://docs.nvidia.com/deploy/cuda-compatibility/")
 
 
 def _driver_in_logs(context: CheckContext, torch: TorchLogFacts, rank: int | None, mismatch, same: list) -> Finding:

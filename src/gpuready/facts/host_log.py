@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 MARKERS = (r"ut of memory: Kill|oom-kill:|invoked oom-killer|Killed process \d|oom_reaper: reaped|received by PID|"
            r"exitcode: -9|"
-           r"killed by signal: |Unexpected bus error encountered in worker|unable to write to file </torch_")
+           r"killed by signal: |Unexpected bus error encountered in worker|unable to write to file </torch_|"
+           r"unsatisfied condition: ")
 """Where to look (ASCII, searched per line): `Out of memory: Killed process` and `Memory cgroup out of memory: Kill
 process` both hold `ut of memory: Kill`; CUDA's `CUDA out of memory. Tried to allocate` does not."""
 
@@ -140,4 +141,32 @@ def parse_shm_error(text: str) -> ShmError | None:
         return ShmError(kind="bus_error", pid=int(match.group("pid")))
     if match := _WRITE_FAILED.search(text):
         return ShmError(kind="no_space" if match.group("error") else "write_failed", path=match.group("path"))
+    return None
+
+
+# ------------------------------------------------------------------ the container toolkit's requirement check
+
+# The NVIDIA container runtime hook checks an image's NVIDIA_REQUIRE_* against the host before the container starts:
+# libnvidia-container (src/nvc_info.c / cli: `error_setx(err, "unsatisfied condition: %s", …)`, printed by the CLI as
+# `nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your driver to a newer
+# version, or use an earlier cuda container`) and nvidia-container-toolkit's Go port
+# (internal/requirements/constraints/binary.go: `unsatisfied condition: %v (%v)`, e.g. `cuda>=12.8 (cuda=12.4)`).
+_REQUIREMENT = re.compile(r"unsatisfied condition: (?P<key>cuda|driver)\s{0,2}(?P<op>>=|>|=)\s{0,2}"
+                          r"(?P<need>\d{1,4}(?:\.\d{1,4}){0,3})(?: \((?:cuda|driver)=(?P<have>\d{1,4}(?:\.\d{1,4}){0,3})\))?")
+
+
+@dataclass(frozen=True)
+class ContainerRequirement:
+    """An image's requirement the host's driver does not meet: the container was refused before it started."""
+    key: str
+    """`cuda` (the CUDA version the driver supports) or `driver` (the driver version)."""
+    need: str
+    """The version the image requires (`12.8`)."""
+    have: str | None = None
+    """The host's version where the message gives it (the Go toolkit's `(cuda=12.4)`)."""
+
+
+def parse_container_requirement(text: str) -> ContainerRequirement | None:
+    if match := _REQUIREMENT.search(text):
+        return ContainerRequirement(key=match.group("key"), need=match.group("need"), have=match.group("have"))
     return None

@@ -38,6 +38,10 @@ class HostLogReader(Reader):
             if len(seen.shm) < MAX_ITEMS:
                 seen.shm.append((shm, line))
             return
+        if (required := parse.parse_container_requirement(text)) is not None:
+            if len(seen.requirements) < MAX_ITEMS:
+                seen.requirements.append((required, line))
+            return
         if (kill := parse.parse_sigkill(text)) is not None and len(seen.sigkills) < MAX_ITEMS:
             if all(kill.pid != known.pid for known, _ in seen.sigkills):
                 seen.sigkills.append((kill, line))

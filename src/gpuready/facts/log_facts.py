@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 
 from gpuready.facts import nccl_log, nccl_tests, torch_errors
 from gpuready.facts.dcgm_diag import DiagRun
-from gpuready.facts.host_log import OomKill, ShmError, SigKill
+from gpuready.facts.host_log import ContainerRequirement, OomKill, ShmError, SigKill
 from gpuready.facts.k8s_node import PluginError
 from gpuready.facts.log_lines import Line
 
@@ -366,7 +366,10 @@ class NcclTestsFacts:
 
 @dataclass(kw_only=True)
 class HostLogFacts:
-    """Kernel OOM-killer reports, SIGKILLed processes, DataLoader shared-memory errors."""
+    """Kernel OOM-killer reports, SIGKILLed processes, DataLoader shared-memory errors, the container toolkit refusing
+    an image whose CUDA/driver requirement the host does not meet."""
+    requirements: list[tuple[ContainerRequirement, Line]] = field(default_factory=list)
+    """The container toolkit's `unsatisfied condition: cuda>=X` lines."""
     ooms: list[tuple[OomKill, Line]] = field(default_factory=list)
     """The first OOM-killer lines."""
     oom_lines: int = 0
