@@ -93,7 +93,7 @@ GPU_OPTIONAL = {
     "bar1_ships_mib": int,
     "bar1_source": str,
 }
-GPU_ARCHES = {"Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"}
+GPU_ARCHES = {"Pascal", "Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"}
 NVLINK_VIA = {"nvswitch", "bridge", "none"}
 FP8_ARCHES = {"Ada Lovelace", "Hopper", "Blackwell"}
 
@@ -130,6 +130,8 @@ KNOWN_NAMES = {
     "NVIDIA GeForce RTX 2080": "RTX 2080",
     "NVIDIA RTX A5000": "RTX A5000",
     "Tesla V100S-PCIE-32GB": "V100S PCIe 32GB",
+    "NVIDIA GeForce GTX 1080 Ti": "GTX 1080 Ti",
+    "GeForce GTX 1080 Ti": "GTX 1080 Ti",
 }
 
 # Names that must NOT match any row (near-misses of the rows above, or boards that

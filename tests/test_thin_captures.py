@@ -61,3 +61,52 @@ def test_boards_with_an_optional_bridge_are_left_to_the_matrix():
     """RTX 2080 (one x8 link) and RTX A5000 (2-way bridge) link only through a bridge `-q` cannot show: unjudged."""
     for name in ("NVIDIA GeForce RTX 2080", "NVIDIA RTX A5000", "NVIDIA GeForce RTX 2070 SUPER"):
         assert _matrix([name, name]).status.value == "skip"
+
+
+# ------------------------------------------------------------------ PyTorch's collect_env: nvidia-smi -L, no UUIDs
+
+# torch/utils/collect_env.py: env_info_fmt's "GPU models and configuration: {gpu_models}", where get_gpu_info runs
+# `nvidia-smi -L` and removes every ` (UUID: …)`; one GPU prints on the label's line, several below it.
+COLLECT_ENV = """\
+Is CUDA available: True
+CUDA runtime version: 12.1.105
+GPU models and configuration:
+GPU 0: NVIDIA A100-SXM4-80GB
+GPU 1: NVIDIA A100-SXM4-80GB
+GPU 2: NVIDIA A100-SXM4-40GB
+
+Nvidia driver version: 535.104.05
+"""
+
+
+def test_collect_env_gpu_lines_are_a_gpu_list(tmp_path):
+    from gpuready.evidence.sniff import kind_of
+    from gpuready.facts.gpu_lists import parse_gpu_list
+    assert kind_of(COLLECT_ENV) == "nvidia-smi-L.txt"
+    gpus = parse_gpu_list(COLLECT_ENV, "nvidia-smi-L.txt")
+    assert [(gpu.index, gpu.name, gpu.uuid) for gpu in gpus] == [
+        (0, "NVIDIA A100-SXM4-80GB", None), (1, "NVIDIA A100-SXM4-80GB", None), (2, "NVIDIA A100-SXM4-40GB", None)]
+    one = "GPU models and configuration: GPU 0: NVIDIA H100 80GB HBM3\n"
+    assert kind_of(one) == "nvidia-smi-L.txt"
+    assert [gpu.name for gpu in parse_gpu_list(one, "nvidia-smi-L.txt")] == ["NVIDIA H100 80GB HBM3"]
+
+
+def test_diagnose_flags_mixed_models_in_a_collect_env_paste(tmp_path):
+    from helpers import findings
+    path = tmp_path / "collect_env_output.txt"  # not env.txt: a bundle name read as the environment
+    path.write_text(COLLECT_ENV)
+    mixed = [f for f in findings(path) if f.check_id == "gpu.model_mismatch"]
+    assert [(f.status.value, f.message_id) for f in mixed] == [("warn", "gpu.model_mismatch.models")]
+
+
+def test_cuda_samples_naming_pascal_geforce_cards_say_no_nvlink(tmp_path):
+    """p2pBandwidthLatencyTest's device lines (cuda-samples printf "Device: %d, %s, pciBusID: %x, pciDeviceID: %x,
+    pciDomainID:%x"): GP102 GeForce cards have SLI HB bridges, no NVLink (gpus.toml GTX 1080 Ti)."""
+    from helpers import findings
+    path = tmp_path / "p2p.txt"
+    path.write_text("[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]\n"
+                    "Device: 0, GeForce GTX 1080 Ti, pciBusID: 5, pciDeviceID: 0, pciDomainID:0\n"
+                    "Device: 1, GeForce GTX 1080 Ti, pciBusID: 6, pciDeviceID: 0, pciDomainID:0\n"
+                    "Device=0 CAN Access Peer Device=1\nDevice=1 CAN Access Peer Device=0\n")
+    matrix = [f for f in findings(path) if f.check_id == "topology.matrix"]
+    assert [(f.status.value, f.message_id) for f in matrix] == [("warn", "topology.matrix.no_nvlink")]

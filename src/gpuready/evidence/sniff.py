@@ -68,7 +68,9 @@ _SHAPES: list[tuple[str, Callable[[str], object]]] = [
                    r"[Ff](?<![^\n][Ff])(?i:ailed to initialize NVML)|"
                    + line_start("|") + r"(?i:[ \t]{0,4}Processes:[ \t]{2,120})").search)),
     ("cuda-p2p.txt", CUDA_P2P_SHAPE.search),
-    ("nvidia-smi-L.txt", re.compile(line_start("GPU ") + r"\d{1,3}: [^\n]{1,200}\(UUID: (?:GPU|MIG)-").search),
+    # or PyTorch's collect_env, which prints `nvidia-smi -L` without the UUIDs after its label
+    ("nvidia-smi-L.txt", re.compile(line_start("GPU ") + r"\d{1,3}: [^\n]{1,200}\(UUID: (?:GPU|MIG)-|"
+                                    r"GPU models and configuration[ \t]{0,4}:[ \t]{0,40}\n?GPU \d{1,3}: ").search),
     # a bus id at a line's start, searched for from its last colon, looked back from there
     ("lspci-vv.txt", re.compile(r":(?:(?<=^[0-9a-fA-F]{2}:)|(?<=^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:))"
                                 r"[0-9a-fA-F]{2}\.[0-7] [^:\n]{1,200}: [^\n]", re.MULTILINE).search),
