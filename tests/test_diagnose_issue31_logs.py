@@ -180,3 +180,17 @@ def test_system_error_with_nccl_debug_naming_the_cause_is_no_shm_hint():
             "RuntimeError: NCCL Error 2: unhandled system error\n")
     findings = nccl_findings(text)
     assert of(findings, "nccl.shm_too_small") == [] and len(of(findings, "nccl.wrong_interface")) == 1
+
+
+def test_system_error_whose_last_error_names_the_call_is_no_shm_hint():
+    # torch's NCCLUtils getNcclErrorDetailStr: `ncclSystemError: System call (e.g. socket, malloc) or external library
+    # call failed or device error.` then `Last error:` and NCCL's own WARN text (net_ib.cc `Call to ibv_reg_mr failed`).
+    text = ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error "
+            "(run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n"
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+            "Last error:\n"
+            "Call to ibv_reg_mr failed with error Bad address\n")
+    reader_n = feed_text(NcclLogReader(), "train.log", text)
+    reader_t = feed_text(TorchErrorReader(), "train.log", text)
+    findings = judged(reader_n, reader_t, host="node1")
+    assert of(findings, "nccl.shm_too_small") == []

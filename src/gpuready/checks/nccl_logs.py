@@ -276,6 +276,9 @@ def _system_error_on_one_node(context: CheckContext, nccl: NcclLogFacts | None) 
     if group is None or "ncclSystemError" not in nccl.result_codes or nccl.warns or nccl.connect \
             or nccl.no_interface or _multi_node(nccl) or _root(context, nccl)[0] is not None:
         return []
+    torch = context.facts.logs.torch
+    if torch is not None and any(record.last_error for record in torch.nccl_errors):
+        return []  # torch quoted NCCL's `Last error:`: it names the failed call, nccl.error reports it
     return [Finding(
         check_id=SHM_TOO_SMALL, status=Status.WARN, subject=_subject(context, nccl, _host_of(nccl, group.lines),
                                                                      group.lines),
