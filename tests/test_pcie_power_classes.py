@@ -2,6 +2,8 @@
 AER on the port above a GPU vs on a NIC/NVMe, the platform power brake, and the power budget of known
 platforms. Inputs: tests/fixtures/pcie-power/ (sources in its README)."""
 
+import re
+
 import pytest
 
 from conftest import FIXTURES, PUBLIC
@@ -294,3 +296,19 @@ def test_plain_table_cap_far_below_the_reference_board_power_warns(make_bundle):
     warned = [f for f in found if f.status.value == "warn"]
     assert len(warned) == 1 and warned[0].subject.gpu.index == 0 and "450 W" in warned[0].message
     assert warned[0].message_id == "power.limit.below_reference"
+
+
+def test_a_clocks_event_reasons_block_pasted_alone_is_judged(make_bundle):
+    """The `Clocks Event Reasons` block of the power-brake capture (tests/fixtures/pcie-power, lines 11-20, as `-q`
+    indents it under a GPU) pasted without its GPU header: a GPU's brake is still a power.brake failure, and thermal
+    stays out of it; the same block with the brake Not Active is no failure."""
+    lines = (HERE / "nvidia-smi-q-perf-h200-brake.txt").read_text().splitlines()
+    block = "\n".join(lines[10:20]) + "\n"
+    assert block.lstrip().startswith("Clocks Event Reasons")
+    report = report_for(make_bundle({"nvidia-smi-q.txt": block}))
+    assert statuses(report, "power.brake") == ["fail"]
+    assert "header is not in this input" in messages(report, "power.brake")
+    assert "fail" not in statuses(report, "thermal.current")
+    calm = re.sub(r"(HW Power Brake Slowdown\s+: )Active", r"\1Not Active", block)
+    assert calm != block
+    assert "fail" not in statuses(report_for(make_bundle({"nvidia-smi-q.txt": calm})), "power.brake")

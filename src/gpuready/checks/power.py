@@ -141,10 +141,16 @@ def _power_braked(reasons: frozenset[str]) -> bool:
     return bool(reasons & clock_reasons("power_brake")) and "hw_thermal_slowdown" not in reasons
 
 
-@check("power.brake")
+@check("power.brake", needs_gpus=False)
 def power_brake(context: CheckContext) -> list[Finding]:
     """No platform power brake on the GPUs."""
     ref = thresholds("power_brake")["source"]
+    # A `-q` section pasted without its GPU header (a `Clocks Event Reasons` block alone) is still about a GPU.
+    unnamed = [context.fail(said("power.brake.braked_unnamed"), observed=sorted(gpu.clock_event_reasons or ()),
+                            expected="no HW power brake slowdown", refs=[ref])
+               for gpu in context.facts.unnamed_gpus if _power_braked(gpu.clock_event_reasons or frozenset())]
+    if not context.gpus:
+        return unnamed or [context.skip(said("power.brake.unreported"))]
 
     def judge(gpu: GpuFacts) -> Finding | None:
         reasons = gpu.clock_event_reasons or frozenset()
@@ -157,9 +163,10 @@ def power_brake(context: CheckContext) -> list[Finding]:
             return context.passed(said("power.brake.with_thermal", index=gpu.index), gpu=gpu,
                                   observed=sorted(reasons), refs=[ref])
         return None
-    return per_gpu(context, judge, said("power.brake.all_good"),
-                   reported=lambda gpu: gpu.clock_event_reasons is not None,
-                   unreported=said("power.brake.unreported"))
+    named = per_gpu(context, judge, said("power.brake.all_good"),
+                    reported=lambda gpu: gpu.clock_event_reasons is not None,
+                    unreported=said("power.brake.unreported"))
+    return unnamed + [finding for finding in named if not unnamed or finding.status.value not in ("pass", "skip")]
 
 
 @check("thermal.current")
