@@ -78,3 +78,23 @@ def test_a_header_cut_before_the_gpu_rows_is_no_missing_gpu(tmp_path):
     (tmp_path / "none").mkdir()
     (tmp_path / "none" / "nvidia-smi.txt").write_text("No devices were found\n")
     assert statuses(report_for(tmp_path / "none"), "gpu.present") == ["fail"]
+
+
+def test_fabric_manager_failing_to_start_as_systemd_and_its_script_say_it(tmp_path):
+    """Fabric Manager not running, in the words of systemctl (`Job for nvidia-fabricmanager.service failed because the
+    control process exited with error code.`, NVIDIA/gpu-operator#356), systemd (`Failed to start %s.` with the unit's
+    Description, `NVIDIA fabric manager service`) and its start script (`"<command>" failed! Exit code: N`): a
+    failure on an NVSwitch board (tests/fixtures/public/dgx-h100-nvswitch), no finding on boards without NVSwitch."""
+    hgx = PUBLIC / "dgx-h100-nvswitch" / "nvidia-smi.txt"
+    lines = ("Job for nvidia-fabricmanager.service failed because the control process exited with error code.",
+             "Mar 02 08:11:09 hgx-07 systemd[1]: Failed to start NVIDIA fabric manager service.",
+             'Mar 02 08:11:09 hgx-07 nvidia-fabricmanager-start.sh[2210]: "/usr/bin/nv-fabricmanager -c '
+             '/usr/share/nvidia/nvswitch/fabricmanager.cfg" failed! Exit code: 255')
+    for number, line in enumerate(lines):
+        log = tmp_path / f"fm{number}.txt"
+        log.write_text(line + "\n")
+        fabric = only(findings(log, hgx), "gpu.fabric")
+        assert fabric.status is Status.FAIL and fabric.evidence, line
+    consumer = tmp_path / "nvidia-smi-4090.txt"
+    consumer.write_text((PUBLIC / "pcie-8gpu-2socket" / "nvidia-smi-8x4090.txt").read_text())
+    assert [f for f in of(findings(tmp_path / "fm1.txt", consumer), "gpu.fabric") if f.status is Status.FAIL] == []

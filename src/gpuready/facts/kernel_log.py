@@ -46,7 +46,13 @@ _LINK = re.compile(r"[Ll](?<!\w[Ll])(?i:ink)\s*(\d{1,4})")
 _FM_MISMATCH = re.compile(r"fabric manager NVIDIA GPU driver interface version (\d[\d.]{0,20}) doe?s?n'?t match with "
                           r"driver version (\d[\d.]{0,20}\d)")
 _FM_NOTHING = re.compile(r"NV_WARN_NOTHING_TO_DO")
-_FM_FAILED = re.compile(r"nvidia-fabricmanager\.service: (?:Main|Control) process exited, code=exited, status=(\d{1,3})")
+# Fabric Manager not running, as systemd, systemctl and its start script (nvidia-fabricmanager-start.sh) say it:
+# `….service: Main process exited, code=exited, status=1/FAILURE`, `….service: Failed with result 'exit-code'`,
+# `Job for nvidia-fabricmanager.service failed because …`, `Failed to start NVIDIA fabric manager service.` (the unit's
+# Description), `"/usr/bin/nv-fabricmanager -c …" failed! Exit code: 1`.
+_FM_FAILED = re.compile(r"nvidia-fabricmanager\.service: (?:(?:Main|Control) process exited, code=exited, status=(\d{1,3})|"
+                        r"Failed with result)|Job for nvidia-fabricmanager\.service failed|"
+                        r"Failed to start NVIDIA fabric manager|nv-fabricmanager[^\"\n]{0,300}\" failed! Exit code")
 # Other system-log lines about the driver's view of the GPUs:
 # `NVRM: API mismatch: the client has the version 367.44, but` / `NVRM: this kernel module has the version 367.35.`
 _API_MISMATCH = re.compile(r"NVRM: API mismatch: the client has the version (\d[\d.]{0,20}\d)")
