@@ -110,3 +110,59 @@ def test_cuda_samples_naming_pascal_geforce_cards_say_no_nvlink(tmp_path):
                     "Device=0 CAN Access Peer Device=1\nDevice=1 CAN Access Peer Device=0\n")
     matrix = [f for f in findings(path) if f.check_id == "topology.matrix"]
     assert [(f.status.value, f.message_id) for f in matrix] == [("warn", "topology.matrix.no_nvlink")]
+
+
+# ------------------------------------------------------------- a -q section alone: its GPU's header line not pasted
+
+# nvidia-smi -q's ROW_REMAPPER section as its documentation lays it out (nvidia-smi(1), "Remapped Rows": Correctable
+# Error, Uncorrectable Error, Pending, Remapping Failure Occurred), pasted without the "GPU 00000000:…" line above it.
+REMAP_SECTION = """\
+    Remapped Rows
+        Correctable Error                 : 0
+        Uncorrectable Error               : 2
+        Pending                           : {pending}
+        Remapping Failure Occurred        : {failure}
+"""
+
+
+def test_a_remapped_rows_section_alone_is_judged(tmp_path):
+    (tmp_path / "nvidia-smi-q.txt").write_text(REMAP_SECTION.format(pending="Yes", failure="No"))
+    report = report_for(tmp_path)
+    assert statuses(report, "health.row_remap_pending") == ["fail"]
+    pending = next(f for f in report.findings if f.check_id == "health.row_remap_pending")
+    assert pending.message_id == "health.row_remap_pending.pending_unnamed" and pending.subject.gpu is None
+    assert statuses(report, "health.row_remap_failure") == ["skip"]  # not flagged: no finding about a GPU
+    (tmp_path / "nvidia-smi-q.txt").write_text(REMAP_SECTION.format(pending="No", failure="Yes"))
+    report = report_for(tmp_path)
+    assert statuses(report, "health.row_remap_failure") == ["fail"]
+    assert statuses(report, "health.row_remap_pending") == ["skip"]
+
+
+# nvidia-smi -q's ECC section in the layout of drivers before R510 (nvidia-smi(1): Volatile / Aggregate, Single Bit /
+# Double Bit, Device Memory … Total), pasted without the GPU's header line.
+ECC_SECTION = """\
+    ECC Errors
+        Volatile
+            Single Bit
+                Device Memory             : 0
+                Total                     : 0
+            Double Bit
+                Device Memory             : {volatile}
+                Total                     : {volatile}
+        Aggregate
+            Single Bit
+                Device Memory             : 0
+                Total                     : 0
+            Double Bit
+                Device Memory             : {aggregate}
+                Total                     : {aggregate}
+"""
+
+
+def test_an_ecc_section_alone_is_judged(tmp_path):
+    for volatile, aggregate, status in ((3, 3, "fail"), (0, 5, "warn")):
+        (tmp_path / "nvidia-smi-q.txt").write_text(ECC_SECTION.format(volatile=volatile, aggregate=aggregate))
+        report = report_for(tmp_path)
+        assert statuses(report, "health.ecc_uncorrected") == [status], (volatile, aggregate)
+    (tmp_path / "nvidia-smi-q.txt").write_text(ECC_SECTION.format(volatile=0, aggregate=0))
+    assert statuses(report_for(tmp_path), "health.ecc_uncorrected") == ["skip"]

@@ -274,6 +274,21 @@ def health_inforom(context: CheckContext) -> list[Finding]:
     return findings
 
 
+def _ecc_of_unnamed(context: CheckContext) -> list[Finding]:
+    """A `-q` "ECC Errors" section pasted without its GPU's header line: uncorrectable counts on a GPU of this host."""
+    found = []
+    for gpu in context.facts.unnamed_gpus:
+        volatile, aggregate = gpu.ecc_uncorrected_volatile, gpu.ecc_uncorrected_aggregate
+        if volatile:
+            found.append(context.fail(said("health.ecc_uncorrected.volatile_unnamed", count=volatile),
+                                      observed={"volatile": volatile, "aggregate": aggregate}, expected=0,
+                                      refs=["NVML ECC", "nvidia-smi(1) ECC Errors"]))
+        elif aggregate:
+            found.append(context.warn(said("health.ecc_uncorrected.aggregate_unnamed", count=aggregate),
+                                      observed={"aggregate": aggregate}, expected=0))
+    return found
+
+
 @check("health.ecc_uncorrected", needs_gpus=False)
 def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
     """No uncorrectable ECC errors."""
@@ -283,7 +298,7 @@ def health_ecc_uncorrected(context: CheckContext) -> list[Finding]:
                              expected="no uncorrectable ECC error", refs=[xid_evidence_ref()],
                              evidence=kernel_evidence(cuda))]
     if not context.gpus:
-        return [context.skip(said("registry.no_gpu"))]
+        return _ecc_of_unnamed(context) or [context.skip(said("registry.no_gpu"))]
     logged = _memory_lines(context)["uncorrectable_memory_error"]
     uptime = context.facts.host.uptime_s
 
@@ -358,9 +373,23 @@ def health_retired_pages(context: CheckContext) -> list[Finding]:
                    unreported=said("health.retired_pages.unreported"))
 
 
-@check("health.row_remap_pending")
+def _unnamed_remap(context: CheckContext, flagged: str, msg_id: str, observed: str) -> list[Finding] | None:
+    """A `-q` paste that begins inside a GPU's section (its header line cut) still shows a fact about a GPU: judged
+    without its index. None where GPUs are listed (judged per GPU) or nothing is flagged (the registry's skip)."""
+    if context.gpus:
+        return None
+    found = [context.fail(said(msg_id), expected="No", refs=[_REMAP_REF],
+                          observed={"state": observed, "uncorrectable_rows": gpu.remapped_rows_uncorrectable})
+             for gpu in context.facts.unnamed_gpus if getattr(gpu, flagged)]
+    return found or [context.skip(said("registry.no_gpu"))]
+
+
+@check("health.row_remap_pending", needs_gpus=False)
 def health_row_remap_pending(context: CheckContext) -> list[Finding]:
     """No row remap waiting for a reset."""
+    if (unnamed := _unnamed_remap(context, "remap_pending", "health.row_remap_pending.pending_unnamed",
+                                  "Pending: Yes")) is not None:
+        return unnamed
     logged = _memory_lines(context)["row_remap_pending"]
     uptime = context.facts.host.uptime_s
 
@@ -386,9 +415,12 @@ def health_row_remap_pending(context: CheckContext) -> list[Finding]:
                    unreported=_REMAP_UNREPORTED)
 
 
-@check("health.row_remap_failure")
+@check("health.row_remap_failure", needs_gpus=False)
 def health_row_remap_failure(context: CheckContext) -> list[Finding]:
     """No failed row remap."""
+    if (unnamed := _unnamed_remap(context, "remap_failure", "health.row_remap_failure.failed_unnamed",
+                                  "Remapping Failure Occurred: Yes")) is not None:
+        return unnamed
     logged = _memory_lines(context)["row_remap_failure"]
     uptime = context.facts.host.uptime_s
 
