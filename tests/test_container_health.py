@@ -372,3 +372,21 @@ def test_nvml_unknown_error_beside_a_gpu_listing_is_lost_device_access(tmp_path)
     assert len(lost) == 1 and "/dev/nvidia" in lost[0].message and "nvidia-ctk" in lost[0].fix
     alone = of(findings(error), "software.container")  # the error alone: gpu.present's finding, not this one
     assert [f for f in alone if f.status is Status.FAIL] == []
+
+
+def test_container_toolkit_that_cannot_reach_the_driver_is_gpu_present(tmp_path):
+    """libnvidia-container's CLI (`initialization error: %s`) with the reasons NVML gives (its `driver not loaded`,
+    the dlopen error of a missing libnvidia-ml.so.1), built from those formats inside a docker error line: the
+    host's driver is not usable, said with its cause; a mismatch is the probe's own finding, not a second one."""
+    from gpuready.model import Status
+    from helpers import findings, of
+    prefix = ("docker: Error response from daemon: OCI runtime create failed: error running hook #0: error running "
+              "hook: exit status 1, stdout: , stderr: ")
+    for reason, cause in (("nvml error: driver not loaded", "not_loaded"),
+                          ("load library failed: libnvidia-ml.so.1: cannot open shared object file: no such file or "
+                           "directory", "no_library")):
+        log = tmp_path / f"{cause}.log"
+        log.write_text(prefix + f"nvidia-container-cli: initialization error: {reason}: unknown.\n")
+        present = [f for f in of(findings(log), "gpu.present") if f.status is Status.FAIL]
+        assert [f.message_id for f in present] == [f"gpu.present.unusable_{cause}"], reason
+        assert present[0].evidence[0].line == 1

@@ -9,12 +9,14 @@ from typing import Iterable
 
 from gpuready.checks.kernel_judge import fallen_off_bus_xid
 from gpuready.checks.log_evidence import quote
+from gpuready.checks.log_evidence import quote
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, per_gpu, queried
 from gpuready.facts.types import GpuFacts, KernelEvent
 from gpuready.i18n import said
 from gpuready.knowledge import gpu_spec, thresholds
 from gpuready.model import Finding
 
+_TOOLKIT_REF = "NVIDIA libnvidia-container (nvidia-container-cli: `initialization error: %s`)"
 _NVIDIA_SMI_REF = "nvidia-smi(1) manual, https://docs.nvidia.com/deploy/nvidia-smi/index.html"
 # What a failed probe's error says -> the cause and fix in the catalogue (gpu.present.unusable_<key>).
 _PROBE_CAUSES = {
@@ -25,6 +27,7 @@ _PROBE_CAUSES = {
     "not found": "no_smi",
     "failed to initialize nvml: unknown error": "nvml_unknown",
     "no devices were found": "no_devices",
+    "load library failed": "no_library",
 }
 
 
@@ -33,7 +36,19 @@ def _probe_cause(error: str) -> str:
     return next((cause for marker, cause in _PROBE_CAUSES.items() if marker in lowered), "unknown")
 
 
-@check("gpu.present", needs_gpus=False)
+def _present_in_logs(context: CheckContext) -> list[Finding]:
+    """diagnose: the container toolkit could not reach the host's driver (`nvidia-container-cli: initialization
+    error: nvml error: driver not loaded`), where no capture of the driver's own already says why."""
+    host = context.facts.logs.host if context.facts.logs is not None else None
+    if host is None or not host.toolkit_errors or context.facts.gpu_probe_error is not None:
+        return []
+    error, line = host.toolkit_errors[-1]
+    return [context.fail(said(f"gpu.present.unusable_{_probe_cause(error)}", error=error), observed=error,
+                         expected="the driver reachable", refs=[_NVIDIA_SMI_REF, _TOOLKIT_REF],
+                         evidence=quote([line for _, line in host.toolkit_errors]))]
+
+
+@check("gpu.present", needs_gpus=False, logs=_present_in_logs)
 def gpu_present(context: CheckContext) -> list[Finding]:
     """Driver loaded, GPUs visible."""
     facts, expected = context.facts, context.options.expect_gpus

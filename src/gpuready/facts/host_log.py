@@ -15,7 +15,7 @@ from dataclasses import dataclass
 MARKERS = (r"ut of memory: Kill|oom-kill:|invoked oom-killer|Killed process \d|oom_reaper: reaped|received by PID|"
            r"exitcode: -9|"
            r"killed by signal: |Unexpected bus error encountered in worker|unable to write to file </torch_|"
-           r"unsatisfied condition: ")
+           r"unsatisfied condition: |nvidia-container-cli: initialization error: ")
 """Where to look (ASCII, searched per line): `Out of memory: Killed process` and `Memory cgroup out of memory: Kill
 process` both hold `ut of memory: Kill`; CUDA's `CUDA out of memory. Tried to allocate` does not."""
 
@@ -170,3 +170,15 @@ def parse_container_requirement(text: str) -> ContainerRequirement | None:
     if match := _REQUIREMENT.search(text):
         return ContainerRequirement(key=match.group("key"), need=match.group("need"), have=match.group("have"))
     return None
+
+
+# `nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown.`, `… initialization error: load
+# library failed: libnvidia-ml.so.1: cannot open shared object file: no such file or directory: unknown.` (libnvidia-
+# container's CLI, src/cli: `initialization error: %s`): the hook could not reach the host's driver through NVML.
+_TOOLKIT_INIT = re.compile(r"nvidia-container-cli: initialization error: (?P<detail>[^\n]{1,200}?)(?:: unknown\.?)?\s{0,4}$")
+
+
+def parse_toolkit_init_error(text: str) -> str | None:
+    """The reason libnvidia-container gives for not reaching the host's driver, or None."""
+    match = _TOOLKIT_INIT.search(text)
+    return match.group("detail").strip() if match else None

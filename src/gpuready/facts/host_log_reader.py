@@ -38,6 +38,10 @@ class HostLogReader(Reader):
             if len(seen.shm) < MAX_ITEMS:
                 seen.shm.append((shm, line))
             return
+        if (error := parse.parse_toolkit_init_error(text)) is not None:
+            if len(seen.toolkit_errors) < MAX_ITEMS:
+                seen.toolkit_errors.append((error, line))
+            return
         if (required := parse.parse_container_requirement(text)) is not None:
             if len(seen.requirements) < MAX_ITEMS:
                 seen.requirements.append((required, line))

@@ -370,6 +370,8 @@ class HostLogFacts:
     an image whose CUDA/driver requirement the host does not meet."""
     requirements: list[tuple[ContainerRequirement, Line]] = field(default_factory=list)
     """The container toolkit's `unsatisfied condition: cuda>=X` lines."""
+    toolkit_errors: list[tuple[str, Line]] = field(default_factory=list)
+    """The container toolkit's `initialization error: <reason>` (it could not reach the host's driver)."""
     ooms: list[tuple[OomKill, Line]] = field(default_factory=list)
     """The first OOM-killer lines."""
     oom_lines: int = 0
