@@ -312,3 +312,15 @@ def test_a_clocks_event_reasons_block_pasted_alone_is_judged(make_bundle):
     calm = re.sub(r"(HW Power Brake Slowdown\s+: )Active", r"\1Not Active", block)
     assert calm != block
     assert "fail" not in statuses(report_for(make_bundle({"nvidia-smi-q.txt": calm})), "power.brake")
+
+
+def test_a_thermal_clocks_event_reasons_block_pasted_alone_is_thermal(make_bundle):
+    """The `Clocks Event Reasons` block of the HW-thermal capture (tests/fixtures/pcie-power) without its GPU header:
+    thermal.current fails for 'a GPU', power.brake does not."""
+    lines = (HERE / "nvidia-smi-q-perf-h200-hwthermal.txt").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "Clocks Event Reasons")
+    block = "\n".join(lines[start:start + 10]) + "\n"
+    report = report_for(make_bundle({"nvidia-smi-q.txt": block}))
+    assert statuses(report, "thermal.current") == ["fail"]
+    assert "hw_thermal_slowdown" in messages(report, "thermal.current")
+    assert "fail" not in statuses(report, "power.brake")

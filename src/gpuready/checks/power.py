@@ -169,10 +169,23 @@ def power_brake(context: CheckContext) -> list[Finding]:
     return unnamed + [finding for finding in named if not unnamed or finding.status.value not in ("pass", "skip")]
 
 
-@check("thermal.current")
+def _slowed(reasons: frozenset[str]) -> list[str]:
+    """The reasons that slow a GPU by heat or the board (a power brake without heat is power.brake's)."""
+    thermal, hardware = clock_reasons("thermal"), clock_reasons("hardware")
+    return sorted(reasons & (thermal if _power_braked(reasons) else thermal | hardware))
+
+
+@check("thermal.current", needs_gpus=False)
 def thermal_current(context: CheckContext) -> list[Finding]:
     """Temperatures and thermal/hardware slowdown."""
     limits = thresholds("thermal")
+    # A `-q` section pasted without its GPU header (a `Clocks Event Reasons` block alone) is still about a GPU.
+    unnamed = [context.fail(said("thermal.current.slowed_unnamed", reasons=", ".join(slowed)), observed=slowed,
+                            expected="no thermal or hardware slowdown",
+                            refs=["nvidia-smi --help-query-gpu clocks_event_reasons"])
+               for gpu in context.facts.unnamed_gpus if (slowed := _slowed(gpu.clock_event_reasons or frozenset()))]
+    if not context.gpus:
+        return unnamed or [context.skip(said("thermal.current.unreported"))]
 
     def judge(gpu: GpuFacts) -> Finding | None:
         reasons = gpu.clock_event_reasons or frozenset()
@@ -213,4 +226,4 @@ def thermal_current(context: CheckContext) -> list[Finding]:
         first = findings[0]
         findings[0] = replace(first, **finding_text(said("thermal.current.sw_cap", judged=said_again(first),
                                                          gpus=gpus)))
-    return findings
+    return unnamed + [finding for finding in findings if not unnamed or finding.status.value not in ("pass", "skip")]
