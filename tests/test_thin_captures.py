@@ -166,3 +166,23 @@ def test_an_ecc_section_alone_is_judged(tmp_path):
         assert statuses(report, "health.ecc_uncorrected") == [status], (volatile, aggregate)
     (tmp_path / "nvidia-smi-q.txt").write_text(ECC_SECTION.format(volatile=0, aggregate=0))
     assert statuses(report_for(tmp_path), "health.ecc_uncorrected") == ["skip"]
+
+
+# --------------------------------------------------------------------- a cut nvidia-smi nvlink -s listing
+
+# nvidia-smi nvlink -s lists every link of every GPU (`Link N: 25 GB/s`, a down one `Link N: <inactive>`); a poster
+# who shortens the paste leaves a line of dots. Two A100 SXM4 listings (12 links each, as the A100 has) and a third
+# cut after its first link: the third is not judged, the first two pass.
+def _nvlink_listing(links: int) -> str:
+    return "".join(f"\t Link {n}: 25 GB/s\n" for n in range(links))
+
+
+def test_a_listing_cut_by_the_poster_is_not_links_down(tmp_path):
+    text = "".join(f"GPU {i}: NVIDIA A100-SXM4-80GB (UUID: GPU-{i:08d}-0000-0000-0000-000000000000)\n"
+                   + _nvlink_listing(12 if i < 2 else 1) for i in range(3)) + "......\n"
+    (tmp_path / "nvidia-smi-nvlink-s.txt").write_text(text)
+    report = report_for(tmp_path)
+    (finding,) = [f for f in report.findings if f.check_id == "nvlink.link_down"]
+    assert (finding.status.value, finding.message_id) == ("pass", "nvlink.link_down.up")
+    (tmp_path / "nvidia-smi-nvlink-s.txt").write_text(text.replace("......\n", ""))  # no elision: a link missing
+    assert statuses(report_for(tmp_path), "nvlink.link_down") == ["fail"]

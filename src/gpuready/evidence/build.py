@@ -89,6 +89,8 @@ class _FactsBuilder:
             self.facts.input_errors.extend(files.errors)
         self.gpu_sources: list[tuple[str, list[GpuFacts]]] = []
         self.indexed_sources: list[tuple[str, list[GpuFacts]]] = []
+        self.nvlinks_cut: set[int] = set()
+        """GPUs whose `nvlink -s` listing a poster cut: their links are not reported."""
         self.reading = ""
         """The file `use` is applying now (a kernel log's events name their file)."""
 
@@ -176,6 +178,7 @@ class _FactsBuilder:
             gpus = parse_gpu_list(text, "nvidia-smi-nvlink-s.txt")
         except ValueError:  # an empty capture: no NVLink reported
             gpus = []
+        self.nvlinks_cut |= {index for index, found in links.items() if found is None}
         for gpu in gpus:
             gpu.nvlinks = links.get(gpu.index, [])
         self.indexed_sources.append(("nvidia-smi-nvlink-s.txt", gpus))
@@ -217,7 +220,8 @@ class _FactsBuilder:
         if facts.sources.get("nvidia-smi-nvlink-s.txt", "").startswith("parsed") or any(
                 source.startswith("parsed as nvidia-smi-nvlink-s.txt") for source in facts.sources.values()):
             for gpu in facts.gpus or []:  # the capture was read: a GPU it does not list has no NVLink
-                gpu.nvlinks = [] if gpu.nvlinks is None else gpu.nvlinks
+                if gpu.index not in self.nvlinks_cut:
+                    gpu.nvlinks = [] if gpu.nvlinks is None else gpu.nvlinks
         if facts.gpus is None:
             facts.gpus = _gpus_named_by_host(facts)
         if facts.kernel_log:  # a reset named only by UUID is tied to its GPU now that the GPUs are known

@@ -131,16 +131,25 @@ def parse_topo_p2p(text: str) -> dict[tuple[int, int], str]:
 
 _NVLINK_GPU = re.compile(r"^GPU (\d+):")
 _NVLINK_LINE = re.compile(r"^\s*Link (\d+):\s*(.*)$")
-# The lines that can say anything: a GPU's (`GPU 0: …`) and a link's (`Link 3: …`)
-_NVLINK_MARKER = re.compile(r"GPU |Link ")
+# The lines that can say anything: a GPU's (`GPU 0: …`), a link's (`Link 3: …`) and a poster's elision (`...`)
+_NVLINK_MARKER = re.compile(r"GPU |Link |\.\.\.|\u2026")
+_ELISION = re.compile(r"^\s{0,40}(?:\.{3,40}|\u2026{1,10})\s{0,40}$")
 
 
-def parse_nvlink_status(text: str) -> dict[int, list[NvLink]]:
+def parse_nvlink_status(text: str) -> dict[int, list[NvLink] | None]:
     """`nvidia-smi nvlink -s`: GPU index → links. An empty file means no NVLink was reported. Only the lines with a
-    marker are read (blank lines: one C-speed search)."""
-    links: dict[int, list[NvLink]] = {}
+    marker are read (blank lines: one C-speed search).
+
+    nvidia-smi lists every link a GPU has, a down one as `<inactive>`; a GPU whose listing a poster cut (a line of
+    dots: `...`, `......`) shows only some of them, so its links are None (not reported), never "the others down"."""
+    links: dict[int, list[NvLink] | None] = {}
+    cut: set[int] = set()
     current: int | None = None
     for line in marked_lines(strip_ansi(text), _NVLINK_MARKER):
+        if _ELISION.match(line):
+            if current is not None:
+                cut.add(current)
+            continue
         gpu_match = _NVLINK_GPU.match(line.strip())
         if gpu_match:
             current = _gpu_number(f"GPU{gpu_match.group(1)}")
@@ -157,4 +166,4 @@ def parse_nvlink_status(text: str) -> dict[int, list[NvLink]]:
                 raise ParseFailure("parse.nvlink.too_many", index=current, bound=LIMITS["nvlinks"])
             links[current].append(NvLink(link=link, active=not inactive,
                                          speed_gb_per_s=first_number(speed.group(1)) if speed else None))
-    return links
+    return {index: None if index in cut else found for index, found in links.items()}
