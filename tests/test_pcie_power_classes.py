@@ -324,3 +324,31 @@ def test_a_thermal_clocks_event_reasons_block_pasted_alone_is_thermal(make_bundl
     assert statuses(report, "thermal.current") == ["fail"]
     assert "hw_thermal_slowdown" in messages(report, "thermal.current")
     assert "fail" not in statuses(report, "power.brake")
+
+
+def test_a_clocks_event_reasons_block_moved_to_the_margin_is_still_a_gpu_section(make_bundle):
+    """People paste a `-q` section with its indentation removed (the power-brake block of tests/fixtures/pcie-power,
+    dedented by the 4 columns `-q` puts under `GPU …`): still a GPU's section, judged; a GPU header after it opens a
+    GPU of its own; text at the margin that is no GPU section stays unread."""
+    lines = (HERE / "nvidia-smi-q-perf-h200-brake.txt").read_text().splitlines()
+    block = "\n".join(line[4:] for line in lines[10:20]) + "\n"
+    assert block.startswith("Clocks Event Reasons")
+    report = report_for(make_bundle({"nvidia-smi-q.txt": block}))
+    assert statuses(report, "power.brake") == ["fail"]
+    with_header = block + "\nGPU 00000000:1E:00.0\n    Product Name                    : Tesla V100-SXM2-32GB\n"
+    report = report_for(make_bundle({"nvidia-smi-q.txt": with_header}))
+    assert statuses(report, "power.brake") == ["fail"] and statuses(report, "gpu.present") == ["pass"]
+    from gpuready.facts.smi_tree import SmiParseError, parse_text
+    with pytest.raises(SmiParseError):
+        parse_text("Some notes about the node\n    Idle : Not Active\n")
+
+
+def test_diagnose_knows_a_clocks_event_reasons_section_by_its_content(tmp_path):
+    """`diagnose` recognises a `-q -d PERFORMANCE` section pasted alone (its header, then `Idle : …`; the
+    power-brake block of tests/fixtures/pcie-power, at the margin) as nvidia-smi -q, and judges it."""
+    from helpers import findings
+    lines = (HERE / "nvidia-smi-q-perf-h200-brake.txt").read_text().splitlines()
+    paste = tmp_path / "throttle.txt"
+    paste.write_text("\n".join(line[4:] for line in lines[10:20]) + "\n")
+    braked = [f for f in findings(paste) if f.check_id == "power.brake"]
+    assert [f.status.value for f in braked] == ["fail"]

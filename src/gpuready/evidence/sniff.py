@@ -58,7 +58,10 @@ _SHAPES: list[tuple[str, Callable[[str], object]]] = [
     ("nvidia-smi-nvlink-s.txt", re.compile(line_start("GPU ") + r"\d{1,3}: [^\n]{0,200}\n[ \t]{1,20}Link \d{1,3}:")
      .search),
     ("nvidia-smi-q.txt", _any_of(re.compile("NVSMI LOG").search,
-                                 re.compile(line_start("GPU ") + _BUS_ID + r"[ \t]{0,20}$", re.MULTILINE).search)),
+                                 re.compile(line_start("GPU ") + _BUS_ID + r"[ \t]{0,20}$", re.MULTILINE).search,
+                                 # a `-q -d PERFORMANCE` section alone: its header, then its first field
+                                 re.compile(r"Clocks (?:Event|Throttle) Reasons[ \t]{0,20}\n[ \t]{1,40}Idle[ \t]{1,60}: "
+                                            r"(?:Not )?Active").search)),
     # case-blind: the first letter a class of what case-blind matches it (only N and n for `n`, …)
     ("nvidia-smi.txt", _any_of(
         re.compile(r"[Nn](?i:VIDIA-SMI \d|VIDIA-SMI has failed|o devices were found|vidia-smi: (?:command )?not found|"

@@ -89,7 +89,7 @@ def parse_text(text: str) -> Node:
     """Indentation gives the nesting; `GPU 00000000:3B:00.0` lines open a GPU. Only the lines that make a node are
     looked at, and of the top-level sections only those whose node can matter: blank lines, rules and foreign
     output are skipped in bulk."""
-    text = _one_line_break(strip_ansi(text))
+    text = _indent_dedented_section(_one_line_break(strip_ansi(text)))
     root = Node("nvidia_smi_log")
     stack: list[tuple[int, Node]] = [(-1, root)]
     start = _next_node_line(text, 0)
@@ -110,6 +110,30 @@ def parse_text(text: str) -> Node:
     if not root.find_all("gpu") and not root.find("driver_version") and not _has_header_rule(text, len(text)):
         raise SmiParseError("parse.smi_q.nothing")
     return root
+
+
+# GPU-level `-q` sections a paste may hold alone, moved to the left margin (`-q` indents them 4 under `GPU …`).
+_GPU_SECTIONS = frozenset({"clocks_event_reasons", "clocks_throttle_reasons", "ecc_errors", "remapped_rows",
+                           "retired_pages", "temperature", "power_readings", "gpu_power_readings", "clocks",
+                           "max_clocks", "pci", "fabric", "performance"})
+
+
+def _indent_dedented_section(text: str) -> str:
+    """A paste that starts with a GPU-level section at the left margin (`Clocks Throttle Reasons`, its fields
+    indented under it): that part, up to the first top-level line that matters (a GPU header), indented as `-q`
+    prints it under a GPU, so it is read as the section of a GPU whose header was cut."""
+    start = _next_node_line(text, 0)
+    if start < 0 or text[start].isspace():
+        return text
+    end_of_line = text.find("\n", start)
+    label = text[start:end_of_line if end_of_line >= 0 else len(text)].split(":", 1)[0]
+    following = _next_node_line(text, end_of_line + 1) if end_of_line >= 0 else -1
+    if normalize_key(label) not in _GPU_SECTIONS or following < 0 or not text[following].isspace():
+        return text
+    end = _next_root_line_read(text, end_of_line + 1)
+    end = len(text) if end < 0 else end
+    section = "\n".join("    " + line if line else line for line in text[start:end].split("\n"))
+    return text[:start] + section + text[end:]
 
 
 def _one_line_break(text: str) -> str:
