@@ -194,3 +194,27 @@ def test_system_error_whose_last_error_names_the_call_is_no_shm_hint():
     reader_t = feed_text(TorchErrorReader(), "train.log", text)
     findings = judged(reader_n, reader_t, host="node1")
     assert of(findings, "nccl.shm_too_small") == []
+
+
+def test_cuda_217_as_nccls_last_error_is_peer_access_unsupported():
+    """NCCL quotes its last CUDA error under torch's `Last error:`: `Cuda failure %d '%s'` (NCCL src/include/checks.h
+    CUDACHECK) with cudaGetErrorString(cudaErrorPeerAccessUnsupported = 217), "peer access is not supported between
+    these two devices" (CUDA Runtime API, driver_types.h). Torch's text as ProcessGroupNCCL.cpp formats it, behind
+    torch 2.4's rank prefix: the quoted line is both the NCCL error's detail and the P2P finding's evidence."""
+    text = ("[rank1]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+            "ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+            "[rank1]: ncclUnhandledCudaError: Call to CUDA function failed.\n"
+            "[rank1]: Last error:\n"
+            "[rank1]: Cuda failure 217 'peer access is not supported between these two devices'\n")
+    findings = torch_findings(text)
+    [p2p] = of(findings, "nccl.p2p_unsupported")
+    assert p2p.status == Status.FAIL and [e.line for e in p2p.evidence] == [4]
+    assert [f.status for f in of(findings, "nccl.error")] == [Status.FAIL]
+
+
+def test_a_last_error_of_another_cuda_failure_is_no_p2p_finding():
+    text = ("NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error, NCCL version 2.21.5\n"
+            "ncclUnhandledCudaError: Call to CUDA function failed.\n"
+            "Last error:\n"
+            "Cuda failure 2 'out of memory'\n")
+    assert all(finding.check_id != "nccl.p2p_unsupported" for finding in torch_findings(text))

@@ -117,6 +117,8 @@ class TorchErrorReader(Reader):
             if mismatch.kind != "nccl_arch":  # `Cuda failure 'invalid device function'` is an NCCL error's text too
                 return
         if self._last_error_text(line, rank):
+            if parse.is_p2p_unsupported(text):  # NCCL's `Last error:` can be CUDA's 217: the pair has no peer access
+                self._note_p2p(line, rank)
             return
         for step in (self._watchdog, self._gloo_oom_p2p, self._nccl_error, self._network, self._launcher):
             if step(line, text, rank, order):
@@ -159,11 +161,14 @@ class TorchErrorReader(Reader):
                 seen.ooms.append((rank, oom, line, order))
             return True
         if parse.is_p2p_unsupported(text):
-            self._note_rank(rank)
-            if len(seen.p2p) < MAX_ITEMS:
-                seen.p2p.append(line)
+            self._note_p2p(line, rank)
             return True
         return False
+
+    def _note_p2p(self, line: Line, rank: int | None) -> None:
+        self._note_rank(rank)
+        if len(self.seen.p2p) < MAX_ITEMS:
+            self.seen.p2p.append(line)
 
     def _nccl_error(self, line: Line, text: str, rank: int | None, order: int) -> bool:
         if (error := parse.parse_nccl_error(text)) is not None:
