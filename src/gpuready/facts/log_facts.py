@@ -143,7 +143,9 @@ class NcclLogFacts:
     @staticmethod
     def message_of(line: Line) -> str:
         event = nccl_log.parse_line(line.text)
-        return event.message if event is not None and event.message else line.text
+        if event is None or not event.message or event.level is None:  # not NCCL's own `NCCL WARN` line (torch
+            return line.quoted()[2]  # quoting NCCL's last error, say): the line as the evidence quotes it, cut
+        return event.message
 
     @staticmethod
     def lacks_kernels(line: Line) -> bool:
