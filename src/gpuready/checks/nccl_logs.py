@@ -240,7 +240,8 @@ def _ib_missing(context: CheckContext, nccl: NcclLogFacts) -> list[Finding]:
             **finding_text(text),
             observed={"reasons": sorted(reason_set), "hosts": named[:32]},
             expected="NET/IB : Using [0]mlx5_…" if expected else None,
-            refs=[NCCL_TROUBLESHOOTING, REF_IB], evidence=quote(lines)))
+            refs=[NCCL_TROUBLESHOOTING, REF_IB] + ([] if firm or expected is None else [REF_IB_PLUGIN]),
+            evidence=quote(lines)))
     return found
 
 
