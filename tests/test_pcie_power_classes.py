@@ -352,3 +352,25 @@ def test_diagnose_knows_a_clocks_event_reasons_section_by_its_content(tmp_path):
     paste.write_text("\n".join(line[4:] for line in lines[10:20]) + "\n")
     braked = [f for f in findings(paste) if f.check_id == "power.brake"]
     assert [f.status.value for f in braked] == ["fail"]
+
+
+def test_a_margin_section_after_a_whole_gpu_is_a_gpu_of_its_own(make_bundle):
+    """A full `-q` of one L4 (tests/fixtures/public/pcie-x8) with, pasted below it at the margin, the power-brake
+    block of the H200 capture (tests/fixtures/pcie-power) and a `Clocks` section: the block is not the L4's (its
+    sections are indented under its header), so it is judged as a GPU whose header was cut; the two margin
+    sections are one such GPU; the L4 is still read in full."""
+    from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_text
+    whole = (FIXTURES / "public" / "pcie-x8" / "nvidia-smi-q.txt").read_text()
+    lines = (HERE / "nvidia-smi-q-perf-h200-brake.txt").read_text().splitlines()
+    block = "\n".join(line[4:] for line in lines[10:20]) + "\n"
+    clocks = "Clocks\n    Graphics                          : 382 MHz\n    SM                                : 382 MHz\n"
+    query = parse_nvidia_smi_q_text(whole + "\n" + block + "\n" + clocks)
+    assert [gpu.name for gpu in query.gpus] == ["NVIDIA L4"]
+    assert len(query.headless) == 1 and query.headless[0].sm_clock_mhz == 382
+    assert not query.gpus[0].clock_event_reasons or "hw_power_brake_slowdown" not in query.gpus[0].clock_event_reasons
+    report = report_for(make_bundle({"nvidia-smi-q.txt": whole + "\n" + block}))
+    assert statuses(report, "power.brake") == ["fail"]
+    assert "header is not in this input" in messages(report, "power.brake")
+    # a foreign line at the margin between the GPU and the block does not hide the block
+    report = report_for(make_bundle({"nvidia-smi-q.txt": whole + "\n...\n" + block}))
+    assert statuses(report, "power.brake") == ["fail"]

@@ -13,7 +13,16 @@ from pathlib import Path
 from gpuready import __version__
 from gpuready.evidence.collect import collect
 from gpuready.evidence.layout import BUNDLE_FILES
+from gpuready.evidence.bundle import Bundle
+from gpuready.evidence.limits import DEFAULT_LIMITS, InputLimits
 from gpuready.evidence.reader import read_bundle
+from gpuready.facts.dcgm_reader import DcgmDiagReader
+from gpuready.facts.host_log_reader import HostLogReader
+from gpuready.facts.k8s_reader import K8sNodeReader
+from gpuready.facts.log_lines import Reader
+from gpuready.facts.nccl_log_reader import NcclLogReader
+from gpuready.facts.nccl_tests_reader import NcclTestsReader
+from gpuready.facts.torch_log_reader import TorchErrorReader
 from gpuready.checks.registry import CheckOptions, run_checks, run_log_checks
 from gpuready.estimate.expect import nccl_busbw
 from gpuready.facts.log_facts import LogFacts
@@ -35,6 +44,17 @@ def port_is_free(port: int) -> bool:
             return True
         except OSError:
             return False
+
+
+def log_readers() -> list[Reader]:
+    """The readers of logs (NCCL, PyTorch and launchers, nccl-tests, host and container logs, DCGM, Kubernetes), fresh:
+    `diagnose` feeds them every input, `check --bundle` the bundle's files that are no tool output."""
+    return [NcclLogReader(), TorchErrorReader(), NcclTestsReader(), HostLogReader(), DcgmDiagReader(), K8sNodeReader()]
+
+
+def read_evidence_bundle(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> Bundle:
+    """A bundle as `check --bundle` reads it: its tool outputs, and its other text files through the log readers."""
+    return read_bundle(path, limits, log_readers())
 
 
 def gather_facts(bundle: Path | None, fast: bool) -> Facts:
@@ -94,14 +114,17 @@ def check_files(files: dict[str, str], options: CheckOptions, fail_on_warn: bool
     machine's findings carry its name, a `bundle.mixed_machines` warning names each file's machine, and the verdict is
     `unknown` where any one of them lacks the evidence for one."""
     parts = split_bundle(files)
+    logs = files.logs if isinstance(files, Bundle) else None  # logs name no machine: judged with the first
     if len(parts) == 1:
         facts = build_facts(files)
         facts.host.hostname = facts.host.hostname or parts[0][0].host or UNKNOWN_HOST
+        facts.logs = logs
         return check_report(facts, options, fail_on_warn, multi_node), [facts]
     reports, all_facts = [], []
     for number, (machine, part) in enumerate(parts, 1):
         facts = build_facts(part)
         facts.host.hostname = facts.host.hostname or machine.host or f"machine {number} ({machine.describe()})"
+        facts.logs = logs if number == 1 else None
         reports.append(check_report(facts, options, fail_on_warn, multi_node))
         all_facts.append(facts)
     named = "; ".join(f"{report.host}: {', '.join(sorted(part))}" for report, (_id, part) in zip(reports, parts))
@@ -130,6 +153,8 @@ def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False
     host = facts.host.hostname or socket.gethostname()
     facts.host.hostname = host
     findings = run_checks(facts, options)
+    if facts.logs is not None:  # a bundle's logs: judged as diagnose judges them, beside the machine's facts
+        findings += log_findings(facts.logs, host=host, facts=facts, options=options)
     for name, sentence in facts.input_errors:
         findings.append(Finding(check_id=INPUT_CHECK_ID, status=Status.ERROR, subject=Subject(host=host),
                                 **finding_text(said("bundle.unreadable.file", sentence=said_of(sentence),

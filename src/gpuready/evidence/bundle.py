@@ -7,6 +7,7 @@ from collections import Counter
 
 from gpuready.evidence.limits import DEFAULT_LIMITS, InputLimits
 from gpuready.facts.bad_input import Sentence, said_nested, sentence
+from gpuready.facts.log_facts import LogFacts
 from gpuready.i18n import Said
 
 MAX_LISTED = 1000
@@ -24,7 +25,7 @@ class BundleError(Exception):
 
 
 def state(kind: str, reason: object) -> Sentence:
-    """An entry's state in `facts.sources`: `kind` is `skipped`, `ignored`, `rejected` or `unreadable`
+    """An entry's state in `facts.sources`: `kind` is `skipped`, `ignored`, `rejected`, `unreadable` or `log`
     (`reader.state.<kind>`), `reason` catalogue text (a `Said` or `Sentence`)."""
     return sentence(f"reader.state.{kind}", reason=reason)
 
@@ -58,6 +59,10 @@ class Bundle(dict):
         """Entry → what was read of it, where not all of it was (`bundle.truncated`)."""
         self.not_listed: Counter[str] = Counter()
         """State (`skipped`, `ignored`, `rejected`) → entries met after MAX_LISTED were listed: counted only."""
+        self.logs_read: dict[str, list[str]] = {}
+        """Entry that is no tool output → the log readers its lines fed (its state: `log`)."""
+        self.logs: LogFacts | None = None
+        """What the log readers saw in those entries; None where none fed them."""
 
     def note(self, name: str, kind: str, reason: Said | Sentence) -> None:
         """`name` was not read, and why (`kind`: `skipped`, `ignored`, `rejected`; see `state`); past MAX_LISTED

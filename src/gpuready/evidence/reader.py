@@ -11,8 +11,9 @@ read, so that nothing is dropped silently. The rules (README, "Support bundles")
   size, keeping only the lines the kernel-log parser uses (facts/kernel_log.py `relevant_lines`).
 - Any other file is parsed whole, so it is read up to `InputLimits.max_file_bytes` and never further: a longer one is
   read in part, and the bundle says so (`bundle.truncated`).
-- A file whose name is not a bundle name is recognised by its head (evidence/sniff.py); only a recognised one is read
-  on.
+- A file whose name is not a bundle name is recognised by its head (evidence/sniff.py); a recognised one is read on.
+  Any other text file is streamed through the log readers the caller gives (`check --bundle`: NCCL, PyTorch,
+  nccl-tests, DCGM, container and Kubernetes logs, as `diagnose` reads them), keeping only their facts.
 - An archive holds one bundle: the files of one folder (the one holding the bundle's files; or the top level). Members
   elsewhere (absolute paths, `..`, other folders) and second copies of a name are rejected by name, never merged; an
   archive holding several bundles is refused. An archive is known by its first bytes, and what is inflated is bounded
@@ -24,8 +25,9 @@ from __future__ import annotations
 import os
 import stat
 import tarfile
+from collections import Counter
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Sequence
 
 from gpuready.evidence.archive import (READ_ERRORS, MemberWalk, format_of, inflated_name, member_parts, open_compressed,
                                        open_tar, unsafe_reason)
@@ -37,7 +39,10 @@ from gpuready.evidence.limits import DEFAULT_LIMITS, InputLimits, size_text
 from gpuready.evidence.lines import SPLIT_CHUNK_BYTES, text_lines
 from gpuready.evidence.sniff import SNIFF_CHARS, kind_of, why_not_text
 from gpuready.facts.bad_input import Sentence, sentence
+from gpuready.evidence.markers import MarkerScan
 from gpuready.facts.kernel_log import relevant_lines
+from gpuready.facts.log_facts import log_facts
+from gpuready.facts.log_lines import Reader
 from gpuready.i18n import Said, said
 
 __all__ = ["ARCHIVE_SUFFIXES", "MAX_LISTED", "Bundle", "BundleError", "BundleReader", "entry_error", "read_bundle",
@@ -51,8 +56,9 @@ STREAMED_KINDS = frozenset({"dmesg.txt"})
 """Read line by line to the end, keeping only what their parser uses; everything else is parsed whole."""
 
 
-def read_bundle(path: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> Bundle:
-    """Raises BundleError where nothing of the bundle can be read; anything less is recorded in the Bundle."""
+def read_bundle(path: str | Path, limits: InputLimits = DEFAULT_LIMITS, log_readers: Sequence[Reader] = ()) -> Bundle:
+    """Raises BundleError where nothing of the bundle can be read; anything less is recorded in the Bundle.
+    `log_readers`: what reads the text files that are no tool output (their facts: `Bundle.logs`)."""
     path = Path(path)
     try:
         info = path.stat()  # the path given is followed: the user named it
@@ -60,10 +66,10 @@ def read_bundle(path: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> Bundl
         raise BundleError("reader.bundle.missing", path=str(path)) from None
     except OSError as error:
         raise BundleError("reader.bundle.cannot_read", path=str(path), error=error.strerror or str(error)) from None
-    reader = BundleReader(str(path), limits)
+    reader = BundleReader(str(path), limits, log_readers)
     if stat.S_ISDIR(info.st_mode):
         reader.read_folder(path)
-        return reader.bundle
+        return reader.finished()
     if not stat.S_ISREG(info.st_mode):
         raise BundleError("reader.bundle.special", path=str(path))
     try:
@@ -79,16 +85,25 @@ def read_bundle(path: str | Path, limits: InputLimits = DEFAULT_LIMITS) -> Bundl
         reader.read_archive(path, file_format)
     else:
         reader.read_compressed(path, file_format)
-    return reader.bundle
+    return reader.finished()
 
 
 class BundleReader(EvidenceReader):
     """One machine's bundle into a `Bundle` (`bundle`): a folder's files, an archive's bundle folder, one compressed
     or pasted file."""
 
-    def __init__(self, origin: str = "", limits: InputLimits = DEFAULT_LIMITS) -> None:
+    def __init__(self, origin: str = "", limits: InputLimits = DEFAULT_LIMITS,
+                 log_readers: Sequence[Reader] = ()) -> None:
         super().__init__(limits)
         self.bundle = Bundle(origin, limits)
+        self.log_readers = list(log_readers)
+        self.markers = MarkerScan(self.log_readers) if self.log_readers else None
+
+    def finished(self) -> Bundle:
+        """The bundle, with the log readers' facts where any of its files fed them."""
+        if self.bundle.logs_read:
+            self.bundle.logs = log_facts(self.log_readers)
+        return self.bundle
 
     def read_compressed(self, path: Path, compression: str) -> None:
         """One compressed tool output (`dmesg.txt.gz`, `kern.log.1.gz`): inflated as it is read."""
@@ -102,7 +117,7 @@ class BundleReader(EvidenceReader):
         except READ_ERRORS as error:
             raise BundleError("reader.file.cannot_inflate", path=str(path), compression=compression,
                               error=str(error)) from None
-        if name not in self.bundle and not self.bundle.errors:
+        if name not in self.bundle and name not in self.bundle.logs_read and not self.bundle.errors:
             noted = self.bundle.not_read.get(name)
             raise BundleError("reader.file.nothing_recognised", path=str(path),
                               reason=noted.said.values["reason"] if noted else said("reader.nothing_read"))
@@ -187,8 +202,12 @@ class BundleReader(EvidenceReader):
             head = read_up_to(raw, HEAD_BYTES if budget is None else min(HEAD_BYTES, budget))
             kind = name if name in BUNDLE_FILES else kind_of(decode(head).replace("\0", ""))
             if kind is None:
+                not_text = why_not_text(decode(head))
+                if self.markers is not None and not not_text:
+                    self._scan_log(name, raw, head, budget, budget_reason)
+                    return
                 self.read_bytes += len(head)
-                self.bundle.note(name, "ignored", said("reader.ignored.not_text") if why_not_text(decode(head))
+                self.bundle.note(name, "ignored", said("reader.ignored.not_text") if not_text
                                  else said("reader.ignored.unrecognised"))
                 return
             self.bundle.kinds[name] = kind
@@ -261,6 +280,24 @@ class BundleReader(EvidenceReader):
                               size=size_text(self.limits.max_line_bytes)))
         if notes:
             self.bundle.partial[name] = sentence("reader.partial.notes", notes=notes)
+
+    def _scan_log(self, name: str, raw: BinaryIO, head: bytes, budget: int | None,
+                  budget_reason: Said | None) -> None:
+        """A text file that is no tool output: its lines offered to the log readers whose markers they hold."""
+        blocks = self.line_blocks(raw, head, budget)
+        fed: Counter = Counter()
+        try:
+            self.markers.scan(name, blocks, fed)
+        finally:
+            self.charge(blocks)
+        if not fed:
+            self.bundle.note(name, "ignored", said("reader.ignored.unrecognised"))
+            return
+        self.bundle.logs_read[name] = sorted(fed)
+        self.bundle.note(name, "log", said("reader.log.fed", readers=", ".join(sorted(fed))))
+        if blocks.stopped:
+            self.bundle.partial[name] = sentence("reader.partial.log_stopped", read=_read_of(blocks.bytes_read, None),
+                                                 why=budget_reason)
 
     # --- archives ---------------------------------------------------------------------------------------------------
 

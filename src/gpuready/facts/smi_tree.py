@@ -83,13 +83,16 @@ _NOT_IN_KEY = r"[^0-9A-Za-z\u0130\u212a:\n]"  # what normalize_key drops from a 
 _ROOT_WORD = re.compile(r"[GgDdCcAa](?:[Pp][Uu]|[Rr][Ii][Vv][Ee][Rr]|[Uu][Dd][Aa]|[Tt][Tt][Aa][Cc][Hh][Ee][Dd])"
                         r"(?![0-9A-Za-z\u0130\u212a])")
 _ROOT_LINE_READ = re.compile(r"(?=[^\s=:])" + _NOT_IN_KEY + r"*" + _ROOT_WORD.pattern)
+# Where a bulk skip must stop besides: a GPU-level section at the left margin (a fragment whose GPU header was cut)
+_ROOT_OR_SECTION_WORD = re.compile(_ROOT_WORD.pattern + r"|(?im:^(?:clocks|max clocks|ecc errors|remapped rows|"
+                                   r"retired pages|temperature|power readings|pci|fabric|performance)\b)")
 
 
 def parse_text(text: str) -> Node:
     """Indentation gives the nesting; `GPU 00000000:3B:00.0` lines open a GPU. Only the lines that make a node are
     looked at, and of the top-level sections only those whose node can matter: blank lines, rules and foreign
     output are skipped in bulk."""
-    text = _indent_dedented_section(_one_line_break(strip_ansi(text)))
+    text = _one_line_break(strip_ansi(text))
     root = Node("nvidia_smi_log")
     stack: list[tuple[int, Node]] = [(-1, root)]
     start = _next_node_line(text, 0)
@@ -101,39 +104,48 @@ def parse_text(text: str) -> Node:
     while start >= 0:
         end = text.find("\n", start)
         end = len(text) if end < 0 else end
-        if text[start].isspace() or _ROOT_LINE_READ.match(text, start):
+        if text[start].isspace():
             _add_node(text[start:end].expandtabs(4), stack)
-            start = _next_node_line(text, end + 1)
+        elif _is_dedented_gpu_section(text, start, end):
+            _open_headless_gpu(root, stack)
+            _add_node(text[start:end].expandtabs(4), stack)
+        elif _ROOT_LINE_READ.match(text, start):
+            del stack[1:]  # a top-level line closes every section, a cut GPU's too
+            _add_node(text[start:end].expandtabs(4), stack)
         else:
             del stack[1:]  # a section nothing reads: it closes the one before
             start = _next_root_line_read(text, end + 1)
+            continue
+        start = _next_node_line(text, end + 1)
     if not root.find_all("gpu") and not root.find("driver_version") and not _has_header_rule(text, len(text)):
         raise SmiParseError("parse.smi_q.nothing")
     return root
 
 
-# GPU-level `-q` sections a paste may hold alone, moved to the left margin (`-q` indents them 4 under `GPU …`).
+# GPU-level `-q` sections a paste may hold alone at the left margin (`-q` indents them 4 under `GPU …`).
 _GPU_SECTIONS = frozenset({"clocks_event_reasons", "clocks_throttle_reasons", "ecc_errors", "remapped_rows",
                            "retired_pages", "temperature", "power_readings", "gpu_power_readings", "clocks",
                            "max_clocks", "pci", "fabric", "performance"})
 
 
-def _indent_dedented_section(text: str) -> str:
-    """A paste that starts with a GPU-level section at the left margin (`Clocks Throttle Reasons`, its fields
-    indented under it): that part, up to the first top-level line that matters (a GPU header), indented as `-q`
-    prints it under a GPU, so it is read as the section of a GPU whose header was cut."""
-    start = _next_node_line(text, 0)
-    if start < 0 or text[start].isspace():
-        return text
-    end_of_line = text.find("\n", start)
-    label = text[start:end_of_line if end_of_line >= 0 else len(text)].split(":", 1)[0]
-    following = _next_node_line(text, end_of_line + 1) if end_of_line >= 0 else -1
-    if normalize_key(label) not in _GPU_SECTIONS or following < 0 or not text[following].isspace():
-        return text
-    end = _next_root_line_read(text, end_of_line + 1)
-    end = len(text) if end < 0 else end
-    section = "\n".join("    " + line if line else line for line in text[start:end].split("\n"))
-    return text[:start] + section + text[end:]
+def _is_dedented_gpu_section(text: str, start: int, end: int) -> bool:
+    """A GPU-level section at the left margin (`Clocks Throttle Reasons`, its fields indented under it): `-q` prints
+    it 4 in under a `GPU …` line, so at the margin it is a fragment pasted without its GPU's header."""
+    following = _next_node_line(text, end + 1)
+    return (following >= 0 and text[following].isspace()
+            and normalize_key(text[start:end].split(":", 1)[0]) in _GPU_SECTIONS)
+
+
+def _open_headless_gpu(root: Node, stack: list[tuple[int, Node]]) -> None:
+    """Left-margin sections one after another are one GPU's; the first after anything else opens a new GPU whose
+    header the paste cut (never the GPU printed above it: its own sections are indented under it)."""
+    if len(stack) > 1 and stack[1][0] == -1 and stack[1][1].key == "gpu":
+        del stack[2:]
+        return
+    headless = Node("gpu", None)
+    root.children.append(headless)
+    del stack[1:]
+    stack.append((-1, headless))  # below the margin: the section's own line (indent 0) goes under it
 
 
 def _one_line_break(text: str) -> str:
@@ -164,9 +176,9 @@ def _next_node_line(text: str, position: int) -> int:
 
 def _next_root_line_read(text: str, position: int) -> int:
     """Where the next top-level line whose node can matter starts (-1: none)."""
-    while found := _ROOT_WORD.search(text, position):
+    while found := _ROOT_OR_SECTION_WORD.search(text, position):
         start = text.rfind("\n", position, found.start()) + 1 or position
-        if _ROOT_LINE_READ.match(text, start):
+        if start == found.start() and not text[start].isspace() or _ROOT_LINE_READ.match(text, start):
             return start
         position = text.find("\n", found.end()) + 1  # the word is not the line's label: the next line
         if position == 0:

@@ -7,10 +7,9 @@ from gpuready.cli import option_groups as groups
 from gpuready.cli import option_kinds as kind
 from gpuready.cli.output import check_out, emit
 from gpuready.evidence.bundle import BundleError
-from gpuready.evidence.reader import read_bundle
 from gpuready.i18n import said
 from gpuready.options import UsageError
-from gpuready.pipeline import check_files, check_report, gather_facts
+from gpuready.pipeline import check_files, check_report, gather_facts, read_evidence_bundle
 
 
 def add_arguments(parser) -> None:
@@ -32,7 +31,8 @@ def run(args) -> int:
     judged = {"fail_on_warn": args.fail_on == "warn", "multi_node": args.multi_node or (args.nnodes or 1) > 1}
     try:
         if args.bundle is not None:  # a bundle's files may come from several machines: judged one by one
-            report, _facts = check_files(read_bundle(args.bundle, groups.input_limits(args)), options, **judged)
+            report, _facts = check_files(read_evidence_bundle(args.bundle, groups.input_limits(args)), options,
+                                          **judged)
         else:
             report = check_report(gather_facts(None, fast=args.fast), options, **judged)
     except BundleError as error:

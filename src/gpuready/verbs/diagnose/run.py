@@ -17,25 +17,19 @@ from gpuready.checks.registry import CheckOptions
 from gpuready.evidence.limits import DEFAULT_LIMITS, InputLimits, size_text
 from gpuready.evidence.markers import KernelLines
 from gpuready.evidence.stream import InputFile, Scanner
-from gpuready.facts.dcgm_reader import DcgmDiagReader
-from gpuready.facts.host_log_reader import HostLogReader
-from gpuready.facts.k8s_reader import K8sNodeReader
 from gpuready.facts.log_facts import log_facts
 from gpuready.facts.log_lines import Reader
-from gpuready.facts.nccl_log_reader import NcclLogReader
-from gpuready.facts.nccl_tests_reader import NcclTestsReader
-from gpuready.facts.torch_log_reader import TorchErrorReader, may_be_flight_recorder
+from gpuready.facts.torch_log_reader import may_be_flight_recorder
 from gpuready.i18n import finding_text, said
 from gpuready.model import Finding, Report, Status, Subject
-from gpuready.pipeline import check_files, log_findings
+from gpuready.pipeline import check_files, log_findings, log_readers
 
 _STATUS_ORDER = {status: status.rank for status in Status}  # model.STATUS_ORDER
 
 
 def default_readers() -> list[Reader]:
     """Every reader diagnose knows: the kernel log's lines (judged with the machine's facts) and the log readers."""
-    return [KernelLines(), NcclLogReader(), TorchErrorReader(), NcclTestsReader(), HostLogReader(), DcgmDiagReader(),
-            K8sNodeReader()]
+    return [KernelLines(), *log_readers()]
 
 
 def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = None,
