@@ -57,10 +57,33 @@ def test_boards_without_an_nvlink_connector_say_so_from_their_names():
         assert finding.observed == {"GPU0": model, "GPU1": model}
 
 
-def test_boards_with_an_optional_bridge_are_left_to_the_matrix():
-    """RTX 2080 (one x8 link) and RTX A5000 (2-way bridge) link only through a bridge `-q` cannot show: unjudged."""
-    for name in ("NVIDIA GeForce RTX 2080", "NVIDIA RTX A5000", "NVIDIA GeForce RTX 2070 SUPER"):
-        assert _matrix([name, name]).status.value == "skip"
+def test_boards_with_an_optional_bridge_and_no_link_shown_warn_that_none_is_seen():
+    """RTX 2080 (one x8 link) and RTX A5000 (2-way bridge, its datasheet) link only through a bridge that `-q` and the
+    plain table cannot show: a warning that no NVLink is seen and how to tell, naming the bridge models only. A model
+    gpuready does not know (RTX 2070 SUPER) stays unjudged."""
+    for name, model in (("NVIDIA GeForce RTX 2080", "RTX 2080"), ("NVIDIA RTX A5000", "RTX A5000")):
+        finding = _matrix([name, name])
+        assert (finding.status.value, finding.message_id) == ("warn", "topology.matrix.bridge_unseen")
+        assert model in finding.message and "nvlink -s" in finding.fix
+    assert _matrix(["NVIDIA GeForce RTX 2070 SUPER"] * 2).status.value == "skip"
+    mixed = _matrix(["NVIDIA GeForce RTX 2070", "NVIDIA RTX A5000", "NVIDIA RTX A5000"])
+    assert mixed.message_id == "topology.matrix.bridge_unseen" and "RTX 2070" not in mixed.message
+
+
+def test_one_card_of_each_bridge_model_has_no_pair_to_bridge():
+    """A bridge joins two cards of one model (the RTX A5000 datasheet's '2-way bridge'): an A5000 beside an RTX 2080
+    has no partner, so there is no NVLink at all."""
+    finding = _matrix(["NVIDIA RTX A5000", "NVIDIA GeForce RTX 2080"])
+    assert (finding.status.value, finding.message_id) == ("warn", "topology.matrix.no_bridge_pair")
+
+
+def test_bridge_boards_whose_links_are_shown_are_left_to_the_nvlink_checks(make_bundle):
+    """4 RTX 3090, one pair bridged, as `nvidia-smi nvlink -s` shows it (tests/fixtures/boards, its README names the
+    source): the links are shown, so no "none seen" warning."""
+    from conftest import FIXTURES
+    bundle = make_bundle({"nvidia-smi-nvlink-s.txt": FIXTURES / "boards" / "rtx3090-4gpu-one-bridge-nvlink-s.txt"})
+    matrix = [f for f in report_for(bundle).findings if f.check_id == "topology.matrix"]
+    assert [f.message_id for f in matrix] != ["topology.matrix.bridge_unseen"]
 
 
 # ------------------------------------------------------------------ PyTorch's collect_env: nvidia-smi -L, no UUIDs

@@ -54,14 +54,31 @@ def topology_matrix(context: CheckContext) -> list[Finding]:
 
 
 def _matrix_from_models(context: CheckContext) -> Finding:
-    """Without `topo -m`: a model that has no NVLink at all (`nvlink_via = "none"`) says enough on its own."""
+    """Without `topo -m`: a model that has no NVLink at all (`nvlink_via = "none"`) says enough on its own; so does a
+    set of cards of which no two share a bridge model (a bridge joins two cards of one model). Cards that take an
+    optional bridge, where nothing shows their links (`-q` does not print NVLink), are PCIe-only unless one is fitted:
+    a warning that says how to tell."""
     gpus = context.gpus
     if len(gpus) < 2:
         return context.passed(said("topology.matrix.one_gpu"))
     specs = [gpu_spec(gpu.name) for gpu in gpus]
-    if any(spec is None or spec.get("nvlink_via") != "none" for spec in specs):
+    wiring = [spec.get("nvlink_via") if spec else None for spec in specs]
+    bridged = [spec.model for spec, via in zip(specs, wiring) if via == "bridge"]
+    if set(wiring) <= {"none", "bridge"} and len(bridged) != len(set(bridged)) \
+            and not any(gpu.nvlinks for gpu in gpus):
+        return context.warn(said("topology.matrix.bridge_unseen", models=", ".join(sorted(set(bridged))),
+                                 count=len(gpus)),
+                            observed={f"GPU{gpu.index}": spec.model for gpu, spec in zip(gpus, specs)},
+                            expected="NV# between bridged pairs (nvidia-smi nvlink -s or topo -m)",
+                            refs=[_TOPO_REF] + sorted({spec.source for spec in specs}))
+    if any(via not in ("none", "bridge") for via in wiring) or len(bridged) != len(set(bridged)):
         return context.skip(said("topology.matrix.unjudged"))
     models = sorted({spec.model for spec in specs})
+    if bridged:
+        return context.warn(said("topology.matrix.no_bridge_pair", models=", ".join(models), count=len(gpus)),
+                            observed={f"GPU{gpu.index}": spec.model for gpu, spec in zip(gpus, specs)},
+                            expected="two cards of one bridge-capable model for an NVLink bridge",
+                            refs=[_TOPO_REF] + sorted({spec.source for spec in specs}))
     return context.warn(
         said(f"topology.matrix.no_nvlink{'' if len(models) == 1 else '_models'}", models=", ".join(models),
              count=len(gpus)),
