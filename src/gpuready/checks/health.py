@@ -8,8 +8,8 @@ from collections import Counter
 from typing import Any
 
 from gpuready.checks.gpu import allocation
-from gpuready.checks.kernel_judge import (SXID_REF, XidGroup, fallen_off_bus_xid, is_nvlink_xid, judge_sxid,
-                                          judge_xid, line_severity, root_causes, worst)
+from gpuready.checks.kernel_judge import (SXID_REF, is_nvlink_xid, judge_sxid, judge_xid, line_severity, worst,
+                                          xid_cascade, xid_code)
 from gpuready.checks.nvlink import ranges
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, kernel_log_missing, per_gpu
 from gpuready.facts.types import Facts, GpuFacts, KernelEvent
@@ -42,9 +42,9 @@ def health_xid(context: CheckContext) -> list[Finding]:
     findings = []
     grouped: dict[tuple[str | None, int, bool], list[KernelEvent]] = {}
     for event in events:
-        code = _xid_of(event)
+        code = xid_code(event)
         grouped.setdefault((event.bus_id or event.uuid, code, event.superseded_by is not None), []).append(event)
-    causes = _cascade(facts.kernel_log)
+    causes = xid_cascade(facts.kernel_log)
     for (bus_id, code, history), group in sorted(grouped.items(), key=lambda item: (
             str(item[0][0]), item[0][1] or 0, item[0][2])):
         gpu = gpu_by_bus.get(bus_id) if bus_id else None
@@ -91,29 +91,6 @@ def gpu_where(gpu: GpuFacts | None, bus_id: str | None) -> Said:
     if gpu is not None:
         return said("xid.where.gpu", index=gpu.index, bus_id=bus_id)
     return said("xid.where.bus", bus_id=bus_id) if bus_id else said("xid.where.unnamed")
-
-
-def _cascade(events: list[KernelEvent]) -> dict[tuple[str | None, int, int], tuple[Said, Said]]:
-    """(bus id, code, id of the load/reset that ends its period) → (root cause, why), for Xids that follow from an
-    earlier error on the same GPU or from an NVSwitch SXid (kernel_judge.CASCADES)."""
-    groups: dict[tuple[str | None, int, int], XidGroup] = {}
-    first_sxid = None
-    for position, event in enumerate(events):
-        if event.kind == "sxid" and first_sxid is None:
-            first_sxid = (position, event.clock)
-        if event.kind in ("xid", "fallen_off_bus"):
-            code = _xid_of(event)
-            key = (event.bus_id, code, id(event.superseded_by))
-            if key not in groups:
-                groups[key] = XidGroup(bus_id=event.bus_id, code=code, epoch=key[2], first=position,
-                                       first_clock=event.clock)
-    roots = root_causes(list(groups.values()), first_sxid)
-    return {key: roots[group] for key, group in groups.items() if group in roots}
-
-
-def _xid_of(event: KernelEvent) -> int | None:
-    """An Xid event's code; a GPU fallen off the bus without a number is judged as the Xid xid.toml names."""
-    return fallen_off_bus_xid() if event.kind == "fallen_off_bus" else event.code
 
 
 def _window(facts: Facts) -> Said:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from gpuready.facts.types import KernelEvent
 from gpuready.i18n import Said, catalogue, finding_text, said
 from gpuready.knowledge import load_table, xid_entry
 from gpuready.model import Finding, Status, worst_status
@@ -238,6 +239,29 @@ def root_causes(groups: list[XidGroup], first_sxid: tuple[int, tuple[str, float]
         roots[group] = (said("xid.cause.xid", code=target.code) if isinstance(target, XidGroup)
                         else said("xid.cause.sxid"), said(why))
     return roots
+
+
+def xid_cascade(events: list[KernelEvent]) -> dict[tuple[str | None, int, int], tuple[Said, Said]]:
+    """(bus id, code, id of the load/reset that ends its period) → (root cause, why), for Xids that follow from an
+    earlier error on the same GPU or from an NVSwitch SXid (kernel_judge.CASCADES)."""
+    groups: dict[tuple[str | None, int, int], XidGroup] = {}
+    first_sxid = None
+    for position, event in enumerate(events):
+        if event.kind == "sxid" and first_sxid is None:
+            first_sxid = (position, event.clock)
+        if event.kind in ("xid", "fallen_off_bus"):
+            code = xid_code(event)
+            key = (event.bus_id, code, id(event.superseded_by))
+            if key not in groups:
+                groups[key] = XidGroup(bus_id=event.bus_id, code=code, epoch=key[2], first=position,
+                                       first_clock=event.clock)
+    roots = root_causes(list(groups.values()), first_sxid)
+    return {key: roots[group] for key, group in groups.items() if group in roots}
+
+
+def xid_code(event: KernelEvent) -> int | None:
+    """An Xid event's code; a GPU fallen off the bus without a number is judged as the Xid xid.toml names."""
+    return fallen_off_bus_xid() if event.kind == "fallen_off_bus" else event.code
 
 
 def _within(earlier: tuple[str, float] | None, later: tuple[str, float] | None, window_s: float) -> bool:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuready.checks.gpu import allocation
-from gpuready.checks.kernel_judge import is_nvlink_xid, judge_xid, line_severity, nvlink_xids, worst
+from gpuready.checks.kernel_judge import (SXID_REF, is_nvlink_xid, judge_sxid, judge_xid, line_severity,
+                                          nvlink_xids, worst, xid_cascade, xid_code)
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, kernel_log_missing
 from gpuready.facts.types import GpuFacts, KernelEvent
 from gpuready.i18n import Said, said
@@ -368,7 +369,8 @@ def nvlink_errors(context: CheckContext) -> list[Finding]:
     """No NVLink errors in the kernel log.
 
     NVLink Xids per GPU (an Xid 45 "caused by previous Xid 145" counts as that error); NVSwitch SXids are
-    health.sxid's. The status of each line is the one kernel judge's (checks/kernel_judge.py)."""
+    health.sxid's, but a GPU whose Xids follow from one (kernel_judge.xid_cascade) lost its NVLink path through
+    that switch: that GPU is named here. The status of each line is the one kernel judge's (checks/kernel_judge.py)."""
     facts = context.facts
     if missing := kernel_log_missing(context, said("nvlink.errors.what")):
         return [missing]
@@ -381,11 +383,42 @@ def nvlink_errors(context: CheckContext) -> list[Finding]:
             per_gpu[event.bus_id].append((event.code, event, False))
         elif (cause := _CAUSED_BY.search(event.detail)) and is_nvlink_xid(int(cause.group(1))):
             per_gpu[event.bus_id].append((int(cause.group(1)), event, True))
-    if not per_gpu:
+    struck = {bus_id: events for bus_id, events in _struck_by_sxid(facts.kernel_log).items() if bus_id not in per_gpu}
+    if not per_gpu and not struck:
         return [context.passed(said("nvlink.errors.none", codes=", ".join(map(str, nvlink_xids()))))]
     allocated = allocation(context)
     return [_gpu_errors(context, bus_id, entries, gpu_by_bus.get(bus_id), outside=allocated.outside(bus_id))
-            for bus_id, entries in sorted(per_gpu.items(), key=lambda item: str(item[0]))]
+            for bus_id, entries in sorted(per_gpu.items(), key=lambda item: str(item[0]))] + \
+        [_fabric_path_lost(context, bus_id, events, gpu_by_bus.get(bus_id))
+         for bus_id, events in sorted(struck.items(), key=lambda item: str(item[0]))]
+
+
+def _struck_by_sxid(events: list[KernelEvent]) -> dict[str | None, list[KernelEvent]]:
+    """GPU bus id → [the first NVSwitch SXid, then the GPU's Xids that follow from it] (xid.toml [sxid] window)."""
+    from_sxid = {(bus_id, code, epoch) for (bus_id, code, epoch), (root, _why) in xid_cascade(events).items()
+                 if root.msg_id == "xid.cause.sxid"}
+    first_sxid = next((event for event in events if event.kind == "sxid"), None)
+    struck: dict[str | None, list[KernelEvent]] = {}
+    for event in events:
+        if event.kind in ("xid", "fallen_off_bus") and \
+                (event.bus_id, xid_code(event), id(event.superseded_by)) in from_sxid:
+            struck.setdefault(event.bus_id, [first_sxid]).append(event)
+    return struck
+
+
+def _fabric_path_lost(context: CheckContext, bus_id: str | None, events: list[KernelEvent],
+                      gpu: GpuFacts | None) -> Finding:
+    """A GPU whose Xids follow an NVSwitch SXid: the switch error reached it, so its NVLink path is at fault."""
+    sxid, xids = events[0], events[1:]
+    history = all(event.superseded_by is not None for event in xids)
+    status = judge_sxid(sxid.code, sxid.detail, history=history).status
+    where = said("xid.where.gpu", index=gpu.index, bus_id=bus_id) if gpu else \
+        said("xid.where.bus", bus_id=bus_id) if bus_id else said("xid.where.unnamed")
+    codes = ", ".join(str(code) for code in dict.fromkeys(xid_code(event) for event in xids))
+    text = said("nvlink.errors.sxid_path", where=where, codes=codes, sxid=sxid.code, line=sxid.line[:200])
+    return context.finding(status, text, gpu=gpu, observed={"bus_id": bus_id, "sxid": sxid.code, "xids": codes,
+                                                            "history": history},
+                           expected="no NVSwitch error reaching a GPU", refs=[SXID_REF], evidence=kernel_evidence(events))
 
 
 def _gpu_errors(context: CheckContext, bus_id: str | None, entries: list[tuple[int, KernelEvent, bool]],
