@@ -11,7 +11,7 @@ from gpuready.checks.kernel_judge import fallen_off_bus_xid
 from gpuready.checks.log_evidence import quote
 from gpuready.checks.log_evidence import quote
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, per_gpu, queried
-from gpuready.facts.types import GpuFacts, KernelEvent
+from gpuready.facts.types import GpuFacts, GpuProcess, KernelEvent
 from gpuready.i18n import said
 from gpuready.knowledge import gpu_spec, thresholds
 from gpuready.model import Finding
@@ -425,6 +425,8 @@ def ddp_ranks_share_gpu0(context: CheckContext) -> list[Finding]:
     # the GPU that holds the most processes also running elsewhere is the one every rank touched
     shared = max(crowded.items(), key=lambda item: (len(item[1]), -item[0]), default=None)
     if shared is None or len(shared[1]) < 2:
+        if stray := _stray_contexts(table, gpus_of):
+            return [_stray_contexts_finding(context, *stray)]
         return [context.passed(said("ddp.ranks_share_gpu0.pass", count=len(gpus_of)))]
     number, pids = shared
     extra = sum(process.used_memory_bytes or 0 for gpu_number, process in table
@@ -434,6 +436,43 @@ def ddp_ranks_share_gpu0(context: CheckContext) -> list[Finding]:
         said("ddp.ranks_share_gpu0.shared", gpu=number, count=len(pids), pids=shown, memory_mib=extra / 2**20),
         observed={"gpu": number, "pids": sorted(pids), "memory_bytes": extra},
         expected="one GPU per rank", refs=[_SET_DEVICE_REF])]
+
+
+def _stray_contexts(table: list, gpus_of: dict[int, set[int]]) -> tuple[int, GpuProcess, list[GpuProcess]] | None:
+    """(GPU number, the large process, the contexts) where one GPU holds, of one program (its name as printed), one
+    large compute process and at least `contexts_at_least` small ones of one size (thresholds.toml
+    ddp_stray_contexts): the other ranks' contexts, where the table shows only that GPU or the ranks' own GPUs
+    under other pids. Processes seen on several GPUs are the cross-GPU rule's; a size not printed is no evidence."""
+    limits = thresholds("ddp_stray_contexts")
+    programs: dict[tuple[int, str], list[GpuProcess]] = {}
+    for gpu_number, process in table:
+        if process.pid is not None and "C" in (process.kind or "C") and process.name and \
+                process.used_memory_bytes is not None and len(gpus_of.get(process.pid, ())) == 1:
+            programs.setdefault((gpu_number, process.name), []).append(process)
+    for (gpu_number, _), processes in sorted(programs.items(), key=lambda item: (-len(item[1]), item[0])):
+        by_size = sorted(processes, key=lambda process: process.used_memory_bytes)
+        large, contexts = by_size[-1], by_size[:-1]
+        if len(contexts) < limits["contexts_at_least"]:
+            continue
+        smallest, largest = contexts[0].used_memory_bytes, contexts[-1].used_memory_bytes
+        if 0 < smallest and largest <= limits["context_max_bytes"] \
+                and largest - smallest <= max(limits["same_size_bytes"], limits["same_size_fraction"] * largest) \
+                and large.used_memory_bytes >= limits["large_at_least_times"] * largest:
+            return gpu_number, large, contexts
+    return None
+
+
+def _stray_contexts_finding(context: CheckContext, gpu_number: int, large: GpuProcess,
+                            contexts: list[GpuProcess]) -> Finding:
+    pids = sorted(process.pid for process in contexts)
+    memory = sum(process.used_memory_bytes for process in contexts)
+    shown = ", ".join(map(str, pids[:8])) + (" …" if len(pids) > 8 else "")
+    return context.warn(
+        said("ddp.ranks_share_gpu0.contexts", gpu=gpu_number, count=len(contexts), name=large.name, pids=shown,
+             context_mib=contexts[-1].used_memory_bytes / 2**20, memory_mib=memory / 2**20, pid=large.pid,
+             large_mib=large.used_memory_bytes / 2**20),
+        observed={"gpu": gpu_number, "pids": pids, "memory_bytes": memory, "large_pid": large.pid},
+        expected="one GPU per rank", refs=[_SET_DEVICE_REF, thresholds("ddp_stray_contexts")["source"]])
 
 
 def _process_table(context: CheckContext) -> list | None:

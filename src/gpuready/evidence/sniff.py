@@ -13,6 +13,7 @@ from typing import Callable
 from gpuready.facts.bad_input import Sentence, sentence
 from gpuready.facts.cuda_samples import SHAPE as CUDA_P2P_SHAPE
 from gpuready.facts.marked_lines import first_at_line_start, line_start
+from gpuready.facts.nvidia_smi_plain import process_rows_alone
 
 # Only the start of a file is looked at: every recognised shape shows itself early.
 SNIFF_CHARS = 65536
@@ -85,6 +86,8 @@ _SHAPES: list[tuple[str, Callable[[str], object]]] = [
     ("cpuinfo.txt", re.compile(line_start("processor") + r"\s*:\s*\d+").search),
     ("df.txt", re.compile(line_start("Filesystem") + r"\s+\S*(?:blocks|Size)").search),
     ("ibv_devinfo.txt", re.compile(line_start("hca_id:") + r"\s").search),
+    # the rows of nvidia-smi's Processes block pasted without their table: the weakest shape, tried last
+    ("nvidia-smi.txt", process_rows_alone),
 ]
 
 

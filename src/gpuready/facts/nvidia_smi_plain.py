@@ -27,12 +27,16 @@ _HANDLE = re.compile(r"Unable to determine the device handle for GPU ?([0-9A-Fa-
 # `[^\S\n]`: a space that does not end the line, as these are searched over the whole text.
 _ROW = re.compile(r"\n\|[^\S\n]*(\d+)[^\S\n]+([^\n]+?)[^\S\n]+(On|Off|ERR!)[^\S\n]*\|[^\S\n]*"
                   r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
-# A row of the Processes block: `|    5   N/A  N/A     26598      C   ...envs/bin/python3     2885MiB |` (GI/CI columns
-# since 450; older drivers print `|    0     12345      C   python    1234MiB |`).
-_S = r"[^\S\n]"
-_PROCESS = re.compile(rf"\|{_S}{{1,8}}(\d{{1,3}}){_S}{{1,8}}(?:(?:N/A|\d{{1,3}}){_S}{{1,8}}(?:N/A|\d{{1,3}}){_S}{{1,12}})?"
-                      rf"(\d{{1,10}}){_S}{{1,8}}(C\+G|M\+C|C|G|M){_S}{{1,8}}([^|\s][^|\n]{{0,120}}?){_S}{{1,60}}"
-                      rf"(\d{{1,9}})MiB{_S}{{0,8}}\|")
+# A row of the Processes block, read from its line's start to its end. Drivers since 450 print the MIG ids
+# (`GPU GI CI PID Type Process name GPU Memory Usage`: `|    5   N/A  N/A     26598      C   ...envs/bin/python3     2885MiB |`),
+# older ones `GPU PID Type Process name Usage` (`|    0     12345      C   python    1234MiB |`); Type is C (compute),
+# G (graphics), C+G, M (an MPS server) or M+C; a long name is cut to `...` and its end; the memory reads `N/A` where
+# the driver cannot attribute it (Windows WDDM). A paste may cut the left border of its first row or drop both borders.
+_ROW_LINE = re.compile(r"[ \t]{0,40}(?:\|[ \t]{0,8})?(\d{1,3})[ \t]{1,12}(?:(?:N/A|\d{1,3})[ \t]{1,8}(?:N/A|\d{1,3})[ \t]{1,16})?"
+                       r"(\d{1,10})[ \t]{1,8}(C\+G|M\+C|C|G|M)[ \t]{1,8}([^|\s][^|\n]{0,160}?)[ \t]{1,80}"
+                       r"(?:(\d{1,9})MiB|N/A)[ \t]{0,8}\|?[ \t]{0,8}")
+# Where a row can end (its memory cell, at most its right border after it): only the lines these are on are read.
+_ROW_END = re.compile(r"(?:MiB|N/A)[ \t]{0,8}\|?[ \t]{0,8}$", re.MULTILINE)
 _DRIVER = re.compile(r"Driver Version:\s*([\d.]+)")
 _CUDA = re.compile(r"CUDA Version:\s*([\d.]+)")
 # Case-blind; its first letter a class of what a case-blind `i` matches: a regex that starts with a class is searched
@@ -186,18 +190,57 @@ def _gpu_of_row(match: re.Match, line: str, second: str) -> GpuFacts | None:
 
 
 def _processes(text: str) -> list[tuple[int, GpuProcess]] | None:
-    """The rows of the Processes block: lines after the first that says `Processes:` whose first character other than
-    a space starts a row (searched for as `|`, only their lines read)."""
-    start = text.find("Processes:")
-    if start < 0:
-        return None
-    found = []
-    position = _line_at(text, start)[0]
-    while match := _PROCESS.search(text, position):
-        line_start = text.rfind("\n", 0, match.start()) + 1
-        if line_start == match.start() or text[line_start:match.start()].isspace():
-            found.append((int(match.group(1)), GpuProcess(pid=int(match.group(2)), name=match.group(4).strip(),
-                                                          kind=match.group(3),
-                                                          used_memory_bytes=to_bytes(match.group(5)))))
-        position = _line_at(text, match.start())[0]  # one row a line
-    return found
+    """The rows of the Processes block: the rows after the first line that says `Processes:`; where no line does
+    (the rows pasted without their table), every run of two or more rows, blank lines between them allowed. None
+    where neither is in the text."""
+    rows = _rows(text)
+    header = text.find("Processes:")
+    if header >= 0:
+        after = _line_at(text, header)[0]
+        return [_process_of(match) for start, _, match in rows if start >= after]
+    found = [_process_of(match) for run in _runs(text, rows) if len(run) >= 2 for match in run]
+    return found or None
+
+
+def _rows(text: str) -> list[tuple[int, int, re.Match]]:
+    """(start, end, match) of each line that reads as a process row, in order."""
+    rows = []
+    position = 0
+    while found := _ROW_END.search(text, position):
+        start = text.rfind("\n", 0, found.start()) + 1
+        end = text.find("\n", found.start())
+        end = len(text) if end < 0 else end
+        if match := _ROW_LINE.fullmatch(text, start, end):
+            rows.append((start, end, match))
+        position = end + 1  # one row a line
+    return rows
+
+
+def _runs(text: str, rows: list[tuple[int, int, re.Match]]) -> list[list[re.Match]]:
+    """The rows in runs: a run goes on while only blank lines come between one row and the next."""
+    runs: list[list[re.Match]] = []
+    last_end = None
+    for start, end, match in rows:
+        if last_end is not None and not text[last_end:start].strip():
+            runs[-1].append(match)
+        else:
+            runs.append([match])
+        last_end = end
+    return runs
+
+
+def _process_of(match: re.Match) -> tuple[int, GpuProcess]:
+    memory = match.group(5)
+    return int(match.group(1)), GpuProcess(pid=int(match.group(2)), name=match.group(4).strip(), kind=match.group(3),
+                                           used_memory_bytes=to_bytes(memory) if memory else None)
+
+
+def process_rows_alone(head: str) -> bool:
+    """Whether a paste is made of process rows without their table: a run of two or more rows, and rows at least
+    half of its lines that are not blank (a long log that quotes a few rows is a log)."""
+    head = head.replace("\r", "")
+    runs = _runs(head, _rows(head))
+    if not any(len(run) >= 2 for run in runs):
+        return False
+    rows = sum(len(run) for run in runs)
+    return 2 * rows >= sum(1 for line in head.splitlines() if line.strip())
