@@ -94,7 +94,7 @@ GPU_OPTIONAL = {
     "bar1_source": str,
 }
 GPU_ARCHES = {"Pascal", "Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"}
-NVLINK_VIA = {"nvswitch", "bridge", "none"}
+NVLINK_VIA = {"nvswitch", "bridge", "none", "nvlink_switch_system"}
 FP8_ARCHES = {"Ada Lovelace", "Hopper", "Blackwell"}
 
 # nvidia-smi product names that must each match exactly one [[gpu]] row,
@@ -132,26 +132,80 @@ KNOWN_NAMES = {
     "Tesla V100S-PCIE-32GB": "V100S PCIe 32GB",
     "NVIDIA GeForce GTX 1080 Ti": "GTX 1080 Ti",
     "GeForce GTX 1080 Ti": "GTX 1080 Ti",
+    # Names as the driver prints them: the 'Compatible GPUs' table of NVIDIA/open-gpu-kernel-modules README.md
+    # (product name + PCI device id), and published nvidia-smi outputs where noted.
+    "NVIDIA GB200": "GB200",  # nvidia-smi tables of GB200 trays (189471 MiB, 1200 W cap)
+    "NVIDIA GB300": "GB300",
+    "NVIDIA B300 SXM6 AC": "B300 SXM",  # torch.cuda.get_device_name() in NVIDIA/cosmos-framework#114
+    "NVIDIA B100": "B100",
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "RTX PRO 6000 Blackwell Workstation",
+    "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition": "RTX PRO 6000 Blackwell Max-Q",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": "RTX PRO 6000 Blackwell Server",
+    "NVIDIA RTX PRO 6000 Blac...": "RTX PRO 6000 Blackwell (edition cut from the name)",  # plain table's cut column
+    "NVIDIA GeForce RTX 5080": "RTX 5080",
+    "NVIDIA GeForce RTX 5070 Ti": "RTX 5070 Ti",
+    "NVIDIA H800": "H800 SXM",
+    "NVIDIA H800 PCIe": "H800 PCIe",
+    "NVIDIA H20": "H20",
+    "NVIDIA A800-SXM4-80GB": "A800 SXM4 80GB",
+    "NVIDIA A800-SXM4-40GB": "A800 SXM4 40GB",
+    "NVIDIA A800 80GB PCIe": "A800 PCIe 80GB",
+    "NVIDIA A800 80GB PCIe LC": "A800 PCIe 80GB",
+    "NVIDIA A30": "A30",
+    "NVIDIA A2": "A2",
+    "NVIDIA L20": "L20",
+    "NVIDIA RTX 5880 Ada Generation": "RTX 5880 Ada",
+    "NVIDIA RTX 5000 Ada Generation": "RTX 5000 Ada",
+    "NVIDIA RTX A4000": "RTX A4000",
+    "NVIDIA RTX A4500": "RTX A4500",
+    "NVIDIA GeForce RTX 4080": "RTX 4080",
+    "NVIDIA GeForce RTX 4080 SUPER": "RTX 4080 SUPER",
+    "NVIDIA GeForce RTX 3090 Ti": "RTX 3090 Ti",
+    "NVIDIA GeForce RTX 3080": "RTX 3080",
+    "NVIDIA GeForce RTX 3080 Ti": "RTX 3080 Ti",
+    "NVIDIA GeForce RTX 2080 Ti": "RTX 2080 Ti",
+    "GeForce RTX 2080 Ti": "RTX 2080 Ti",
+    "NVIDIA TITAN V": "TITAN V",
+    "TITAN V": "TITAN V",
+    "NVIDIA TITAN RTX": "TITAN RTX",
+    "Tesla P100-PCIE-16GB": "P100 PCIe 16GB",
+    "Tesla P100-PCIE-12GB": "P100 PCIe 12GB",
+    "Tesla P100-SXM2-16GB": "P100 SXM2",
+    "Tesla P40": "P40",
 }
 
 # Names that must NOT match any row (near-misses of the rows above, or boards that
 # have no row and must stay "unknown" instead of borrowing another board's specs).
 UNMATCHED_NAMES = [
-    "NVIDIA GB200",
     "NVIDIA GH200 144G HBM3e",
     "NVIDIA GeForce RTX 4090 D",
     "NVIDIA GeForce RTX 5090 D",
-    "NVIDIA GeForce RTX 3090 Ti",
     "NVIDIA GeForce RTX 4060 Ti",
     "NVIDIA GeForce RTX 3060 Laptop GPU",
-    "NVIDIA RTX A4000",
     "NVIDIA GeForce RTX 2070 SUPER",
-    "NVIDIA GeForce RTX 2080 Ti",
     "NVIDIA GeForce RTX 2080 SUPER",
     "Tesla V100-SXM3-32GB",
     "Tesla K80",
-    "NVIDIA A30",
-    "NVIDIA A2",
+    # other boards of the new rows' families, each with other figures (open-gpu-kernel-modules 'Compatible GPUs')
+    "NVIDIA H20-3e",
+    "NVIDIA H20 NVL16",
+    "NVIDIA H800 NVL",
+    "NVIDIA GB10",
+    "NVIDIA RTX PRO 5000 Blackwell",
+    "NVIDIA RTX PRO 4500 Blackwell Server Edition",
+    "NVIDIA RTX 6000D",
+    "NVIDIA RTX A4000H",
+    "NVIDIA RTX A4000 Laptop GPU",
+    "NVIDIA RTX A2000",
+    "NVIDIA RTX A2000 12GB",
+    "NVIDIA A800 40GB Active",
+    "NVIDIA GeForce RTX 4080 Laptop GPU",
+    "NVIDIA GeForce RTX 3080 Ti Laptop GPU",
+    "NVIDIA GeForce RTX 5080 Laptop GPU",
+    "NVIDIA GeForce RTX 5070 Ti Laptop GPU",
+    "NVIDIA RTX 5000 Ada Generation Laptop GPU",
+    "NVIDIA L2",
+    "NVIDIA A16",
 ]
 
 

@@ -21,6 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuready.checks.cuda_fault import nvlink_fault_in_torch_logs
 from gpuready.checks.gpu import allocation
 from gpuready.checks.kernel_judge import (SXID_REF, is_nvlink_xid, judge_sxid, judge_xid, line_severity,
                                           nvlink_xids, worst, xid_cascade, xid_code)
@@ -41,7 +42,7 @@ def _kind(spec: GpuSpec | None) -> str:
     if spec is None:
         return "unknown"
     via = spec.get("nvlink_via")
-    if via == "nvswitch":
+    if via in ("nvswitch", "nvlink_switch_system"):  # a Grace Blackwell tray wires every link too (gpus.toml header)
         return "sxm"
     if via == "bridge":
         return "bridge"
@@ -364,7 +365,7 @@ def nvlink_link_down(context: CheckContext) -> list[Finding]:
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d{1,4})", re.IGNORECASE)
 
 
-@check("nvlink.errors", needs_gpus=False)
+@check("nvlink.errors", needs_gpus=False, logs=nvlink_fault_in_torch_logs)
 def nvlink_errors(context: CheckContext) -> list[Finding]:
     """No NVLink errors in the kernel log.
 

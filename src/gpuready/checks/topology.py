@@ -194,8 +194,9 @@ def gpu_fabric(context: CheckContext) -> list[Finding]:
 
 
 def _nvswitch_board(context: CheckContext) -> bool | None:
-    """True where the GPUs' model is wired through NVSwitches (gpus.toml `nvlink_via`), False where it is not, None
-    where no GPU model is known."""
+    """True where the GPUs' model is wired through NVSwitches on the baseboard, whose host runs Fabric Manager
+    (gpus.toml `nvlink_via = "nvswitch"`), False where it is not (a Grace Blackwell tray's `nvlink_switch_system`
+    included: its NVLink Switch trays run the fabric manager, not the host), None where no GPU model is known."""
     wiring = [spec.row.get("nvlink_via") for gpu in context.gpus if (spec := gpu_spec(gpu.name))]
     if not wiring:
         return None

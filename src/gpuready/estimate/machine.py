@@ -18,6 +18,8 @@ from gpuready.estimate import expect
 from gpuready.options import MAX_GPUS_PER_NODE, MAX_NODES
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp8")
+# gpus.toml `nvlink_via` values whose links all reach every GPU of the node (HGX NVSwitch, Grace Blackwell trays)
+_SWITCHED = ("nvswitch", "nvlink_switch_system")
 
 
 class MachineError(ValueError):
@@ -71,7 +73,7 @@ def machine_from_description(text: str, nodes: int = 1) -> Machine:
         raise MachineError(sentence("error.machine.unknown_gpu", text=repr(text), model=repr(match.group("model")),
                                     known=known))
     return _from_row(row, row["model"], count, nodes, f"description {text.strip()}",
-                     nvlink_domain=count if row.get("nvlink_via") == "nvswitch" else
+                     nvlink_domain=count if row.get("nvlink_via") in _SWITCHED else
                      (2 if row.get("nvlink_via") == "bridge" and count >= 2 else 1))
 
 
@@ -152,5 +154,5 @@ def _nvlink_domain(facts: Any, nvlink_via: str | None) -> int:
     if not gpus or not on_nvlink(gpus[0]):
         return 1
     linked = sum(map(on_nvlink, gpus))
-    return linked if nvlink_via == "nvswitch" else min(2, linked)
+    return linked if nvlink_via in _SWITCHED else min(2, linked)
 
