@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
+from gpuready.checks.cuda_fault import lost_gpu_in_torch_logs
 from gpuready.checks.kernel_judge import fallen_off_bus_xid
 from gpuready.checks.log_evidence import quote
 from gpuready.checks.log_evidence import quote
@@ -103,7 +104,7 @@ def _named_by(gpus: list[GpuFacts]) -> str | None:
     return None
 
 
-@check("gpu.lost", needs_gpus=False)
+@check("gpu.lost", needs_gpus=False, logs=lost_gpu_in_torch_logs)
 def gpu_lost(context: CheckContext) -> list[Finding]:
     """Every GPU answers."""
     logged = _lost_in_logs(context)

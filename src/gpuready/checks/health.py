@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 from gpuready.checks.gpu import allocation
+from gpuready.checks.kernel_judge import XID_CHECK
 from gpuready.checks.kernel_judge import (SXID_REF, is_nvlink_xid, judge_sxid, judge_xid, line_severity, worst,
                                           xid_cascade, xid_code)
 from gpuready.checks.nvlink import ranges
@@ -22,7 +23,7 @@ _REMAP_REF = "NVIDIA GPU memory error management, row remapping: " \
              "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
 
 
-@check("health.xid", needs_gpus=False)
+@check(XID_CHECK, needs_gpus=False)
 def health_xid(context: CheckContext) -> list[Finding]:
     """No Xid errors in the kernel log.
 

@@ -17,6 +17,8 @@ from gpuready.i18n import Said, catalogue, finding_text, said
 from gpuready.knowledge import load_table, xid_entry
 from gpuready.model import Finding, Status, worst_status
 
+XID_CHECK = "health.xid"
+"""The check that judges Xids (checks/health.py): what a finding that follows from an Xid is the consequence of."""
 XID_CATALOG_REF = "NVIDIA Xid catalog, https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 SXID_REF = "NVIDIA Fabric Manager User Guide, SXid errors: https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"
 

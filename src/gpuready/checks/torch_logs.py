@@ -11,6 +11,7 @@ its own timeout, a remote NCCL error after another rank's failure, a rank SIGKIL
 
 from __future__ import annotations
 
+from gpuready.checks.cuda_fault import application_cuda_errors
 from gpuready.checks.host_logs import OOM as HOST_OOM
 from gpuready.checks.log_evidence import NCCL_TROUBLESHOOTING, quote
 from gpuready.checks.registry import CheckContext, log_check
@@ -60,6 +61,16 @@ def torch_oom(context: CheckContext) -> list[Finding]:
                   "free_bytes": oom.free_bytes, "total_bytes": oom.total_bytes},
         refs=["https://pytorch.org/docs/stable/notes/cuda.html#environment-variables"],
         evidence=quote([entry[2] for entry in torch.ooms]))]
+
+
+# ------------------------------------------------------------------------------------------- torch.cuda_error
+
+@log_check("torch.cuda_error")
+def torch_cuda_error(context: CheckContext) -> list[Finding]:
+    """The CUDA error a rank or its NCCL watchdog stopped on, where it is one the job's own kernels (or a library's)
+    usually cause, or the GPU refused the context (checks/cuda_fault.py; a lost GPU and an NVLink fault are gpu.lost's
+    and nvlink.errors')."""
+    return application_cuda_errors(context)
 
 
 # ------------------------------------------------------------------------------------------- nccl.p2p_unsupported

@@ -241,6 +241,8 @@ class TorchLogFacts:
     """NCCL errors torch raised, in order."""
     p2p: list[Line] = field(default_factory=list)
     """`peer access is not supported` lines."""
+    cuda_errors: list[tuple[torch_errors.CudaError, list[Line], int]] = field(default_factory=list)
+    """(the CUDA error a rank or its NCCL watchdog stopped on, its lines, input order), one per error, rank and host."""
     ooms: list[tuple[int | None, torch_errors.CudaOom, Line, int]] = field(default_factory=list)
     """(rank, CUDA out of memory, line, input order)."""
     gloo_timeouts: list[tuple[int | None, torch_errors.GlooTimeout, Line]] = field(default_factory=list)

@@ -8,11 +8,14 @@ unpickled (a pickle from a ticket is code execution).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gpuready.knowledge import load_table
 
 # ------------------------------------------------------------------ rank prefixes
 
@@ -194,6 +197,76 @@ _P2P = re.compile(r"peer access is not supported between these two devices|cudaE
 
 def is_p2p_unsupported(text: str) -> bool:
     return bool(_P2P.search(text))
+
+
+# ------------------------------------------------------------------ CUDA errors (a rank stopped on one)
+
+# What prints a CUDA error and how (knowledge/cuda_errors.toml names each source): c10's `CUDA error: <string>`
+# (c10/cuda/CUDAException.cpp, also inside ProcessGroupNCCL's `watchdog thread terminated with exception: `), NCCL's
+# `Cuda failure [N] '<string>'` (src/include/checks.h), nccl-tests' `Test CUDA failure file:line '<string>'`, Triton's
+# `Triton Error [CUDA]: <string>`; and the enum's names where a program prints those (`cudaErrorIllegalAddress`,
+# `CUDA_ERROR_ILLEGAL_ADDRESS`, torch >= 2.6's `Search for `cudaErrorLaunchFailure' in …`).
+_CUDA_ERROR_TEXT = re.compile(r"(?:CUDA error|Triton Error \[CUDA\]): (?P<text>[^\n]{1,120})|"
+                              r"Cuda failure(?: [\w./-]{1,80}:\d{1,6})?(?: (?P<code>\d{1,4}))? '(?P<quoted>[^'\n]{1,120})",
+                              re.IGNORECASE)
+_CUDA_ERROR_NAME = re.compile(r"\b(?:cudaError[A-Z]\w{2,40}|CUDA_ERROR_[A-Z_]{3,40})\b")
+# the wrapped form `… Process group watchdog\n  thread terminated with exception: CUDA error: …` keeps the second half
+_WATCHDOG_EXCEPTION = re.compile(r"thread terminated with exception: CUDA error", re.IGNORECASE)
+_RAY_HOST = re.compile(r"^\s{0,8}\([\w.-]{1,60} pid=\d{1,9}, ip=(?P<ip>[\d.]{7,15}|[\w.-]{1,80})\)")
+_MIN_WRAPPED = 12
+"""Characters of a message cut by a line wrap (`an illegal memory access` at the end of a line) that still name it."""
+
+
+@dataclass(frozen=True)
+class CudaError:
+    """A CUDA error a process stopped on: the enum row of knowledge/cuda_errors.toml it is."""
+    code: int
+    name: str
+    """`cudaErrorIllegalAddress`."""
+    message: str
+    """cudaGetErrorString's text."""
+    watchdog: bool
+    """Raised by ProcessGroupNCCL's watchdog (`… watchdog thread terminated with exception: CUDA error: …`): the
+    error surfaced while a collective of that rank was in flight."""
+    rank: int | None
+    host: str | None
+    """The host the line names (a Ray worker's `ip=`), where it does."""
+
+
+@functools.cache
+def _cuda_error_rows() -> tuple[dict[str, Any], ...]:
+    return tuple(load_table("cuda_errors")["error"])
+
+
+def cuda_error_row(text: str) -> dict[str, Any] | None:
+    """The table row whose cudaGetErrorString text (or enum name) `text` is: the whole message, or its start where a
+    paste wrapped the line."""
+    said = text.strip().strip("'\".").lower()
+    for row in _cuda_error_rows():
+        message = row["message"].lower()
+        if said.startswith(message) or len(said) >= _MIN_WRAPPED and message.startswith(said):
+            return row
+        if said in (row["name"].lower(), row["driver_name"].lower()):
+            return row
+    return None
+
+
+def parse_cuda_error(text: str) -> CudaError | None:
+    """A line that says a CUDA error of the table stopped the process, in any of the forms above, or None."""
+    row = None
+    if match := _CUDA_ERROR_TEXT.search(text):
+        row = cuda_error_row(match.group("text") or match.group("quoted"))
+    if row is None and (name := _CUDA_ERROR_NAME.search(text)):
+        row = cuda_error_row(name.group(0))
+    if row is None:
+        return None
+    host = _RAY_HOST.search(text)
+    # ProcessGroupNCCL's own `[PG … Rank N]` is the global rank; a torchrun `[defaultN]:` prefix before it is local
+    inner = _RANK_IN_TEXT.search(text)
+    return CudaError(code=row["code"], name=row["name"], message=row["message"],
+                     watchdog=bool(_WATCHDOG_EXCEPTION.search(text)),
+                     rank=int(inner.group(1)) if inner else line_rank(text),
+                     host=host.group("ip") if host else None)
 
 
 # ------------------------------------------------------------------ CUDA out of memory

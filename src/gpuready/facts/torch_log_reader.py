@@ -1,8 +1,8 @@
 """The PyTorch-distributed error reader: lines (and NCCL flight-recorder dumps) in, TorchLogFacts out.
 
 facts/torch_errors.py parses each line; checks/torch_logs.py and checks/software.py judge. Reads NCCL watchdog
-timeouts, NCCL errors raised by torch (with the `Last error:` that completes them), CUDA OOM, driver / NCCL version
-mismatches, rendezvous / TCPStore network errors, torchrun's ChildFailedError summary, and flight-recorder dumps (JSON
+timeouts, NCCL errors raised by torch (with the `Last error:` that completes them), the CUDA error a rank (or its
+watchdog) stopped on, CUDA OOM, driver / NCCL version mismatches, rendezvous / TCPStore network errors, torchrun's ChildFailedError summary, and flight-recorder dumps (JSON
 only: a pickle dump is noted, never unpickled).
 """
 
@@ -58,7 +58,8 @@ class TorchErrorReader(Reader):
                r"DistNetworkError|DistStoreError|RendezvousConnectionError|Socket Timeout|failed to bind|"
                r"NCCL INFO (?:Bootstrap|NET/Socket|NET/IB)\s*: Using|failed \(exitcode|closing signal|Root Cause|"
                r"Failures:|"
-               r"collective_seq_id|Timed out waiting \d+ms for")
+               r"collective_seq_id|Timed out waiting \d+ms for|"
+               r"CUDA error: |Cuda failure|Triton Error \[CUDA\]|cudaError[A-Z]|CUDA_ERROR_[A-Z]")
     follow_lines = 8
     """Fed after each marked line: the text of a bare `Last error:` (within three lines, NVIDIA/nccl#1928) and the
     `[N]:` / `time :` / `host :` / `rank :` / `exitcode :` lines of torchrun's `Failures:` and `Root Cause` blocks.
@@ -116,6 +117,8 @@ class TorchErrorReader(Reader):
             self._note_mismatch(mismatch, line)
             if mismatch.kind != "nccl_arch":  # `Cuda failure 'invalid device function'` is an NCCL error's text too
                 return
+        if (cuda := parse.parse_cuda_error(text)) is not None:
+            self._note_cuda_error(cuda, line, order)  # and read on: the line may be an NCCL error's `Last error:` text
         if self._last_error_text(line, rank):
             if parse.is_p2p_unsupported(text):  # NCCL's `Last error:` can be CUDA's 217: the pair has no peer access
                 self._note_p2p(line, rank)
@@ -226,6 +229,21 @@ class TorchErrorReader(Reader):
             return
         if len(versions) < MAX_ITEMS:
             versions.append((mismatch, line))
+
+    def _note_cuda_error(self, error: parse.CudaError, line: Line, order: int) -> None:
+        """One record per (error, rank, host): torch prints the watchdog's error, then again as the exception's
+        `what():`, and every rank of a job may print it."""
+        self._note_rank(error.rank)
+        errors = self.seen.cuda_errors
+        for index, (known, lines, first) in enumerate(errors):
+            if (known.code, known.rank, known.host) == (error.code, error.rank, error.host):
+                if len(lines) < MAX_ITEMS:
+                    lines.append(line)
+                if error.watchdog and not known.watchdog:
+                    errors[index] = (error, lines, first)
+                return
+        if len(errors) < MAX_ITEMS:
+            errors.append((error, [line], order))
 
     def _note_rank(self, rank: int | None) -> None:
         if rank is not None and len(self.seen.ranks_seen) < MAX_RANKS:
