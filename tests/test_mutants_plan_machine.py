@@ -148,7 +148,7 @@ def test_an_unknown_gpu_lists_the_known_models_in_order():
         machine_from_description("8xTPUv5")
     message = str(raised.value)
     assert message.startswith("--machine '8xTPUv5': no GPU of gpuready's table matches 'TPUv5' (known: A10, A100 ")
-    assert "H100 NVL, H100 PCIe, H100 SXM, H200 NVL, H200 SXM, L4, L40, L40S, RTX 2070, RTX 2080, RTX 3090" in message
+    assert "H100 NVL, H100 PCIe, H100 SXM, H20, H200 NVL, H200 SXM, H800 PCIe, H800 SXM, L20, L4, L40, L40S" in message
 
 
 # --------------------------------------------------------------------------------- NVLink domain and busbw
