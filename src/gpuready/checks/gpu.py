@@ -10,7 +10,6 @@ from typing import Iterable
 from gpuready.checks.cuda_fault import lost_gpu_in_torch_logs
 from gpuready.checks.kernel_judge import fallen_off_bus_xid
 from gpuready.checks.log_evidence import quote
-from gpuready.checks.log_evidence import quote
 from gpuready.checks.registry import CheckContext, check, kernel_evidence, per_gpu, queried
 from gpuready.facts.types import GpuFacts, GpuProcess, KernelEvent
 from gpuready.i18n import said
