@@ -22,6 +22,7 @@ from gpuready.facts.k8s_reader import K8sNodeReader
 from gpuready.facts.log_lines import Reader
 from gpuready.facts.nccl_log_reader import NcclLogReader
 from gpuready.facts.nccl_tests_reader import NcclTestsReader
+from gpuready.facts.nic_reader import NicLinesReader
 from gpuready.facts.torch_log_reader import TorchErrorReader
 from gpuready.checks.registry import CheckOptions, run_checks, run_log_checks
 from gpuready.estimate.expect import nccl_busbw
@@ -49,7 +50,8 @@ def port_is_free(port: int) -> bool:
 def log_readers() -> list[Reader]:
     """The readers of logs (NCCL, PyTorch and launchers, nccl-tests, host and container logs, DCGM, Kubernetes), fresh:
     `diagnose` feeds them every input, `check --bundle` the bundle's files that are no tool output."""
-    return [NcclLogReader(), TorchErrorReader(), NcclTestsReader(), HostLogReader(), DcgmDiagReader(), K8sNodeReader()]
+    return [NcclLogReader(), TorchErrorReader(), NcclTestsReader(), HostLogReader(), DcgmDiagReader(), K8sNodeReader(),
+            NicLinesReader()]
 
 
 def read_evidence_bundle(path: Path, limits: InputLimits = DEFAULT_LIMITS) -> Bundle:

@@ -13,12 +13,14 @@ Messages and fixes: the catalogue's `nccl_tests.*` (locale/<lang>/LC_MESSAGES/di
 
 from __future__ import annotations
 
+from collections import Counter
+
 from gpuready.checks.log_evidence import quote
 from gpuready.checks.registry import CheckContext, log_check
 from gpuready.facts.log_facts import MAX_NCCL_TESTS_RUNS, NcclTestsFacts, NcclTestsRun
 from gpuready.facts.types import Facts, GpuFacts
 from gpuready.i18n import Said, finding_text, said
-from gpuready.knowledge import thresholds
+from gpuready.knowledge import load_table, thresholds
 from gpuready.model import Finding, Status, Subject
 
 JUDGED = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce")
@@ -115,6 +117,14 @@ def _busbw(context: CheckContext, run: NcclTestsRun) -> Finding | None:
     figure = said("nccl_tests.figure", busbw=busbw, mib=row.size_bytes / 2**20, placement=placement)
     if ranks == 1:
         return finding(Status.SKIP, said("nccl_tests.busbw_low.one_rank", run=notes["run"]), rows_quoted)
+    if len(run.hosts) > 1 and not context.options.expect_busbw_gb_per_s:
+        status, text, value, sources = _across_nodes(context, run, collective, ranks, model, notes)
+        best = _best_judged(run, ranks)
+        if best is not None and best[1] is not line:
+            observed = {**observed, "busbw_gb_per_s": best[0].best()[0], "size_bytes": best[0].size_bytes,
+                        "placement": best[0].best()[1]}
+        return finding(status, text, rows_quoted, expected=round(value, 2) if value else None,
+                       sources=[*sources, *refs] if sources else None)
     expected, why_not = _expected(context, run, collective, ranks, model)
     if expected is None:
         return finding(Status.SKIP, said("nccl_tests.busbw_low.not_judged", **notes, figure=figure, why_not=why_not),
@@ -130,6 +140,58 @@ def _busbw(context: CheckContext, run: NcclTestsRun) -> Finding | None:
     text = said("nccl_tests.busbw_low." + ("pass" if status == Status.PASS else "low"), **notes, figure=figure,
                 ratio=busbw / value, expected=value)
     return finding(status, text, rows_quoted, expected=round(value, 2), sources=[source, limits["source"], *refs])
+
+
+def _best_judged(run: NcclTestsRun, ranks: int | None) -> tuple | None:
+    """(row, line): the best row at a size the NICs bound: at least [internode] min_bytes_per_rank × ranks (knowledge/nics.toml)."""
+    need = load_table("nics")["internode"]["min_bytes_per_rank"] * (ranks or 1)
+    rows = [item for item in ([run.best] if run.best else []) + list(run.largest) if item[0].size_bytes >= need]
+    return max(rows, key=lambda item: item[0].best()[0], default=None)
+
+
+def _socket_only(facts: Facts) -> bool:
+    """NCCL's logs among the inputs show channels over NET/Socket and none over an RDMA transport."""
+    nccl = facts.logs.nccl if facts.logs is not None else None
+    kinds = set(nccl.transport_lines) if nccl is not None else set()
+    return "NET/Socket" in kinds and not any(kind.startswith("NET/") and kind != "NET/Socket" for kind in kinds)
+
+
+def _across_nodes(context: CheckContext, run: NcclTestsRun, collective: str | None, ranks: int | None,
+                  model: str | None, notes: dict) -> tuple[Status, Said, float | None, list[str]]:
+    """A run whose ranks span several hosts, judged against the NICs of its nodes (estimate/expect.py
+    `internode_busbw_floor_gb_per_s`, through `CheckOptions.nccl_busbw` with `nodes`)."""
+    per_host = Counter(rank.host for rank in run.ranks.values())
+    nodes, per_node = len(run.hosts), max(per_host.values(), default=0)
+    best = _best_judged(run, ranks)
+    shown = best or run.best
+    figure = said("nccl_tests.figure", busbw=shown[0].best()[0], mib=shown[0].size_bytes / 2**20,
+                  placement=shown[0].best()[1]) if shown else None
+    estimate = context.options.nccl_busbw
+    expected = (estimate(context.facts, [], model, nodes=nodes, gpus_per_node=per_node, collective=collective)
+                if estimate is not None and per_node and collective in JUDGED and not _socket_only(context.facts)
+                else None)
+    if expected is None or best is None:
+        why_not = (said("nccl_tests.why_not.collective", collective=collective) if collective not in JUDGED and
+                   collective else said("nccl_tests.why_not.no_collective") if collective is None else
+                   said("nccl_tests.why_not.socket") if _socket_only(context.facts) else
+                   said("nccl_tests.why_not.no_nics", ranks=ranks or run.rank_lines, hosts=nodes))
+        if expected is not None:
+            minimum = load_table("nics")["internode"]["min_bytes_per_rank"]
+            return Status.SKIP, said("nccl_tests.busbw_low.across.small", **notes, ranks=ranks or run.rank_lines,
+                                     max_mib=run.max_size / 2**20, per_rank_mib=minimum // 2**20,
+                                     need_gib=(ranks or 1) * minimum / 2**30), None, []
+        return Status.SKIP, said("nccl_tests.busbw_low.across.not_judged", **notes,
+                                 figure=figure, why_not=why_not), None, []
+    busbw = best[0].best()[0]
+    nics = expected.nics
+    values = dict(**notes, figure=figure, floor=expected.value, nodes=nodes, per_node=per_node, nics=expected.nics_used,
+                  listed=nics.count, model=nics.model or "RDMA", rate=max(nics.rates_gbit_per_s),
+                  ceiling=expected.ceiling_gb_per_s, fraction=expected.fraction,
+                  rate_note=said("nccl_tests.note.rate_known" if nics.rate_known else "nccl_tests.note.rate_top"))
+    if busbw >= expected.value:
+        return Status.PASS, said("nccl_tests.busbw_low.across.pass", **values), expected.value, [expected.source]
+    status = Status.FAIL if nics.rate_known else Status.WARN
+    return status, said("nccl_tests.busbw_low.across.low", **values), expected.value, [expected.source]
 
 
 def _describe(run: NcclTestsRun, collective: str | None, ranks: int | None, inferred: bool, model: str | None) -> Said:

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from gpuready.facts.types import Facts, GpuFacts
-from gpuready.knowledge import gpu_spec, thresholds
+from gpuready.knowledge import gpu_spec, load_table, thresholds
 
 
 @dataclass(frozen=True)
@@ -119,8 +119,12 @@ def p2p_copy(facts: Facts | None, first: GpuFacts | None, second: GpuFacts | Non
     return None
 
 
-def nccl_busbw(facts: Facts | None, gpus: list[GpuFacts], gpu_name: str | None) -> Expected | None:
-    """A ring over the slowest link inside one node: NVLink per GPU where every pair has it, else PCIe."""
+def nccl_busbw(facts: Facts | None, gpus: list[GpuFacts], gpu_name: str | None, *, nodes: int = 1,
+               gpus_per_node: int = 0, collective: str | None = None) -> Expected | None:
+    """A ring over the slowest link inside one node: NVLink per GPU where every pair has it, else PCIe; across
+    `nodes` > 1, the floor the nodes' NICs set (internode_busbw_floor_gb_per_s)."""
+    if nodes > 1:
+        return internode_busbw_floor_gb_per_s(facts, nodes, gpus_per_node, collective)
     if len(gpus) < 2:
         return None
     table = thresholds("nccl")
@@ -182,3 +186,104 @@ def host_path_pairs(facts: Facts | None, gpus: list[GpuFacts | None]) -> str | N
     if sys_pairs:
         reasons.append(f"SYS pairs: {', '.join(sys_pairs[:3])}{' …' if len(sys_pairs) > 3 else ''}")
     return "; ".join(reasons) or None
+
+
+@dataclass(frozen=True)
+class NodeNics:
+    """The RDMA NICs one node has, as the inputs show them."""
+    model: str | None
+    """The most common model (knowledge/nics.toml), None where only link rates are known."""
+    count: int
+    rates_gbit_per_s: tuple[float, ...]
+    """Per card or port, fastest first: the link rate where known, else the model's top rate."""
+    rate_known: bool
+    source: str
+    """Where the rates come from (the model's product brief, or `ibstat/ibv_devinfo/sysfs`)."""
+
+
+@dataclass(frozen=True)
+class InternodeExpected(Expected):
+    """The floor (`value`) a run across nodes must reach, and how it was derived."""
+    nodes: int
+    gpus_per_node: int
+    nics: NodeNics
+    nics_used: int
+    ceiling_gb_per_s: float
+    fraction: float
+
+
+def nic_model(name: str) -> dict[str, Any] | None:
+    """The knowledge/nics.toml row for an lspci device name, or None for a model the table does not know."""
+    return next((row for row in load_table("nics")["nic"] if re.search(row["match"], name)), None)
+
+
+def _cards(devices: list[tuple[str, str | None, int]]) -> list[dict[str, Any]]:
+    """The cards among (name, address, function) of one listing: physical functions 0 (a dual-port card shows its
+    ports as functions 0 and 1 of one slot), else, in a VM given only SR-IOV functions, those."""
+    known = [(row, name, function) for name, _, function in devices if (row := nic_model(name)) is not None]
+    physical = [row for row, name, function in known if "Virtual Function" not in name and function == 0]
+    return physical or [row for row, name, _ in known if "Virtual Function" in name]
+
+
+def _listings(facts: Facts) -> list[list[tuple[str, str | None, int]]]:
+    """Each input's ConnectX devices as (name, address, function): the lspci bundle file's and any input's lines."""
+    listings = []
+    if facts.pci_devices:
+        listings.append([(device.description, device.address, int(device.address[-1]))
+                         for device in facts.pci_devices if device.address[-1:].isdigit()])
+    nics = facts.logs.nics if facts.logs is not None else None
+    for devices in (nics.by_source.values() if nics is not None else ()):
+        listings.append([(device.name, device.address, device.function) for device in devices])
+    return listings
+
+
+def _nccl_ib_devices(facts: Facts) -> int | None:
+    """How many IB/RoCE devices NCCL said it uses on a node (`NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB …`)."""
+    nccl = facts.logs.nccl if facts.logs is not None else None
+    counts = [len(re.findall(r"\[\d+\]\S", line.text.split("Using", 1)[-1]))
+              for line in (nccl.ib_hosts.values() if nccl is not None else ())]
+    return max((count for count in counts if count), default=None)
+
+
+def node_nics(facts: Facts | None) -> NodeNics | None:
+    """One node's RDMA NICs: the active ports' link rates where ibstat/ibv_devinfo/sysfs show them, else the cards
+    lspci lists (the listing with the most) at their model's top rate. None where the inputs show neither."""
+    if facts is None:
+        return None
+    cards = max((_cards(listing) for listing in _listings(facts)), key=len, default=[])
+    model = max(((row["model"], sum(1 for each in cards if each is row)) for row in cards),
+                key=lambda pair: pair[1], default=(None, 0))[0]
+    ports = [port.rate_gbit_per_s for port in facts.ib_ports or []
+             if port.rate_gbit_per_s and (port.state or "").upper().endswith("ACTIVE")]
+    used_by_nccl = _nccl_ib_devices(facts)
+    if ports:
+        rates = sorted(ports, reverse=True)[:used_by_nccl or len(ports)]
+        return NodeNics(model=model, count=len(rates), rates_gbit_per_s=tuple(rates), rate_known=True,
+                        source="link rate of the active ports (ibstat / ibv_devinfo / sysfs)")
+    if not cards:
+        return None
+    rows = sorted(cards, key=lambda row: row["top_gbit_per_s"], reverse=True)[:used_by_nccl or len(cards)]
+    sources = "; ".join(dict.fromkeys(row["source"] for row in rows))
+    return NodeNics(model=model, count=len(rows), rates_gbit_per_s=tuple(float(row["top_gbit_per_s"]) for row in rows),
+                    rate_known=False, source=f"the model's top rate ({sources})")
+
+
+def internode_busbw_floor_gb_per_s(facts: Facts | None, nodes: int, gpus_per_node: int,
+                                   collective: str | None) -> InternodeExpected | None:
+    """The busbw (GB/s) a run over `nodes` nodes must reach at large sizes: every ring step crosses each node's NICs,
+    so busbw ≤ the node's NICs (one per GPU at most; one for alltoall, which does not aggregate NICs) × their
+    large-message rate; the floor is a fraction of that bound ([internode] in knowledge/nics.toml)."""
+    nics = node_nics(facts)
+    if nics is None or nodes < 2 or gpus_per_node < 1:
+        return None
+    table = load_table("nics")["internode"]
+    used = 1 if collective == "all_to_all" else min(nics.count, gpus_per_node)
+    per_nic = [rate / 8 * table["large_message_efficiency"] for rate in nics.rates_gbit_per_s[:used]]
+    ceiling = sum(per_nic)
+    fraction = table["floor_fraction_known_rate" if nics.rate_known else "floor_fraction_top_rate"]
+    rates = "/".join(f"{rate:g}" for rate in dict.fromkeys(nics.rates_gbit_per_s[:used]))
+    source = (f"{nodes} nodes × {gpus_per_node} ranks: {used} of {nics.count} {nics.model or 'RDMA'} NIC(s) per node at "
+              f"{rates} Gb/s ({nics.source}) × {table['large_message_efficiency']} = {ceiling:.1f} GB/s per node; "
+              f"floor {fraction} × that ({table['source']})")
+    return InternodeExpected(value=ceiling * fraction, source=source, nodes=nodes, gpus_per_node=gpus_per_node,
+                             nics=nics, nics_used=used, ceiling_gb_per_s=ceiling, fraction=fraction)

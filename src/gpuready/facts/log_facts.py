@@ -15,6 +15,7 @@ from gpuready.facts.dcgm_diag import DiagRun
 from gpuready.facts.host_log import ContainerRequirement, OomKill, ShmError, SigKill
 from gpuready.facts.k8s_node import PluginError
 from gpuready.facts.log_lines import Line
+from gpuready.facts.nic_lines import NicLineFacts
 
 MAX_EVIDENCE = 5
 """Lines a reader keeps per kind of line: enough to see the pattern, few enough to read."""
@@ -470,6 +471,8 @@ class LogFacts:
     """`dcgmi diag` tables."""
     k8s: K8sNodeFacts | None = None
     """Kubernetes node descriptions and device-plugin logs."""
+    nics: NicLineFacts | None = None
+    """lspci's ConnectX device lines (flat or tree), per input."""
 
 
 def log_facts(readers: list) -> LogFacts:
