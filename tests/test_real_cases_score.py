@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCORE = ROOT.parent / "shared" / "realcases" / "score"
 
 # the figures reached (hits, false alarms) on the shared set; a change may raise them, never lower them
-CHECK_HITS, CHECK_FALSE_ALARMS = 57, 1
-DIAGNOSE_HITS, DIAGNOSE_FALSE_ALARMS = 96, 1
+CHECK_HITS, CHECK_FALSE_ALARMS = 63, 1
+DIAGNOSE_HITS, DIAGNOSE_FALSE_ALARMS = 101, 1
 MAX_DISAGREE = 0
 
 _RECALL = re.compile(r"^(?P<tool>holdout|diagnose) recall (?P<hits>\d+)/(?P<total>\d+) = [\d.]+, false alarms "
