@@ -4,7 +4,7 @@ Pure functions: `launch_text` returns a shell script (torchrun), an sbatch scrip
 (Kubernetes: an Indexed Job + headless Service, a JobSet, or a Kubeflow TrainJob); `nccl_env` turns Facts into the
 NCCL variables worth pinning, each with the reason; `run_local` runs the torchrun form on this node (`--run`).
 
-Conventions followed (see shared/reference/anchors-style-ecosystem.md):
+Conventions followed:
 - torchrun c10d rendezvous: `--rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id ID`, the same on every node
   (torch/distributed/run.py docstring).
 - Slurm: one task per node running torchrun, head node = first of `scontrol show hostnames`, `--rdzv-id` =
@@ -20,16 +20,20 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import secrets
 import shlex
 import socket
 import subprocess
 from typing import Any
 
+from pathlib import Path
+
 import yaml
 
-from gpuready.i18n import said, said_of, sentence
+from gpuready.i18n import choose_language, message, said, said_of, sentence
 from gpuready.cli import option_groups as groups, option_kinds as kind
+from gpuready.cli.report_files import WritableFile
 from gpuready.evidence.build import build_facts
 from gpuready.evidence.bundle import BundleError
 from gpuready.evidence.reader import read_bundle
@@ -37,10 +41,11 @@ from gpuready.facts.net_interfaces import (IfAddr, interface_of, is_loopback_nam
                                            nccl_socket_interfaces, route_source)
 from gpuready.facts.network_files import is_virtual_interface
 from gpuready.model import ExitCode
+from gpuready.options import file_kind
 from gpuready.options import UsageError
 from gpuready.pipeline import gather_facts
 from gpuready.runner.torchrun import torchrun_flags
-from gpuready.safe_text import printable
+from gpuready.safe_text import printable, tell
 
 KINDS = ("torchrun", "slurm", "k8s")
 K8S_KINDS = ("job", "jobset", "trainjob")
@@ -75,6 +80,18 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTAINER = "trainer"
 _JOBSET_REPLICATED_JOB = "node"  # Kubeflow's torch-distributed runtime names its replicatedJob `node` too
 _INDEX_ANNOTATION = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+GPUS_PLACEHOLDER = "GPUS_PER_NODE"
+"""Written where a GPU count must be a number (an #SBATCH directive, a pod's `nvidia.com/gpu`) and launch was not told
+the target nodes' count (no --nproc-per-node, no --bundle): sbatch and the Kubernetes API refuse the file until it
+is replaced, so a job never starts on a guessed count. torchrun itself gets `--nproc-per-node gpu` (torchrun's own
+value: every GPU the node shows, torch/distributed/run.py)."""
+CPUS_PLACEHOLDER = "CPUS_PER_TASK"
+"""Slurm's --cpus-per-task where neither the GPU count nor the nodes' CPUs are known (sbatch refuses a non-number)."""
+SHM_PLACEHOLDER = "SHM_SIZE"
+"""A pod's /dev/shm sizeLimit where the GPU count is not known (the API server refuses a quantity that is not one)."""
+TORCHRUN_ALL_GPUS = "gpu"
+"""torchrun's --nproc-per-node value for "one rank per GPU this node shows" (torch/distributed/run.py)."""
 
 
 # --- NCCL variables from facts ------------------------------------------------------------------------------------
@@ -194,13 +211,13 @@ def _refuse_controls(values: list[tuple[str, str | None]]) -> None:
             raise ValueError(sentence("error.launch.control", option=option, value=repr(value)))
 
 
-def _check(kind: str, nnodes: int, gpus_per_node: int, command: list[str], image: str | None, k8s_kind: str,
+def _check(kind: str, nnodes: int, gpus_per_node: int | None, command: list[str], image: str | None, k8s_kind: str,
            port: int, name: str, reports: str = DEFAULT_REPORTS, rdzv_id: str | None = None) -> None:
     _refuse_controls([("--name", name), ("--image", image), ("--reports", reports), ("--rdzv-id", rdzv_id),
                       *((sentence("error.launch.argument"), word) for word in command)])
     if kind not in KINDS:
         raise ValueError(sentence("error.launch.kind", kind=repr(kind), kinds=", ".join(KINDS)))
-    if nnodes < 1 or gpus_per_node < 1:
+    if nnodes < 1 or (gpus_per_node is not None and gpus_per_node < 1):
         raise ValueError(sentence("error.launch.counts"))
     if not 0 <= port <= 65535:
         raise ValueError(sentence("error.launch.port", port=port))
@@ -227,6 +244,28 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _nproc(gpus_per_node: int | None) -> str:
+    """torchrun's --nproc-per-node: the count, or torchrun's `gpu` (every GPU the node shows) where none is known."""
+    return TORCHRUN_ALL_GPUS if gpus_per_node is None else str(gpus_per_node)
+
+
+def _count(gpus_per_node: int | None, per_gpu: int = 1, unit: str = "", placeholder: str = GPUS_PLACEHOLDER) -> str:
+    """`per_gpu` x the GPU count (with `unit`) where a number must stand, or the marked placeholder."""
+    return placeholder if gpus_per_node is None else f"{per_gpu * gpus_per_node}{unit}"
+
+
+def _gpus_words(gpus_per_node: int | None) -> str:
+    return (f"{gpus_per_node} GPU(s)" if gpus_per_node is not None
+            else f"every GPU a node shows (torchrun --nproc-per-node {TORCHRUN_ALL_GPUS})")
+
+
+def _placeholder_note(names: list[str], tool: str) -> str:
+    """The comment that marks the placeholders a file holds where launch was not told the nodes' GPU count."""
+    return (f"{' and '.join(names)}: placeholders, launch was not told the target nodes' GPUs (--nproc-per-node G, or "
+            f"--bundle of one target node gives them). Replace each with your nodes' figure before {tool}; it refuses "
+            "the file until then.")
+
+
 def _is_validate(command: list[str]) -> bool:
     return command[0] == "validate"
 
@@ -250,10 +289,12 @@ def _validate_shell(command: list[str], reports: str) -> str:
             f"{shlex.join(command)} --json --out {shlex.quote(reports)}/\"$(hostname)\".json")
 
 
-def _torchrun_flags(nnodes: int, gpus_per_node: int, endpoint: str, rdzv_id: str) -> str:
+def _torchrun_flags(nnodes: int, gpus_per_node: int | None, endpoint: str, rdzv_id: str) -> str:
     """The torchrun command line, with `endpoint` and `rdzv_id` already shell text (they may hold "$HEAD",
     "$SLURM_JOB_ID"): validate's rendezvous flags (the same torchrun either way) and the run's id."""
-    return " ".join(["torchrun", *torchrun_flags(nnodes, gpus_per_node, endpoint), "--rdzv-id", rdzv_id])
+    flags = torchrun_flags(nnodes, 0, endpoint)
+    flags[flags.index("--nproc-per-node") + 1] = _nproc(gpus_per_node)
+    return " ".join(["torchrun", *flags, "--rdzv-id", rdzv_id])
 
 
 def _shell_env(pairs: list[tuple[str, str, str]], notes: list[str]) -> list[str]:
@@ -264,12 +305,15 @@ def _shell_env(pairs: list[tuple[str, str, str]], notes: list[str]) -> list[str]
     return lines
 
 
-def _cpus_per_task(facts: Any, gpus_per_node: int) -> tuple[int, str]:
+def _cpus_per_task(facts: Any, gpus_per_node: int | None) -> tuple[int | str, str]:
     host = getattr(facts, "host", None)
     for field in ("cgroup_cpuset_count", "cpu_count"):
         value = getattr(host, field, None)
         if isinstance(value, int) and value > 0:
             return value, f"{value} CPUs: this node's {field.replace('_', ' ')} (facts); every node assumed alike"
+    if gpus_per_node is None:
+        return CPUS_PLACEHOLDER, (f"{CPUS_PLACEHOLDER}: your nodes' cores (at least {DEFAULT_CPUS_PER_GPU} per GPU); "
+                                  "without it Slurm gives the one task, and so all its ranks, a single CPU")
     value = DEFAULT_CPUS_PER_GPU * gpus_per_node
     return value, (f"{value} CPUs = {DEFAULT_CPUS_PER_GPU} per GPU, a guess (no facts): set it to your nodes' "
                    "cores; without it Slurm gives the one task, and so all its ranks, a single CPU")
@@ -277,7 +321,7 @@ def _cpus_per_task(facts: Any, gpus_per_node: int) -> tuple[int, str]:
 
 # --- the three forms ----------------------------------------------------------------------------------------------
 
-def _torchrun_text(nnodes: int, gpus_per_node: int, command: list[str], port: int, rdzv_id: str, facts: Any,
+def _torchrun_text(nnodes: int, gpus_per_node: int | None, command: list[str], port: int, rdzv_id: str, facts: Any,
                    reports: str) -> str:
     pairs, notes = nccl_env_notes(facts)
     lines = ["#!/usr/bin/env bash"]
@@ -290,7 +334,7 @@ def _torchrun_text(nnodes: int, gpus_per_node: int, command: list[str], port: in
         lines += ["", _validate_shell(command, reports)]
         return "\n".join(lines) + "\n"
     head_default = '"${HEAD:-127.0.0.1}"' if nnodes == 1 else '"${HEAD:?set HEAD to the rendezvous node address}"'
-    lines += [f"# gpuready launch torchrun: {nnodes} node(s) x {gpus_per_node} GPU(s). Run this same script on every "
+    lines += [f"# gpuready launch torchrun: {nnodes} node(s) x {_gpus_words(gpus_per_node)}. Run this same script on every "
               "node.",
               "# HEAD: the address of one node, the rendezvous host, that every node reaches (an IPv6 address in "
               "[brackets]);",
@@ -312,7 +356,7 @@ def _torchrun_text(nnodes: int, gpus_per_node: int, command: list[str], port: in
 SBATCH_OPTIONS = ("--job-name", "--nodes", "--ntasks-per-node", "--gpus-per-node", "--cpus-per-task", "--output")
 
 
-def _slurm_text(nnodes: int, gpus_per_node: int, command: list[str], port: int, name: str, facts: Any,
+def _slurm_text(nnodes: int, gpus_per_node: int | None, command: list[str], port: int, name: str, facts: Any,
                 reports: str) -> str:
     pairs, notes = nccl_env_notes(facts)
     cpus, cpus_why = _cpus_per_task(facts, gpus_per_node)
@@ -320,13 +364,16 @@ def _slurm_text(nnodes: int, gpus_per_node: int, command: list[str], port: int, 
              f"#SBATCH --job-name={name}",
              f"#SBATCH --nodes={nnodes}",
              "#SBATCH --ntasks-per-node=1",
-             f"#SBATCH --gpus-per-node={gpus_per_node}",
+             f"#SBATCH --gpus-per-node={_count(gpus_per_node)}",
              f"#SBATCH --cpus-per-task={cpus}",
              "#SBATCH --output=%x-%j.out",
              "# gpuready launch slurm: one task per node"
              + (" runs gpuready validate on it." if _is_validate(command) else
-                f" runs torchrun, which starts {gpus_per_node} rank(s) there."),
+                f" runs torchrun, which starts {gpus_per_node} rank(s) there." if gpus_per_node is not None else
+                f" runs torchrun, which starts one rank per GPU the node shows (--nproc-per-node {TORCHRUN_ALL_GPUS})."),
              f"# --cpus-per-task: {cpus_why}.",
+             *([f"# {_placeholder_note([GPUS_PLACEHOLDER, CPUS_PLACEHOLDER], 'sbatch')}"] if gpus_per_node is None
+               else []),
              "set -euo pipefail",
              "# srun does not inherit --cpus-per-task from sbatch in Slurm 22.05-23.02 (23.11 reads this variable):",
              'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"', ""]
@@ -380,7 +427,7 @@ def _yaml_doc(comments: list[str], document: dict) -> str:
     return "".join(f"# {_one_line(line)}\n" for line in comments) + _yaml_dump(document)
 
 
-def _k8s_env(facts: Any, nnodes: int, gpus_per_node: int, master: str | None,
+def _k8s_env(facts: Any, nnodes: int, gpus_per_node: int | None, master: str | None,
              port: int) -> tuple[list[dict], list[str]]:
     """PET_* for torchrun (static rendezvous) and MASTER_ADDR/PORT for code that reads them, and the header notes
     that explain them and the NCCL variables a pod is not given."""
@@ -390,7 +437,7 @@ def _k8s_env(facts: Any, nnodes: int, gpus_per_node: int, master: str | None,
         notes.append("env: torchrun reads each flag from PET_<FLAG> (torch/distributed/argparse_util.py); "
                      "node rank = the Indexed Job's completion index")
         env += [{"name": "PET_NNODES", "value": str(nnodes)},
-                {"name": "PET_NPROC_PER_NODE", "value": str(gpus_per_node)},
+                {"name": "PET_NPROC_PER_NODE", "value": _nproc(gpus_per_node)},
                 {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": _INDEX_ANNOTATION}}},
                 {"name": "PET_MASTER_ADDR", "value": master},
                 {"name": "PET_MASTER_PORT", "value": str(port)},
@@ -415,12 +462,12 @@ def _k8s_nccl_notes(facts: Any) -> list[str]:
     return lines + [note for note in notes if not note.startswith("NCCL_SOCKET_IFNAME")]
 
 
-def _gpu_resources(gpus_per_node: int) -> dict:
-    gpus = {"nvidia.com/gpu": str(gpus_per_node)}  # a quantity: a string in the API (an int also parses)
+def _gpu_resources(gpus_per_node: int | None) -> dict:
+    gpus = {"nvidia.com/gpu": _count(gpus_per_node)}  # a quantity: a string in the API (an int also parses)
     return {"requests": dict(gpus), "limits": dict(gpus)}
 
 
-def _container(image: str, argv: list[str], env: list[dict], gpus_per_node: int, shm: bool) -> dict:
+def _container(image: str, argv: list[str], env: list[dict], gpus_per_node: int | None, shm: bool) -> dict:
     container: dict = {"name": _CONTAINER, "image": image, "command": argv}
     if env:
         container["env"] = env
@@ -430,8 +477,8 @@ def _container(image: str, argv: list[str], env: list[dict], gpus_per_node: int,
     return container
 
 
-def _shm_volume(gpus_per_node: int) -> dict:
-    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{SHM_GIB_PER_GPU * gpus_per_node}Gi"}}
+def _shm_volume(gpus_per_node: int | None) -> dict:
+    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _count(gpus_per_node, SHM_GIB_PER_GPU, "Gi", SHM_PLACEHOLDER)}}
 
 
 def _shm_note() -> str:
@@ -446,7 +493,7 @@ def _argv(command: list[str], reports: str) -> list[str]:
     return ["torchrun", *command]
 
 
-def _pod_template(image: str, argv: list[str], env: list[dict], gpus_per_node: int, subdomain: str | None) -> dict:
+def _pod_template(image: str, argv: list[str], env: list[dict], gpus_per_node: int | None, subdomain: str | None) -> dict:
     spec: dict = {}
     if subdomain:
         spec["subdomain"] = subdomain
@@ -456,8 +503,10 @@ def _pod_template(image: str, argv: list[str], env: list[dict], gpus_per_node: i
     return {"spec": spec}
 
 
-def _header(nnodes: int, gpus_per_node: int, command: list[str], k8s_kind: str, reports: str) -> list[str]:
-    lines = [f"gpuready launch k8s ({K8S_PRODUCT[k8s_kind]}): {nnodes} pod(s), one per node, x {gpus_per_node} GPU(s)."]
+def _header(nnodes: int, gpus_per_node: int | None, command: list[str], k8s_kind: str, reports: str) -> list[str]:
+    lines = [f"gpuready launch k8s ({K8S_PRODUCT[k8s_kind]}): {nnodes} pod(s), one per node, x {_gpus_words(gpus_per_node)}."]
+    if gpus_per_node is None:
+        lines.append(_placeholder_note([GPUS_PLACEHOLDER, SHM_PLACEHOLDER], "kubectl apply"))
     if _is_validate(command):
         lines += [f"Each pod runs gpuready validate on its node and writes {reports}/<pod hostname>.json: mount a "
                   f"volume all pods share (a ReadWriteMany PVC) at {reports}, or the reports end with the pods.",
@@ -469,7 +518,7 @@ def _header(nnodes: int, gpus_per_node: int, command: list[str], k8s_kind: str, 
     return lines
 
 
-def _k8s_job_text(header: list[str], nnodes: int, gpus_per_node: int, argv: list[str], image: str, name: str,
+def _k8s_job_text(header: list[str], nnodes: int, gpus_per_node: int | None, argv: list[str], image: str, name: str,
                   env: tuple[list[dict], list[str]]) -> str:
     env_items, env_notes = env
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
@@ -486,7 +535,7 @@ def _k8s_job_text(header: list[str], nnodes: int, gpus_per_node: int, argv: list
     return _yaml_doc(header + service_notes, service) + "---\n" + _yaml_doc(job_notes, job)
 
 
-def _k8s_jobset_text(header: list[str], nnodes: int, gpus_per_node: int, argv: list[str], image: str, name: str,
+def _k8s_jobset_text(header: list[str], nnodes: int, gpus_per_node: int | None, argv: list[str], image: str, name: str,
                      env: tuple[list[dict], list[str]]) -> str:
     env_items, env_notes = env
     job_template = {"spec": {"completionMode": "Indexed", "completions": nnodes, "parallelism": nnodes,
@@ -502,11 +551,11 @@ def _k8s_jobset_text(header: list[str], nnodes: int, gpus_per_node: int, argv: l
     return _yaml_doc(header + notes, jobset)
 
 
-def _k8s_trainjob_text(header: list[str], nnodes: int, gpus_per_node: int, argv: list[str], image: str, name: str,
+def _k8s_trainjob_text(header: list[str], nnodes: int, gpus_per_node: int | None, argv: list[str], image: str, name: str,
                        env: tuple[list[dict], list[str]], validate: bool) -> str:
     env_items, env_notes = env
     trainer: dict = {"image": image, "command": argv, "numNodes": nnodes}
-    if not validate:
+    if not validate and gpus_per_node is not None:  # unknown: the runtime's own default (one rank per GPU)
         trainer["numProcPerNode"] = gpus_per_node
     trainer["resourcesPerNode"] = _gpu_resources(gpus_per_node)
     if env_items:
@@ -518,12 +567,12 @@ def _k8s_trainjob_text(header: list[str], nnodes: int, gpus_per_node: int, argv:
     notes = ["Needs Kubeflow Trainer v2 and its torch-distributed ClusterTrainingRuntime, which injects "
              f"PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK and PET_MASTER_ADDR={name}-node-0-0.{name}.",
              "/dev/shm and other pod settings come from that runtime: give it a Memory emptyDir at /dev/shm "
-             f"of {SHM_GIB_PER_GPU * gpus_per_node}Gi ({SHM_GIB_PER_GPU} GiB per GPU).",
+             f"of {_count(gpus_per_node, SHM_GIB_PER_GPU, 'Gi', SHM_PLACEHOLDER)} ({SHM_GIB_PER_GPU} GiB per GPU).",
              *env_notes]
     return _yaml_doc(header + notes, trainjob)
 
 
-def _k8s_text(nnodes: int, gpus_per_node: int, command: list[str], image: str, k8s_kind: str, port: int, name: str,
+def _k8s_text(nnodes: int, gpus_per_node: int | None, command: list[str], image: str, k8s_kind: str, port: int, name: str,
               facts: Any, reports: str) -> str:
     validate = _is_validate(command)
     argv = _argv(command, reports)
@@ -541,7 +590,7 @@ def _k8s_text(nnodes: int, gpus_per_node: int, command: list[str], image: str, k
 
 # --- the entry points ---------------------------------------------------------------------------------------------
 
-def launch_text(kind: str, *, nnodes: int, gpus_per_node: int, command: list[str], image: str | None = None,
+def launch_text(kind: str, *, nnodes: int, gpus_per_node: int | None, command: list[str], image: str | None = None,
                 k8s_kind: str = "job", port: int = DEFAULT_PORT, name: str = "train", facts: Any = None,
                 rdzv_id: str | None = None, reports: str = DEFAULT_REPORTS) -> str:
     """The launch file or command for `kind` (`torchrun` | `slurm` | `k8s`); ValueError (one sentence) on bad input.
@@ -551,6 +600,8 @@ def launch_text(kind: str, *, nnodes: int, gpus_per_node: int, command: list[str
     group over all nodes (rank 0 writes REPORTS/bench.json). `port` 0 picks a port free on this machine. `rdzv_id` (torchrun
     only; default `<name>-<random>`); Slurm uses $SLURM_JOB_ID, Kubernetes a static rendezvous on pod 0.
     `facts`: this node's Facts, for the NCCL variables (see `nccl_env`) and Slurm's --cpus-per-task.
+    `gpus_per_node` None (not told): torchrun gets `--nproc-per-node gpu`, and a number sbatch or Kubernetes needs is a
+    marked placeholder (GPUS_PER_NODE, CPUS_PER_TASK, SHM_SIZE) that they refuse until it is replaced.
     """
     command = list(command)
     _check(kind, nnodes, gpus_per_node, command, image, k8s_kind, port, name, reports, rdzv_id)
@@ -614,6 +665,25 @@ def add_arguments(parser) -> None:
     parser.add_argument("--name", default="train", metavar="NAME", help=said("cli.launch.name"))
     parser.add_argument("--reports", default=DEFAULT_REPORTS, metavar="DIR", help=said("cli.launch.reports"))
     parser.add_argument("--run", action="store_true", help=said("cli.launch.run"))
+    parser.add_argument("--out", type=Path, action=WritableFile, metavar="FILE", help=said("cli.launch.out"))
+
+
+def write_out(path: Path, text: str) -> None:
+    """`text` to `path` only whole: a hidden file in the same folder, then renamed over it, so that a failure leaves
+    the old file (or none), never an empty or half one; UsageError (one sentence) where it cannot be written. A FIFO,
+    a device or a folder put there since the option was checked is refused, never opened."""
+    named = {"option": "--out", "path": str(path)}
+    if path.is_dir():
+        raise UsageError(said("report_files.is_folder", **named))
+    if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+        raise UsageError(said("report_files.not_regular", kind=file_kind(path.stat().st_mode), **named))
+    partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        raise UsageError(said("error.launch.out_unwritten", reason=str(error.strerror or error), **named)) from None
 
 
 def run(args) -> int:
@@ -623,15 +693,18 @@ def run(args) -> int:
         raise UsageError(said("error.launch.run_torchrun_only"))
     facts = _target_facts(args)
     gpus = args.nproc_per_node or (len(facts.gpus) if facts is not None and facts.gpus else None)
-    if gpus is None:
-        raise UsageError(said("error.launch.gpus_per_node"))
     try:
         text = launch_text(args.kind, nnodes=args.nnodes, gpus_per_node=gpus, command=args.command,
                            image=args.image, k8s_kind=args.k8s_kind, port=args.port, name=args.name, facts=facts,
                            reports=args.reports)
     except ValueError as error:
         raise UsageError(said_of(error)) from None
+    if args.out is not None:
+        write_out(args.out, text)
+        tell(message("launch.wrote", choose_language(getattr(args, "lang", None)), path=str(args.out)))
     if args.run:
         return run_local(text)
+    if args.out is not None:
+        return ExitCode.READY
     print(text, end="" if text.endswith("\n") else "\n")
     return ExitCode.READY
