@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -235,20 +235,18 @@ def _compare_findings(base: dict, new: dict, hosts_matter: bool) -> dict[str, An
 
 def _pair_by_check(only_base: list[dict], only_new: list[dict]) -> list[tuple[dict, dict]]:
     """A check left with one finding on each side, on other subjects, is one check judged at another level (a shared
-    GPU: none on the host before, this GPU now): paired, and taken out of `only_base` and `only_new`."""
+    GPU: none on the host before, this GPU now): paired, and taken out of `only_base` and `only_new` (in one pass)."""
     def by_check(findings: list[dict]) -> dict[str, list[dict]]:
         groups: dict[str, list[dict]] = {}
         for finding in findings:
             groups.setdefault(finding["check_id"], []).append(finding)
         return groups
-    before_groups, now_groups = by_check(only_base), by_check(only_new)
-    pairs = []
-    for check_id, now in now_groups.items():
-        before = before_groups.get(check_id, [])
-        if len(before) == 1 and len(now) == 1:
-            pairs.append((before[0], now[0]))
-            only_base.remove(before[0])
-            only_new.remove(now[0])
+    before_groups = by_check(only_base)
+    pairs = [(before_groups[check_id][0], now[0]) for check_id, now in by_check(only_new).items()
+             if len(now) == 1 and len(before_groups.get(check_id, ())) == 1]
+    paired = {id(finding) for pair in pairs for finding in pair}
+    only_base[:] = [finding for finding in only_base if id(finding) not in paired]
+    only_new[:] = [finding for finding in only_new if id(finding) not in paired]
     return pairs
 
 
@@ -263,24 +261,34 @@ def _finding_groups(document: dict, hosts_matter: bool) -> dict[tuple, list[dict
 
 def _pair(before: list[dict], now: list[dict]) -> tuple[list[tuple[dict, dict]], list[dict], list[dict]]:
     """Findings of one check on one subject paired: one each, or by what their message values name (compute.low's
-    dtype), then those that name nothing (a document without message values) by order."""
+    dtype: each finding's words serialised once, the new side's kept in a dict by them, first come first paired),
+    then those that name nothing (a document without message values) by order."""
     if len(before) == 1 and len(now) == 1:
         return [(before[0], now[0])], [], []
-    pairs, rest_before, rest_now = [], list(before), list(now)
+    now_about = [_about(item) for item in now]
+    waiting: dict[str, deque[int]] = {}
+    for position, about in enumerate(now_about):
+        if about:
+            waiting.setdefault(about, deque()).append(position)
+    taken = [False] * len(now)
+    pairs, rest_before = [], []
     for item in before:
         about = _about(item)
-        match = next((other for other in rest_now if about and _about(other) == about), None)
-        if match is not None:
-            pairs.append((item, match))
-            rest_before.remove(item)
-            rest_now.remove(match)
-    unnamed_before = [item for item in rest_before if not _about(item)]
-    unnamed_now = [item for item in rest_now if not _about(item)]
-    for item, other in zip(unnamed_before, unnamed_now):
-        pairs.append((item, other))
-        rest_before.remove(item)
-        rest_now.remove(other)
-    return pairs, rest_before, rest_now
+        queue = waiting.get(about) if about else None
+        if queue:
+            position = queue.popleft()
+            taken[position] = True
+            pairs.append((item, now[position]))
+        else:
+            rest_before.append((item, about))
+    unnamed_now = [position for position, about in enumerate(now_about) if not about and not taken[position]]
+    unnamed_before = [item for item, about in rest_before if not about]
+    for item, position in zip(unnamed_before, unnamed_now):
+        pairs.append((item, now[position]))
+        taken[position] = True
+    paired = {id(item) for item, _ in pairs}
+    return (pairs, [item for item, _ in rest_before if id(item) not in paired],
+            [item for item, used in zip(now, taken) if not used])
 
 
 def _about(finding: dict) -> str:
