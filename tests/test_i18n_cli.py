@@ -18,7 +18,7 @@ from gpuready.model import ExitCode
 from gpuready.cli.option_table import BEGIN, END, option_table, shown_actions, verb_parsers
 from gpuready.cli.usage import ARGPARSE_SENTENCES, cells, in_language
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "options.md"  # the option table's page (issue 32)
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 

@@ -243,8 +243,8 @@ def test_an_unpriced_gpu_names_what_is_missing():
     assert (plan["machine"], plan["gpus"], plan["nodes"], plan["horizon_months"], plan["utilisation"],
             plan["hours_per_month"]) == ("L4", 2, 1, 36, 0.6, 730)
     assert plan["missing"] == ["purchase_usd_per_gpu", "server_usd_per_gpu", "rent_usd_per_gpu_hour"]
-    assert plan["refs"] == ["shared/reference/anchors-planning-diagnosis.md section 7 (buy-vs-rent model; prices "
-                            "with their sources in knowledge/prices.toml)"]
+    assert plan["refs"] == ["gpuready's buy-vs-rent arithmetic (own = capital / horizon + energy + operations; "
+                            "prices with their sources in knowledge/prices.toml)"]  # a public source (issue 32)
     assert plan["message"] == ("No price for purchase_usd_per_gpu, server_usd_per_gpu, rent_usd_per_gpu_hour of the "
                                "L4: give them (--prices FILE or options) to compare buying with renting.")
     assert plan["message_id"] == "plan.cost.missing"

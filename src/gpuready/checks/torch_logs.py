@@ -85,7 +85,7 @@ def nccl_p2p_unsupported(context: CheckContext) -> list[Finding]:
         check_id=P2P_UNSUPPORTED, status=Status.FAIL,
         subject=Subject(host=context.host, rank=torch.rank_of(torch.p2p[0])),
         **finding_text(said("nccl.p2p_unsupported.cuda")), observed={"lines": len(torch.p2p)},
-        refs=["shared/reference/anchors-planning-diagnosis.md §5 (ACS / IOMMU / P2P)"],
+        refs=["NCCL troubleshooting, PCI Access Control Services (ACS): https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html", "NVIDIA/nccl#199 (disable ACS or the IOMMU; NCCL_P2P_DISABLE=1 as a diagnostic)"],
         evidence=quote(torch.p2p))]
 
 
@@ -386,7 +386,7 @@ def network_firewall(context: CheckContext) -> list[Finding]:
             check_id=FIREWALL, status=Status.WARN, subject=Subject(host=context.host),
             **finding_text(said("network.firewall.rendezvous", target=_target(host, port), host=host, port=port)),
             observed={"host": host, "port": port},
-            refs=["shared/reference/anchors-planning-diagnosis.md §5 (Ports)"],
+            refs=["NCCL troubleshooting, networking (the TCP ports NCCL opens: ip_local_port_range and the firewall): https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"],
             evidence=quote([line for _, line in items] + ([proof] if proof else []))))
     return found
 

@@ -4,7 +4,8 @@ Prices are dated defaults from knowledge/prices.toml (each with `as_of` and `sou
 no read source backs it), overridden by a user TOML file and by options. The result names every price it used and
 where it came from, and lists the assumed ones.
 
-Model (shared/reference/anchors-planning-diagnosis.md section 7, buy-vs-rent):
+Model (gpuready's own buy-vs-rent arithmetic; colocation $/kW-month from CBRE North America Data Center Trends H2 2024,
+https://www.cbre.com/insights/reports/north-america-data-center-trends-h2-2024):
   buy (own room)  = (GPU + server share) x GPUs / horizon  +  kWh x PUE x price  +  operations
   colocation      = the same  +  colocation $/kW-month x full-load kW
   rent            = $/GPU-hour x GPUs x hours a month x utilisation
@@ -152,7 +153,7 @@ def cost_plan(machine: Machine, *, horizon_months: int = 36, utilisation: float 
     result: dict[str, Any] = {"machine": machine.gpu_name, "gpus": machine.gpus, "nodes": machine.nodes,
                               "horizon_months": horizon_months, "utilisation": utilisation,
                               "hours_per_month": hours, "prices": listed, "assumed": assumed, "missing": missing,
-                              "refs": ["shared/reference/anchors-planning-diagnosis.md section 7 (buy-vs-rent model; "
+                              "refs": ["gpuready's buy-vs-rent arithmetic (own = capital / horizon + energy + operations; "
                                        "prices with their sources in knowledge/prices.toml)"]}
     if missing:
         result.update(_text(said("plan.cost.missing", missing=", ".join(missing), gpu=machine.gpu_name)))

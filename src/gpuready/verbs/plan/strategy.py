@@ -1,7 +1,7 @@
 """Which parallel strategy to use on a machine: every layout's per-GPU memory, whether it fits, a step-time
 estimate (compute and communication, assumed not to overlap), and the reasons for its rank.
 
-Rules (quoted in docs/…, see /work/shared/reference/anchors-planning-diagnosis.md §2): a strategy that fits beats one
+Rules (each with its public source): a strategy that fits beats one
 that does not; offload only when nothing else fits (Hugging Face transformers deepspeed.md: "If you have enough GPU
 memory make sure you disable CPU/NVMe offload"); TP stays inside a node and its NVLink domain (transformers
 perf_train_gpu_many.md: "TP is almost always used within a single node"); then the shorter estimated step; then, at
