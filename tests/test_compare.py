@@ -74,7 +74,8 @@ def test_a_foreign_process_on_the_gpu_halves_the_burn_throughput():
     assert changes(document["unchanged"]) == {"burn_power_w": -0.09}
     assert document["better"] == [] and document["changed"] == []
     assert [(entry["check_id"], entry["base"], entry["new"]) for entry in document["newly_failing"]] == [
-        ("burn.throughput_low", None, "fail"), ("burn.gpu_shared", None, "warn")]
+        ("burn.throughput_low", None, "fail")]  # issue 32: a warn is listed as newly warning, not failing
+    assert [(entry["check_id"], entry["new"]) for entry in document["newly_warning"]] == [("burn.gpu_shared", "warn")]
     assert document["findings_unchanged"] == 8  # errors, xid, throttle ×2, temperature, power, ecc, clocks: all pass
     assert document["exit_code"] == ExitCode.NOT_READY
 
@@ -116,8 +117,9 @@ def test_validate_under_a_foreign_loop_is_worse_on_every_compute_figure():
     assert failing == [("compute.low", "pass", "fail", "bf16 matmul"), ("compute.low", "pass", "fail", "fp16 matmul"),
                        ("compute.low", "pass", "fail", "tf32 matmul"), ("compute.low", "pass", "fail", "fp32 matmul"),
                        ("compute.low", "pass", "fail", "fp8 matmul"),
-                       ("memory_bw.low", "pass", "fail", "device memory copy (read+write)"),
-                       ("validate.gpu_shared", "pass", "warn", "GPU 0 is shared with another process")]
+                       ("memory_bw.low", "pass", "fail", "device memory copy (read+write)")]
+    assert [(entry["check_id"], entry["base"], entry["new"]) for entry in document["newly_warning"]] == [
+        ("validate.gpu_shared", "pass", "warn")]  # issue 32: under its own heading
     assert len(document["unmatched"]["new_only"]) == 9  # 4 host↔device copies, 5 collective latencies
     assert document["versions"] == []  # driver 580.159.04, torch 2.11.0+cu130, NCCL 2.28.9 on both
     assert document["exit_code"] == 1
@@ -132,8 +134,8 @@ def test_a_later_validate_that_only_warns_exits_0_unless_warnings_fail():
     assert changes(document["better"]) == {"matmul_tflops_fp16": 5.33, "matmul_tflops_fp8": 5.33}
     assert changes(document["unchanged"]) == {"matmul_tflops_bf16": 4.65, "matmul_tflops_tf32": 3.10,
                                               "matmul_tflops_fp32": -0.40, "memory_copy_gb_per_s": -0.40}
-    assert [(entry["check_id"], entry["new"]) for entry in document["newly_failing"]] == [
-        ("validate.interrupted", "warn")]
+    assert document["newly_failing"] == [] and [(entry["check_id"], entry["new"])
+                                                for entry in document["newly_warning"]] == [("validate.interrupted", "warn")]
     assert document["worse"] == [] and document["exit_code"] == 0
     assert compared(VALIDATE_EXCLUSIVE, SHARED / "validate-sigterm.json", fail_on_warn=True)["exit_code"] == 1
 
@@ -396,8 +398,8 @@ def test_the_console_in_chinese(capsys):
     code, out, _ = run_cli(capsys, "--lang", "zh", str(BURN_60S), str(SHARED / "burn-foreign-loop.json"))
     assert code == 1
     for words in ("变差（1）", "burn_tflops_bf16 GPU0 0000:00:06.0：664.9 TFLOP/s → 305.7 TFLOP/s（-54.0 %）",
-                  "新出现的失败（2）", "未检查 → 失败 fail", "未变：1 项测量值在容差内，8 项检查结果状态相同。",
-                  "结论：1 项测量值变差，2 项检查新出现失败或警告；退出码 1。"):
+                  "新出现的失败（1）", "新出现的警告（1）", "未检查 → 失败 fail", "未变：1 项测量值在容差内，8 项检查结果状态相同。",
+                  "结论：1 项测量值变差，1 项检查新出现失败，1 项新出现警告；退出码 1。"):
         assert words in out, words
     for english in ("Worse", "Newly failing", "Unchanged", "Result", "not run"):
         assert english not in out, english

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from gpuready.facts.units import normalize_bus_id
-from gpuready.model import ExitCode, Status
-from gpuready.report.document import mapping, number, sequence
+from gpuready.model import UNKNOWN_HOST, ExitCode, Status, worst_exit_code
+from gpuready.report.document import mapping, number, sequence, shown_verdict
 from gpuready.report.measurement_kinds import HIGHER, LOWER, Kind, default_tolerance_pct, kind_names, kind_of
+from gpuready.report.verb_of import verb_of
 
 FORMAT = "gpuready.compare"
 VERSION = 1
@@ -41,6 +42,11 @@ differ in one, the document says so, since the figure may have changed for that 
 STATUS_LEVEL = {Status.PASS.value: 0, Status.SKIP.value: 0, Status.WARN.value: 1, Status.FAIL.value: 2,
                 Status.ERROR.value: 2}
 """How bad a status is; a status this version does not know counts as an error (as the console shows it)."""
+IDENTITY_FIELDS = ("verb", "host", "gpus", "driver")
+"""What says which run of which machine a report is; each that both reports name and that differs is listed."""
+NOT_COMPARABLE_IF_DIFFERENT = frozenset({"verb", "host", "gpus"})
+"""Two verbs, two hosts or two sets of GPUs: not one machine's runs before and after. A driver alone may differ (the
+comparison before and after a driver update is what compare is for): it is named, and the reports stay comparable."""
 BETTER_WORDS = {HIGHER: "higher", LOWER: "lower"}
 FACT_VERSIONS = (("driver", ("driver_version",)), ("cuda_driver", ("cuda_driver_version",)),
                  ("torch", ("torch", "version")), ("cuda", ("torch", "cuda")), ("nccl", ("torch", "nccl")))
@@ -63,18 +69,48 @@ def compare_documents(base: dict, new: dict, tolerances_pct: dict[str, float] | 
                       base_file: str = "", new_file: str = "", fail_on_warn: bool = False) -> dict[str, Any]:
     """The compare document of `base` and `new` (report documents as dicts); `tolerances_pct` (kind → percent)
     overrides the table's default for the kinds it names. Exit code 1 where a figure got worse or a finding newly
-    fails (newly warns too, with `fail_on_warn`), else 0."""
+    fails (newly warns too, with `fail_on_warn`), else 0; 2 at least where the two are not reports of one verb on
+    one machine (`comparable` false, `differences` says what differs): only what both hold is then compared, and a
+    finding of one report alone is never counted as newly failing or warning."""
     tolerances_pct = {**dict.fromkeys(kind_names(), default_tolerance_pct()), **(tolerances_pct or {})}
     hosts_matter = len(_hosts(base)) > 1 or len(_hosts(new)) > 1
+    identities = {"base": identity(base), "new": identity(new)}
+    differences = [{"name": name, "base": identities["base"][name], "new": identities["new"][name]}
+                   for name in IDENTITY_FIELDS if identities["base"][name] is not None
+                   and identities["new"][name] is not None and identities["base"][name] != identities["new"][name]]
+    comparable = not any(difference["name"] in NOT_COMPARABLE_IF_DIFFERENT for difference in differences)
     figures = _compare_figures(base, new, tolerances_pct, hosts_matter)
-    findings = _compare_findings(base, new, hosts_matter)
-    failing = [entry for entry in findings["newly_failing"]
-               if fail_on_warn or _level(entry["new"]) >= STATUS_LEVEL[Status.FAIL.value]]
-    code = ExitCode.NOT_READY if figures["worse"] or failing else ExitCode.READY
+    findings = _compare_findings(base, new, hosts_matter, alone_counts=comparable)
+    codes = [ExitCode.READY]
+    if figures["worse"] or findings["newly_failing"] or (fail_on_warn and findings["newly_warning"]):
+        codes.append(ExitCode.NOT_READY)
+    if not comparable:
+        codes.append(ExitCode.USAGE)
     return _strict({"format": FORMAT, "version": VERSION,
                     "base": _summary(base, base_file), "new": _summary(new, new_file),
-                    "same_host": _hosts(base) == _hosts(new), "tolerances_pct": dict(tolerances_pct),
-                    **figures, **findings, "versions": _version_changes(base, new), "exit_code": int(code)})
+                    "same_host": _hosts(base) == _hosts(new), "identity": identities, "differences": differences,
+                    "comparable": comparable, "tolerances_pct": dict(tolerances_pct),
+                    **figures, **findings, "versions": _version_changes(base, new),
+                    "exit_code": int(worst_exit_code(*codes))})
+
+
+def identity(document: dict) -> dict[str, Any]:
+    """What run and machine a report is of: its verb, its hosts, its GPUs (`bus id model`, sorted) and its driver;
+    None for what the document does not say (a bench report lists no GPUs)."""
+    facts = mapping(document.get("facts"))
+    machines = [mapping(machine) for machine in sequence(facts.get("machines"))] or [facts]
+    gpus = sorted(f"{normalize_bus_id(gpu['bus_id']) or gpu['bus_id']} {_gpu_model(gpu)}".strip()
+                  for machine in machines for gpu in map(mapping, sequence(machine.get("gpus")))
+                  if isinstance(gpu.get("bus_id"), str) and gpu["bus_id"])
+    driver = facts.get("driver_version")
+    hosts = ", ".join(sorted(_hosts(document) - {UNKNOWN_HOST}))
+    return {"verb": verb_of(document), "host": hosts or None, "gpus": gpus or None,
+            "driver": str(driver) if isinstance(driver, (str, int, float)) and str(driver) else None}
+
+
+def _gpu_model(gpu: dict) -> str:
+    model = gpu.get("model") or gpu.get("name")
+    return model if isinstance(model, str) else ""
 
 
 def _strict(value: Any) -> Any:
@@ -204,7 +240,10 @@ def _hosts(document: dict) -> set[str]:
 
 # --- findings -----------------------------------------------------------------------------------------------------
 
-def _compare_findings(base: dict, new: dict, hosts_matter: bool) -> dict[str, Any]:
+def _compare_findings(base: dict, new: dict, hosts_matter: bool, alone_counts: bool = True) -> dict[str, Any]:
+    """Paired findings whose status got worse: `newly_failing` (now fail, error or unknown) and `newly_warning` (now
+    warn); `alone_counts`: a finding of the new report alone (a check the base did not run) that fails or warns counts
+    too (not where the reports are not comparable: another verb runs other checks)."""
     base_groups, new_groups = _finding_groups(base, hosts_matter), _finding_groups(new, hosts_matter)
     pairs, only_base, only_new = [], [], []
     for key in [*new_groups, *(key for key in base_groups if key not in new_groups)]:
@@ -213,24 +252,26 @@ def _compare_findings(base: dict, new: dict, hosts_matter: bool) -> dict[str, An
         only_base += rest_base
         only_new += rest_new
     pairs += _pair_by_check(only_base, only_new)
-    newly_failing, recovered, base_only, new_only = [], [], [], []
+    worse, recovered, new_only = [], [], []
     unchanged = 0
     for before, now in pairs:
         if _level(now.get("status")) > _level(before.get("status")) and _level(now.get("status")) > 0:
-            newly_failing.append(_finding_entry(before, now))
+            worse.append(_finding_entry(before, now))
         elif _level(now.get("status")) < _level(before.get("status")):
             recovered.append(_finding_entry(before, now))
         else:
             unchanged += 1
     for now in only_new:  # a check the base did not run (or not on this subject) that fails now
-        if _level(now.get("status")) > 0:
-            newly_failing.append(_finding_entry(None, now))
+        if alone_counts and _level(now.get("status")) > 0:
+            worse.append(_finding_entry(None, now))
         else:
             new_only.append(_finding_alone(now))
-    base_only += [_finding_alone(before) for before in only_base]
-    newly_failing.sort(key=lambda entry: -_level(entry["new"]))
-    return {"newly_failing": newly_failing, "recovered": recovered, "findings_unchanged": unchanged,
-            "findings_unmatched": {"base_only": base_only, "new_only": new_only}}
+    worse.sort(key=lambda entry: -_level(entry["new"]))
+    return {"newly_failing": [entry for entry in worse if _level(entry["new"]) >= STATUS_LEVEL[Status.FAIL.value]],
+            "newly_warning": [entry for entry in worse if _level(entry["new"]) < STATUS_LEVEL[Status.FAIL.value]],
+            "recovered": recovered, "findings_unchanged": unchanged,
+            "findings_unmatched": {"base_only": [_finding_alone(before) for before in only_base],
+                                   "new_only": new_only}}
 
 
 def _pair_by_check(only_base: list[dict], only_new: list[dict]) -> list[tuple[dict, dict]]:
@@ -370,7 +411,7 @@ def _same_version(before: str, now: str) -> bool:
 
 
 def _summary(document: dict, file: str) -> dict[str, Any]:
-    return {"file": file, **{key: document.get(key) for key in ("host", "started_at", "tool_version", "verdict",
-                                                                 "exit_code")},
+    return {"file": file, **{key: document.get(key) for key in ("host", "started_at", "tool_version", "exit_code")},
+            "verdict": shown_verdict(document),
             "measurements": len(sequence(document.get("measurements"))),
             "findings": len(sequence(document.get("findings")))}

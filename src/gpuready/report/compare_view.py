@@ -7,6 +7,7 @@ from outside: each reaches rich as Text (never markup) through `printable`.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gpuready.i18n import message, text_in
+from gpuready.report.compare import IDENTITY_FIELDS
 from gpuready.report.document import Gpu, mapping, number, read_finding, sequence, text
 from gpuready.report.findings_view import STATUS_STYLE, UNRECOGNISED_STYLE, status_label, verdict_label
 from gpuready.report.labels import labels_for
@@ -23,6 +25,8 @@ from gpuready.report.figures import format_value
 
 NAMED_AT_MOST = 8
 """Names of unmatched measurements said in the one line (--verbose lists every one)."""
+BUS_IDS_NAMED = 4
+"""Bus ids said where two reports hold the same GPU models on other bus ids."""
 
 
 def render_compare(document: dict[str, Any], lang: str = "en", verbose: bool = False,
@@ -32,6 +36,7 @@ def render_compare(document: dict[str, Any], lang: str = "en", verbose: bool = F
     _render_header(document, console, say)
     _render_figures(document, "worse", "bold red", console, say)
     _render_findings(document, "newly_failing", "bold red", console, say)
+    _render_findings(document, "newly_warning", "bold yellow", console, say)
     _render_figures(document, "better", "bold green", console, say)
     _render_figures(document, "changed", "bold", console, say)
     _render_findings(document, "recovered", "bold green", console, say)
@@ -75,6 +80,36 @@ def _render_header(document: dict, console: Console, say: _Say) -> None:
         print_paragraph(console, say("compare.new_is_older"))
     if document.get("same_host") is False:
         print_paragraph(console, say("compare.hosts_differ", base=text(base.get("host")), new=text(new.get("host"))))
+    differences = [mapping(item) for item in sequence(document.get("differences"))]
+    if differences:
+        words = say("list.separator").join(_difference(item, say) for item in differences)
+        comparable = document.get("comparable") is not False
+        print_paragraph(console, Text(say("compare.differs" if comparable else "compare.not_comparable",
+                                          differences=words), style="" if comparable else "bold magenta"))
+
+
+def _difference(item: dict, say: _Say) -> str:
+    """`report of check → bench`, `GPUs 8 × H100 SXM → 1 × H200`: one thing that differs, each side in its words."""
+    name = text(item.get("name"))
+    base, new = item.get("base"), item.get("new")
+    if name == "gpus":
+        base_words, new_words = _gpu_words(base, new), _gpu_words(new, base)
+    else:
+        base_words, new_words = text(base), text(new)
+    label = say(f"compare.identity.{name}") if name in IDENTITY_FIELDS else name
+    return say("compare.difference", name=label, base=base_words, new=new_words)
+
+
+def _gpu_words(gpus: Any, other: Any) -> str:
+    """`8 × H100 SXM`; where both sides count the same models, the bus ids this side has and the other lacks."""
+    mine = [text(gpu) for gpu in sequence(gpus)]
+    theirs = {text(gpu) for gpu in sequence(other)}
+    models = Counter(gpu.partition(" ")[2] or "?" for gpu in mine)
+    words = ", ".join(f"{count} × {model}" for model, count in sorted(models.items()))
+    if models == Counter(gpu.partition(" ")[2] or "?" for gpu in theirs):
+        missing = [gpu.partition(" ")[0] for gpu in mine if gpu not in theirs]
+        words += f" ({', '.join(missing[:BUS_IDS_NAMED])}{' …' if len(missing) > BUS_IDS_NAMED else ''})"
+    return words
 
 
 def _section(document: dict, section: str, style: str, console: Console, say: _Say) -> list[dict]:
@@ -133,10 +168,15 @@ def _render_unmatched(document: dict, console: Console, say: _Say, verbose: bool
 
 
 def _render_result(document: dict, console: Console, say: _Say) -> None:
-    worse, failing = len(sequence(document.get("worse"))), len(sequence(document.get("newly_failing")))
+    counts = {"worse": len(sequence(document.get("worse"))), "failing": len(sequence(document.get("newly_failing"))),
+              "warning": len(sequence(document.get("newly_warning")))}
     code = document.get("exit_code")
-    if worse or failing:
-        line = Text(say("compare.result.worse", worse=worse, failing=failing, code=text(code)), style="bold red")
+    if document.get("comparable") is False:
+        line = Text(say("compare.result.not_comparable", code=text(code), **counts), style="bold magenta")
+    elif counts["worse"] or counts["failing"]:
+        line = Text(say("compare.result.worse", code=text(code), **counts), style="bold red")
+    elif counts["warning"]:
+        line = Text(say("compare.result.worse", code=text(code), **counts), style="bold yellow")
     else:
         line = Text(say("compare.result.same", code=text(code)), style="bold green")
     print_paragraph(console, line)

@@ -1,7 +1,8 @@
 """`gpuready compare BASE NEW`: two saved reports of a machine (before and after a driver update, a reboot, a repair)
 → what got worse or better beyond a tolerance per kind of figure, which findings newly fail or recovered, which
 versions changed (report/compare.py). Exit code 1 where something got worse or newly fails, 2 where a file cannot be
-read as a report, else 0.
+read as a report or where the two are not one machine's runs of one verb (another verb, host or set of GPUs: named
+first, and only what both hold compared), else 0.
 """
 
 from __future__ import annotations

@@ -1,0 +1,113 @@
+"""Issue 32, one result, one story: `compare` names reports that are not one machine's runs of one verb before any
+comparison (exit 2) and heads findings by their status; `diagnose`'s headline says what failed first in every view;
+`report --html/--markdown/--junit` says what it wrote.
+
+The documents are reports recorded on one NVIDIA H200 (`vm`, bus id 0000:00:06.0, driver 580.159.04:
+tests/fixtures/h200-*/README.md) and a `check --bundle` of the recorded H200 bundle.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from conftest import FIXTURES
+from gpuready.cli import main as cli
+from gpuready.model import ExitCode
+from gpuready.report.compare import compare_documents
+from gpuready.report.compare_view import render_compare
+
+BENCH = FIXTURES / "h200-bench" / "bench-760M-bf16-mb4.json"
+BUNDLE = FIXTURES / "h200-collect"
+
+
+@pytest.fixture(scope="module")
+def check_report(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("check") / "check.json"
+    assert cli.main(["check", "--bundle", str(BUNDLE), "--out", str(out), "--json"]) in (0, 1)
+    return json.loads(out.read_text())
+
+
+def shown(document: dict, lang: str = "en") -> str:
+    buffer = io.StringIO()
+    render_compare(document, lang, False, Console(file=buffer, width=200, color_system=None))
+    return buffer.getvalue()
+
+
+# --- compare: what is compared with what ---------------------------------------------------------------------------
+
+def test_a_check_and_a_bench_are_named_as_two_kinds_of_report_and_exit_2(check_report, tmp_path, capsys):
+    """A check of the H200 (49 findings) and a bench on it: no check the one ran is in the other, so bench.decision's
+    warn is no news; the console says which verbs before anything else, and the exit code is 2."""
+    document = compare_documents(check_report, json.loads(BENCH.read_text()))
+    assert document["comparable"] is False and document["exit_code"] == ExitCode.USAGE
+    assert document["differences"] == [{"name": "verb", "base": "check", "new": "bench"}]
+    assert document["newly_failing"] == document["newly_warning"] == []
+    assert "bench.decision" in {entry["check_id"] for entry in document["findings_unmatched"]["new_only"]}
+    text = shown(document)
+    assert "Newly" not in text and "nothing got worse" not in text
+    said = text.index("Not one machine's runs before and after: report of check → bench.")
+    assert said < text.index("Unchanged:") < text.index("Result: not comparable as a whole (exit code 2)")
+    base = tmp_path / "check.json"
+    base.write_text(json.dumps(check_report))
+    assert cli.main(["compare", str(base), str(BENCH)]) == ExitCode.USAGE
+    assert "Not one machine's runs" in capsys.readouterr().out
+
+
+def test_another_set_of_gpus_is_another_machine(check_report):
+    """The same check with its GPU on bus 0000:00:07.0: named with both bus ids, exit 2 even though nothing changed."""
+    other = json.loads(json.dumps(check_report).replace("0000:00:06.0", "0000:00:07.0"))
+    document = compare_documents(check_report, other)
+    assert document["comparable"] is False and document["exit_code"] == ExitCode.USAGE
+    assert [difference["name"] for difference in document["differences"]] == ["gpus"]
+    assert "GPUs 1 × H200 SXM (0000:00:06.0) → 1 × H200 SXM (0000:00:07.0)" in shown(document)
+    assert "GPU 1 × H200 SXM (0000:00:06.0) → 1 × H200 SXM (0000:00:07.0)" in shown(document, "zh")
+
+
+def test_a_driver_update_on_the_same_machine_is_named_and_compared(check_report):
+    """Before and after a driver update is what compare is for: said first, comparable, exit 0 when nothing got
+    worse."""
+    updated = copy.deepcopy(check_report)
+    updated["facts"]["driver_version"] = "590.44.01"
+    document = compare_documents(check_report, updated)
+    assert document["comparable"] is True and document["exit_code"] == ExitCode.READY
+    assert document["differences"] == [{"name": "driver", "base": "580.159.04", "new": "590.44.01"}]
+    assert "The same run and machine, but: driver 580.159.04 → 590.44.01." in shown(document)
+
+
+def _finding(check_id: str, status: str, dtype: str | None = None) -> dict:
+    return {"check_id": check_id, "status": status, "subject": {"host": "vm"}, "message": f"{check_id} {dtype}",
+            **({"message_values": {"dtype": dtype}} if dtype else {})}
+
+
+def test_headings_follow_statuses():
+    """memory_bw.low pass → fail is newly failing; validate.gpu_shared pass → warn newly warning, under its own
+    heading (never under "failing"); exit 1 for the failure alone."""
+    base = {"host": "vm", "findings": [_finding("memory_bw.low", "pass"), _finding("validate.gpu_shared", "pass")]}
+    new = {"host": "vm", "findings": [_finding("memory_bw.low", "fail"), _finding("validate.gpu_shared", "warn")]}
+    document = compare_documents(base, new)
+    assert [entry["check_id"] for entry in document["newly_failing"]] == ["memory_bw.low"]
+    assert [entry["check_id"] for entry in document["newly_warning"]] == ["validate.gpu_shared"]
+    assert document["exit_code"] == ExitCode.NOT_READY
+    text = shown(document)
+    failing, warning = text.index("Newly failing (1)"), text.index("Newly warning (1)")
+    assert failing < text.index("memory_bw.low vm: pass → fail") < warning < text.index("validate.gpu_shared vm")
+    assert "Result: 0 measurement(s) worse, 1 finding(s) newly failing, 1 newly warning; exit code 1." in text
+    only_warning = compare_documents(base, {"host": "vm", "findings": [_finding("memory_bw.low", "pass"),
+                                                                       _finding("validate.gpu_shared", "warn")]})
+    assert "Newly failing" not in shown(only_warning) and only_warning["exit_code"] == ExitCode.READY
+
+
+def test_findings_listed_in_another_order_pair_by_what_they_name():
+    """compute.low for bf16, fp16, tf32 passing, then listed tf32, fp16, bf16 with bf16 failing: bf16 with bf16."""
+    base = {"host": "vm", "findings": [_finding("compute.low", "pass", dtype) for dtype in ("bf16", "fp16", "tf32")]}
+    new = {"host": "vm", "findings": [_finding("compute.low", "pass", "tf32"), _finding("compute.low", "pass", "fp16"),
+                                      _finding("compute.low", "fail", "bf16")]}
+    document = compare_documents(base, new)
+    assert [entry["message_values"] for entry in document["newly_failing"]] == [{"dtype": "bf16"}]
+    assert document["findings_unchanged"] == 2
