@@ -13,6 +13,7 @@ import math
 import os
 import re
 import stat
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -163,7 +164,37 @@ def file_kind(mode: int) -> Sentence:
     return sentence("file.kind.other")
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+"""A JSON string, or an unterminated one to the end of the text; possessive, so that each string is read once (the
+alternation without them backtracks, and retrying from each quote of an unterminated `\\"\\"…` made it
+quadratic)."""
+_NOT_BRACKET = re.compile(r"[^\[\]{}]++")
+_AS_PARENTHESES = str.maketrans("[{]}", "(())")
+_CHUNK = 16
+
+
+def json_depth(text: str, stop_above: int | None = None) -> int:
+    """The deepest nesting of arrays and objects in JSON `text`, brackets inside strings not counted: linear in the
+    text whatever it holds (an unterminated string reaches to the end): three passes of the regex engine, then the
+    brackets 16 at a time (`_chunk_depth`), stopping once the depth passes `stop_above`."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)).translate(_AS_PARENTHESES)
+    depth = deepest = 0
+    for start in range(0, len(brackets), _CHUNK):
+        net, peak = _chunk_depth(brackets[start:start + _CHUNK])
+        deepest, depth = max(deepest, depth + peak), depth + net
+        if stop_above is not None and deepest > stop_above:
+            break
+    return deepest
+
+
+@lru_cache(maxsize=1 << 16)
+def _chunk_depth(chunk: str) -> tuple[int, int]:
+    """(the depth `chunk` of parentheses adds, the highest it reaches on the way), from 0."""
+    depth = peak = 0
+    for char in chunk:
+        depth += 1 if char == "(" else -1
+        peak = max(peak, depth)
+    return depth, peak
 
 
 def _reject_constant(name: str) -> Any:
@@ -188,12 +219,8 @@ def read_json_input(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYTE
     """Strict JSON from a regular file: no NaN/Infinity, no number beyond a double, at most `max_nesting` levels of
     arrays and objects. InputFileError (one sentence naming `what` and the path) otherwise."""
     text = read_input_text(path, what, max_bytes)
-    depth = deepest = 0
-    for bracket in re.findall(r"[\[\]{}]", _JSON_STRING.sub('""', text)):
-        depth += 1 if bracket in "[{" else -1
-        deepest = max(deepest, depth)
-        if deepest > max_nesting:
-            raise InputFileError(sentence("error.input.nested", what=what, path=str(path), levels=max_nesting))
+    if json_depth(text, max_nesting) > max_nesting:
+        raise InputFileError(sentence("error.input.nested", what=what, path=str(path), levels=max_nesting))
     try:
         return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int)
     except (ValueError, RecursionError) as error:
