@@ -208,8 +208,8 @@ def test_fleet_page_marks_the_outliers(tmp_path):
     out = tmp_path / "fleet.html"
     write_fleet_html(docs.fleet(), out, "en")
     page = out.read_text(encoding="utf-8")
-    assert "6 nodes in 1 cohorts: 0 failing, 1 outliers, 0 unknown, 5 healthy" in page
-    assert "all_reduce_busbw_gb_per_s: 200.00 gb_per_s against a median of 360.00 (44.44% lower)" in page
+    assert "Fleet: 6 node(s) in 1 cohort(s): 1 outlier(s), 0 failing their own report, 0 not judged, 5 healthy." in page
+    assert "all_reduce_busbw_gb_per_s: 200.0 GB/s, 44.4% worse than the cohort&#x27;s median 360.0 GB/s" in page
     (chart,) = fleet_charts(docs.fleet(), lambda msg_id, **values: msg_id)
     points = sources(chart)[0]
     assert points["value"] == [200.0, 358.0, 359.0, 360.0, 361.0, 362.0]  # lowest first

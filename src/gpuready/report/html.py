@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bokeh.document import Document
 from bokeh.embed import file_html
 from bokeh.resources import INLINE
 from jinja2 import Template
 
 from gpuready.i18n import LANGUAGES, message
+from gpuready.report.charts.fleet import MAX_CHARTS, charts_left_out
+from gpuready.report.fleet_view import fleet_view
 from gpuready.report.charts import (Chart, collective_charts, fleet_charts, matrix_charts, per_gpu_charts, plan_charts,
                                     scaling_charts, telemetry_charts)
 from gpuready.report.html_sections import (element, escape, findings_section, fleet_header, fleet_nodes_section,
@@ -78,13 +81,16 @@ def render_fleet_html(fleet: dict, lang: str) -> str:
     lang = lang if lang in LANGUAGES else "en"
     say = _sayer(lang)
     page = _Page()
-    page.add(element("header", fleet_header(fleet, say)))
-    page.add(fleet_nodes_section(fleet, say))
+    view = fleet_view(fleet, lang)
+    page.add(element("header", fleet_header(view, say)))
+    page.add(fleet_nodes_section(view, say))
     charts = fleet_charts(fleet, say)
     if charts:
         page.add(element("h3", escape(say("html.section.distributions"))))
     for chart in charts:
         page.chart(chart)
+    if charts_left_out(fleet):
+        page.add(element("p", escape(say("fleet.charts_dropped", count=charts_left_out(fleet), limit=MAX_CHARTS))))
     return page.render(say("html.fleet.title"), lang, say)
 
 
@@ -134,7 +140,11 @@ class _Page:
                      "footer": escape(say("html.footer"))}
         if not self.models:  # no chart: no Bokeh either (a check of a bundle is then a few kB)
             return PAGE.render(title=title, bokeh_css="", bokeh_js="", plot_script="", roots=[], **variables)
-        return file_html(self.models, INLINE, title, template=PAGE, template_variables=variables)
+        document = Document()
+        with document.models.freeze():  # one walk of the models: adding each root re-walks every earlier one
+            for model in self.models:
+                document.add_root(model)
+        return file_html(document, INLINE, title, template=PAGE, template_variables=variables)
 
 
 PAGE = Template("""<!DOCTYPE html>

@@ -17,6 +17,7 @@ from gpuready.model import Status
 from gpuready.report.charts.base import finite
 from gpuready.report.document import (KNOWN_STATUSES, STATUS_ORDER, Finding, host_of, judges_machine, mapping, number,
                                       read_finding, sequence, status_rank, subject_label, text)
+from gpuready.report.fleet_view import FleetView
 from gpuready.report.findings_view import row_subject, status_label, verdict_label
 from gpuready.report.gpu_groups import Row
 from gpuready.safe_text import printable
@@ -225,50 +226,29 @@ def _yes_no(value: Any, labels: dict) -> str:
 
 # --- the fleet ------------------------------------------------------------------------------------------------------
 
-def fleet_header(fleet: dict, say: Say) -> str:
-    summary = mapping(fleet.get("summary"))
-    nodes = sequence(fleet.get("nodes"))
-    counts = Counter(str(mapping(node).get("verdict")) for node in nodes)
-    count = lambda key: summary.get(key) if isinstance(summary.get(key), int) else counts[key]
-    line = say("html.fleet.summary", nodes=summary.get("nodes") if isinstance(summary.get("nodes"), int)
-               else len(nodes), failing=count("failing"), outlier=count("outlier"), unknown=count("unknown"),
-               healthy=count("healthy"), cohorts=len(sequence(fleet.get("cohorts"))))
-    css = "not_ready" if count("failing") or count("outlier") else "ready"
-    return element("h2", escape(say("html.fleet.title"))) + element("p", escape(line), class_=f"verdict {css}")
+def fleet_header(view: FleetView, say: Say) -> str:
+    return element("h2", escape(say("html.fleet.title"))) + element(
+        "p", escape(view.header), class_=f"verdict {'not_ready' if view.alarm else 'ready'}") + "".join(
+        element("p", escape(line)) for line in [cohort.line for cohort in view.cohorts] + view.notes)
 
 
-def fleet_nodes_section(fleet: dict, say: Say) -> str:
+def fleet_nodes_section(view: FleetView, say: Say) -> str:
     """Every node, problems first (as the fleet judge ordered them), filtered by verdict like findings by status."""
-    nodes = [mapping(node) for node in sequence(fleet.get("nodes"))]
-    if not nodes:
+    if not view.nodes:
         return ""
-    verdicts = [verdict for verdict in FLEET_VERDICTS if any(node.get("verdict") == verdict for node in nodes)]
-    if any(node.get("verdict") not in FLEET_VERDICTS for node in nodes):
-        verdicts.append(FILTERED_OTHER)
+    verdicts = [verdict for verdict in FLEET_VERDICTS + (FILTERED_OTHER,) if any(node.verdict == verdict
+                                                                                for node in view.nodes)]
     boxes = "".join(element("label", f'<input type="checkbox" name="status" value="{verdict}" checked> '
                             + escape(say(f"html.fleet.verdict.{verdict}")), class_=f"status {verdict}")
                     for verdict in verdicts)
     controls = element("div", element("span", escape(say("html.filter.verdict"))) + boxes, class_="filters")
     rows = []
-    for node in nodes:
-        verdict = node.get("verdict") if node.get("verdict") in FLEET_VERDICTS else FILTERED_OTHER
-        host = text(node.get("host"), "") or ", ".join(text(path) for path in sequence(node.get("files"))) or "?"
-        low = [say("html.fleet.low", name=text(outlier.get("name")), value=_figure(outlier.get("value")),
-                   median=_figure(outlier.get("median")), deficit=_figure(outlier.get("deficit_pct")),
-                   unit=text(outlier.get("unit"), ""))
-               for outlier in map(mapping, sequence(node.get("outliers")))]
-        cells = [escape(host), element("span", escape(say(f"html.fleet.verdict.{verdict}")), class_=f"badge {verdict}"),
-                 escape(text(node.get("cohort"), "-")), "<br>".join(escape(line) for line in low) or "-"]
-        rows.append(element("tr", "".join(element("td", cell) for cell in cells), data_status=verdict,
+    for node in view.nodes:
+        cells = [escape(node.host), element("span", escape(node.verdict_label), class_=f"badge {node.verdict}"),
+                 escape(node.cohort), "<br>".join(escape(line) for line in node.lines) or "-"]
+        rows.append(element("tr", "".join(element("td", cell) for cell in cells), data_status=node.verdict,
                             data_category=""))
-    headers = [say("html.column.host"), say("html.column.verdict"), say("html.column.cohort"),
-               say("html.column.low")]
-    head = "".join(element("th", escape(header_)) for header_ in headers)
+    head = "".join(element("th", escape(view.column[key])) for key in ("node", "verdict", "cohort", "what"))
     return element("section", element("h3", escape(say("html.section.nodes"))) + controls
                    + element("table", element("thead", element("tr", head)) + element("tbody", "".join(rows))),
                    class_="findings")
-
-
-def _figure(value: Any) -> str:
-    figure = finite(value)
-    return f"{figure:,.2f}" if figure is not None else "?"

@@ -44,6 +44,16 @@ def kind_of(name: str, unit: str) -> Kind:
     return next((kind for kind in kinds() if unit in kind.units), Kind(name=OTHER, better=NEITHER))
 
 
+UNIT_LABELS = {"gb_per_s": "GB/s", "gbit_per_s": "Gbit/s", "bytes_per_s": "B/s", "tflops": "TFLOP/s", "us": "µs",
+               "seconds": "s", "tokens_per_s": "tokens/s", "samples_per_s": "samples/s", "celsius": "°C",
+               "power_w": "W", "watts": "W", "mhz": "MHz"}
+"""A unit id of the documents (DESIGN.md: units are in names) as a reader writes it; any other unit as it is."""
+
+
+def unit_label(unit: str) -> str:
+    return UNIT_LABELS.get(unit, unit)
+
+
 def default_tolerance_pct() -> float:
     return float(load_table("compare")["tolerance"]["default_pct"])
 

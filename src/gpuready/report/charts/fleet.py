@@ -1,49 +1,46 @@
 """One distribution per fleet measurement: every node's figure, lowest to highest, with the fleet's median as a
 dashed line and the nodes the fleet judge named as outliers marked.
 
-Reads the fleet document (verbs/fleet): `measurements` maps each measurement's name (`name`, or `name (kind)` where
-one name is measured of several kinds) to its spread (`median`, `mad`, `n`) and, where present, `values`
-(`[{"host", "value"}]`); `nodes[].outliers` name the low figures (`name`, `subject.kind`, `value`). The judgement is
-the fleet's: this draws its outliers, it does not pick its own. Without `values` only the outliers are drawn against
-the median.
+Reads the fleet's view model (report/fleet_view.py `measurement_views`): each measurement's label, its unit as a
+reader writes it, its spread (`median`, `mad`, `n`) and, where present, `values` (`[{"host", "value"}]`), and the
+figures the fleet judge named low. The judgement is the fleet's: this draws its outliers, it does not pick its own.
+Without `values` only the outliers are drawn against the median. Every label, title and tooltip is plain text
+(`PlainText` axis labels; a tooltip's label is text): a unit like `$$\\color{green}{HEALTHY}$$` is shown as written, never typeset.
+At most MAX_CHARTS are drawn, those with an outlier first.
 """
 
 from __future__ import annotations
 
-from bokeh.models import BoxAnnotation, ColumnDataSource
+from bokeh.models import BoxAnnotation, ColumnDataSource, PlainText
 
 from gpuready.report.charts.base import EXPECTED_COLOUR, MEASURED_COLOUR, OUTLIER_COLOUR, Chart, Say, finite, new_figure
 from gpuready.report.document import mapping, sequence
+from gpuready.report.fleet_view import MeasurementView, measurement_views
 from gpuready.safe_text import printable
 
-
 MAD_ALPHA = 0.12
+MAX_CHARTS = 64
+"""Distributions drawn on one page (each is ~70 ms and ~10 kB of Bokeh): the --json report and the console hold every
+measurement."""
 
 
 def fleet_charts(fleet: dict, say: Say) -> list[Chart]:
     drawn = []
-    for position, (key, spread) in enumerate(mapping(fleet.get("measurements")).items()):
-        outliers = _outliers(fleet, str(key))
-        chart = _distribution(position, printable(key), mapping(spread), outliers, say)
+    for position, measurement in enumerate(measurement_views(fleet)):
+        chart = _distribution(position, measurement, say)
         if chart is not None:
-            drawn.append((not outliers, chart))
+            drawn.append((not measurement.outliers, position, chart))
     # The measurements that named an outlier first: those are what the reader came for.
-    return [chart for _none, chart in sorted(drawn, key=lambda item: item[0])]
+    return [chart for _none, _position, chart in sorted(drawn, key=lambda item: item[:2])[:MAX_CHARTS]]
 
 
-def _outliers(fleet: dict, key: str) -> set[tuple[str, float]]:
-    """(host, value) of each outlier the fleet judge named for the measurement `key`."""
-    named = set()
-    for node in map(mapping, sequence(fleet.get("nodes"))):
-        for outlier in map(mapping, sequence(node.get("outliers"))):
-            name, kind = outlier.get("name"), mapping(outlier.get("subject")).get("kind")
-            value = finite(outlier.get("value"))
-            if value is not None and key in (name, f"{name} ({kind})"):
-                named.add((printable(node.get("host") or "?"), value))
-    return named
+def charts_left_out(fleet: dict) -> int:
+    """The measurements beyond MAX_CHARTS that the page does not draw."""
+    return max(0, len(measurement_views(fleet)) - MAX_CHARTS)
 
 
-def _distribution(position: int, key: str, spread: dict, outliers: set[tuple[str, float]], say: Say) -> Chart | None:
+def _distribution(position: int, measurement: MeasurementView, say: Say) -> Chart | None:
+    spread, outliers = measurement.spread, measurement.outliers
     points = [(printable(mapping(item).get("host") or "?"), finite(mapping(item).get("value")))
               for item in sequence(spread.get("values"))]
     points = [(host, value) for host, value in points if value is not None]
@@ -57,9 +54,10 @@ def _distribution(position: int, key: str, spread: dict, outliers: set[tuple[str
                                "value": [value for _h, value in points],
                                "colour": [OUTLIER_COLOUR if flag else MEASURED_COLOUR for flag in marked],
                                "size": [9 if flag else 5 for flag in marked]})
-    unit = printable(spread.get("unit") or "")
-    plot = new_figure(say, x_axis_label=say("html.axis.node_rank"), y_axis_label=unit or key,
-                      tooltips=[(say("html.axis.host"), "@host"), (key, "@value{0,0.00}")])
+    plot = new_figure(say, x_axis_label=PlainText(say("html.axis.node_rank")),
+                      y_axis_label=PlainText(measurement.unit or measurement.label),
+                      tooltips=[(say("html.axis.host"), "@host"),
+                                (measurement.label, "@value{0,0.00}")])
     plot.scatter("rank", "value", source=source, color="colour", size="size")
     plot.xaxis.ticker.min_interval = 1  # ranks are whole nodes
     median, mad = finite(spread.get("median")), finite(spread.get("mad"))
@@ -74,4 +72,4 @@ def _distribution(position: int, key: str, spread: dict, outliers: set[tuple[str
                                           fill_alpha=MAD_ALPHA, line_alpha=0, level="underlay"))
             legend.append((f"rgba(34, 34, 34, {MAD_ALPHA})", say("html.legend.mad", mad=mad)))
     note = None if every_node else say("html.note.outliers_only", nodes=spread.get("n", "?"))
-    return Chart(key=f"fleet-{position}", title=key, model=plot, legend=legend, note=note)
+    return Chart(key=f"fleet-{position}", title=measurement.label, model=plot, legend=legend, note=note)

@@ -4,15 +4,14 @@ fleet, or new nodes, against (--baseline) where the fleet's own median and MAD a
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from gpuready.i18n import said
 from gpuready.options import UsageError
 from gpuready.verbs.fleet.judge import Baseline, Key, Node, json_names
-from gpuready.verbs.fleet.read import Cohort
-from gpuready.verbs.fleet.stats import Spread, spread
+from gpuready.verbs.fleet.read import LARGEST_FIGURE, Cohort
+from gpuready.verbs.fleet.stats import BOUND, Spread, spread
 
 FORMAT = "gpuready.fleet-baseline"
 VERSION = 1
@@ -61,7 +60,7 @@ def read_baseline(path: Path) -> Baseline:
                               why=said("fleet.baseline.not_json", error=str(error)[:200]))) from None
     try:
         return _spreads(document)
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):  # int(1e999) overflows
         raise UsageError(said("fleet.baseline.unusable", path=str(path), why=said("fleet.baseline.not_baseline"))) \
             from None
 
@@ -76,7 +75,8 @@ def _spreads(document: Any) -> Baseline:
                                                  driver_version=str(key["driver_version"]))
         for item in entry["measurements"].values():
             median, mad, count = float(item["median"]), float(item["mad"]), int(item["n"])
-            if not (math.isfinite(median) and math.isfinite(mad) and mad >= 0 and count > 0):  # not a spread
+            if not (abs(median) <= LARGEST_FIGURE and 0 <= mad <= LARGEST_FIGURE and count > 0) or \
+                    (mad and abs(median) / mad > BOUND):  # not a spread a fleet measured
                 raise ValueError(item)
             spreads[(cohort, (str(item["name"]), str(item["subject"])))] = Spread(median=median, mad=mad, n=count)
     return spreads

@@ -18,6 +18,7 @@ from gpuready.options import UsageError, number
 from gpuready.cli.report_files import WritableFile, on_stdout, write_report_file
 from gpuready.cli.output import _write_report, check_out
 from gpuready.model import ExitCode, worst_exit_code
+from gpuready.report.fleet_markdown import fleet_markdown
 from gpuready.safe_text import tell
 from gpuready.verbs.fleet.baseline import baseline_document, read_baseline, write_baseline
 from gpuready.verbs.fleet.judge import gather, judge
@@ -39,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--floor-pct", type=FLOOR_PCT, metavar="PCT", default=Limits.from_knowledge().floor_pct,
                         help=groups.with_range(said("cli.fleet.floor_pct"), FLOOR_PCT))
     groups.add(parser, "html", said("cli.fleet.html"))  # the fleet's own page, the path checked as every verb's
+    groups.add(parser, "markdown", said("cli.fleet.markdown"))
     groups.add(parser, "json")
     groups.add(parser, "out")
     groups.add(parser, "verbose", said("cli.fleet.verbose"))
@@ -66,9 +68,12 @@ def run(args: argparse.Namespace) -> int:
     problem = _write_report(text, args)
     if args.html:
         code = worst_exit_code(code, _write_html(document, args.html, lang))
+    if args.markdown:
+        code = worst_exit_code(code, write_report_file(
+            "markdown", args.markdown, lambda: fleet_markdown(document, lang).encode(), lang))
     if args.json:
         print(text)
-    elif not on_stdout(args):  # `--html -`: the page is stdout
+    elif not on_stdout(args):  # `--html -`, `--markdown -`: that file is stdout
         render_fleet(document, lang, args.verbose)
     for sentence in (unsaved, problem):
         if sentence:

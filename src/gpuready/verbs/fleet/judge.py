@@ -17,15 +17,16 @@ from typing import Any
 from gpuready import __version__
 from gpuready.i18n import json_values
 from gpuready.model import ExitCode, worst_exit_code
-from gpuready.verbs.fleet.read import (WHOLE_FILE_BYTES, Cohort, Document, Figure, FleetDocument, Unreadable,
-                                      read_report, report_files)
-from gpuready.verbs.fleet.stats import Limits, Spread, deficit_pct, modified_z, share_of_expected, spread, stands_out
+from gpuready.verbs.fleet.read import (LARGEST_FIGURE, MAX_NAMES_PER_REPORT, WHOLE_FILE_BYTES, Cohort, Document,
+                                      Figure, FleetDocument, Unreadable, read_report, report_files)
+from gpuready.verbs.fleet.stats import (Limits, Spread, bounded, deficit_pct, modified_z, share_of_expected, spread,
+                                       stands_out)
 
 FORMAT = "gpuready.fleet"
 VERSION = 1
 Key = tuple[str, str]
 """(measurement name, subject kind: gpu | pair | host)."""
-REPORT_VERDICT_ORDER = ("not_ready", "unknown", "ready_with_warnings", "ready")
+REPORT_VERDICT_ORDER = ("not_ready", "unknown", "no_verdict", "ready_with_warnings", "ready")
 NODE_VERDICT_ORDER = ("failing", "outlier", "unknown", "healthy")
 """Node verdicts, worst first: its own report failed; a figure stands out; its report could not judge it; fine."""
 
@@ -46,6 +47,12 @@ class Node:
         for document in reversed(self._newest_first()):  # the newest report's figure wins a name two reports share
             merged.update(document.figures)
         return merged
+
+    def out_of_range(self) -> list[Key]:
+        return sorted({key for document in self.documents.values() for key in document.out_of_range})
+
+    def dropped_names(self) -> int:
+        return sum(document.dropped_names for document in self.documents.values())
 
     def report_verdict(self) -> str | None:
         verdicts = [document.verdict for document in self.documents.values() if document.verdict]
@@ -113,7 +120,8 @@ class Outlier:
     """`fleet` or `baseline` (the figure stands out against that spread), `expected` (below validate's line)."""
 
     def deficit(self) -> float:
-        return deficit_pct(self.figure.value, self.centre.median, self.figure.sense) if self.centre.median else 0.0
+        return bounded(deficit_pct(self.figure.value, self.centre.median, self.figure.sense)) \
+            if self.centre.median else 0.0
 
 
 def judge(gathered: Gathered, limits: Limits, baseline: Baseline | None = None,
@@ -140,6 +148,7 @@ def judge(gathered: Gathered, limits: Limits, baseline: Baseline | None = None,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "limits": {"floor_pct": limits.floor_pct, "z_limit": limits.z_limit, "mad_to_sigma": limits.mad_to_sigma,
                    "expected_fraction": limits.expected_fraction, "min_robust_nodes": limits.min_robust_nodes,
+                   "names_per_report": MAX_NAMES_PER_REPORT,
                    "sources": Limits.sources()},
         "baseline": baseline_path,
         "summary": {"nodes": len(rows), **counts, "cohorts": len(cohorts), "files_read": gathered.files_read,
@@ -221,14 +230,19 @@ def _rules(figure: Figure, centre: Spread, limits: Limits, basis: str) -> list[s
 
 def _node_row(node: Node, outliers: list[Outlier], cohort_index: int) -> dict[str, Any]:
     report_verdict = node.report_verdict()
-    verdict = ("failing" if report_verdict == "not_ready" else "outlier" if outliers else
-               "unknown" if report_verdict in (None, "unknown") else "healthy")
+    out_of_range = node.out_of_range()
+    verdict = ("failing" if report_verdict == "not_ready" else "outlier" if outliers or out_of_range else
+               "unknown" if report_verdict in (None, "unknown", "no_verdict") else "healthy")
     return {"host": node.name or None, "verdict": verdict, "report_verdict": report_verdict, "cohort": cohort_index,
             "files": node.files(),
             "reports": [{"file": document.path, "verb": document.verb, "verdict": document.verdict,
                          "started_at": document.started_at or None}
                         for document in sorted(node.documents.values(), key=lambda document: document.path)],
-            "outliers": [_outlier_row(outlier) for outlier in sorted(outliers, key=lambda outlier: -outlier.deficit())]}
+            "outliers": [_outlier_row(outlier) for outlier in sorted(outliers, key=lambda outlier: -outlier.deficit())]
+            + [{"name": name, "subject": {"kind": kind, "gpu": None, "peer": None}, "value": None, "unit": None,
+                "median": None, "deficit_pct": 0.0, "z": None, "expected": None, "share_of_expected": None,
+                "rules": ["out_of_range"], "limit": LARGEST_FIGURE} for name, kind in out_of_range],
+            "dropped_measurements": node.dropped_names()}
 
 
 def _outlier_row(outlier: Outlier) -> dict[str, Any]:
@@ -236,7 +250,7 @@ def _outlier_row(outlier: Outlier) -> dict[str, Any]:
     name, kind = outlier.key
     return {"name": name, "subject": {"kind": kind, "gpu": figure.gpu, "peer": figure.peer}, "value": figure.value,
             "unit": figure.unit, "median": outlier.centre.median, "deficit_pct": round(outlier.deficit(), 2),
-            "z": round(outlier.z, 2) if outlier.z is not None else None, "expected": figure.expected,
-            "share_of_expected": round(share_of_expected(figure.value, figure.expected, figure.sense), 4)
+            "z": round(bounded(outlier.z), 2) if outlier.z is not None else None, "expected": figure.expected,
+            "share_of_expected": round(bounded(share_of_expected(figure.value, figure.expected, figure.sense)), 4)
             if figure.expected else None,
             "rules": outlier.rules}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -14,6 +15,7 @@ from typing import Any, Iterator
 from gpuready.evidence.folders import walk_folder
 from gpuready.i18n import Said, said
 from gpuready.model import UNKNOWN_HOST
+from gpuready.report.document import shown_verdict
 from gpuready.report.measurement_kinds import kind_of
 from gpuready.report.json_stream import NotJson, pick_members
 
@@ -27,6 +29,15 @@ FLEET_FORMATS = ("gpuready.fleet", "gpuready.fleet-baseline")
 WANTED = frozenset({"format", "host", "verdict", "exit_code", "started_at", "facts"})
 VERBS_IN_FACTS = ("validate", "burn", "bench", "monitor", "diagnose", "plan")
 """The verb a report is of, by the part of `facts` it writes; a report without one is `check`'s."""
+
+MAX_NAMES_PER_REPORT = 64
+"""Measurement names (with their subject kind) kept of one report, in its order: a validate of eight GPUs writes about
+40, every verb's reports together fewer than 64; the rest are dropped and counted (`dropped_names`), so that one
+report inventing names cannot make the fleet's spreads and its page grow without bound."""
+LARGEST_FIGURE = sys.float_info.max / 4
+"""The largest magnitude of a figure the statistics take: two such figures' sum and any two's difference stay finite
+(a median's mean of the middle two, a MAD's deviations). A figure beyond it, or an integer too large for a float, is
+`out of range`: its node is flagged, the figure kept out of the spreads."""
 
 NOT_A_NODES_SPEED = frozenset({"memory"})
 """Kinds (knowledge/compare.toml) compare shows but the fleet does not judge: the bytes a step holds are the
@@ -75,6 +86,10 @@ class Document:
     cohort: Cohort | None
     figures: dict[tuple[str, str], Figure] = field(default_factory=dict)
     """(measurement name, subject kind: gpu | pair | host) → the worst figure."""
+    out_of_range: set[tuple[str, str]] = field(default_factory=set)
+    """(name, kind) of figures beyond LARGEST_FIGURE: the node is flagged for them, they are not judged."""
+    dropped_names: int = 0
+    """Measurement names beyond MAX_NAMES_PER_REPORT, not read."""
 
 
 class Unreadable(Exception):
@@ -144,7 +159,7 @@ def _measurement(item: Any) -> tuple | None:
     if not isinstance(item, dict):
         return None
     name, unit, value = item.get("name"), item.get("unit"), item.get("value")
-    if not isinstance(name, str) or not isinstance(unit, str) or not _finite(value):
+    if not isinstance(name, str) or not isinstance(unit, str) or not _number(value):
         return None
     sense = direction(name, unit)
     if not sense:
@@ -153,7 +168,7 @@ def _measurement(item: Any) -> tuple | None:
     gpu, peer = _gpu_of(subject.get("gpu")), _gpu_of(subject.get("peer"))
     kind = "pair" if gpu is not None and peer is not None else "gpu" if gpu is not None else "host"
     expected = item.get("expected")
-    return name, kind, Figure(value=float(value), unit=unit, sense=sense,
+    return name, kind, Figure(value=_in_range(value), unit=unit, sense=sense,
                               expected=float(expected) if _finite(expected) and expected > 0 else None,
                               gpu=gpu, peer=peer)
 
@@ -167,8 +182,22 @@ def _gpu_of(ref: Any) -> int | str | None:
     return str(ref.get("bus_id") or ref.get("uuid") or "?")
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and (isinstance(value, int) or
+                                                                                 math.isfinite(value))
+
+
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return _number(value) and _in_range(value) == _in_range(value)
+
+
+def _in_range(value: int | float) -> float:
+    """The figure as a float, or NaN where it is out of range (beyond LARGEST_FIGURE, or an int no float holds)."""
+    try:
+        figure = float(value)
+    except OverflowError:
+        return math.nan
+    return figure if abs(figure) <= LARGEST_FIGURE else math.nan
 
 
 def _document(path: str, picked: dict[str, Any]) -> Document:
@@ -179,7 +208,7 @@ def _document(path: str, picked: dict[str, Any]) -> Document:
         raise Unreadable(path, said("fleet.unreadable.not_report"))
     facts = picked.get("facts") if isinstance(picked.get("facts"), dict) else {}
     host = picked.get("host")
-    verdict = picked.get("verdict")
+    verdict = shown_verdict(picked)  # a CPU-only run is no verdict on the node (`no_verdict`)
     started = picked.get("started_at")
     document = Document(path=path, host=host if isinstance(host, str) and host and host != UNKNOWN_HOST else "",
                         verb=next((verb for verb in VERBS_IN_FACTS if verb in facts), "check"),
@@ -189,6 +218,13 @@ def _document(path: str, picked: dict[str, Any]) -> Document:
         if entry is None:
             continue
         name, kind, figure = entry
+        if (name, kind) not in document.figures and (name, kind) not in document.out_of_range and \
+                len(document.figures) + len(document.out_of_range) >= MAX_NAMES_PER_REPORT:
+            document.dropped_names += 1
+            continue
+        if figure.value != figure.value:  # NaN: out of range
+            document.out_of_range.add((name, kind))
+            continue
         kept = document.figures.get((name, kind))
         if kept is None or _worse(figure, kept):
             document.figures[(name, kind)] = figure

@@ -51,6 +51,16 @@ class Limits:
         return [load_table("fleet")["fleet"]["source"], thresholds("validate")["source"]]
 
 
+BOUND = 1e300
+"""What a ratio of two in-range figures is cut to (a figure over a MAD of 1e-300 overflows): the document stays finite
+JSON, the order of the figures the same."""
+
+
+def bounded(value: float) -> float:
+    """`value` within ±BOUND (an infinity from an overflowing ratio becomes the bound)."""
+    return max(-BOUND, min(BOUND, value))
+
+
 def deficit_pct(value: float, reference: float, sense: int) -> float:
     """How much worse than `reference` the figure is, in % of it (negative: better). `sense` +1 where higher is
     better; -1 where lower is (a latency 10 % above the median is a 10 % deficit)."""
