@@ -141,7 +141,7 @@ def test_in_chinese_labels_and_catalogued_messages_are_translated():
     assert lines[:5] == ["## gpuready burn：vm", "",
                          "**未就绪 NOT READY** (单机 single node: 未就绪 NOT READY; 多机 multi node: 未就绪 NOT READY; "
                          "结论依据 verdict judged for: 单机 single node)", "", "失败 1，警告 1，通过 8，跳过 0"]
-    assert "### 问题" in lines and "### 关键数据" in lines and "### 通过" in lines and lines[-1] == "- burn：8 项通过"
+    assert "### 问题" in lines and "### 关键数据" in lines and "### 通过" in lines and lines[-1] == "- 烤机 burn：8 项通过"
     assert "| 测量 measurement | 对象 subject | 数值 value | 预期 expected | 占预期 of expected |" in lines
     assert "- **失败 FAIL** `burn.throughput_low` GPU0 0000:00:06.0 rank 0" in lines
     assert "  **修复 fix:** Stop the other process or pick free GPUs with --gpus; --exclusive refuses shared GPUs." \
@@ -152,7 +152,7 @@ def test_in_chinese_labels_and_catalogued_messages_are_translated():
                          "多机 multi node: 就绪但有警告 READY WITH WARNINGS; 结论依据 verdict judged for: 单机 single node)",
                          "", "失败 0，警告 1，通过 45，跳过 3", "", "### 问题", "", "- **警告 WARN** `host.memory_ratio`", ""]
     assert h200[10].startswith("  系统内存") and h200[12].startswith("  **修复 fix:** 增加系统内存")
-    assert h200[-3:] == ["- topology：3 项通过", "", "3 项检查因缺少信息而跳过。"]
+    assert h200[-3:] == ["- 拓扑 topology：3 项通过", "", "3 项检查因缺少信息而跳过。"]
 
 
 def test_a_hostile_message_is_shown_literally():

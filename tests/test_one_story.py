@@ -111,3 +111,62 @@ def test_findings_listed_in_another_order_pair_by_what_they_name():
     document = compare_documents(base, new)
     assert [entry["message_values"] for entry in document["newly_failing"]] == [{"dtype": "bf16"}]
     assert document["findings_unchanged"] == 2
+
+
+# --- diagnose: the headline says what failed first ------------------------------------------------------------------
+
+NCCL_SHM = """\
+node1:41588:41837 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device
+node1:41588:41837 [0] include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-1 (size 9637888)
+"""
+"""NCCL's own warnings of a /dev/shm too small (Docker's 64 MB default), as NCCL 2.x prints them (include/shm.h)."""
+
+
+@pytest.fixture(scope="module")
+def diagnosed(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("logs")
+    (folder / "nccl-debug.log").write_text(NCCL_SHM)
+    out = folder / "report.json"
+    assert cli.main(["diagnose", str(folder / "nccl-debug.log"), "--out", str(out), "--json"]) == ExitCode.NOT_READY
+    return json.loads(out.read_text())
+
+
+def test_every_view_heads_an_unknown_verdict_with_what_failed(diagnosed, tmp_path, capsys):
+    """A log alone: the machine's verdict stays unknown (exit 1 for the failure), but the first line of the console,
+    the Markdown, the HTML and the JUnit says `FAIL nccl.shm_too_small: …`, and the second that there is not enough
+    evidence to judge the whole machine."""
+    assert diagnosed["verdict"] == "unknown" and diagnosed["exit_code"] == ExitCode.NOT_READY
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(diagnosed))
+    capsys.readouterr()
+    html, xml = tmp_path / "r.html", tmp_path / "r.xml"
+    cli.main(["report", str(saved), "--html", str(html), "--junit", str(xml)])
+    cli.main(["report", str(saved), "--markdown", "-"])
+    markdown = capsys.readouterr().out
+    cli.main(["report", str(saved)])
+    console = capsys.readouterr().out
+    flowing = " ".join(console.split())  # piped, the console wraps at 80 columns
+    assert flowing.startswith("inputs: FAIL nccl.shm_too_small: NCCL could not create its shared-memory segments of "
+                              "9,637,888 bytes (9.2 MiB) in /dev/shm (")
+    assert flowing.index("not enough evidence to judge the whole machine (single node: UNKNOWN") \
+        < flowing.index("Not enough evidence: the inputs") < flowing.index("1 fail, 0 warn")
+    assert "**FAIL nccl.shm\\_too\\_small: NCCL could not create" in markdown
+    assert markdown.index("**FAIL nccl.shm") < markdown.index("not enough evidence to judge the whole machine")
+    page = html.read_text()
+    assert '<p class="verdict not_ready">FAIL nccl.shm_too_small: NCCL could not create' in page
+    assert "<p>not enough evidence to judge the whole machine: single node: UNKNOWN" in page
+    out = xml.read_text()
+    assert out.index("FAIL nccl.shm_too_small: NCCL") < out.index("not enough evidence to judge the whole machine") \
+        < out.index("verdict: UNKNOWN")
+    cli.main(["report", str(saved), "--lang", "zh"])
+    assert capsys.readouterr().out.splitlines()[0].startswith("输入文件 inputs: 失败 FAIL nccl.shm_too_small：")
+
+
+def test_a_title_is_the_messages_opening_clause():
+    from gpuready.report.headline import title_of
+    assert title_of("CUDA refused peer access (cudaErrorPeerAccessUnsupported).") == \
+        "CUDA refused peer access (cudaErrorPeerAccessUnsupported)."
+    assert title_of("NCCL found no usable interface (`Bootstrap : no socket`): its bootstrap fails.") == \
+        "NCCL found no usable interface (`Bootstrap : no socket`)"
+    assert title_of("NCCL 使用 lo：回环地址。其他节点无法连接。") == "NCCL 使用 lo"
+    assert title_of("x" * 300) == "x" * 119 + "…"

@@ -20,6 +20,8 @@ from gpuready.i18n import Said, json_values
 SCHEMA_VERSION = "1.0"
 UNKNOWN_HOST = "unknown host"
 """The host of evidence that names none (never the machine reading it); the console says it in the reader's language."""
+INPUTS_HOST = "inputs"
+"""diagnose's host where the inputs are logs of no machine read here; the console says it in the reader's language."""
 # Findings about unreadable input files: status `error`, but exit code 2, not 3.
 INPUT_CHECK_ID = "bundle.unreadable"
 # A bundle entry not read (a link, a folder, a special file): status `warn`.

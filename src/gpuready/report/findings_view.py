@@ -12,10 +12,12 @@ from collections import Counter
 from rich.console import Console
 from rich.text import Text
 
-from gpuready.model import UNKNOWN_HOST, Status, Verdict
+from gpuready.model import INPUTS_HOST, UNKNOWN_HOST, Status, Verdict
 from gpuready.report.document import (KNOWN_STATUSES, Finding, host_of, judges_machine, mapping, sequence,
                                       status_rank)
 from gpuready.report.gpu_groups import Row, group_rows
+from gpuready.report.headline import headline
+from gpuready.report.labels import category_label
 from gpuready.report.paragraph import print_paragraph
 from gpuready.safe_text import printable
 
@@ -38,9 +40,12 @@ def render_header(document: dict, findings: list[Finding], console: Console, lab
         verdict = document.get("verdict")
         verdicts = mapping(document.get("verdicts"))
         style = VERDICT_STYLE.get(verdict, "") if isinstance(verdict, str) else ""
+        first = headline(document, findings)  # unknown, yet a finding fails: what failed first heads the report
         print_paragraph(console, Text.assemble((f"{machine_label(document, labels)}: ", "bold"),
+                                    (first.first_line(labels), STATUS_STYLE[first.status]) if first else
                                     (verdict_label(verdict, labels), style or VERDICT_STYLE[Verdict.UNKNOWN.value])))
-        print_paragraph(console, Text(f"({labels['single_node']}: {verdict_label(verdicts.get('single_node'), labels)}; "
+        print_paragraph(console, Text((f"{labels['headline_unjudged']} " if first else "") +
+                           f"({labels['single_node']}: {verdict_label(verdicts.get('single_node'), labels)}; "
                            f"{labels['multi_node']}: {verdict_label(verdicts.get('multi_node'), labels)}; "
                            f"{labels['judged_for']}: {scope_label(document.get('judged_for'), labels)})"))
     else:
@@ -64,7 +69,7 @@ def machine_label(document: dict, labels: dict) -> str:
     if len(machines) > 1:
         return labels["machines"].format(n=len(machines))
     host = host_of(document, labels["unknown_host"])
-    return labels["unknown_host"] if host == UNKNOWN_HOST else host
+    return {UNKNOWN_HOST: labels["unknown_host"], INPUTS_HOST: labels["inputs_host"]}.get(host, host)
 
 
 def render_findings(document: dict, findings: list[Finding], console: Console, labels: dict, verbose: bool) -> None:
@@ -87,7 +92,8 @@ def render_findings(document: dict, findings: list[Finding], console: Console, l
     if passed:
         console.print()
     for category, count in passed.items():
-        print_paragraph(console, Text(labels["passed_line"].format(category=category, n=count), style="green"))
+        print_paragraph(console, Text(labels["passed_line"].format(category=category_label(category, labels), n=count),
+                                      style="green"))
     skipped = sum(finding.status == Status.SKIP.value for finding in findings)
     if skipped:
         print_paragraph(console, Text(labels["skipped_line"].format(n=skipped), style="dim"))

@@ -20,6 +20,7 @@ from gpuready.report.document import (KNOWN_STATUSES, STATUS_ORDER, Finding, hos
 from gpuready.report.fleet_view import FleetView
 from gpuready.report.findings_view import row_subject, status_label, verdict_label
 from gpuready.report.gpu_groups import Row
+from gpuready.report.headline import headline
 from gpuready.safe_text import printable
 from gpuready.report.figures import format_value
 
@@ -65,9 +66,12 @@ def header(document: dict, labels: dict, say: Say) -> str:
         verdict = document.get("verdict")
         css = verdict if isinstance(verdict, str) and verdict in ("ready", "ready_with_warnings", "not_ready") \
             else "unknown"
-        parts.append(element("p", escape(verdict_label(verdict, labels)), class_=f"verdict {css}"))
+        first = headline(document, [read_finding(item) for item in sequence(document.get("findings"))])
+        parts.append(element("p", escape(first.first_line(labels)), class_="verdict not_ready") if first else
+                     element("p", escape(verdict_label(verdict, labels)), class_=f"verdict {css}"))
         verdicts = mapping(document.get("verdicts"))
-        parts.append(element("p", escape(f"{labels['single_node']}: {verdict_label(verdicts.get('single_node'), labels)}"
+        parts.append(element("p", escape((f"{labels['headline_unjudged']}: " if first else "") +
+                                         f"{labels['single_node']}: {verdict_label(verdicts.get('single_node'), labels)}"
                                          f"; {labels['multi_node']}: {verdict_label(verdicts.get('multi_node'), labels)}")))
     else:
         facts = mapping(document.get("facts"))

@@ -22,6 +22,7 @@ from gpuready.i18n import message
 from gpuready.model import UNKNOWN_HOST, Status
 from gpuready.report.document import Finding, host_of, mapping, number, read_finding, sequence, text
 from gpuready.report.findings_view import verdict_label
+from gpuready.report.headline import headline
 from gpuready.report.labels import labels_for
 from gpuready.report.translate import in_language
 from gpuready.report.verb_of import verb_of
@@ -145,6 +146,9 @@ def _properties(document: dict, host: str) -> ET.Element:
 def _verdict_line(document: dict, labels: dict, lang: str) -> str:
     lines = [message("report_files.junit.verdict", lang, verdict=verdict_label(document.get("verdict"), labels),
                      code=text(document.get("exit_code")))]
+    first = headline(document, [read_finding(item) for item in sequence(document.get("findings"))])
+    if first:  # what failed first heads the verdict, as on the console
+        lines[:0] = [first.first_line(labels), labels["headline_unjudged"]]
     if document.get("not_enough_evidence"):
         lines.append(text(document["not_enough_evidence"]))
     return "\n".join(lines)

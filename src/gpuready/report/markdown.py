@@ -20,7 +20,8 @@ from gpuready.report.figures import measurement_cells, shown_measurements
 from gpuready.report.findings_view import (EVIDENCE_SHOWN, QUIET, machine_label, scope_label, row_subject,
                                            status_label, verdict_label)
 from gpuready.report.gpu_groups import Row, group_rows
-from gpuready.report.labels import labels_for
+from gpuready.report.headline import headline
+from gpuready.report.labels import category_label, labels_for
 from gpuready.report.plan_view import (STRATEGIES_SHOWN, chosen_line, chosen_strategy, inference_cells,
                                        strategy_cells)
 from gpuready.report.translate import in_language
@@ -70,7 +71,7 @@ def _document(document: dict, lang: str, verbose: bool) -> str:
     passed = Counter(finding.category for finding in findings if finding.status == Status.PASS.value)
     if passed:
         blocks.append(f"### {inline(message('report_files.md.passed', lang))}")
-        blocks.append("\n".join(f"- {inline(labels['passed_line'].format(category=category, n=count))}"
+        blocks.append("\n".join(f"- {inline(labels['passed_line'].format(category=category_label(category, labels), n=count))}"
                                 for category, count in passed.items()))
     if counts[Status.SKIP.value]:
         blocks.append(inline(message("report_files.md.skipped", lang, n=counts[Status.SKIP.value])))
@@ -86,6 +87,9 @@ def _verdict(document: dict, labels: dict) -> str:
     scopes = (f"{labels['single_node']}: {verdict_label(verdicts.get('single_node'), labels)}; "
               f"{labels['multi_node']}: {verdict_label(verdicts.get('multi_node'), labels)}; "
               f"{labels['judged_for']}: {scope_label(document.get('judged_for'), labels)}")
+    first = headline(document, [read_finding(item) for item in sequence(document.get("findings"))])
+    if first:  # unknown, yet a finding fails: what failed first heads the summary
+        return f"**{inline(first.first_line(labels))}**\n\n{inline(labels['headline_unjudged'])} ({inline(scopes)})"
     return f"**{inline(verdict_label(document.get('verdict'), labels))}** ({inline(scopes)})"
 
 
