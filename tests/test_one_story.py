@@ -170,3 +170,21 @@ def test_a_title_is_the_messages_opening_clause():
         "NCCL found no usable interface (`Bootstrap : no socket`)"
     assert title_of("NCCL 使用 lo：回环地址。其他节点无法连接。") == "NCCL 使用 lo"
     assert title_of("x" * 300) == "x" * 119 + "…"
+
+
+# --- report: what was written ---------------------------------------------------------------------------------------
+
+def test_report_says_which_files_it_wrote_and_keeps_the_reports_exit_code(diagnosed, tmp_path, capsys):
+    """`report R --html F --junit G` prints one line per file (its path and size in bytes) and exits with the report's
+    own code (1: a finding fails); with `--markdown -` on stdout the lines go to stderr."""
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(diagnosed))
+    html, xml = tmp_path / "r.html", tmp_path / "r.xml"
+    capsys.readouterr()
+    assert cli.main(["report", str(saved), "--html", str(html), "--junit", str(xml)]) == ExitCode.NOT_READY
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"--html: wrote {html} ({html.stat().st_size:,} bytes)",
+                   f"--junit: wrote {xml} ({xml.stat().st_size:,} bytes)"]
+    assert cli.main(["report", str(saved), "--html", str(html), "--markdown", "-", "--lang", "zh"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("## ") and f"--html：已写入 {html}（" in captured.err

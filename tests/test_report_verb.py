@@ -71,11 +71,12 @@ def test_a_lone_bad_file_is_said_without_the_others(capsys, tmp_path):
 
 
 def test_report_files_hold_every_document_and_replace_the_console(capsys, tmp_path):
-    """--junit and --markdown: one suite and one section per document, nothing on stdout. The burn has 8 findings
-    (all pass), the validate 12 (6 fail, 1 skip)."""
+    """--junit and --markdown: one suite and one section per document; stdout only says what was written (issue
+    32). The burn has 8 findings (all pass), the validate 12 (6 fail, 1 skip)."""
     junit, summary = tmp_path / "ci.xml", tmp_path / "ticket.md"
     code, out, err = run(capsys, BURN, VALIDATE_SHARED, "--junit", junit, "--markdown", summary)
-    assert (code, out, err) == (ExitCode.NOT_READY, "", "")
+    assert (code, err) == (ExitCode.NOT_READY, "")
+    assert [line.split(" (")[0] for line in out.splitlines()] == [f"--junit: wrote {junit}", f"--markdown: wrote {summary}"]
     report = JUnitXml.fromfile(str(junit))
     assert [(suite.name, suite.tests, suite.failures) for suite in report] == [("burn/vm", 8, 0),
                                                                               ("validate/vm", 12, 6)]

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from gpuready.i18n import Said, choose_language, in_language, said
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.options import file_kind
-from gpuready.safe_text import tell
+from gpuready.safe_text import printable, tell
 from gpuready.options import UsageError
 from gpuready.report.junit import junit_xml
 from gpuready.report.markdown import markdown_summary
@@ -75,9 +75,10 @@ def refusal_of(path: Path, option: str, stdout_allowed: bool = True) -> Said | N
     return None
 
 
-def write_report_files(documents: list[dict], args: argparse.Namespace) -> int:
+def write_report_files(documents: list[dict], args: argparse.Namespace, say_written: bool = False) -> int:
     """Write the report files `args` names (from `documents`); the exit code this adds: 0, or 2 where one could not
-    be written, 3 where this gpuready has no HTML report."""
+    be written, 3 where this gpuready has no HTML report. `say_written` (`report`, which prints nothing else): one line
+    per file written, its path and size, on stdout (on stderr where a file goes to stdout)."""
     lang = choose_language(getattr(args, "lang", None))
     verbose = bool(getattr(args, "verbose", False))
     warn_fails = getattr(args, "fail_on", None) == "warn"
@@ -85,7 +86,12 @@ def write_report_files(documents: list[dict], args: argparse.Namespace) -> int:
     for name in REPORT_FILES:
         path: Path | None = getattr(args, name, None)
         if path is not None:
-            code = worst_exit_code(code, _write(name, path, documents, lang, verbose, warn_fails))
+            written = _write(name, path, documents, lang, verbose, warn_fails)
+            code = worst_exit_code(code, written)
+            if say_written and written == ExitCode.READY and str(path) != STDOUT:
+                line = in_language(said("report_files.written", option=f"--{name}", path=str(path),
+                                        size=f"{path.stat().st_size:,}"), lang)
+                print(printable(line), file=sys.stderr if on_stdout(args) else sys.stdout)
     return int(code)
 
 

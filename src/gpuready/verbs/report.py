@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
         code = worst_exit_code(code, document_exit_code(document))
     if any(getattr(args, name) is not None for name in REPORT_FILES):
         if documents:
-            code = worst_exit_code(code, write_report_files([document for _path, document in documents], args))
+            code = worst_exit_code(code, write_report_files([document for _path, document in documents], args,
+                                                            say_written=True))
     else:
         _print_documents(documents, args.verbose, lang)
     return int(code)
