@@ -56,7 +56,7 @@ def test_chinese_labels(document):
                            "多机 multi node: 就绪但有警告 READY WITH WARNINGS; 结论依据 verdict judged for: 单机 single node)\n")
     assert "失败 0，警告 1，通过 45，跳过 3" in text
     assert "\n警告 WARN host.memory_ratio\n" in text and "修复 fix: 增加系统内存" in text
-    assert "\nhost：5 项通过\n" in text and "3 项检查因缺少信息而跳过" in text
+    assert "\n主机 host：5 项通过\n" in text and "3 项检查因缺少信息而跳过" in text  # categories too (issue 32)
     assert "未就绪" not in text
 
 

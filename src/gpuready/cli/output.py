@@ -17,6 +17,7 @@ from gpuready.safe_text import tell
 from gpuready.options import UsageError
 from gpuready.cli.report_files import on_stdout, refusal_of, write_report_files
 from gpuready.report.console import render_console
+from gpuready.report.translate import in_language as document_in
 
 
 def check_out(args: argparse.Namespace) -> None:
@@ -62,10 +63,17 @@ def _write_report(document: str, args: argparse.Namespace) -> str | None:
     return None
 
 
+def json_document(document: dict, args: argparse.Namespace) -> dict:
+    """The JSON report (--json, --out): its findings' message and fix in the --lang language where --lang is given
+    (`language` says which; the message ids and values stay, so it renders again in any language), else English."""
+    lang = getattr(args, "lang", None)
+    return document_in(document, lang) if lang else document
+
+
 def emit(report, args: argparse.Namespace) -> int:
     """Print the report (console or --json), write --out, --html, --junit and --markdown, and return its exit code."""
     report.fail_on_warn = args.fail_on == "warn"
-    document = json.dumps(report.to_dict(), indent=1, allow_nan=False)  # strict JSON: to_dict writes no NaN
+    document = json.dumps(json_document(report.to_dict(), args), indent=1, allow_nan=False)  # to_dict writes no NaN
     problem = _write_report(document, args)
     if args.json:
         print(document)

@@ -28,6 +28,7 @@ from typing import Callable, Iterable
 
 from gpuready import __version__
 from gpuready.evidence.layout import BUNDLE_FILES, ENV_PREFIXES
+from gpuready.i18n import sentence
 from gpuready.facts import torch_probe
 from gpuready.facts.nvml import collect_nvml
 
@@ -272,47 +273,46 @@ def plan_output(out: str | os.PathLike[str], as_tar: bool, force: bool = False) 
     try:
         return _plan_output(os.fspath(out), as_tar, force)
     except OSError as error:  # a path that cannot even be looked at (permissions, a name too long)
-        raise OutputError(f"{os.fspath(out)} cannot be used ({error.strerror or error})") from None
+        raise OutputError(sentence("error.collect.out.unusable", path=os.fspath(out), reason=str(error.strerror or error))
+                          ) from None
 
 
 def _plan_output(text: str, as_tar: bool, force: bool) -> Output:
     if not text.strip():
-        raise OutputError("--out is empty; give a new folder or an archive name ending in .tar.gz")
+        raise OutputError(sentence("error.collect.out.empty"))
     path = Path(text)
     if as_tar or text.lower().endswith(ARCHIVE_SUFFIXES):
         if text.endswith(("/", os.sep)) or path.name in ("", ".", "..") or path.is_dir():
-            raise OutputError(f"{text} is a folder; with --tar, --out names the archive itself "
-                              f"(for example {path / 'bundle.tar.gz'})")
+            raise OutputError(sentence("error.collect.out.tar_folder", path=text, example=str(path / "bundle.tar.gz")))
         target = path if text.lower().endswith(ARCHIVE_SUFFIXES) else Path(text + ".tar.gz")
         _require_parent(target)
         if target.is_symlink() or target.exists():
             if target.is_symlink() or not target.is_file():
-                raise OutputError(f"{target} already exists and is not a plain file; choose another --out")
+                raise OutputError(sentence("error.collect.out.not_plain", path=str(target)))
             if not force:
-                raise OutputError(f"{target} already exists; add --force to replace it, or choose another --out")
+                raise OutputError(sentence("error.collect.out.exists", path=str(target)))
         return Output(target, True)
     if path.is_symlink() and not path.exists() or path.exists() and not path.is_dir():
-        raise OutputError(f"{text} already exists and is not a folder; choose another --out")
+        raise OutputError(sentence("error.collect.out.not_folder", path=text))
     if not path.exists():
         _require_parent(path)
         return Output(path, False)
     entries = sorted(path.iterdir())
     if entries and not force:
-        raise OutputError(f"{text} is not empty (an older bundle there would be read as this one); give a new or "
-                          "empty folder, or add --force to remove its contents first")
+        raise OutputError(sentence("error.collect.out.not_empty", path=text))
     strangers = [entry.name for entry in entries if not _is_bundle_entry(entry)]
     if strangers:
-        what = (f"{strangers[0]!r}, which is not a bundle file" if len(strangers) == 1 else
-                f"{strangers[0]!r} and {len(strangers) - 1} more entries that are not bundle files")
-        raise OutputError(f"refusing --force: {text} holds {what}; empty it yourself or choose another --out")
+        raise OutputError(sentence("error.collect.out.stranger", path=text, name=repr(strangers[0]))
+                          if len(strangers) == 1 else
+                          sentence("error.collect.out.strangers", path=text, name=repr(strangers[0]),
+                                   more=len(strangers) - 1))
     return Output(path, False)
 
 
 def _require_parent(path: Path) -> None:
     parent = path.parent
     if not parent.is_dir():
-        raise OutputError(f"folder {parent} does not exist; create it first (collect creates only the last part of "
-                          "--out)")
+        raise OutputError(sentence("error.collect.out.no_parent", parent=str(parent)))
 
 
 def _is_bundle_entry(entry: Path) -> bool:

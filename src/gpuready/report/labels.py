@@ -35,6 +35,12 @@ def _labels(lang: str) -> dict:
     return labels
 
 
+def category_label(category: object, labels: dict) -> object:
+    """A finding's category (its check id's first part) in the labels' language: `label.category.<name>`; a category
+    the catalogue does not name (a document of another version) as it is."""
+    return labels.get(f"category.{category}", category) if isinstance(category, str) else category
+
+
 _PREFIX = "label."
 LANGUAGE_KEY = "language"
 """The key holding the labels' language code (`en`, `zh`); no catalogue id is `label.language`."""

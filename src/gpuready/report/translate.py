@@ -11,10 +11,12 @@ from gpuready.i18n import DEFAULT_LANGUAGE, text_in
 
 def in_language(document: dict, lang: str) -> dict:
     """`document` with its findings' message and fix, and why the evidence is not enough, in `lang` where the
-    catalogue has them (a shallow copy)."""
-    if lang == DEFAULT_LANGUAGE or not isinstance(document.get("findings"), list):
+    catalogue has them (a shallow copy), its `language` then `lang`. A document written in another language (`--json
+    --lang zh` sets `language`) renders again in English too."""
+    if lang == document.get("language", DEFAULT_LANGUAGE) or not isinstance(document.get("findings"), list):
         return document
-    translated = {**document, "findings": [_translated(finding, lang) for finding in document["findings"]]}
+    translated = {**document, "language": lang,
+                  "findings": [_translated(finding, lang) for finding in document["findings"]]}
     said = document.get("not_enough_evidence_text")
     if document.get("not_enough_evidence") and isinstance(said, dict) and isinstance(said.get("message_id"), str):
         values = said.get("message_values") if isinstance(said.get("message_values"), dict) else {}

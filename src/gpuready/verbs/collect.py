@@ -42,6 +42,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--force", action="store_true", help=said("cli.collect.force"))
     parser.add_argument("--redact", action="store_true", help=said("cli.collect.redact"))
     groups.add(parser, "fast", said("cli.collect.fast"))
+    groups.add_language(parser)
 
 
 def run(args) -> int:
@@ -49,7 +50,7 @@ def run(args) -> int:
     out = args.out if args.out is not None else f"gpuready-bundle-{_file_safe(socket.gethostname())}.tar.gz"
     try:
         print("gpuready: " + in_language(run_collect(out, as_tar=args.tar, force=args.force, fast=args.fast,
-                                                     redact=args.redact), choose_language(getattr(args, "lang", None))))
+                                                     redact=args.redact), choose_language(args.lang)))
     except OutputError as error:
         raise UsageError(said_of(error)) from None
     return ExitCode.READY

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import yaml
 
-from gpuready.i18n import choose_language, message, said, said_of, sentence
+from gpuready.i18n import (DEFAULT_LANGUAGE, Said, Sentence, choose_language, in_language, message, said, said_of,
+                           sentence)
 from gpuready.cli import option_groups as groups, option_kinds as kind
 from gpuready.cli.report_files import WritableFile
 from gpuready.evidence.build import build_facts
@@ -108,19 +109,20 @@ def _entries_from_facts(facts: Any) -> list:
     return entries
 
 
-def _route_interface(peers: list[str], entries: list, route) -> tuple[str | None, str]:
+def _route_interface(peers: list[str], entries: list, route) -> tuple[str | None, Said | str]:
     """The interface the kernel routes the first routable peer (or the default route) through, and what it was."""
 
     for peer in peers:
         name = interface_of(route(peer, DEFAULT_PORT), entries)
         if name:
-            return name, f"routes to peer {peer}"
+            return name, said("launch.how.peer", peer=peer)
     name = interface_of(route(ROUTE_PROBE_ADDRESS, DEFAULT_PORT), entries)
-    return (name, "carries this node's default route") if name else (None, "")
+    return (name, said("launch.how.default_route")) if name else (None, "")
 
 
-def _socket_ifname(facts: Any, peers: list[str], entries: list | None, route) -> tuple[str | None, str]:
-    """(NCCL_SOCKET_IFNAME value or None, why). Live facts: the routing table; a bundle: the only candidate NIC."""
+def _socket_ifname(facts: Any, peers: list[str], entries: list | None, route) -> tuple[str | None, Sentence]:
+    """(NCCL_SOCKET_IFNAME value or None, why: catalogue text whose `first` is the interface and how it was found).
+    Live facts: the routing table; a bundle: the only candidate NIC."""
 
     if entries is None:
         entries = local_interface_entries() if getattr(facts, "live", False) else _entries_from_facts(facts)
@@ -133,20 +135,17 @@ def _socket_ifname(facts: Any, peers: list[str], entries: list | None, route) ->
                       if interface.addresses and not interface.is_virtual
                       and (interface.operstate or "").lower() in ("up", "unknown")]
         if len(candidates) == 1:
-            chosen, how = candidates[0], "is the only non-virtual interface that is up with an address"
+            chosen, how = candidates[0], said("launch.how.only_interface")
         elif candidates:
-            return None, (f"not set: several interfaces could carry traffic ({', '.join(candidates)}) and no route is "
-                          "known here; run `gpuready diagnose net --peers PEER` and set NCCL_SOCKET_IFNAME to the one that "
-                          "reaches the other nodes")
+            return None, sentence("launch.ifname.several", candidates=", ".join(candidates))
         else:
-            return None, "not set: the facts name no interface with an address"
+            return None, sentence("launch.ifname.none")
     if is_loopback_name(chosen) or is_virtual_interface(chosen):
-        return None, f"not set: the route goes through {chosen}, a loopback or virtual interface"
-    if nccl_pick and nccl_pick[0] != chosen:
-        effect = f"NCCL by itself would bootstrap on {nccl_pick[0]}"
-    else:
-        effect = "pins NCCL's own choice so nodes with extra interfaces (docker0, a second NIC) behave the same"
-    return chosen, f"{chosen} {how}; {effect}; assumes every node names it the same"
+        return None, sentence("launch.ifname.virtual", interface=chosen)
+    effect = said("launch.ifname.effect.other", interface=nccl_pick[0]) if nccl_pick and nccl_pick[0] != chosen \
+        else said("launch.ifname.effect.pins")
+    return chosen, sentence("launch.ifname.why", first=said("launch.ifname.first", interface=chosen, how=how),
+                            effect=effect)
 
 
 def nccl_env(facts: Any, *, peers: list[str] | tuple[str, ...] = (), entries: list | None = None,
@@ -166,41 +165,39 @@ def nccl_env_notes(facts: Any, *, peers: list[str] | tuple[str, ...] = (), entri
                    route=None) -> tuple[list[tuple[str, str, str]], list[str]]:
     """`nccl_env`'s variables, and one sentence for each variable it did not set (so the absence is explained)."""
     if facts is None:
-        return [], ["no facts about the target nodes (--bundle of one gives them): no NCCL variable is set; NCCL "
-                    f"picks its interfaces and HCAs itself (see {NCCL_ENV_DOC})"]
+        return [], [sentence("launch.note.no_facts", doc=NCCL_ENV_DOC)]
     found: list[tuple[str, str, str]] = []
     notes: list[str] = []
     name, why = _socket_ifname(facts, list(peers), entries, route)
     if name:
         found.append(("NCCL_SOCKET_IFNAME", name, why))
     else:
-        notes.append(f"NCCL_SOCKET_IFNAME {why}")
+        notes.append(sentence("launch.note.variable", name="NCCL_SOCKET_IFNAME", why=why))
     ports = getattr(facts, "ib_ports", None)
     active = [port for port in ports or [] if (port.state or "").upper() == "ACTIVE"]
     if active:
         layers = sorted({port.link_layer or "unknown link layer" for port in active})
         value = "=" + ",".join(f"{port.device}:{port.port}" for port in active)
-        found.append(("NCCL_IB_HCA", value,
-                      f"the {len(active)} ACTIVE RDMA port(s) in the facts ({', '.join(layers)}); '=' matches whole "
-                      "names; leaves out ports that are down, which NCCL would otherwise try"))
+        found.append(("NCCL_IB_HCA", value, sentence("launch.hca.why", first=said(
+            "launch.hca.first", count=len(active), layers=", ".join(layers)))))
     elif ports is None:
-        notes.append("NCCL_IB_HCA not set: the facts say nothing about RDMA devices")
+        notes.append(sentence("launch.hca.no_facts"))
     elif not ports:
-        notes.append("NCCL_IB_HCA not set: no RDMA device; NCCL uses TCP sockets between nodes (NET/Socket)")
+        notes.append(sentence("launch.hca.no_device"))
     else:
         states = ", ".join(f"{port.device}:{port.port} {port.state or 'unknown'}" for port in ports)
-        notes.append(f"NCCL_IB_HCA not set: no RDMA port is ACTIVE ({states}); NCCL falls back to sockets")
+        notes.append(sentence("launch.hca.none_active", states=states))
     for name, value, _why in [item for item in found if _CONTROL.search(item[1])]:
         found.remove((name, value, _why))
-        notes.append(f"{name} not set: the facts' value {value!r} holds a control character")
+        notes.append(sentence("launch.note.control", name=name, value=repr(value)))
     return found, notes
 
 
 # --- text helpers -------------------------------------------------------------------------------------------------
 
-def _one_line(text: str) -> str:
+def _one_line(text: object, lang: str = DEFAULT_LANGUAGE) -> str:
     """Text from facts (interface names, states) for a `#` comment: one line, other controls shown as `\\xNN`."""
-    return printable(" ".join(str(text).split()))
+    return printable(" ".join(in_language(text, lang).split()))
 
 
 def _refuse_controls(values: list[tuple[str, str | None]]) -> None:
@@ -254,16 +251,14 @@ def _count(gpus_per_node: int | None, per_gpu: int = 1, unit: str = "", placehol
     return placeholder if gpus_per_node is None else f"{per_gpu * gpus_per_node}{unit}"
 
 
-def _gpus_words(gpus_per_node: int | None) -> str:
-    return (f"{gpus_per_node} GPU(s)" if gpus_per_node is not None
-            else f"every GPU a node shows (torchrun --nproc-per-node {TORCHRUN_ALL_GPUS})")
+def _gpus_words(gpus_per_node: int | None) -> Said:
+    return (said("launch.gpus.count", gpus=gpus_per_node) if gpus_per_node is not None
+            else said("launch.gpus.all", value=TORCHRUN_ALL_GPUS))
 
 
-def _placeholder_note(names: list[str], tool: str) -> str:
+def _placeholder_note(names: tuple[str, str], tool: str) -> Said:
     """The comment that marks the placeholders a file holds where launch was not told the nodes' GPU count."""
-    return (f"{' and '.join(names)}: placeholders, launch was not told the target nodes' GPUs (--nproc-per-node G, or "
-            f"--bundle of one target node gives them). Replace each with your nodes' figure before {tool}; it refuses "
-            "the file until then.")
+    return said("launch.placeholders", first=names[0], second=names[1], tool=tool)
 
 
 def _is_validate(command: list[str]) -> bool:
@@ -297,69 +292,76 @@ def _torchrun_flags(nnodes: int, gpus_per_node: int | None, endpoint: str, rdzv_
     return " ".join(["torchrun", *flags, "--rdzv-id", rdzv_id])
 
 
-def _shell_env(pairs: list[tuple[str, str, str]], notes: list[str]) -> list[str]:
-    lines = ["# NCCL settings, from the target node's facts (gpuready launch; " + NCCL_ENV_DOC + ")"]
-    lines += [f"# {_one_line(note)}" for note in notes]
+def _shell_env(pairs: list[tuple[str, str, str]], notes: list[str], lang: str) -> list[str]:
+    lines = [f"# {message('launch.script.nccl_settings', lang, doc=NCCL_ENV_DOC)}"]
+    lines += [f"# {_one_line(note, lang)}" for note in notes]
     for name, value, why in pairs:
-        lines += [f"# {name}: {_one_line(why)}", f"export {name}={shlex.quote(value)}"]
+        lines += [f"# {name}: {_one_line(why, lang)}", f"export {name}={shlex.quote(value)}"]
     return lines
 
 
-def _cpus_per_task(facts: Any, gpus_per_node: int | None) -> tuple[int | str, str]:
+def _cpus_per_task(facts: Any, gpus_per_node: int | None) -> tuple[int | str, Said]:
     host = getattr(facts, "host", None)
     for field in ("cgroup_cpuset_count", "cpu_count"):
         value = getattr(host, field, None)
         if isinstance(value, int) and value > 0:
-            return value, f"{value} CPUs: this node's {field.replace('_', ' ')} (facts); every node assumed alike"
+            return value, said("launch.cpus.facts", count=value, field=field.replace("_", " "))
     if gpus_per_node is None:
-        return CPUS_PLACEHOLDER, (f"{CPUS_PLACEHOLDER}: your nodes' cores (at least {DEFAULT_CPUS_PER_GPU} per GPU); "
-                                  "without it Slurm gives the one task, and so all its ranks, a single CPU")
+        return CPUS_PLACEHOLDER, said("launch.cpus.placeholder", placeholder=CPUS_PLACEHOLDER,
+                                      per_gpu=DEFAULT_CPUS_PER_GPU)
     value = DEFAULT_CPUS_PER_GPU * gpus_per_node
-    return value, (f"{value} CPUs = {DEFAULT_CPUS_PER_GPU} per GPU, a guess (no facts): set it to your nodes' "
-                   "cores; without it Slurm gives the one task, and so all its ranks, a single CPU")
+    return value, said("launch.cpus.guess", count=value, per_gpu=DEFAULT_CPUS_PER_GPU)
 
 
 # --- the three forms ----------------------------------------------------------------------------------------------
 
 def _torchrun_text(nnodes: int, gpus_per_node: int | None, command: list[str], port: int, rdzv_id: str, facts: Any,
-                   reports: str) -> str:
+                   reports: str, lang: str = DEFAULT_LANGUAGE) -> str:
     pairs, notes = nccl_env_notes(facts)
+    say = _comment_in(lang)
     lines = ["#!/usr/bin/env bash"]
     if _is_validate(command):
-        lines += [f"# gpuready launch torchrun: validate each of {nnodes} node(s) on its own; run this script on every "
-                  "node.",
-                  f"# Each node writes {reports}/<hostname>.json: make {reports} a folder all nodes share.",
+        lines += [say("launch.script.torchrun.validate", nnodes=nnodes),
+                  say("launch.script.each_node_writes", reports=reports),
                   "set -euo pipefail", ""]
-        lines += _shell_env(pairs, notes)
+        lines += _shell_env(pairs, notes, lang)
         lines += ["", _validate_shell(command, reports)]
         return "\n".join(lines) + "\n"
-    head_default = '"${HEAD:-127.0.0.1}"' if nnodes == 1 else '"${HEAD:?set HEAD to the rendezvous node address}"'
-    lines += [f"# gpuready launch torchrun: {nnodes} node(s) x {_gpus_words(gpus_per_node)}. Run this same script on every "
-              "node.",
-              "# HEAD: the address of one node, the rendezvous host, that every node reaches (an IPv6 address in "
-              "[brackets]);",
-              "# set it on every node: HEAD=10.0.0.1 bash launch.sh",
-              f"# TCP port {port} must be free on HEAD and open to the other nodes (check: gpuready diagnose net "
-              f"--peers HEAD --port {port}).",
+    head_default = '"${HEAD:-127.0.0.1}"' if nnodes == 1 else \
+        f'"${{HEAD:?{message("launch.script.head_missing", lang)}}}"'
+    lines += [say("launch.script.torchrun.title", nnodes=nnodes, gpus=_gpus_words(gpus_per_node)),
+              say("launch.script.torchrun.head"),
+              say("launch.script.torchrun.head_set"),
+              say("launch.script.torchrun.port", port=port),
               "set -euo pipefail",
               f"HEAD={head_default}", ""]
-    lines += _shell_env(pairs, notes)
+    lines += _shell_env(pairs, notes, lang)
     lines.append("")
     if _is_bench(command):
-        lines += [f"# gpuready bench: rank 0 writes {reports}/bench.json; make {reports} a folder all nodes share.",
-                  f"mkdir -p {shlex.quote(reports)}"]
+        lines += [say("launch.script.bench_writes", reports=reports), f"mkdir -p {shlex.quote(reports)}"]
     lines += [_torchrun_flags(nnodes, gpus_per_node, f'"$HEAD:{port}"', shlex.quote(rdzv_id)) + " "
               + shlex.join(command)]
     return "\n".join(lines) + "\n"
+
+
+def _comment_in(lang: str):
+    """`say(msg_id, **values)`: the catalogue's text in `lang` as one `#` comment line of a script."""
+    def say(msg_id: str, **values: object) -> str:
+        return f"# {_one_line(message(msg_id, lang, **values))}"
+    return say
 
 
 SBATCH_OPTIONS = ("--job-name", "--nodes", "--ntasks-per-node", "--gpus-per-node", "--cpus-per-task", "--output")
 
 
 def _slurm_text(nnodes: int, gpus_per_node: int | None, command: list[str], port: int, name: str, facts: Any,
-                reports: str) -> str:
+                reports: str, lang: str = DEFAULT_LANGUAGE) -> str:
     pairs, notes = nccl_env_notes(facts)
     cpus, cpus_why = _cpus_per_task(facts, gpus_per_node)
+    say = _comment_in(lang)
+    started = (say("launch.script.slurm.validate") if _is_validate(command) else
+               say("launch.script.slurm.torchrun", gpus=gpus_per_node) if gpus_per_node is not None else
+               say("launch.script.slurm.torchrun_all", value=TORCHRUN_ALL_GPUS))
     lines = ["#!/usr/bin/env bash",
              f"#SBATCH --job-name={name}",
              f"#SBATCH --nodes={nnodes}",
@@ -367,28 +369,23 @@ def _slurm_text(nnodes: int, gpus_per_node: int | None, command: list[str], port
              f"#SBATCH --gpus-per-node={_count(gpus_per_node)}",
              f"#SBATCH --cpus-per-task={cpus}",
              "#SBATCH --output=%x-%j.out",
-             "# gpuready launch slurm: one task per node"
-             + (" runs gpuready validate on it." if _is_validate(command) else
-                f" runs torchrun, which starts {gpus_per_node} rank(s) there." if gpus_per_node is not None else
-                f" runs torchrun, which starts one rank per GPU the node shows (--nproc-per-node {TORCHRUN_ALL_GPUS})."),
-             f"# --cpus-per-task: {cpus_why}.",
-             *([f"# {_placeholder_note([GPUS_PLACEHOLDER, CPUS_PLACEHOLDER], 'sbatch')}"] if gpus_per_node is None
-               else []),
+             started,
+             say("launch.script.slurm.cpus", why=cpus_why),
+             *([f"# {_one_line(_placeholder_note((GPUS_PLACEHOLDER, CPUS_PLACEHOLDER), 'sbatch'), lang)}"]
+               if gpus_per_node is None else []),
              "set -euo pipefail",
-             "# srun does not inherit --cpus-per-task from sbatch in Slurm 22.05-23.02 (23.11 reads this variable):",
+             say("launch.script.slurm.srun_cpus"),
              'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"', ""]
-    lines += _shell_env(pairs, notes)
+    lines += _shell_env(pairs, notes, lang)
     lines.append("")
     if _is_validate(command):
-        lines += [f"# Each node writes {reports}/<hostname>.json: {reports} must be on a file system all nodes share.",
-                  "# bash -c on each node, so that $(hostname) is that node's name.",
+        lines += [say("launch.script.slurm.each_node_writes", reports=reports),
+                  say("launch.script.slurm.bash_c"),
                   f"srun bash -c {shlex.quote(_validate_shell(command, reports))}"]
     else:
         if _is_bench(command):
-            lines += [f"# gpuready bench: rank 0 writes {reports}/bench.json ({reports}: a file system all nodes share).",
-                      f"mkdir -p {shlex.quote(reports)}"]
-        lines += ["# The first node of the allocation hosts the rendezvous (sed, not head -n1: under pipefail head's",
-                  "# early exit can kill scontrol with SIGPIPE on a long node list).",
+            lines += [say("launch.script.slurm.bench_writes", reports=reports), f"mkdir -p {shlex.quote(reports)}"]
+        lines += [say("launch.script.slurm.head_1"), say("launch.script.slurm.head_2"),
                   'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
                   _torchrun_flags(nnodes, gpus_per_node, f'"$head:{port}"', '"$SLURM_JOB_ID"').replace(
                       "torchrun", "srun torchrun", 1) + " " + shlex.join(command)]
@@ -422,20 +419,20 @@ def _yaml_dump(document: dict) -> str:
                      width=float("inf"))
 
 
-def _yaml_doc(comments: list[str], document: dict) -> str:
-    """`comments` as `#` lines, then the document (PyYAML cannot place a comment inside one)."""
-    return "".join(f"# {_one_line(line)}\n" for line in comments) + _yaml_dump(document)
+def _yaml_doc(comments: list, document: dict, lang: str = DEFAULT_LANGUAGE) -> str:
+    """`comments` (catalogue text) as `#` lines in `lang`, then the document (PyYAML cannot place a comment inside
+    one)."""
+    return "".join(f"# {_one_line(line, lang)}\n" for line in comments) + _yaml_dump(document)
 
 
 def _k8s_env(facts: Any, nnodes: int, gpus_per_node: int | None, master: str | None,
-             port: int) -> tuple[list[dict], list[str]]:
+             port: int) -> tuple[list[dict], list[Said]]:
     """PET_* for torchrun (static rendezvous) and MASTER_ADDR/PORT for code that reads them, and the header notes
     that explain them and the NCCL variables a pod is not given."""
     env: list[dict] = []
-    notes: list[str] = []
+    notes: list[Said] = []
     if master is not None:
-        notes.append("env: torchrun reads each flag from PET_<FLAG> (torch/distributed/argparse_util.py); "
-                     "node rank = the Indexed Job's completion index")
+        notes.append(said("launch.k8s.env_pet"))
         env += [{"name": "PET_NNODES", "value": str(nnodes)},
                 {"name": "PET_NPROC_PER_NODE", "value": _nproc(gpus_per_node)},
                 {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": _INDEX_ANNOTATION}}},
@@ -443,22 +440,19 @@ def _k8s_env(facts: Any, nnodes: int, gpus_per_node: int | None, master: str | N
                 {"name": "PET_MASTER_PORT", "value": str(port)},
                 {"name": "MASTER_ADDR", "value": master},
                 {"name": "MASTER_PORT", "value": str(port)}]
-    return env, notes + [f"env: {note}" for note in _k8s_nccl_notes(facts)]
+    return env, notes + [said("launch.k8s.env_note", note=note) for note in _k8s_nccl_notes(facts)]
 
 
-def _k8s_nccl_notes(facts: Any) -> list[str]:
+def _k8s_nccl_notes(facts: Any) -> list:
     """Why each NCCL variable the facts suggest is left out of the pod: host facts do not describe a pod's network."""
     pairs, notes = nccl_env_notes(facts)
     if facts is None:
         return notes
     lines = []
     for name, value, why in pairs:
-        if name == "NCCL_SOCKET_IFNAME":
-            lines.append(f"{name}={value} not set: {why.split(';')[0]} on the host, but a pod has its own network "
-                         "namespace (the CNI's eth0) unless hostNetwork is on")
-        else:
-            lines.append(f"{name}={value} would use {why.split(';')[0]}; set it (env name {name}) only if the pod is "
-                         "given those RDMA devices (an RDMA device plugin resource)")
+        first = why.said.values["first"]  # the interface or ports, without what NCCL does with them
+        lines.append(said("launch.k8s.ifname" if name == "NCCL_SOCKET_IFNAME" else "launch.k8s.hca", name=name,
+                          value=value, first=first))
     return lines + [note for note in notes if not note.startswith("NCCL_SOCKET_IFNAME")]
 
 
@@ -481,8 +475,8 @@ def _shm_volume(gpus_per_node: int | None) -> dict:
     return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": _count(gpus_per_node, SHM_GIB_PER_GPU, "Gi", SHM_PLACEHOLDER)}}
 
 
-def _shm_note() -> str:
-    return f"volume dshm, /dev/shm: {SHM_GIB_PER_GPU} GiB per GPU, a cap counted against pod memory ({SHM_REF})"
+def _shm_note() -> Said:
+    return said("launch.k8s.shm", per_gpu=SHM_GIB_PER_GPU, ref=SHM_REF)
 
 
 def _argv(command: list[str], reports: str) -> list[str]:
@@ -503,40 +497,32 @@ def _pod_template(image: str, argv: list[str], env: list[dict], gpus_per_node: i
     return {"spec": spec}
 
 
-def _header(nnodes: int, gpus_per_node: int | None, command: list[str], k8s_kind: str, reports: str) -> list[str]:
-    lines = [f"gpuready launch k8s ({K8S_PRODUCT[k8s_kind]}): {nnodes} pod(s), one per node, x {_gpus_words(gpus_per_node)}."]
+def _header(nnodes: int, gpus_per_node: int | None, command: list[str], k8s_kind: str, reports: str) -> list[Said]:
+    lines = [said("launch.k8s.title", product=K8S_PRODUCT[k8s_kind], nnodes=nnodes, gpus=_gpus_words(gpus_per_node))]
     if gpus_per_node is None:
-        lines.append(_placeholder_note([GPUS_PLACEHOLDER, SHM_PLACEHOLDER], "kubectl apply"))
+        lines.append(_placeholder_note((GPUS_PLACEHOLDER, SHM_PLACEHOLDER), "kubectl apply"))
     if _is_validate(command):
-        lines += [f"Each pod runs gpuready validate on its node and writes {reports}/<pod hostname>.json: mount a "
-                  f"volume all pods share (a ReadWriteMany PVC) at {reports}, or the reports end with the pods.",
-                  "The image must have gpuready installed."]
+        lines += [said("launch.k8s.validate", reports=reports), said("launch.k8s.image")]
     if _is_bench(command):
-        lines += [f"The pods run gpuready bench as one torchrun group; rank 0 writes {reports}/bench.json: mount a "
-                  f"volume all pods share at {reports}, or the report ends with the pods. The image must have "
-                  "gpuready installed."]
+        lines += [said("launch.k8s.bench", reports=reports)]
     return lines
 
 
 def _k8s_job_text(header: list[str], nnodes: int, gpus_per_node: int | None, argv: list[str], image: str, name: str,
-                  env: tuple[list[dict], list[str]]) -> str:
+                  env: tuple[list[dict], list[Said]], lang: str = DEFAULT_LANGUAGE) -> str:
     env_items, env_notes = env
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
                "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"job-name": name}}}
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
            "spec": {"completionMode": "Indexed", "completions": nnodes, "parallelism": nnodes, "backoffLimit": 0,
                     "template": _pod_template(image, argv, env_items, gpus_per_node, subdomain=name)}}
-    service_notes = [f"Headless Service: pod i of the Job is reachable as {name}-i.{name} (kubernetes.io, Job with "
-                     "Pod-to-Pod Communication).",
-                     "publishNotReadyAddresses: DNS names for pods before they are Ready: ranks look each other up "
-                     "at start"]
-    job_notes = ["backoffLimit 0: one failed pod ends the run: a replacement cannot rejoin a started rendezvous",
-                 *env_notes, _shm_note()]
-    return _yaml_doc(header + service_notes, service) + "---\n" + _yaml_doc(job_notes, job)
+    service_notes = [said("launch.k8s.service", name=name), said("launch.k8s.publish")]
+    job_notes = [said("launch.k8s.backoff"), *env_notes, _shm_note()]
+    return _yaml_doc(header + service_notes, service, lang) + "---\n" + _yaml_doc(job_notes, job, lang)
 
 
 def _k8s_jobset_text(header: list[str], nnodes: int, gpus_per_node: int | None, argv: list[str], image: str, name: str,
-                     env: tuple[list[dict], list[str]]) -> str:
+                     env: tuple[list[dict], list[Said]], lang: str = DEFAULT_LANGUAGE) -> str:
     env_items, env_notes = env
     job_template = {"spec": {"completionMode": "Indexed", "completions": nnodes, "parallelism": nnodes,
                              "backoffLimit": 0,
@@ -545,14 +531,14 @@ def _k8s_jobset_text(header: list[str], nnodes: int, gpus_per_node: int | None, 
               "spec": {"network": {"enableDNSHostnames": True},
                        "failurePolicy": {"maxRestarts": 0},
                        "replicatedJobs": [{"name": _JOBSET_REPLICATED_JOB, "replicas": 1, "template": job_template}]}}
-    notes = ["Needs the JobSet controller (kubernetes-sigs/jobset).",
-             f"network: a headless Service named {name}: pods are {name}-{_JOBSET_REPLICATED_JOB}-0-<i>.{name}",
+    notes = [said("launch.k8s.jobset_needs"),
+             said("launch.k8s.jobset_network", name=name, pods=f"{name}-{_JOBSET_REPLICATED_JOB}-0-<i>.{name}"),
              *env_notes, _shm_note()]
-    return _yaml_doc(header + notes, jobset)
+    return _yaml_doc(header + notes, jobset, lang)
 
 
 def _k8s_trainjob_text(header: list[str], nnodes: int, gpus_per_node: int | None, argv: list[str], image: str, name: str,
-                       env: tuple[list[dict], list[str]], validate: bool) -> str:
+                       env: tuple[list[dict], list[Said]], validate: bool, lang: str = DEFAULT_LANGUAGE) -> str:
     env_items, env_notes = env
     trainer: dict = {"image": image, "command": argv, "numNodes": nnodes}
     if not validate and gpus_per_node is not None:  # unknown: the runtime's own default (one rank per GPU)
@@ -564,36 +550,36 @@ def _k8s_trainjob_text(header: list[str], nnodes: int, gpus_per_node: int | None
                 "spec": {"runtimeRef": {"name": "torch-distributed", "apiGroup": "trainer.kubeflow.org",
                                         "kind": "ClusterTrainingRuntime"},
                          "trainer": trainer}}
-    notes = ["Needs Kubeflow Trainer v2 and its torch-distributed ClusterTrainingRuntime, which injects "
-             f"PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK and PET_MASTER_ADDR={name}-node-0-0.{name}.",
-             "/dev/shm and other pod settings come from that runtime: give it a Memory emptyDir at /dev/shm "
-             f"of {_count(gpus_per_node, SHM_GIB_PER_GPU, 'Gi', SHM_PLACEHOLDER)} ({SHM_GIB_PER_GPU} GiB per GPU).",
+    notes = [said("launch.k8s.trainjob_needs", master=f"{name}-node-0-0.{name}"),
+             said("launch.k8s.trainjob_shm", size=_count(gpus_per_node, SHM_GIB_PER_GPU, "Gi", SHM_PLACEHOLDER),
+                  per_gpu=SHM_GIB_PER_GPU),
              *env_notes]
-    return _yaml_doc(header + notes, trainjob)
+    return _yaml_doc(header + notes, trainjob, lang)
 
 
 def _k8s_text(nnodes: int, gpus_per_node: int | None, command: list[str], image: str, k8s_kind: str, port: int, name: str,
-              facts: Any, reports: str) -> str:
+              facts: Any, reports: str, lang: str = DEFAULT_LANGUAGE) -> str:
     validate = _is_validate(command)
     argv = _argv(command, reports)
     header = _header(nnodes, gpus_per_node, command, k8s_kind, reports)
     if k8s_kind == "job":
         env = _k8s_env(facts, nnodes, gpus_per_node, None if validate else f"{name}-0.{name}", port)
-        return _k8s_job_text(header, nnodes, gpus_per_node, argv, image, name, env)
+        return _k8s_job_text(header, nnodes, gpus_per_node, argv, image, name, env, lang)
     if k8s_kind == "jobset":
         master = None if validate else f"{name}-{_JOBSET_REPLICATED_JOB}-0-0.{name}"
         env = _k8s_env(facts, nnodes, gpus_per_node, master, port)
-        return _k8s_jobset_text(header, nnodes, gpus_per_node, argv, image, name, env)
+        return _k8s_jobset_text(header, nnodes, gpus_per_node, argv, image, name, env, lang)
     env = _k8s_env(facts, nnodes, gpus_per_node, None, port)  # the runtime sets PET_*
-    return _k8s_trainjob_text(header, nnodes, gpus_per_node, argv, image, name, env, validate)
+    return _k8s_trainjob_text(header, nnodes, gpus_per_node, argv, image, name, env, validate, lang)
 
 
 # --- the entry points ---------------------------------------------------------------------------------------------
 
 def launch_text(kind: str, *, nnodes: int, gpus_per_node: int | None, command: list[str], image: str | None = None,
                 k8s_kind: str = "job", port: int = DEFAULT_PORT, name: str = "train", facts: Any = None,
-                rdzv_id: str | None = None, reports: str = DEFAULT_REPORTS) -> str:
+                rdzv_id: str | None = None, reports: str = DEFAULT_REPORTS, lang: str = DEFAULT_LANGUAGE) -> str:
     """The launch file or command for `kind` (`torchrun` | `slurm` | `k8s`); ValueError (one sentence) on bad input.
+    Its comments are in `lang` (the commands and values are the same in any language).
 
     `command`: `["train.py", ARGS...]`, or `["validate", ARGS...]` to run `python -m gpuready validate --json --out
     REPORTS/$(hostname).json` on every node instead, or `["bench", ARGS...]` to run gpuready bench as one torchrun
@@ -611,10 +597,10 @@ def launch_text(kind: str, *, nnodes: int, gpus_per_node: int | None, command: l
         port = free_port()
     if kind == "torchrun":
         return _torchrun_text(nnodes, gpus_per_node, command, port, rdzv_id or f"{name}-{secrets.token_hex(4)}",
-                              facts, reports)
+                              facts, reports, lang)
     if kind == "slurm":
-        return _slurm_text(nnodes, gpus_per_node, command, port, name, facts, reports)
-    return _k8s_text(nnodes, gpus_per_node, command, image or "", k8s_kind, port, name, facts, reports)
+        return _slurm_text(nnodes, gpus_per_node, command, port, name, facts, reports, lang)
+    return _k8s_text(nnodes, gpus_per_node, command, image or "", k8s_kind, port, name, facts, reports, lang)
 
 
 def run_local(text: str, *, env: dict[str, str] | None = None) -> int:
@@ -666,6 +652,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--reports", default=DEFAULT_REPORTS, metavar="DIR", help=said("cli.launch.reports"))
     parser.add_argument("--run", action="store_true", help=said("cli.launch.run"))
     parser.add_argument("--out", type=Path, action=WritableFile, metavar="FILE", help=said("cli.launch.out"))
+    groups.add_language(parser)
 
 
 def write_out(path: Path, text: str) -> None:
@@ -696,12 +683,12 @@ def run(args) -> int:
     try:
         text = launch_text(args.kind, nnodes=args.nnodes, gpus_per_node=gpus, command=args.command,
                            image=args.image, k8s_kind=args.k8s_kind, port=args.port, name=args.name, facts=facts,
-                           reports=args.reports)
+                           reports=args.reports, lang=choose_language(args.lang))
     except ValueError as error:
         raise UsageError(said_of(error)) from None
     if args.out is not None:
         write_out(args.out, text)
-        tell(message("launch.wrote", choose_language(getattr(args, "lang", None)), path=str(args.out)))
+        tell(message("launch.wrote", choose_language(args.lang), path=str(args.out)))
     if args.run:
         return run_local(text)
     if args.out is not None:

@@ -225,12 +225,13 @@ def check_jsonl(path: Path) -> str | None:
 
 
 def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int | None, count: int | None,
-                quiet: bool, source: Any = None, prometheus_address: str = "127.0.0.1") -> int:
-    """`prometheus_address`: where the metrics server listens; loopback unless asked (0.0.0.0: every interface)."""
+                quiet: bool, source: Any = None, prometheus_address: str = "127.0.0.1", lang: str | None = None) -> int:
+    """`prometheus_address`: where the metrics server listens; loopback unless asked (0.0.0.0: every interface).
+    `lang`: --lang (None: from the environment)."""
     from rich.console import Console  # rich loads only for a live run
     from rich.live import Live
 
-    lang = choose_language()
+    lang = choose_language(lang)
     if interval_s <= 0 or (count is not None and count < 1):
         tell(in_language(said("error.monitor.positive"), lang))
         return ExitCode.USAGE
@@ -297,8 +298,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--count", type=option_kinds.SAMPLES, metavar="N",
                         help=groups.with_range(said("cli.monitor.count"), option_kinds.SAMPLES))
     parser.add_argument("--quiet", action="store_true", help=said("cli.monitor.quiet"))
+    groups.add_language(parser)
 
 
 def run(args) -> int:
     return run_monitor(interval_s=args.interval, jsonl=args.jsonl, prometheus_port=args.prometheus_port,
-                       count=args.count, quiet=args.quiet, prometheus_address=args.prometheus_address)
+                       count=args.count, quiet=args.quiet, prometheus_address=args.prometheus_address,
+                       lang=args.lang)

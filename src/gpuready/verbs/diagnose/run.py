@@ -21,7 +21,7 @@ from gpuready.facts.log_facts import log_facts
 from gpuready.facts.log_lines import Reader
 from gpuready.facts.torch_log_reader import may_be_flight_recorder
 from gpuready.i18n import finding_text, said
-from gpuready.model import Finding, Report, Status, Subject
+from gpuready.model import INPUTS_HOST, Finding, Report, Status, Subject
 from gpuready.pipeline import check_files, log_findings, log_readers
 
 _STATUS_ORDER = {status: status.rank for status in Status}  # model.STATUS_ORDER
@@ -43,7 +43,7 @@ def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = Non
     for path in paths:
         scanner.add_path(Path(path))
     checked, facts = _check(scanner)
-    host = checked.host if checked is not None else "inputs"
+    host = checked.host if checked is not None else INPUTS_HOST
     findings = log_findings(log_facts(scanner.readers), host=host, facts=facts,
                             options=CheckOptions(expect_busbw_gb_per_s=expect_busbw_gb_per_s))
     if checked is not None:
