@@ -414,7 +414,7 @@ def test_cpu_ranks_on_a_gpu_machine_are_labelled_and_judged_as_cpu_ranks():
     ddp, fsdp2 = cpu_run("ddp", 2, 16.2, 10_000), cpu_run("fsdp2", 2, 16.2, 10_000)
     judge = judged([single, ddp, fsdp2], machine=H100, users={})
     assert [(f.status, f.observed, f.message) for f in findings(judge, "bench.scaling_low")] == [
-        (Status.SKIP, 0.6173, f"{strategy} on 2 CPU ranks: 1,235 tokens/s vs 1,000 on one GPU, scaling efficiency "
+        (Status.SKIP, 0.6173, f"{strategy} on 2 CPU ranks: 1,235 tokens/s vs 1,000 on one CPU rank, scaling efficiency "
                               "0.62; scaling on CPU ranks is not judged (gloo on CPUs says nothing about GPU links).")
         for strategy in ("ddp", "fsdp2")]
     assert {f.status for f in findings(judge, "bench.mfu_low")} == {Status.SKIP}

@@ -63,7 +63,7 @@ def test_a_stop_signal_keeps_what_was_measured_and_stops_the_ranks(tmp_path, sig
     stopped = report["findings"][0]
     assert (stopped["check_id"], stopped["status"]) == ("validate.interrupted", "warn")
     assert stopped["message"].startswith(f"Stopped by {signal.Signals(signum).name}")
-    assert report["verdict"] == "ready_with_warnings"  # every figure so far passed; a partial run certifies nothing
+    assert report["verdict"] == "no_verdict"  # CPU ranks: no verdict on a machine, stopped or not (issue 32)
     assert any(m["name"] == "all_reduce_busbw_gb_per_s" for m in report["measurements"])
     assert not _workers_left(tmp_path / "logs")
 

@@ -58,6 +58,13 @@ class Verdict(str, enum.Enum):
     NOT_READY = "not_ready"
     UNKNOWN = "unknown"
     """Not enough evidence: no input names a GPU, so readiness cannot be judged (exit code 2)."""
+    NO_VERDICT = "no_verdict"
+    """The run judged no machine (`Report.no_verdict_reason` says why: `cpu_run`, CPU ranks test the software stack,
+    not a machine's GPUs); the exit code still follows the findings."""
+
+
+CPU_RUN = "cpu_run"
+"""`no_verdict_reason` of a run on CPU ranks only (validate, bench, burn with --device cpu)."""
 
 
 class ExitCode(enum.IntEnum):
@@ -236,10 +243,14 @@ class Report:
     """Why the evidence does not show the GPUs (verdict `unknown`, exit code 2, unless a finding fails: a failure about
     the machine makes the verdict `not_ready`, any failure makes the exit code 1). The document keeps the English and
     the catalogue id and values that render it in another language."""
+    no_verdict_reason: str | None = None
+    """Why this run is no verdict on a machine (`CPU_RUN`); then every verdict is `no_verdict`."""
     sections: dict[str, Any] = field(default_factory=dict)
     """A verb's own top-level parts of the document (plan: `strategies`, `inference`, `batch`, `power`, `cost`)."""
 
     def verdicts(self) -> dict[str, Verdict]:
+        if self.no_verdict_reason:
+            return {"single_node": Verdict.NO_VERDICT, "multi_node": Verdict.NO_VERDICT}
         if self.not_enough_evidence:
             return {"single_node": partial_verdict_of(self._single_node_findings()),
                     "multi_node": partial_verdict_of(self.findings)}
@@ -277,6 +288,7 @@ class Report:
             "host": str(self.host),
             "verdict": self.verdict().value,
             "verdicts": {name: verdict.value for name, verdict in self.verdicts().items()},
+            **({"no_verdict_reason": self.no_verdict_reason} if self.no_verdict_reason else {}),
             "judged_for": "multi_node" if self.multi_node else "single_node",
             "not_enough_evidence": self.not_enough_evidence.english() if self.not_enough_evidence else None,
             **({"not_enough_evidence_text": {"message_id": self.not_enough_evidence.msg_id,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuready.model import STATUS_ORDER as MODEL_STATUS_ORDER
-from gpuready.model import GpuRef, Subject
+from gpuready.model import GpuRef, Subject, Verdict
 from gpuready.safe_text import printable
 
 STATUS_ORDER = [status.value for status in MODEL_STATUS_ORDER]
@@ -92,11 +92,25 @@ def subject_label(data: dict) -> str:
 
 def judges_machine(document: dict) -> bool:
     """Whether the document's verdict is about a machine: not for `plan` (an estimate; its facts hold `plan`) nor for
-    a CPU-only `validate` (its facts hold `validate` but no GPU inventory: no GPU of the machine was looked at)."""
+    a CPU-only run (`cpu_run`)."""
+    return "plan" not in mapping(document.get("facts")) and not cpu_run(document)
+
+
+def cpu_run(document: dict) -> bool:
+    """A run on CPU ranks only, no verdict on a machine: `"verdict": "no_verdict"`; in a document written before that
+    field, a `validate` without GPU inventory or a `bench`/`burn` whose facts say `"device": "cpu"`."""
+    if document.get("verdict") == Verdict.NO_VERDICT.value:
+        return True
     facts = mapping(document.get("facts"))
-    if "plan" in facts:
-        return False
-    return not ("validate" in facts and "gpus" not in facts)
+    if "validate" in facts and "gpus" not in facts:
+        return True
+    return any(mapping(facts.get(verb)).get("device") == "cpu" for verb in ("bench", "burn"))
+
+
+def shown_verdict(document: dict) -> Any:
+    """The verdict a reader is told: `no_verdict` for a CPU-only run (documents written before that field included),
+    else the document's own."""
+    return Verdict.NO_VERDICT.value if cpu_run(document) else document.get("verdict")
 
 
 def host_of(document: dict, unknown: str) -> str:

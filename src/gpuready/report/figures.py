@@ -4,7 +4,9 @@ cells (report/tables.py)."""
 
 from __future__ import annotations
 
+from gpuready.i18n import in_language, said_from
 from gpuready.report.document import mapping, number, sequence, subject_label, text
+from gpuready.report.labels import LANGUAGE_KEY, labels_for
 from gpuready.safe_text import printable
 
 
@@ -14,9 +16,10 @@ def shown_measurements(document: dict, verbose: bool) -> list[dict]:
     return [m for m in measurements if verbose or LATENCY_NAME not in text(m.get("name"))]
 
 
-def measurement_cells(measurement: dict) -> tuple[str, str, str, str, str]:
+def measurement_cells(measurement: dict, labels: dict | None = None) -> tuple[str, str, str, str, str]:
     """(name, subject, value, expected, share of expected), as `691.4 watts`, `700.0`, `99%`; `-` for no expected
-    figure, an empty share where either figure is unknown."""
+    figure, an empty share where either figure is unknown; `not measurable: …` (in the `labels`' language) for a
+    figure the verb found cannot be right."""
     unit = text(measurement.get("unit"), "")
     value = number(measurement.get("value"))
     expected_value = number(measurement.get("expected"))
@@ -27,7 +30,22 @@ def measurement_cells(measurement: dict) -> tuple[str, str, str, str, str]:
     method = mapping(measurement.get("method"))
     if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
         label += printable(f" {method['strategy']}×{method['world_size']}")
-    return text(measurement.get("name")), label, format_value(value, unit), expected, share
+    return text(measurement.get("name")), label, value_text(measurement, labels), expected, share
+
+
+def value_text(measurement: dict, labels: dict | None = None) -> str:
+    """A measurement's value as the views show it: `not measurable: <why>` where the verb found the computed figure
+    cannot be right (its method's `not_measurable`, by catalogue id in `not_measurable_text`), else `format_value`."""
+    method = mapping(measurement.get("method"))
+    if method.get("not_measurable") is None:
+        return format_value(number(measurement.get("value")), text(measurement.get("unit"), ""))
+    labels = labels or labels_for("en")
+    why = said_from(method.get("not_measurable_text"))
+    try:
+        reason = in_language(why, labels.get(LANGUAGE_KEY, "en")) if why is not None else text(method["not_measurable"])
+    except (KeyError, ValueError, IndexError, TypeError):  # an id or values this version's catalogue does not know
+        reason = text(method["not_measurable"])
+    return printable(labels["not_measurable"].format(why=reason))
 
 
 LATENCY_NAME = "latency_us"

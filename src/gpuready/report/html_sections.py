@@ -22,7 +22,7 @@ from gpuready.report.findings_view import row_subject, status_label, verdict_lab
 from gpuready.report.gpu_groups import Row
 from gpuready.report.headline import headline
 from gpuready.safe_text import printable
-from gpuready.report.figures import format_value
+from gpuready.report.figures import format_value, value_text
 
 Say = Callable[..., str]
 FILTERED_OTHER = "other"
@@ -183,7 +183,7 @@ def measurements_section(document: dict, labels: dict, say: Say) -> str:
         if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
             label += f" {printable(method['strategy'])}×{printable(method['world_size'])}"
         rows.append([element("code", escape(text(item.get("name")))), escape(label),
-                     escape(format_value(value, unit)),
+                     escape(value_text(item, labels)),
                      escape(format_value(expected, unit, generic_unit=False) if expected else "-"), escape(share)])
     return element("section", element("h3", escape(say("html.section.measurements")))
                    + table(labels["measurement_columns"], rows, class_="numbers"))

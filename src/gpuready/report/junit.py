@@ -20,7 +20,9 @@ from datetime import datetime, timezone
 
 from gpuready.i18n import message
 from gpuready.model import UNKNOWN_HOST, Status
-from gpuready.report.document import Finding, host_of, mapping, number, read_finding, sequence, text
+from gpuready.report.document import (Finding, host_of, mapping, number, read_finding, sequence, shown_verdict,
+                                      text)
+from gpuready.report.figures import value_text
 from gpuready.report.findings_view import verdict_label
 from gpuready.report.headline import headline
 from gpuready.report.labels import labels_for
@@ -62,7 +64,7 @@ def _suite(document: dict, lang: str, warn_fails: bool) -> ET.Element:
     if timestamp:
         suite.set("timestamp", timestamp)
     suite.set("hostname", _xml(host))
-    properties = _properties(document, host)
+    properties = _properties(document, host, labels)
     if len(properties):
         suite.append(properties)
     suite.extend(cases)
@@ -126,8 +128,9 @@ def _headline(message_text: str) -> str:
     return line if len(line) <= MESSAGE_ATTRIBUTE_CHARS else line[:MESSAGE_ATTRIBUTE_CHARS - 1] + "…"
 
 
-def _properties(document: dict, host: str) -> ET.Element:
-    """Each measurement as `name @ subject` = `value unit`, and its expected figure as `name.expected @ subject`."""
+def _properties(document: dict, host: str, labels: dict) -> ET.Element:
+    """Each measurement as `name @ subject` = `value unit` (`not measurable: …` where the verb found it cannot be
+    right), and its expected figure as `name.expected @ subject`."""
     properties = ET.Element("properties")
     for measurement in map(mapping, sequence(document.get("measurements"))):
         subject = subject_name(read_finding({"subject": measurement.get("subject")}), host)
@@ -137,14 +140,16 @@ def _properties(document: dict, host: str) -> ET.Element:
         name, unit = text(measurement.get("name")), text(measurement.get("unit"), "")
         for key, suffix in (("value", ""), ("expected", ".expected")):
             value = number(measurement.get(key))
+            shown = f"{'?' if value is None else value} {unit}".rstrip()
+            if key == "value" and method.get("not_measurable") is not None:
+                shown = value_text(measurement, labels)
             if value is not None or key == "value":
-                ET.SubElement(properties, "property", name=_xml(f"{name}{suffix} @ {subject}"),
-                              value=_xml(f"{'?' if value is None else value} {unit}".rstrip()))
+                ET.SubElement(properties, "property", name=_xml(f"{name}{suffix} @ {subject}"), value=_xml(shown))
     return properties
 
 
 def _verdict_line(document: dict, labels: dict, lang: str) -> str:
-    lines = [message("report_files.junit.verdict", lang, verdict=verdict_label(document.get("verdict"), labels),
+    lines = [message("report_files.junit.verdict", lang, verdict=verdict_label(shown_verdict(document), labels),
                      code=text(document.get("exit_code")))]
     first = headline(document, [read_finding(item) for item in sequence(document.get("findings"))])
     if first:  # what failed first heads the verdict, as on the console

@@ -128,7 +128,7 @@ def _problem_item(row: Row, report_host: str, labels: dict) -> str:
 def _figures_table(measurements: list[dict], labels: dict) -> str:
     rows = []
     for measurement in measurements:
-        name, *others = measurement_cells(measurement)
+        name, *others = measurement_cells(measurement, labels)
         rows.append([code(name, cell=True), *(inline(cell, cell=True) for cell in others)])
     return _table(labels["measurement_columns"], rows, _NUMERIC_COLUMNS)
 

@@ -94,7 +94,7 @@ def render_measurements(document: dict, console: Console, labels: dict, plain: b
     console.print()
     figures = table(labels["measurement_columns"], plain, numeric=(2, 3, 4))
     for measurement in shown:
-        figures.add_row(*(Text(cell) for cell in measurement_cells(measurement)))
+        figures.add_row(*(Text(cell) for cell in measurement_cells(measurement, labels)))
     console.print(figures)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuready.checks.kernel_judge import nvml_xid_findings
-from gpuready.i18n import Said, finding_text, said, said_from
+from gpuready.i18n import Said, finding_text, said, said_from, said_json
 from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Measurement, Status, Subject
 from gpuready.devices import add_note, holders, sharing_findings
@@ -77,6 +77,20 @@ def topology_of(machine: Any, world_size: int, host_path: str | None = None, top
 
 def _median(values: list[float]) -> float:
     return float(statistics.median(values))
+
+
+NOISE_SIGMAS = 2.0
+"""A figure is beyond the noise where it lies more than this many standard errors away (about 95 %)."""
+
+
+def median_noise(values: list[float]) -> float:
+    """The standard error of the median of `values` relative to it: 1.2533 σ / √n with σ from the interquartile range
+    (IQR / 1.349; both for a normal distribution), so one slow outlier does not widen it."""
+    if len(values) < 2:
+        return math.inf
+    median = _median(values)
+    sigma = (_percentile(values, 0.75) - _percentile(values, 0.25)) / 1.349
+    return 1.2533 * sigma / math.sqrt(len(values)) / median if median > 0 else math.inf
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -200,12 +214,20 @@ class BenchJudge:
                 "steps_timed": len(run.step_times_s), **extra}
 
     def measure(self, name: str, run: RunFigures, value: float, unit: str, *, expected: float | None = None,
-                expected_source: str | None = None, samples: list[float] | None = None, **method: Any) -> None:
+                expected_source: str | None = None, samples: list[float] | None = None,
+                not_measurable: Said | None = None, **method: Any) -> None:
+        """`not_measurable`: why the computed figure cannot be right; the value is then unknown (NaN, so `compare`
+        and `fleet` never take it for a figure) and the method keeps the reason and what was computed."""
         versions = {str(k): str(v) for k, v in (run.first.get("versions") or {}).items()}
         self.measurements.append(Measurement(
+        if not_measurable is not None:
+            method.update(not_measurable=not_measurable.english(), not_measurable_text=said_json(not_measurable),
+                          computed_value=round(float(value), 6))
+            value, samples = math.nan, []
             name=name, subject=self.subject(), value=round(float(value), 6), unit=unit,
             expected=round(expected, 6) if expected is not None else None, expected_source=expected_source,
-            method=self.method(run, **method), samples=[round(float(s), 6) for s in samples or [value]],
+            method=self.method(run, **method),
+            samples=[round(float(s), 6) for s in (samples if samples is not None else [value])],
             versions=versions))
 
     def measured_matmul(self) -> tuple[float | None, str | None]:
@@ -443,24 +465,32 @@ class BenchJudge:
             exposed = run.step_median_s - same_work_s
             exposed_share = max(0.0, exposed) / run.step_median_s
             key = topology_of(self.machine, run.world_size, self.host_path, self.topology)
+            noise = NOISE_SIGMAS * math.hypot(median_noise(single.step_times_s), median_noise(run.step_times_s))
             expected, topology_text = SCALING_EXPECTED[key]
             if self.host_path and key == "pcie_host":
                 topology_text = said("bench.topology.why", topology=topology_text, why=self.host_path)
             self.scaling[(run.strategy, run.world_size)] = {
                 "efficiency": efficiency, "exposed_s": exposed, "exposed_share": exposed_share, "topology": key,
                 "topology_text": topology_text, "expected": expected, "run": run}
-            common = dict(baseline_tokens_per_s=round(single.tokens_per_s, 3), topology=key)
+            common = dict(baseline_tokens_per_s=round(single.tokens_per_s, 3), topology=key,
+                          noise=round(noise, 4) if math.isfinite(noise) else None)
+            above = said("bench.not_measurable.above_one", efficiency=efficiency, noise=noise) \
+                if efficiency > 1 + noise else None
+            shorter = said("bench.not_measurable.shorter", run=run.label, single=single.label, ms=-exposed * 1e3) \
+                if exposed < 0 else None
             self.measure("scaling_efficiency", run, efficiency, "fraction",
                          expected=None if self.on_cpu else expected,
-                         expected_source=None if self.on_cpu else SCALING_SOURCE,
+                         expected_source=None if self.on_cpu else SCALING_SOURCE, not_measurable=above,
                          formula="tokens_per_s(N) / (N × tokens_per_s(1))", **common)
-            self.measure("exposed_communication_s", run, exposed, "seconds",
+            self.measure("exposed_communication_s", run, exposed, "seconds", not_measurable=shorter,
                          formula="median step(N) − median step(1) × tokens per GPU(N) / tokens per GPU(1)",
                          single_step_s=round(single.step_median_s, 6), **common)
-            self.measure("exposed_communication_share", run, exposed_share, "fraction",
+            self.measure("exposed_communication_share", run, exposed_share, "fraction", not_measurable=shorter,
                          formula="exposed_communication_s / median step(N)", **common)
-            numbers = said("bench.scaling.numbers", run=run.label, tokens_per_s=run.tokens_per_s,
-                           single_tokens_per_s=single.tokens_per_s, efficiency=efficiency)
+            numbers = said("bench.scaling.numbers.not_measurable", run=run.label, tokens_per_s=run.tokens_per_s,
+                           single_tokens_per_s=single.tokens_per_s, single=single.label, why=above) if above else \
+                said("bench.scaling.numbers" + (".cpu_rank" if single.device_type == "cpu" else ""), run=run.label,
+                     tokens_per_s=run.tokens_per_s, single_tokens_per_s=single.tokens_per_s, efficiency=efficiency)
             if self.on_cpu:
                 self.add("bench.scaling_low", Status.SKIP, said("bench.scaling.cpu", numbers=numbers),
                          observed=round(efficiency, 4))

@@ -26,7 +26,7 @@ from gpuready.facts.clock_reasons import reasons_from_mask
 from gpuready.i18n import said_json, sentence, text_of
 from gpuready.knowledge import clock_reasons
 from gpuready.measuring import MeasuringRun, Measured, Selection, mark_stopped
-from gpuready.model import Report
+from gpuready.model import CPU_RUN, Report
 from gpuready.pipeline import summarize_facts
 from gpuready.report.progress_line import BenchProgress, ProgressLine, bench_plan
 from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
@@ -360,6 +360,7 @@ def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: li
     return report
 
 
+    report.no_verdict_reason = CPU_RUN if device == "cpu" else None  # CPU ranks test the code path, not a machine
 @dataclass
 class NodeView:
     """This node as the judge needs it."""

@@ -19,7 +19,7 @@ from gpuready.facts.clock_reasons import reasons_from_mask
 from gpuready.facts.nvml_records import GpuIdentity, GpuSample
 from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, in_language, message, sentence
 from gpuready.measuring import MeasuringRun, Measured, Selection, mark_stopped
-from gpuready.model import Report
+from gpuready.model import CPU_RUN, Report
 from gpuready.pipeline import summarize_facts
 from gpuready.report.progress_line import ProgressLine, burn_plan, burn_progress
 from gpuready.runner.local import RunOutcome
@@ -172,6 +172,7 @@ class BurnRun(MeasuringRun):
                         series=measured.telemetry.series(measured.host, selection.identity)
                         if measured.telemetry else [])
         report.hung = any(failure.kind in ("hang", "exit", "start") for failure in outcome.failures)
+        report.no_verdict_reason = CPU_RUN if selection.device == "cpu" else None
         # The machine's GPUs and driver beside the run's settings: `fleet` groups nodes by GPU model, count and driver.
         report.facts = {**(summarize_facts(selection.facts) if selection.facts is not None else {}), "burn": {
             "dtype": self.dtype, "duration_s": options.duration_s, "device": selection.device,

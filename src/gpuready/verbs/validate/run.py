@@ -20,7 +20,7 @@ from gpuready.devices import (auto_device, blame_sharing, local_facts, resolve_d
                               sharing_findings, visible_devices)
 from gpuready.i18n import choose_language, text_of
 from gpuready.measuring import MeasuringRun, Measured, Selection, mark_stopped
-from gpuready.model import GpuRef, Report, Subject
+from gpuready.model import CPU_RUN, GpuRef, Report, Subject
 from gpuready.pipeline import summarize_facts
 from gpuready.report.progress_line import ProgressLine, validate_plan, validate_progress
 from gpuready.runner.local import RunOutcome
@@ -122,9 +122,10 @@ def overall_deadline_s(options: ValidateOptions, device: str, ranks: int) -> flo
 
 
 def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool = False,
-                 users: dict[str, Any] | None = None, exclusive: bool = False) -> Report:
+                 users: dict[str, Any] | None = None, exclusive: bool = False, device: str | None = None) -> Report:
     """`users`: host → {NVML index → GpuUsers} or None where NVML could not say, for the selected GPUs
-    (None: sharing not checked, e.g. CPU runs)."""
+    (None: sharing not checked, e.g. CPU runs). `device`: what the ranks ran on (None: `cuda` where a rank names its
+    GPU); a run on CPU ranks is no verdict on a machine."""
     judge = Judge(outcome, facts, host)
     judge.judge_all()
     by_index = {gpu.index: gpu for gpu in (facts.gpus or [])} if facts is not None else {}
@@ -139,6 +140,8 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
     report = Report(tool_version=__version__, host=host, findings=judge.findings, measurements=judge.measurements,
                     facts=summarize_facts(facts) if facts is not None else {}, fail_on_warn=fail_on_warn)
     report.hung = any(failure.kind != "workload" for failure in outcome.failures) or bool(outcome.unkillable)
+    ran_on = device or ("cpu" if facts is None and _ran_on(outcome) == "cpu" else "cuda")
+    report.no_verdict_reason = CPU_RUN if ran_on == "cpu" else None
     report.facts["validate"] = {"wall_s": round(outcome.wall_s, 1), "log_dir": str(outcome.log_dir),
                                 "ranks": sorted(outcome.results), "deadline_s": outcome.deadline_s}
     first = outcome.results.get(min(outcome.results)) if outcome.results else None
@@ -155,6 +158,11 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
     if outcome.overridden_env:  # the user's own values that the ranks did not run with
         report.facts["validate"]["overridden_env"] = outcome.overridden_env
     return report
+
+
+def _ran_on(outcome: RunOutcome) -> str:
+    """`cuda` where a rank names its GPU, else `cpu`."""
+    return "cuda" if any((r.get("gpu") or {}).get("bus_id") for r in outcome.results.values()) else "cpu"
 
 
 def run_local_validate(options: ValidateOptions) -> tuple[Report, RunOutcome | None]:
@@ -217,7 +225,8 @@ class ValidateRun(MeasuringRun):
         outcome = measured.outcome
         outcome.xid_events = list(measured.telemetry.xid_events) if measured.telemetry is not None else []
         return build_report(outcome, measured.selection.facts, measured.host, exclusive=self.options.exclusive,
-                            users={measured.host: measured.users} if measured.checked_sharing else None)
+                            users={measured.host: measured.users} if measured.checked_sharing else None,
+                            device=measured.selection.device)
 
 
 def run_torchrun_rank(options: ValidateOptions, write_report: Callable[[Report], int]) -> int:
@@ -228,13 +237,14 @@ def run_torchrun_rank(options: ValidateOptions, write_report: Callable[[Report],
     facts = local_facts(device) if rank == 0 else None
     return run_rank(_rank_spec(options, device), rank_main=worker.main, deadline_s=overall_deadline_s(options, device, local_ranks),
                     log_dir=options.log_dir, write_report=write_report,
-                    make_report=lambda outcome: torchrun_report(outcome, facts, options.exclusive))
+                    make_report=lambda outcome: torchrun_report(outcome, facts, options.exclusive, device))
 
 
-def torchrun_report(outcome: RunOutcome, facts: Any = None, exclusive: bool = False) -> Report:
+def torchrun_report(outcome: RunOutcome, facts: Any = None, exclusive: bool = False,
+                    device: str | None = None) -> Report:
     """validate's report of a torchrun run (rank 0's, or the store node's where rank 0 died: facts of that node)."""
+    device = device or _ran_on(outcome)
     if facts is None:
-        device = "cuda" if any((r.get("gpu") or {}).get("bus_id") for r in outcome.results.values()) else "cpu"
         facts = local_facts(device)
     return build_report(outcome, facts, socket.gethostname(), users=users_from_results(outcome.results),
-                        exclusive=exclusive)
+                        exclusive=exclusive, device=device)
