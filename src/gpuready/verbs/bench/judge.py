@@ -219,11 +219,11 @@ class BenchJudge:
         """`not_measurable`: why the computed figure cannot be right; the value is then unknown (NaN, so `compare`
         and `fleet` never take it for a figure) and the method keeps the reason and what was computed."""
         versions = {str(k): str(v) for k, v in (run.first.get("versions") or {}).items()}
-        self.measurements.append(Measurement(
         if not_measurable is not None:
             method.update(not_measurable=not_measurable.english(), not_measurable_text=said_json(not_measurable),
                           computed_value=round(float(value), 6))
             value, samples = math.nan, []
+        self.measurements.append(Measurement(
             name=name, subject=self.subject(), value=round(float(value), 6), unit=unit,
             expected=round(expected, 6) if expected is not None else None, expected_source=expected_source,
             method=self.method(run, **method),
@@ -464,8 +464,8 @@ class BenchJudge:
             same_work_s = single.step_median_s * (run.tokens_per_gpu_step / single.tokens_per_gpu_step)
             exposed = run.step_median_s - same_work_s
             exposed_share = max(0.0, exposed) / run.step_median_s
-            key = topology_of(self.machine, run.world_size, self.host_path, self.topology)
             noise = NOISE_SIGMAS * math.hypot(median_noise(single.step_times_s), median_noise(run.step_times_s))
+            key = topology_of(self.machine, run.world_size, self.host_path, self.topology)
             expected, topology_text = SCALING_EXPECTED[key]
             if self.host_path and key == "pcie_host":
                 topology_text = said("bench.topology.why", topology=topology_text, why=self.host_path)

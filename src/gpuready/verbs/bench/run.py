@@ -357,10 +357,10 @@ def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: li
     if interrupted_by:
         mark_stopped(report, "bench", host, interrupted_by, wall_s)
     report.hung = any(f["kind"] in ("hang", "exit", "start") for r in runs for f in r["failures"])
+    report.no_verdict_reason = CPU_RUN if device == "cpu" else None  # CPU ranks test the code path, not a machine
     return report
 
 
-    report.no_verdict_reason = CPU_RUN if device == "cpu" else None  # CPU ranks test the code path, not a machine
 @dataclass
 class NodeView:
     """This node as the judge needs it."""
