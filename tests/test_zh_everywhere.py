@@ -19,6 +19,7 @@ import pytest
 from conftest import FIXTURES
 from gpuready.cli.main import VERBS, main
 from gpuready.i18n import catalogue
+from gpuready.verbs.monitor import describe
 from test_no_english_left import CHECK_ID, ENGLISH_RUN, FIELD_TERMS
 
 ALLOWED = (
@@ -84,6 +85,7 @@ COMMANDS = {
     "report": ["report", BURN, VALIDATE],
     "compare": ["compare", VALIDATE, str(FIXTURES / "h200-validate-timing" / "validate-default-2.json")],
     "fleet": ["fleet", BURN, VALIDATE, "--verbose"],
+    "fleet as Markdown": ["fleet", BURN, VALIDATE, "--markdown", "-"],
     "burn without a GPU": ["burn", "--duration", "1"],
     "monitor without a GPU": ["monitor", "--count", "1"],
     "collect to a missing folder": ["collect", "--out", "no/such/folder/bundle.tar.gz"],
@@ -146,3 +148,25 @@ def test_json_messages_follow_lang_and_render_again_in_english(capsys, monkeypat
     _code, rendered = run_zh(["report", str(saved), "--lang", "en"], capsys, monkeypatch, tmp_path)
     assert not WIDE.search(rendered), rendered
     assert "System RAM is 0.90× the total GPU memory" in " ".join(rendered.split())
+
+
+MONITOR_EVENTS = [
+    ({"gpu": 2, "event": "pcie_width_drop", "from": 16, "to": 8}, "GPU2: PCIe link narrowed x16 → x8"),
+    ({"gpu": 0, "event": "power_limit_change", "from_w": 700.0, "to_w": 500.4}, "GPU0: power limit 700 W → 500 W"),
+    ({"gpu": 0, "event": "ecc_increment", "kind": "uncorrectable", "delta": 2, "total": 5},
+     "GPU0: +2 uncorrectable ECC error(s) (volatile total 5)"),
+    ({"gpu": 1, "event": "throttle_start", "reason": "hw_slowdown"}, "GPU1: clocks limited by hw_slowdown"),
+    ({"gpu": 1, "event": "throttle_stop", "reason": "hw_slowdown"}, "GPU1: hw_slowdown ended"),
+    ({"gpu": 3, "event": "gpu_lost", "detail": "the GPU stopped answering NVML"},
+     "GPU3: LOST (the GPU stopped answering NVML)"),
+    ({"gpu": 0, "event": "xid", "xid": 79}, "GPU0: FAIL Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS (catalog "
+                                            "severity critical): Drain the node and reboot"),
+]
+
+
+@pytest.mark.parametrize("event, english", MONITOR_EVENTS)
+def test_monitor_events_are_said_in_the_run_language(event, english):
+    """monitor's event lines (a GPU is needed to see them live): English as before, Chinese under --lang zh."""
+    assert describe(event).startswith(english)
+    chinese = describe(event, "zh")
+    assert WIDE.search(chinese) and english_left(chinese) == [], chinese

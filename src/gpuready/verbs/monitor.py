@@ -21,7 +21,7 @@ from gpuready.cli import option_kinds
 from gpuready.facts.clock_reasons import REASON_BITS, reasons_from_mask
 from gpuready.facts.nvml import NvmlSession, NvmlUnavailable
 from gpuready.facts.nvml_records import GpuIdentity, GpuSample
-from gpuready.i18n import choose_language, in_language, said, sentence
+from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, in_language, message, said, sentence
 from gpuready.model import ExitCode
 from gpuready.safe_text import tell
 
@@ -63,25 +63,26 @@ def xid_status(code: int) -> str:
     return judge_xid(code).status.value
 
 
-def describe(event: dict[str, Any]) -> str:
+def describe(event: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
+    """One health event as a line of text in `lang` (the catalogue's `monitor.event.*`)."""
     kind = event["event"]
     gpu = f"GPU{event['gpu']}" if event.get("gpu") is not None else "GPU?"
-    if kind == "throttle_start":
-        return f"{gpu}: clocks limited by {event['reason']}"
-    if kind == "throttle_stop":
-        return f"{gpu}: {event['reason']} ended"
-    if kind == "ecc_increment":
-        return f"{gpu}: +{event['delta']} {event['kind']} ECC error(s) (volatile total {event['total']})"
-    if kind == "pcie_width_drop":
-        return f"{gpu}: PCIe link narrowed x{event['from']} → x{event['to']}"
-    if kind == "power_limit_change":
-        return f"{gpu}: power limit {event['from_w']:.0f} W → {event['to_w']:.0f} W"
     if kind == "xid":
         judged = judge_xid(event["xid"])  # the one kernel judge, as check, diagnose and burn
-        return f"{gpu}: {judged.status.value.upper()} {judged.name} ({'; '.join(judged.reasons)}): {judged.action}"
-    if kind == "gpu_lost":
-        return f"{gpu}: LOST ({event['detail']})"
+        return message("monitor.event.xid", lang, gpu=gpu, status=judged.status.value.upper(), name=judged.title,
+                       reasons=list(judged.reason_texts), action=judged.action_text)
+    if kind == "power_limit_change":
+        return message("monitor.event.power_limit_change", lang, gpu=gpu, before=f"{event['from_w']:.0f}",
+                       after=f"{event['to_w']:.0f}")
+    if kind in _EVENT_VALUES:
+        return message(f"monitor.event.{kind}", lang, gpu=gpu, **{name: event[key] for name, key in _EVENT_VALUES[kind]})
     return json.dumps(event)
+
+
+_EVENT_VALUES = {"throttle_start": (("reason", "reason"),), "throttle_stop": (("reason", "reason"),),
+                 "ecc_increment": (("delta", "delta"), ("kind", "kind"), ("total", "total")),
+                 "pcie_width_drop": (("before", "from"), ("after", "to")), "gpu_lost": ()}
+"""The catalogue's placeholders of each event's sentence and the event's keys that fill them."""
 
 
 class PrometheusExporter:
@@ -261,11 +262,11 @@ def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int |
                 source.close()
             return ExitCode.USAGE
         host = f"[{prometheus_address}]" if ":" in prometheus_address else prometheus_address
-        console.print(f"Prometheus metrics on http://{host}:{prometheus_port}/metrics"
-                      + (" (every interface)" if prometheus_address in ("0.0.0.0", "::") else ""))
+        console.print(message("monitor.prometheus.every" if prometheus_address in ("0.0.0.0", "::") else
+                              "monitor.prometheus", lang, url=f"http://{host}:{prometheus_port}/metrics"))
     live = None if quiet or not console.is_terminal else Live(console=console, refresh_per_second=1)
-    emit = (lambda event: live.console.print(f"[bold]{time.strftime('%H:%M:%S')}[/bold] {describe(event)}")) \
-        if live else (lambda event: print(f"{time.strftime('%H:%M:%S')} {describe(event)}", flush=True))
+    emit = (lambda event: live.console.print(f"[bold]{time.strftime('%H:%M:%S')}[/bold] {describe(event, lang)}")) \
+        if live else (lambda event: print(f"{time.strftime('%H:%M:%S')} {describe(event, lang)}", flush=True))
     try:
         if live:
             live.start()
