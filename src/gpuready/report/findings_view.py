@@ -25,7 +25,8 @@ STATUS_STYLE = {Status.FAIL.value: "bold red", Status.ERROR.value: "bold magenta
                 Status.PASS.value: "green", Status.SKIP.value: "dim"}
 UNRECOGNISED_STYLE = STATUS_STYLE[Status.ERROR.value]
 VERDICT_STYLE = {Verdict.READY.value: "bold green", Verdict.READY_WITH_WARNINGS.value: "bold yellow",
-                 Verdict.NOT_READY.value: "bold red", Verdict.UNKNOWN.value: "bold magenta"}
+                 Verdict.NOT_READY.value: "bold red", Verdict.UNKNOWN.value: "bold magenta",
+                 Verdict.NO_VERDICT.value: "bold magenta"}
 SCOPES = ("single_node", "multi_node")
 QUIET = (Status.PASS.value, Status.SKIP.value)
 """Statuses summed up in the default view; every other status (an unknown one too) is a problem, shown whole."""
