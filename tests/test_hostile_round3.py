@@ -3,6 +3,9 @@ a documented exit code, bounded time and memory).
 
 - JSON input: the nesting count before the parser reads an unterminated string of `\\"` repeats once, not once per
   quote (it was quadratic: 64 KB took 16 s);
+- catalogue text inside catalogue text: a saved report's `message_values` nested 22 levels through
+  `pcie.aer.device_both.fix` (which names `{address}` twice) doubled at every level (hundreds of MB); now at most
+  `MAX_SAID_DEPTH` levels are rendered and one message is at most `MAX_MESSAGE_CHARS` characters;
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import pytest
 
 from gpuready.cli import main as cli
 from gpuready.model import ExitCode
+from gpuready.i18n import MAX_MESSAGE_CHARS, MAX_SAID_DEPTH, message, said
 from gpuready.options import InputFileError, json_depth, read_json_input
 
 
@@ -71,3 +75,73 @@ def test_nesting_is_still_bounded_and_strings_still_parse(tmp_path):
     document = {"s": "[[[[\\\"]]]]" * 100, "a": [[[[]]]] * 10}
     fine.write_text(json.dumps(document), encoding="utf-8")
     assert read_json_input(fine, "report") == document
+
+
+# --- catalogue text that doubles at every level ------------------------------------------------------------------
+
+SUBJECT = {"host": "h", "gpu": None, "peer": None, "nic": None, "rank": None}
+
+
+def _doubling_values(levels: int) -> dict:
+    values: dict = {"address": "0000:01:00.0"}
+    for _ in range(levels):
+        values = {"address": {"message_id": "pcie.aer.device_both.fix", "message_values": values}}
+    return values
+
+
+def saved_report(findings: list[dict], **top) -> dict:
+    return {"schema_version": "1", "tool_version": "0.1", "run_id": "r", "started_at": "2026-01-01T00:00:00+00:00",
+            "host": "h", "verdict": "not_ready", "verdicts": {"single_node": "not_ready", "multi_node": "not_ready"},
+            "exit_code": 1, "findings": findings, "measurements": [], "series": [], "facts": {}, **top}
+
+
+def _doubling_report(levels: int = 22) -> dict:
+    values = {"count": 1, "uncorrected": 1, "corrected": 0, "device_class": "NIC", "product": "p", "last_line": "l",
+              **_doubling_values(levels)}
+    finding = {"check_id": "pcie.aer", "category": "pcie", "status": "fail", "subject": SUBJECT, "observed": "x",
+               "expected": "y", "message": "m", "fix": "f", "refs": [], "evidence": [], "consequence_of": None,
+               "message_id": "pcie.aer.device_both", "message_values": values}
+    return saved_report([finding])
+
+
+def test_nested_catalogue_text_is_bounded_in_depth_and_length():
+    text = message("pcie.aer.device_both.fix", "en", **_doubling_values(22))
+    assert len(text) <= MAX_MESSAGE_CHARS + 10            # 2**22 copies of the template before
+    assert text.count("Check device") <= 2 ** (MAX_SAID_DEPTH + 1)
+    assert "…" in text
+    # three levels, as the catalogue's own texts nest, render whole
+    shallow = message("pcie.aer.device_both.fix", "en", **_doubling_values(3))
+    assert shallow.count("Check device") == 1 + 2 + 4 + 8 and shallow.count("0000:01:00.0") == 16 and "…" not in shallow
+
+
+def test_one_message_is_cut_at_the_cap_in_either_language():
+    long_value = "x" * (MAX_MESSAGE_CHARS * 3)
+    english = message("pcie.aer.device_both.fix", "en", address=long_value)
+    chinese = message("pcie.aer.device_both.fix", "zh", address=long_value)
+    assert english.endswith("…(cut)") and len(english) == MAX_MESSAGE_CHARS + len("…(cut)")
+    assert chinese.endswith("…（已截断）") and len(chinese) == MAX_MESSAGE_CHARS + len("…（已截断）")
+    assert said("pcie.aer.device_both.fix", address=long_value).english() == english
+
+
+@pytest.mark.parametrize("extra", [[], ["--lang", "zh"], ["--verbose"]])
+def test_report_of_a_doubling_document_stays_small_on_the_console(tmp_path, capsys, extra):
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps(_doubling_report()), encoding="utf-8")
+    assert cli.main(["report", str(path), *extra]) == ExitCode.NOT_READY
+    out = capsys.readouterr().out
+    assert "pcie.aer" in out and len(out) < 1 << 20
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_report_files_and_compare_of_a_doubling_document_stay_small(tmp_path, capsys, lang):
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps(_doubling_report()), encoding="utf-8")
+    files = {"--html": tmp_path / "r.html", "--junit": tmp_path / "r.xml", "--markdown": tmp_path / "r.md"}
+    argv = ["report", str(path), "--lang", lang] + [item for option, file in files.items() for item in (option, str(file))]
+    assert cli.main(argv) == ExitCode.NOT_READY
+    for file in files.values():
+        assert 0 < file.stat().st_size < 2 << 20, file
+    capsys.readouterr()
+    cli.main(["compare", str(path), str(path), "--lang", lang])
+    captured = capsys.readouterr()
+    assert len(captured.out) + len(captured.err) < 1 << 20 and "Traceback" not in captured.err

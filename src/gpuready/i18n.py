@@ -52,25 +52,55 @@ def catalogue(lang: str) -> dict[str, str]:
     return texts
 
 
+MAX_SAID_DEPTH = 6
+"""Levels of catalogue text inside catalogue text (a `Said` among a `Said`'s values) that are rendered; deeper ones
+read `…`. A saved report is read from outside, and a template that names one placeholder twice
+(`pcie.aer.device_both.fix`) doubles the text at every level: 20 levels of 2 KB made hundreds of MB (issue 32). The
+catalogue's own texts nest three levels at most."""
+MAX_MESSAGE_CHARS = 64 << 10
+"""The longest one rendered message (64 Ki characters); a longer one ends in `text.cut` ("…(cut)")."""
+_DEEPER = "…"
+
+
 def message(msg_id: str, lang: str = DEFAULT_LANGUAGE, /, **values: object) -> str:
     """The text of `msg_id` in `lang` with its placeholders filled; English where `lang` lacks the id.
 
     A value may itself be catalogue text (a `Said`, or its JSON form `{"message_id": …, "message_values": …}`), and a
     list of such values reads as one sentence each, so that a finding built from parts (an Xid's meaning from the
-    catalog, the cause a log line names) renders whole in either language."""
+    catalog, the cause a log line names) renders whole in either language. Bounded: `MAX_SAID_DEPTH` levels of such
+    values, `MAX_MESSAGE_CHARS` characters in all."""
+    return _message(msg_id, lang, values, 0)
+
+
+def _message(msg_id: str, lang: str, values: Mapping[str, object], depth: int) -> str:
     text = catalogue(lang).get(msg_id) or catalogue(DEFAULT_LANGUAGE)[msg_id]
-    return text.format(**{name: _in_language(value, lang) for name, value in values.items()}) if values else text
+    if values:
+        text = text.format(**{name: _in_language(value, lang, depth + 1) for name, value in values.items()})
+    return cut(text, lang)
 
 
-def _in_language(value: object, lang: str) -> object:
+def cut(text: str, lang: str = DEFAULT_LANGUAGE, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`text`, or its first `limit` characters and `text.cut` ("…(cut)") where it is longer."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + (catalogue(lang).get("text.cut") or catalogue(DEFAULT_LANGUAGE)["text.cut"])
+
+
+def _in_language(value: object, lang: str, depth: int) -> object:
     value = value.said if isinstance(value, Sentence) else value
+    nested = isinstance(value, Said) or (isinstance(value, dict) and isinstance(value.get("message_id"), str))
+    if (nested or isinstance(value, list)) and depth > MAX_SAID_DEPTH:
+        return _DEEPER
     if isinstance(value, Said):
-        return message(value.msg_id, lang, **value.values)
-    if isinstance(value, dict) and isinstance(value.get("message_id"), str):
-        nested = value.get("message_values")
-        return message(value["message_id"], lang, **(nested if isinstance(nested, dict) else {}))
+        return _message(value.msg_id, lang, value.values, depth)
+    if nested:
+        inner = value.get("message_values")
+        return _message(value["message_id"], lang, inner if isinstance(inner, dict) else {}, depth)
     if isinstance(value, list) and value and all(isinstance(item, (Said, Sentence, dict)) for item in value):
-        return catalogue(lang).get("list.separator", "; ").join(str(_in_language(item, lang)) for item in value)
+        return cut(catalogue(lang).get("list.separator", "; ").join(str(_in_language(item, lang, depth))
+                                                                    for item in value), lang)
+    if isinstance(value, str):
+        return cut(value, lang)
     return value
 
 

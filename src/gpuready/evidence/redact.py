@@ -107,9 +107,25 @@ _ENV_LINE = re.compile(r"^(?P<lead>[ \t]*(?:export[ \t]+)?)(?P<name>[A-Za-z_][A-
 _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|(?:^|_)(?:PAT|PASS|PWD)(?:_|$)",
                           re.IGNORECASE)
 SECRET_PLACEHOLDER = "redacted-secret"
-_SECRET_ASSIGNMENT = re.compile(
-    r"(?<![A-Za-z0-9_])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,127})=(?P<value>\"[^\"\n]{0,4096}\"|'[^'\n]{0,4096}'"
-    r"|[^\s\"',;&|]{1,4096})")
+# A quoted value may span lines (`MY_SECRET="line1<newline>line2"`); an unterminated quote reaches to the line's end.
+# Only `NAME=` is consumed: the scan goes on inside a value, where another assignment may sit
+# (`SLURM_EXPORT_ENV=WANDB_API_KEY=…`, as `sbatch --export` sets it).
+_SECRET_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,127})=")
+# A value: quoted (backslash escapes kept inside; over lines), quoted with escaped quotes inside another quoted value
+# (`Z="KEY=\\"…\\""`), unterminated to the line's end, or bare.
+_ASSIGNED_VALUE = re.compile(r"\"(?:[^\"\\]|\\.){0,4096}+\"|'[^']{0,4096}'|\\([\"'])(?:[^\"'\\]|\\[^\"'])"
+                             r"{0,4096}+\\\1|\\?[\"'][^\n]{0,4096}|[^\s\"',;&|]{1,4096}")
+# A PEM private key, whatever holds it (`*_SSH_PRIVATE_KEY=` in env.txt, a pasted file): from its header to its
+# footer (a line that starts with `-----` ends the search, so that each line is read once), or, without a footer,
+# the header and the lines that can be a key's (base64, `Proc-Type:`-style headers, blank).
+_PEM_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----"
+    r"(?:[^\n]{0,64}\n(?:(?!-----)[^\n]{0,4096}\n){0,1000}?-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----"
+    r"|[ \t\r]*(?:\n(?:[A-Za-z0-9+/=]{0,128}|[A-Za-z-]{1,32}:[^\n]{0,256})[ \t\r]*(?=\n|\Z))*+)")
+# env.txt holds `NAME=value` lines, and a value with newlines goes on over the next lines: a line that is not a new
+# `NAME=` (or is base64 alone, as a key's line) continues the value before it.
+_NEW_VARIABLE = re.compile(r"[ \t]*(?:export[ \t]+)?[A-Za-z_][A-Za-z0-9_]*=")
+_BASE64_LINE = re.compile(r"[A-Za-z0-9+/]+=*[ \t\r]*")
 _SECRET_FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_-]{0,63})(?P<sep>=|[ \t]{1,8})"
                           r"(?P<value>[^\s\"'-][^\s\"']{0,4095})")
 _SECRET_SHAPES = re.compile(
@@ -421,16 +437,11 @@ class Redactor:
 
     def secrets(self, text: str) -> str:
         """Token-shaped values anywhere; values of secret-named `NAME=value` and `--secret-flag value`."""
+        text = _PEM_PRIVATE_KEY.sub(SECRET_PLACEHOLDER, text)
         text = _SECRET_SHAPES.sub(SECRET_PLACEHOLDER, text)
         text = _URL_CREDENTIALS.sub(f"redacted:{SECRET_PLACEHOLDER}@", text)
         text = _BEARER.sub(lambda m: m.group(1) + SECRET_PLACEHOLDER, text)
-
-        def assignment(match: re.Match[str]) -> str:
-            if not is_secret_name(match.group("name")):
-                return match.group(0)
-            return self._replace_group(match, "value", SECRET_PLACEHOLDER)
-        text = _SECRET_ASSIGNMENT.sub(assignment, text)
-        return _SECRET_FLAG.sub(assignment, text)
+        return _SECRET_FLAG.sub(_secret_assignment, _secret_values(text))
 
     def _aws_host_ip(self, match: re.Match[str]) -> str:
         try:
@@ -458,7 +469,7 @@ class Redactor:
             elif _is_host_variable(match.group("name")):
                 value = self.names_in(value, everywhere=True)  # addresses: in the whole-text pass below
             return f"{match.group('lead')}{match.group('name')}={value}"
-        return self.text(_ENV_LINE.sub(line, text))
+        return self.text(_ENV_LINE.sub(line, _secret_continuations(_PEM_PRIVATE_KEY.sub(SECRET_PLACEHOLDER, text))))
 
     def xml(self, text: str) -> str:
         """XML: only the text between tags changes, so tag and attribute names survive any host name."""
@@ -482,6 +493,43 @@ class Redactor:
                 return self.addresses_in(self._host_position(value.strip())) if value.strip() else value
             return self.text(value)
         return value
+
+
+def _secret_assignment(match: re.Match[str]) -> str:
+    """A secret-named `--flag value` with its value replaced."""
+    if not is_secret_name(match.group("name")):
+        return match.group(0)
+    start, end = match.start("value") - match.start(), match.end("value") - match.start()
+    return match.group(0)[:start] + SECRET_PLACEHOLDER + match.group(0)[end:]
+
+
+def _secret_values(text: str) -> str:
+    """`text` with the value of every secret-named `NAME=value` replaced, those inside another value included: one
+    scan that steps over each `NAME=` and reads a value only where the name is a secret's (linear time)."""
+    pieces, position = [], 0
+    for match in _SECRET_ASSIGNMENT.finditer(text):
+        if match.start() < position or not is_secret_name(match.group("name")):
+            continue
+        value = _ASSIGNED_VALUE.match(text, match.end())
+        if value is not None:
+            pieces += [text[position:value.start()], SECRET_PLACEHOLDER]
+            position = value.end()
+    return "".join(pieces) + text[position:]
+
+
+def _secret_continuations(text: str) -> str:
+    """env.txt with each line that continues a secret-named variable's value (a line that is no new `NAME=`, or is
+    base64 alone) replaced too: only the first line of a multi-line value matched `NAME=value`. A variable whose
+    value assigns a secret counts as one."""
+    lines = text.split("\n")
+    secret = False
+    for number, line in enumerate(lines):
+        starts = _NEW_VARIABLE.match(line) is not None and _BASE64_LINE.fullmatch(line) is None
+        if starts:  # a secret's value, or a value that holds one (SLURM_EXPORT_ENV=WANDB_API_KEY=…)
+            secret = any(is_secret_name(match.group("name")) for match in _SECRET_ASSIGNMENT.finditer(line))
+        elif secret and line.strip():
+            lines[number] = SECRET_PLACEHOLDER
+    return "\n".join(lines)
 
 
 def is_secret_name(name: str) -> bool:
