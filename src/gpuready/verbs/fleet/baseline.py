@@ -10,7 +10,7 @@ from typing import Any
 from gpuready.i18n import said
 from gpuready.options import UsageError
 from gpuready.verbs.fleet.judge import Baseline, Key, Node, json_names
-from gpuready.verbs.fleet.read import LARGEST_FIGURE, Cohort
+from gpuready.verbs.fleet.read import LARGEST_FIGURE, MAX_FILES, Cohort
 from gpuready.verbs.fleet.stats import BOUND, Spread, spread
 
 FORMAT = "gpuready.fleet-baseline"
@@ -75,7 +75,7 @@ def _spreads(document: Any) -> Baseline:
                                                  driver_version=str(key["driver_version"]))
         for item in entry["measurements"].values():
             median, mad, count = float(item["median"]), float(item["mad"]), int(item["n"])
-            if not (abs(median) <= LARGEST_FIGURE and 0 <= mad <= LARGEST_FIGURE and count > 0) or \
+            if not (abs(median) <= LARGEST_FIGURE and 0 <= mad <= LARGEST_FIGURE and 0 < count <= MAX_FILES) or \
                     (mad and abs(median) / mad > BOUND):  # not a spread a fleet measured
                 raise ValueError(item)
             spreads[(cohort, (str(item["name"]), str(item["subject"])))] = Spread(median=median, mad=mad, n=count)
