@@ -286,9 +286,9 @@ def test_plan_power_cooling_and_cost_read_in_chinese(capsys, monkeypatch):
     assert "满载 ≈ 2,750 W（4 x 450 W GPU + 350 W CPU（1 个 CPU 插槽 x 350 W，假设值）" in power
     assert "按 60% 的利用率、36 个月计，每月：购买 $" in power
     assert "电价 $0.15/kWh（默认值（假设值，截至 " in power
-    assert "机器 machine：4× RTX 4090，每块 GPU 24 GB（描述 4xRTX4090）" in text
+    assert "机器 machine：4× RTX 4090，每块 GPU 22.4 GiB（描述 4xRTX4090）" in text
     why = text[text.index("原因 why"):text.index("批大小与学习率")]
-    assert re.search(r"ddp: 放得下：每块 GPU 用 \d+\.\d GB，共 24 GB；计算速度按 bf16 峰值 165\.2 TFLOP/s 的 80%"
+    assert re.search(r"ddp: 放得下：每块 GPU 用 \d+\.\d GiB，共 22\.4 GiB；计算速度按 bf16 峰值 165\.2 TFLOP/s 的 80%"
                      r"（假设值；没有实测数据）；假设计算与通信不重叠", why)  # the memory figure is plan_memory's
     assert not english_left(why), why
     batch = text[text.index("批大小与学习率"):text.index("电源与散热")]

@@ -223,7 +223,7 @@ def test_a_plan_keeps_its_strategies_and_the_chosen_one():
     summary = markdown_summary([document], "en")
     lines = summary.splitlines()
     header = lines.index("| strategy | fits | GiB per GPU | step s | bottleneck |")
-    assert lines[header - 2] == "### strategies (best first), memory per GPU" and lines[header + 1] == "|---|---|---:|---:|---|"
+    assert lines[header - 2] == "### strategies (best first), memory per GPU in GiB, bandwidth in GB/s" and lines[header + 1] == "|---|---|---:|---:|---|"
     rows = [line.split(" | ")[0].removeprefix("| ") for line in lines[header + 2:] if line.startswith("| ")]
     assert rows == [strategy["name"] for strategy in document["strategies"][:len(rows)]]
     single = next(line for line in lines if line.startswith("| single |"))

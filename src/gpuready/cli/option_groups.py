@@ -21,6 +21,7 @@ from gpuready.cli import option_kinds as kind
 from gpuready.i18n import DEFAULT_LANGUAGE, Said, message, said
 from gpuready.cli.usage import in_language
 from gpuready.cli.report_files import REPORT_FILES, ReportFile
+from gpuready.estimate.memory import LOGITS
 from gpuready.evidence.limits import DEFAULT_LIMITS, InputLimits, MIB as BYTES_PER_MIB
 from gpuready.safe_text import tell
 from gpuready.shapes import PRESETS
@@ -68,6 +69,7 @@ OPTIONS: dict[str, Option] = {
     "global_batch": Option(("--global-batch",), {"type": kind.GLOBAL_BATCH, "metavar": "B"}),
     "precision": Option(("--precision",), {"choices": ("amp-bf16", "bf16"), "default": "amp-bf16"}),
     "recompute": Option(("--recompute",), {"choices": ("none", "selective", "full"), "default": "none"}),
+    "logits": Option(("--logits",), {"choices": LOGITS, "default": LOGITS[0]}),
     "validate_report": Option(("--validate-report",), {"type": Path, "metavar": "REPORT"}),
     "strategies": Option(("--strategies",), {"metavar": "LIST"}),
     # power

@@ -68,6 +68,10 @@ def machine_from_description(text: str, nodes: int = 1) -> Machine:
         raise MachineError(sentence("error.machine.counts", text=repr(text[:80]), gpus=MAX_GPUS_PER_NODE,
                                     nodes=MAX_NODES))
     row = _row_for(match.group("model"))
+    if isinstance(row, list):
+        raise MachineError(sentence("error.machine.ambiguous", text=repr(text), model=repr(match.group("model")),
+                                    matches=", ".join(candidate["model"] for candidate in row),
+                                    example=f"{count_text}x{row[0]['model'].replace(' ', '-')}"))
     if row is None:
         known = ", ".join(sorted({r["model"] for r in load_table("gpus")["gpu"]}))
         raise MachineError(sentence("error.machine.unknown_gpu", text=repr(text), model=repr(match.group("model")),
@@ -95,18 +99,26 @@ def machine_from_facts(facts: Any, nodes: int = 1, source: str = "live") -> Mach
     return machine
 
 
-def _row_for(model: str) -> dict[str, Any] | None:
-    """The gpus.toml row for a loose model name (`H100-SXM`, `h100 sxm`, `RTX4090`, `A100 80GB`)."""
+def _row_for(model: str) -> dict[str, Any] | list[dict[str, Any]] | None:
+    """The gpus.toml row for a loose model name (`H100-SXM`, `h100 sxm`, `RTX4090`, `H200` as nvidia-smi names the
+    SXM board): the row whose model is that name, else the row whose nvidia-smi pattern matches it, else the only
+    row whose model holds every word of it (`4090`). Several such rows (`H100`: SXM, PCIe, NVL) come back as a
+    list, for the caller to name; None where nothing matches."""
     wanted = re.sub(r"[\s_-]+", " ", model).strip()
     candidates = [wanted, wanted.replace("RTX", "RTX "), f"NVIDIA {wanted}"]
-    for row in load_table("gpus")["gpu"]:
+    rows = load_table("gpus")["gpu"]
+    for row in rows:
         if re.sub(r"[\s_-]+", " ", row["model"]).lower() == wanted.lower():
             return row
     for name in candidates:
         spec = gpu_spec(name)
         if spec is not None:
             return spec.row
-    return None
+    words = set(wanted.lower().split())
+    holding = [row for row in rows if words and words <= set(re.sub(r"[\s_-]+", " ", row["model"]).lower().split())]
+    if len(holding) == 1:
+        return holding[0]
+    return sorted(holding, key=lambda row: row["model"]) or None
 
 
 def _from_row(row: dict[str, Any], name: str, count: int, nodes: int, source: str, nvlink_domain: int) -> Machine:

@@ -24,6 +24,8 @@ ATTENTION = ("flash", "eager")
 OFFLOADS = ("none", "optimizer", "optimizer+params")
 
 MIB = 2**20
+GIB = 2**30
+"""Memory in plan's outputs is in GiB (2**30 bytes); bandwidth in decimal GB/s (DESIGN.md §2)."""
 
 # --- constants, each with its source -------------------------------------------------------------------------
 CUDA_CONTEXT_BYTES = 700 * MIB
@@ -43,13 +45,17 @@ ACTIVATION_BYTES = {"amp-bf16": 2, "bf16": 2, "fp32": 4}
 DROPOUT_MASK_COEFFICIENT = 2.0
 """The two dropout masks per layer (after attention and after the MLP, 1 byte per element: 2·sbh) in Korthikanti's
 34·sbh; left out when training runs without dropout."""
-CROSS_ENTROPY_PEAK_BYTES = 12
-"""Bytes per logit live when backward starts, every layer's activations still held: nll_loss's gradient (fp32, dense
-over the vocabulary), log_softmax's saved output (fp32) and log_softmax's input gradient (fp32): PyTorch
-derivatives.yaml, `_log_softmax_backward_data(grad, result, ...)`. The loss is computed in fp32 (`logits.float()`,
-as Hugging Face's causal-LM heads do); in 16-bit training the 16-bit logits and their fp32 copy (6 bytes) are freed by
-then, and the forward's own peak (16-bit logits + fp32 copy + log_softmax output: 10 bytes) is lower. Measured so on
-an H200 against a plain loop (benchmarks/plan_memory_vs_plain.py, tests/fixtures/plan)."""
+LOGITS = ("fp32", "bf16")
+"""The loss's convention (`--logits`, plan and bench alike): fp32 upcasts the logits before the loss
+(`F.cross_entropy(logits.float(), ...)`, as Hugging Face's causal-LM heads do); bf16 keeps them in the model's 16-bit
+dtype (a plain nanoGPT-style loop, autocast off for the loss). Under --precision fp32 both are fp32."""
+CROSS_ENTROPY_PEAK_TENSORS = 3
+"""Tensors of one element per logit live when backward starts, every layer's activations still held: nll_loss's
+gradient (dense over the vocabulary), log_softmax's saved output and log_softmax's input gradient, each in the loss's
+dtype: PyTorch derivatives.yaml, `_log_softmax_backward_data(grad, result, ...)`: 12 bytes per logit in fp32, 6 in
+bf16. Under the fp32 convention in 16-bit training the 16-bit logits and their fp32 copy (6 bytes) are freed by then,
+and the forward's own peak (16-bit logits + fp32 copy + log_softmax output: 10 bytes) is lower; under bf16 the forward
+holds 4. Measured so (fp32) on an H200 against a plain loop (benchmarks/plan_memory_vs_plain.py, tests/fixtures/plan)."""
 NORM_EXTRA_COEFFICIENT = {("gpt2", "amp-bf16"): 4.0, ("llama", "bf16"): 8.0, ("llama", "amp-bf16"): 12.0,
                           ("llama", "fp32"): 8.0}
 """Bytes·sbh per layer the norms keep beyond Korthikanti's 16-bit norm input (2·sbh per norm), by family and
@@ -104,12 +110,15 @@ class TrainSetup:
     dropout: bool = False
     """Dropout masks kept for backward (Korthikanti's count includes two per layer, 1 byte per element); LLM training
     today mostly runs without dropout, and gpuready's own model (workloads/gpt.py) has none."""
+    logits: str = "fp32"
+    """The loss's dtype (LOGITS): fp32 upcasts the logits (Hugging Face), bf16 keeps them 16-bit (nanoGPT)."""
 
     def __post_init__(self) -> None:
         for label, value, allowed in (("precision", self.precision, PRECISIONS),
                                       ("optimizer", self.optimizer, OPTIMIZERS),
                                       ("recompute", self.recompute, RECOMPUTE),
-                                      ("attention", self.attention, ATTENTION)):
+                                      ("attention", self.attention, ATTENTION),
+                                      ("logits", self.logits, LOGITS)):
             if value not in allowed:
                 raise ValueError(f"--{label} {value!r}: one of {', '.join(allowed)}")
         if self.seq < 1 or self.micro_batch < 1:
@@ -357,7 +366,7 @@ def _activations(setup: TrainSetup, strategy: Strategy, terms: dict[str, int], s
     embedding = (2 * s * b * h + (s * b * h if shape.family == "gpt2" else 0)) * scale / t * strategy.pp
     terms["embedding_activations_bytes"] = int(embedding)
     # the loss in fp32 at the start of backward (vocabulary-parallel under TP), on the last stage only
-    loss = s * b * v * CROSS_ENTROPY_PEAK_BYTES / t
+    loss = s * b * v * CROSS_ENTROPY_PEAK_TENSORS * loss_bytes(setup) / t
     terms["cross_entropy_bytes"] = int(loss)
     copies = _autocast_copies(setup, strategy)
     if copies:
@@ -369,6 +378,11 @@ def _activations(setup: TrainSetup, strategy: Strategy, terms: dict[str, int], s
     working = full_layer
     terms["backward_layer_working_set_bytes"] = int(working)
     return int(max(first_stage, last_stage) + copies), int(working)
+
+
+def loss_bytes(setup: TrainSetup) -> int:
+    """Bytes of one element of the loss's tensors: 4 where the logits are upcast (or the run is fp32), else 2."""
+    return 4 if setup.logits == "fp32" or setup.precision == "fp32" else 2
 
 
 def _autocast_copies(setup: TrainSetup, strategy: Strategy) -> int:

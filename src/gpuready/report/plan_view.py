@@ -48,7 +48,7 @@ def render_plan_subject(document: dict, console: Console, labels: dict) -> None:
         nodes = number(machine.get("nodes"))
         described = (f"{text(machine.get('gpus_per_node'))}× {text(machine.get('gpu_name'))}"
                      + (labels["plan_nodes"].format(nodes=nodes) if nodes and nodes > 1 else "")
-                     + (labels["plan_memory"].format(gb=memory / 1e9) if memory else "")
+                     + (labels["plan_memory"].format(gib=memory / GIB) if memory else "")
                      + labels["plan_source"].format(source=_source(text(machine.get("source")), labels)))
         print_paragraph(console, Text(labels["plan_machine"].format(machine=described)))
 
@@ -73,6 +73,10 @@ def _render_strategies(document: dict, console: Console, labels: dict, plain: bo
             print_paragraph(console, Text(f"{text(row.get('name'))}: {reasons}"))
     if not verbose and len(rows) > STRATEGIES_SHOWN:
         print_paragraph(console, Text(labels["more_strategies"].format(n=len(rows) - STRATEGIES_SHOWN), style="dim"))
+    logits = text(mapping(mapping(document.get("facts")).get("plan")).get("logits"))
+    said_logits = text_in(_lang(labels), f"plan.logits.{logits}", {}) if logits in ("fp32", "bf16") else None
+    if said_logits:  # the convention the memory figures assume
+        print_paragraph(console, Text(said_logits, style="dim"))
     chosen = chosen_strategy(document)
     if chosen is not None:
         _render_chosen(chosen, console, labels, verbose)
@@ -145,6 +149,8 @@ def _render_inference(document: dict, console: Console, labels: dict, plain: boo
 def _render_batch(document: dict, console: Console, labels: dict) -> None:
     batch = mapping(document.get("batch"))
     if not batch:
+        if sequence(document.get("strategies")):  # a training plan: say how to get the batch/LR advice
+            _title(console, text_in(_lang(labels), "plan.batch.hint", {}) or "")
         return
     known = mapping(batch.get("known"))
     _title(console, labels["batch_title"])

@@ -12,7 +12,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpuready.i18n import text_in
 from gpuready.report.document import mapping, number, sequence, text
+from gpuready.report.labels import LANGUAGE_KEY
 from gpuready.report.figures import measurement_cells, shown_measurements
 from gpuready.report.paragraph import is_wide, print_paragraph
 
@@ -96,5 +98,8 @@ def render_measurements(document: dict, console: Console, labels: dict, plain: b
     for measurement in shown:
         figures.add_row(*(Text(cell) for cell in measurement_cells(measurement, labels)))
     console.print(figures)
+    logits = {mapping(measurement.get("method")).get("logits") for measurement in shown} & {"fp32", "bf16"}
+    if len(logits) == 1:  # the loss convention the figures assume (bench --logits)
+        console.print(Text(text_in(labels[LANGUAGE_KEY], f"plan.logits.{logits.pop()}", {}) or "", style="dim"))
 
 

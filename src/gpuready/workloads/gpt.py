@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from gpuready.estimate.memory import LOGITS
 from gpuready.shapes import ModelShape
 
 ATTENTIONS = ("flash", "eager")
@@ -140,17 +141,21 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """The decoder. `forward(input_ids, labels=None)`: without labels, the logits (batch, seq, vocab) in the model's
     dtype (the autocast dtype under autocast); with labels (same shape as input_ids, already the next tokens,
-    -100 ignored), the mean cross-entropy loss: the logits are computed in the model dtype, then the loss in fp32
-    through `F.cross_entropy(logits.float(), ...)` (an fp32 copy of the logits exists; `plan`'s estimator
-    assumes it)."""
+    -100 ignored), the mean cross-entropy loss: the logits are computed in the model dtype, then the loss as
+    `logits` says (plan's --logits, estimate/memory.py LOGITS): "fp32" through `F.cross_entropy(logits.float(), ...)`
+    (an fp32 copy of the logits exists, as Hugging Face's causal-LM heads make it); "bf16" on the logits as they are,
+    autocast off for the loss (autocast would run cross_entropy in fp32), as a plain nanoGPT-style loop keeps them."""
 
-    def __init__(self, shape: ModelShape, attention: str = "flash", recompute: str = "none") -> None:
+    def __init__(self, shape: ModelShape, attention: str = "flash", recompute: str = "none",
+                 logits: str = "fp32") -> None:
         super().__init__()
         if attention not in ATTENTIONS:
             raise ValueError(f"attention {attention!r}: one of {', '.join(ATTENTIONS)}")
         if recompute not in RECOMPUTES:
             raise ValueError(f"recompute {recompute!r}: one of {', '.join(RECOMPUTES)}")
-        self.shape, self.attention, self.recompute = shape, attention, recompute
+        if logits not in LOGITS:
+            raise ValueError(f"logits {logits!r}: one of {', '.join(LOGITS)}")
+        self.shape, self.attention, self.recompute, self.logits = shape, attention, recompute, logits
         self.tokens = nn.Embedding(shape.vocab, shape.hidden)
         self.positions = nn.Embedding(shape.max_positions, shape.hidden) if shape.family == "gpt2" else None
         self.blocks = nn.ModuleList(Block(shape, attention, recompute == "selective") for _ in range(shape.layers))
@@ -178,10 +183,14 @@ class GPT(nn.Module):
         logits = self.lm_head(self.norm(x))
         if labels is None:
             return logits
-        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
+        if self.logits == "fp32":
+            return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
+        with torch.autocast(device_type=logits.device.type, enabled=False):
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
 
 
-def build_model(shape: ModelShape, *, attention: str = "flash", recompute: str = "none") -> nn.Module:
+def build_model(shape: ModelShape, *, attention: str = "flash", recompute: str = "none",
+                logits: str = "fp32") -> nn.Module:
     """The model `shape` describes, on the current default device (use `with torch.device("meta"):` to count
     without allocating), in the default dtype (fp32 unless changed); see GPT for forward's contract."""
-    return GPT(shape, attention=attention, recompute=recompute)
+    return GPT(shape, attention=attention, recompute=recompute, logits=logits)

@@ -53,6 +53,8 @@ class TrainSettings:
     precision: str = "amp-bf16"
     recompute: str = "none"
     attention: str = "flash"
+    logits: str = "fp32"
+    """The loss's logits: fp32 (upcast) or bf16 (kept in the model's 16-bit dtype); workloads/gpt.py LOGITS."""
     seq: int = 128
     micro_batch: int = 2
     accumulation: int = 1
@@ -72,11 +74,12 @@ class TrainSettings:
         return settings
 
     def check(self) -> None:
-        from gpuready.workloads.gpt import ATTENTIONS, RECOMPUTES  # gpt imports torch when loaded
+        from gpuready.workloads.gpt import ATTENTIONS, LOGITS, RECOMPUTES  # gpt imports torch when loaded
         for label, value, allowed in (("strategy", self.strategy, STRATEGIES),
                                       ("precision", self.precision, PRECISIONS),
                                       ("recompute", self.recompute, RECOMPUTES),
-                                      ("attention", self.attention, ATTENTIONS)):
+                                      ("attention", self.attention, ATTENTIONS),
+                                      ("logits", self.logits, LOGITS)):
             if value not in allowed:
                 raise ValueError(f"training {label} {value!r}: one of {', '.join(allowed)}")
         for label, value in (("seq", self.seq), ("micro_batch", self.micro_batch),
@@ -133,7 +136,7 @@ def _build(ctx: RankContext, settings: TrainSettings, shape: Any) -> tuple[Any, 
 
     torch.manual_seed(settings.seed)  # identical initial weights on every rank (FSDP2 shards what each rank holds)
     with torch.device(ctx.device):
-        model = build_model(shape, attention=settings.attention, recompute=settings.recompute)
+        model = build_model(shape, attention=settings.attention, recompute=settings.recompute, logits=settings.logits)
     if settings.precision == "bf16":
         model = model.to(torch.bfloat16)
     model.train()
@@ -253,7 +256,7 @@ def _run_description(ctx: RankContext, settings: TrainSettings, shape: ModelShap
     flops, formula = flops_per_token(shape, settings.seq, settings.recompute)
     return {
         "strategy": settings.strategy, "world_size": world_size, "precision": settings.precision,
-        "recompute": settings.recompute, "attention": settings.attention, "compile": settings.compile,
+        "recompute": settings.recompute, "attention": settings.attention, "logits": settings.logits, "compile": settings.compile,
         "seq": settings.seq, "micro_batch": settings.micro_batch, "accumulation": settings.accumulation,
         "tokens_per_step": settings.micro_batch * settings.seq * settings.accumulation * world_size,
         "parameters": shape.parameters(), "flops_per_token": flops, "flops_formula": formula,

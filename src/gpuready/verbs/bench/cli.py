@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     groups.add(train, "global_batch", said("cli.bench.global_batch"))
     groups.add(train, "precision")
     groups.add(train, "recompute", choices=("none", "full"))
+    groups.add(train, "logits")
     train.add_argument("--compile", action="store_true", help=said("cli.bench.compile"))
     train.add_argument("--steps", type=kind.STEPS, default=20, metavar="N",
                        help=groups.with_range(said("cli.bench.steps"), kind.STEPS))
@@ -79,7 +80,7 @@ def _bench(args: argparse.Namespace) -> int:
     options = BenchOptions(preset=args.preset or ("tiny" if device == "cpu" else "gpt2-small"),
                            model_config=args.model_config, shape=shape if len(shape) > 1 else {}, seq=args.seq,
                            micro_batch=args.micro_batch, global_batch=args.global_batch, precision=args.precision,
-                           recompute=args.recompute, compile=args.compile, steps=args.steps,
+                           recompute=args.recompute, logits=args.logits, compile=args.compile, steps=args.steps,
                            warmup_steps=args.warmup, device=device, ranks=args.ranks, strategies=strategies,
                            timeout_s=args.timeout, log_dir=args.log_dir, oversubscribe=args.oversubscribe,
                            validate_report=args.validate_report, data=args.data, data_path=args.data_path,

@@ -207,6 +207,7 @@ class BenchJudge:
     def method(self, run: RunFigures, **extra: Any) -> dict[str, Any]:
         first = run.first
         return {"strategy": run.strategy, "world_size": run.world_size, "precision": first.get("precision"),
+                **({"logits": first["logits"]} if first.get("logits") else {}),  # the loss's convention (--logits)
                 "seq": first.get("seq"), "micro_batch": first.get("micro_batch"),
                 "accumulation": first.get("accumulation"), "tokens_per_step": first.get("tokens_per_step"),
                 "parameters": first.get("parameters"), "flops_per_token": first.get("flops_per_token"),

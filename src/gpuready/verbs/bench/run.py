@@ -51,6 +51,8 @@ class BenchOptions:
     global_batch: int | None = None
     precision: str = "amp-bf16"
     recompute: str = "none"
+    logits: str = "fp32"
+    """The loss's logits: fp32 (upcast, Hugging Face) or bf16 (kept 16-bit, nanoGPT); plan's --logits."""
     compile: bool = False
     steps: int = 20
     warmup_steps: int = 5
@@ -100,6 +102,7 @@ def train_settings(options: BenchOptions, shape: ModelShape, strategy: str, worl
         accumulation = max(1, options.global_batch // (options.micro_batch * world_size))
     return {"shape": dataclasses.asdict(shape),
             "strategy": strategy, "precision": options.precision, "recompute": options.recompute,
+            "logits": options.logits,
             "attention": "flash", "seq": options.seq or default_seq(shape), "micro_batch": options.micro_batch,
             "accumulation": accumulation, "warmup_steps": options.warmup_steps, "steps": options.steps,
             "compile": options.compile}

@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run_group.add_argument("--optimizer", choices=("adamw", "sgd", "adafactor"), default="adamw",
                            help=said("cli.plan.optimizer"))
     groups.add(run_group, "recompute")
+    groups.add(run_group, "logits")
     run_group.add_argument("--attention", choices=("flash", "eager"), default="flash",
                            help=said("cli.plan.attention"))
     groups.add(run_group, "strategies", said("cli.plan.strategies"))
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                           vocab=args.vocab, seq=args.seq, micro_batch=args.micro_batch,
                           global_batch=args.global_batch, gpus=gpus, nodes=args.nnodes, machine=args.machine,
                           bundle=args.bundle, precision=args.precision, optimizer=args.optimizer,
-                          recompute=args.recompute, attention=args.attention,
+                          recompute=args.recompute, attention=args.attention, logits=args.logits,
                           strategies=groups.comma_list(args.strategies), task=args.task, infer_batch=args.batch,
                           context=args.context, known_batch=args.known_batch, known_lr=args.known_lr,
                           known_gpus=args.known_gpus, power=power,

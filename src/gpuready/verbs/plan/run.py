@@ -55,6 +55,8 @@ class PlanOptions:
     optimizer: str = "adamw"
     recompute: str = "none"
     attention: str = "flash"
+    logits: str = "fp32"
+    """The loss's logits: fp32 (upcast, Hugging Face) or bf16 (kept 16-bit, nanoGPT); memory.LOGITS."""
     strategies: tuple[str, ...] = ()
     """Only these strategies (ddp, zero1, fsdp, tp=2, ...); () for every one that fits the GPU count."""
     task: str = "train"
@@ -134,10 +136,11 @@ def run_plan(options: PlanOptions) -> Report:
     nvlink = machine.nvlink_domain if machine else 1
     setup = memory.TrainSetup(shape=shape, seq=options.seq, micro_batch=options.micro_batch,
                               precision=options.precision, optimizer=options.optimizer, recompute=options.recompute,
-                              attention=options.attention)
+                              attention=options.attention, logits=options.logits)
     facts: dict[str, Any] = {"model": {"name": shape.name, "family": shape.family, "parameters": shape.parameters(),
                                        "layers": shape.layers, "hidden": shape.hidden, "heads": shape.heads,
                                        "vocab": shape.vocab},
+                             "logits": setup.logits,
                              "machine": dataclasses.asdict(machine) if machine else None}
     if options.task == "infer":
         if machine is None:

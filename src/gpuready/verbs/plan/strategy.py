@@ -4,20 +4,25 @@ estimate (compute and communication, assumed not to overlap), and the reasons fo
 Rules (each with its public source): a strategy that fits beats one
 that does not; offload only when nothing else fits (Hugging Face transformers deepspeed.md: "If you have enough GPU
 memory make sure you disable CPU/NVMe offload"); TP stays inside a node and its NVLink domain (transformers
-perf_train_gpu_many.md: "TP is almost always used within a single node"); then the shorter estimated step; then, at
-equal communication, the simpler layout: DDP, then ZeRO-2 before ZeRO-1 ("same communication, less memory": the
-Ultra-Scale Playbook, "ZeRO-2 is usually the better option"), then FSDP, then TP/PP.
+perf_train_gpu_many.md: "TP is almost always used within a single node"); then the shorter estimated step, where
+steps within 10 % of the fastest count as equal (NEAR_BEST) and the simpler layout wins among them (simplicity()): no
+pipeline before a pipeline, then fewer GPUs per model copy (TP × PP; Narayanan et al. 2021, arXiv:2104.04473,
+takeaways #1 and #2: tensor parallelism inside a server first, pipeline parallelism to scale beyond it, and a
+model-parallel size just large enough to fit, data parallelism for the rest), then DDP, ZeRO-2 before ZeRO-1 ("same
+communication, less memory": the Ultra-Scale Playbook, "ZeRO-2 is usually the better option"), FSDP, then less
+memory per GPU. The chosen layout's reasons say so where the rule, not the step, decided.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from gpuready.i18n import said_json, sentence
 from gpuready.shapes import ModelShape
 from gpuready.estimate.machine import Machine
-from gpuready.estimate.memory import (MemoryBreakdown, Strategy, TrainSetup, inference_memory, memory_per_gpu,
+from gpuready.estimate.memory import (GIB, MemoryBreakdown, Strategy, TrainSetup, inference_memory, memory_per_gpu,
                                       stage_parameters, strategies_for)
 
 SUSTAINED_MATMUL_EFFICIENCY = 0.80
@@ -37,7 +42,7 @@ assumption, said so in the plan's reasons; give a measured figure to replace it.
 PREFERENCE = {"ddp": 0, "single": 0, "zero2": 1, "zero1": 2, "fsdp": 3}
 NEAR_BEST = 1.10
 """Estimated steps within 10% of the best are treated as equal (the model is not finer than that): among them the
-simpler layout wins (DDP, ZeRO-2, ZeRO-1, FSDP, then TP, then PP grids)."""
+simpler layout wins (simplicity())."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,8 +106,8 @@ def _memory_reason(memory_total: float, capacity: float | None) -> str:
     if capacity is None:
         return sentence("plan.reason.memory_unknown")
     if memory_total <= capacity:
-        return sentence("plan.reason.fits", need_gb=memory_total / 1e9, have_gb=capacity / 1e9)
-    return sentence("plan.reason.does_not_fit", need_gb=memory_total / 1e9, have_gb=capacity / 1e9)
+        return sentence("plan.reason.fits", need_gib=memory_total / GIB, have_gib=capacity / GIB)
+    return sentence("plan.reason.does_not_fit", need_gib=memory_total / GIB, have_gib=capacity / GIB)
 
 
 def _layout_reasons(machine: Machine, strategy: Strategy, tp_spans_nodes: bool, pp_spans_nodes: bool,
@@ -219,11 +224,16 @@ def _row(setup: TrainSetup, machine: Machine, strategy: Strategy, global_batch: 
     row = PlanRow(strategy=strategy, memory=memory, fits=fits and not invalid, headroom_bytes=headroom,
                   step_time_s=step, compute_s=compute_s, communication_s=comm, bottleneck=bottleneck,
                   reasons=tuple(dict.fromkeys(reasons)))
-    base = strategy.name.split("+")[0]
-    preference = PREFERENCE.get(base, 4 if strategy.pp == 1 else (5 if strategy.tp == 1 and strategy.dp == 1 else 6))
     key = (not row.fits, bool(invalid), discouraged, strategy.offload != "none",
-           step if step is not None else math.inf, preference, strategy.tp, strategy.pp, -headroom)
+           step if step is not None else math.inf, simplicity(strategy, memory.total))
     return row, key
+
+
+def simplicity(strategy: Strategy, memory_total: int) -> tuple[bool, int, int, int]:
+    """The tie rule as a sort key, simplest first: a pipeline or not, GPUs per model copy (TP × PP), the data-parallel
+    kind (DDP, ZeRO-2, ZeRO-1, FSDP), bytes per GPU."""
+    return (strategy.pp > 1, strategy.tp * strategy.pp, PREFERENCE.get(strategy.name.split("+")[0], len(PREFERENCE)),
+            memory_total)
 
 
 def plan_training(setup: TrainSetup, machine: Machine, global_batch: int | None = None,
@@ -237,14 +247,22 @@ def plan_training(setup: TrainSetup, machine: Machine, global_batch: int | None 
     if global_batch < 1:
         raise ValueError("--global-batch must be at least 1")
     rows = [_row(setup, machine, s, global_batch) for s in strategies]
-    # steps within NEAR_BEST of the best one count as equal: the simpler layout wins among them
+    # steps within NEAR_BEST of the best one count as equal: the simpler layout wins among them (simplicity())
     best = min((key[4] for _, key in rows if not any(key[:4])), default=math.inf)
-    def rank(pair: tuple[PlanRow, tuple]) -> tuple:
-        row, key = pair
-        near = not any(key[:4]) and key[4] <= best * NEAR_BEST
-        return key[:4] + ((0, key[5], key[4]) if near else (1, key[4], key[5])) + key[6:]
-    rows.sort(key=rank)
-    return [row for row, _ in rows]
+
+    def near(key: tuple) -> bool:
+        return not any(key[:4]) and key[4] <= best * NEAR_BEST
+
+    rows.sort(key=lambda pair: pair[1][:4] + ((0, pair[1][5], pair[1][4]) if near(pair[1]) else (1, *pair[1][4:])))
+    ranked = [row for row, _ in rows]
+    fastest = min((row for row, key in rows if near(key) and math.isfinite(key[4])), default=None,
+                  key=lambda row: row.step_time_s)
+    chosen = ranked[0] if ranked and near(rows[0][1]) else None
+    if chosen is not None and fastest is not None and fastest.step_time_s < chosen.step_time_s:
+        rule = sentence("plan.reason.tie_rule", faster=fastest.strategy.name, step=fastest.step_time_s,
+                        percent=100 * (chosen.step_time_s / fastest.step_time_s - 1), band=100 * (NEAR_BEST - 1))
+        ranked[0] = dataclasses.replace(chosen, reasons=(rule,) + chosen.reasons)
+    return ranked
 
 
 def plan_inference(shape: ModelShape, machine: Machine, batch: int, context: int, precision: str = "bf16") -> list[dict]:
