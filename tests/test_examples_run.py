@@ -276,6 +276,19 @@ def test_every_example_parses(page, command):
         parse(argv)
 
 
+def test_the_inputs_hold_what_the_expected_codes_rest_on():
+    """The premises of the tables' codes, read from the fixtures themselves (not from gpuready)."""
+    assert "Xid" not in (H200_COLLECT / "dmesg.txt").read_text()
+    assert "NVIDIA H200" in (H200_COLLECT / "nvidia-smi.txt").read_text()
+    assert re.search(r"NVRM: Xid \(PCI:[0-9a-f:]+\): 79, .*fallen off the bus", XID79_DMESG.read_text())
+    nccl = next((FIXTURES / "diagnose" / "nccl").glob("*1925*")).read_text()
+    assert "NET/IB : Using" in nccl and "WARN" not in nccl
+    rows = [line.split() for line in (FIXTURES / "diagnose" / "nccl_tests" / "all_reduce_16x_h100_a3mega.txt")
+            .read_text().splitlines() if line.strip()[:1].isdigit()]
+    largest = max(rows, key=lambda row: int(row[0]))
+    assert int(largest[0]) == 8 << 30 and 0.9 * 360 < float(largest[7]) < 360  # out-of-place busbw, 94 % of 360
+
+
 def test_a_typo_in_an_example_fails_to_parse():
     from gpuready.options import UsageError
 
