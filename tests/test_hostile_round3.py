@@ -6,11 +6,16 @@ a documented exit code, bounded time and memory).
 - catalogue text inside catalogue text: a saved report's `message_values` nested 22 levels through
   `pcie.aer.device_both.fix` (which names `{address}` twice) doubled at every level (hundreds of MB); now at most
   `MAX_SAID_DEPTH` levels are rendered and one message is at most `MAX_MESSAGE_CHARS` characters;
+- a lone surrogate (`"\\ud800"` in a JSON file) crashed every text output with exit 3; now it is written as U+FFFD
+  on stdout and stderr (`safe_streams`), in every file (`encoded`) and in what `read_json_input` returns;
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,3 +150,84 @@ def test_report_files_and_compare_of_a_doubling_document_stay_small(tmp_path, ca
     cli.main(["compare", str(path), str(path), "--lang", lang])
     captured = capsys.readouterr()
     assert len(captured.out) + len(captured.err) < 1 << 20 and "Traceback" not in captured.err
+
+
+# --- lone surrogates -----------------------------------------------------------------------------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPLACEMENT = "\ufffd"
+
+
+def _gpuready(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The command as a user runs it: stdout and stderr are real UTF-8 pipes (pytest's capture is not)."""
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "GPUREADY_LANG": "en"}
+    return subprocess.run([sys.executable, "-m", "gpuready", *argv], cwd=cwd, capture_output=True, env=env,
+                          timeout=120)
+
+
+def _surrogate_report(tmp_path: Path) -> Path:
+    finding = {"check_id": "gpu.present", "category": "gpu", "status": "fail", "subject": {**SUBJECT, "host": "h\udfff"},
+               "observed": "x\ud800", "expected": "y", "message": "bad \ud800 text", "fix": "f\udc00", "refs": [],
+               "evidence": [], "consequence_of": None, "message_id": None, "message_values": None}
+    path = tmp_path / "surrogate.json"
+    path.write_text(json.dumps(saved_report([finding], host="h\udfff")), encoding="ascii")  # `\ud800` escapes
+    assert "\\ud800" in path.read_text()
+    return path
+
+
+@pytest.mark.parametrize("extra", [[], ["--lang", "zh"], ["--verbose"]])
+def test_report_console_writes_a_lone_surrogate_as_the_replacement_character(tmp_path, extra):
+    path = _surrogate_report(tmp_path)
+    done = _gpuready("report", str(path), *extra, cwd=tmp_path)
+    assert done.returncode == ExitCode.NOT_READY, done.stderr.decode()
+    assert f"bad {REPLACEMENT} text" in done.stdout.decode("utf-8")
+
+
+def test_report_files_write_a_lone_surrogate_as_the_replacement_character(tmp_path, capsys):
+    path = _surrogate_report(tmp_path)
+    files = {"--html": tmp_path / "r.html", "--junit": tmp_path / "r.xml", "--markdown": tmp_path / "r.md"}
+    argv = ["report", str(path)] + [item for option, file in files.items() for item in (option, str(file))]
+    assert cli.main(argv) == ExitCode.NOT_READY, capsys.readouterr().err
+    for file in files.values():
+        assert f"bad {REPLACEMENT} text" in file.read_bytes().decode("utf-8"), file
+
+
+def test_compare_of_documents_with_a_lone_surrogate(tmp_path):
+    path = _surrogate_report(tmp_path)
+    other = tmp_path / "other.json"
+    other.write_text(path.read_text().replace('"status": "fail"', '"status": "pass"'), encoding="ascii")
+    done = _gpuready("compare", str(other), str(path), cwd=tmp_path)
+    assert done.returncode in (ExitCode.READY, ExitCode.NOT_READY), done.stderr.decode()
+    assert "internal error" not in done.stderr.decode() and REPLACEMENT in done.stdout.decode("utf-8")
+
+
+def test_fleet_pages_with_a_lone_surrogate_in_host_and_unit(tmp_path):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    document = json.loads((FIXTURES / "h200-bench" / "bench-760M-bf16-mb4.json").read_text())
+    for number, host in enumerate(["node\ud800", "n2", "n3"]):
+        document["host"] = host
+        for measurement in document.get("measurements", []):
+            measurement["unit"] = "u\udc00"
+        (folder / f"{number}.json").write_text(json.dumps(document), encoding="ascii")
+    done = _gpuready("fleet", str(folder), "--html", "f.html", "--markdown", "f.md", cwd=tmp_path)
+    assert done.returncode in (ExitCode.READY, ExitCode.NOT_READY), done.stderr.decode()
+    assert "internal error" not in done.stderr.decode()
+    assert f"node{REPLACEMENT}" in (tmp_path / "f.html").read_bytes().decode("utf-8")
+    assert "fleet" in (tmp_path / "f.md").read_bytes().decode("utf-8")  # no outlier: the markdown names no node
+
+
+@pytest.mark.parametrize("verb", ["check", "diagnose"])
+def test_a_bundle_whose_gpu_name_holds_a_lone_surrogate(tmp_path, verb):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    nvml = json.loads((FIXTURES / "h200-collect" / "nvml.json").read_text())
+    nvml["gpus"][0]["name"] = "NVIDIA H200 \ud800"
+    (bundle / "nvml.json").write_text(json.dumps(nvml), encoding="ascii")
+    argv = ["check", "--bundle", str(bundle)] if verb == "check" else ["diagnose", str(bundle)]
+    done = _gpuready(*argv, "--html", "r.html", "--markdown", "r.md", "--junit", "r.xml", cwd=tmp_path)
+    assert done.returncode in (ExitCode.READY, ExitCode.NOT_READY, ExitCode.USAGE), done.stderr.decode()
+    assert "internal error" not in done.stderr.decode()
+    console = _gpuready(*argv, "--verbose", cwd=tmp_path)
+    assert console.returncode == done.returncode and "internal error" not in console.stderr.decode()
+    assert f"H200 {REPLACEMENT}" in console.stdout.decode("utf-8") + (tmp_path / "r.html").read_text("utf-8")

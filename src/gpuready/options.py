@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpuready.i18n import DEFAULT_LANGUAGE, Said, Sentence, in_language, said_of, sentence
+from gpuready.safe_text import without_surrogates
 
 MAX_NODES = 100_000
 """Nodes of one job (torchrun's --nnodes)."""
@@ -168,6 +169,7 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
 """A JSON string, or an unterminated one to the end of the text; possessive, so that each string is read once (the
 alternation without them backtracks, and retrying from each quote of an unterminated `\\"\\"…` made it
 quadratic)."""
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _NOT_BRACKET = re.compile(r"[^\[\]{}]++")
 _AS_PARENTHESES = str.maketrans("[{]}", "(())")
 _CHUNK = 16
@@ -222,8 +224,10 @@ def read_json_input(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYTE
     if json_depth(text, max_nesting) > max_nesting:
         raise InputFileError(sentence("error.input.nested", what=what, path=str(path), levels=max_nesting))
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int)
+        document = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int)
     except (ValueError, RecursionError) as error:
         why = said_of(error)
         raise InputFileError(sentence("error.input.not_json", what=what, path=str(path),
                                       error=why if why is not error else str(error)[:200])) from None
+    # only a `\udXXX` escape makes a lone surrogate (strict UTF-8 decoding never does): U+FFFD in its place
+    return without_surrogates(document) if _SURROGATE_ESCAPE.search(text) else document

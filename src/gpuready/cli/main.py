@@ -19,7 +19,7 @@ from gpuready import __version__
 from gpuready.i18n import DEFAULT_LANGUAGE, LANGUAGES, catalogue, choose_language, message, said
 from gpuready.model import ExitCode
 from gpuready.cli.option_groups import add_old_spellings
-from gpuready.safe_text import tell
+from gpuready.safe_text import safe_streams, tell
 from gpuready.signals import Stopped, exit_code_for, exit_without_teardown
 from gpuready.cli.usage import Parser, unknown_verb
 from gpuready.options import UsageError
@@ -124,6 +124,7 @@ def _main(argv: list[str] | None) -> int:
     # torch warns on import where numpy is absent; gpuready needs no numpy (the [torch] extra brings it anyway)
     warnings.filterwarnings("ignore", message=r"Failed to initialize NumPy", category=UserWarning)
     argv = list(sys.argv[1:] if argv is None else argv)
+    safe_streams()  # a lone surrogate from a JSON file is written as U+FFFD, never a crash mid-report
     lang = _language(argv)
     try:
         argv, command, leading = _split(argv)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from gpuready.i18n import Said, choose_language, in_language, said
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.options import file_kind
-from gpuready.safe_text import printable, tell
+from gpuready.safe_text import encoded, printable, tell
 from gpuready.options import UsageError
 from gpuready.report.junit import junit_xml
 from gpuready.report.markdown import markdown_summary
@@ -99,13 +99,13 @@ def _write(name: str, path: Path, documents: list[dict], lang: str, verbose: boo
     if name == "html":
         def render() -> bytes:
             from gpuready.report.html import render_html  # the chart library takes ~1 s to import
-            return render_html(documents, lang).encode()
+            return encoded(render_html(documents, lang))
     elif name == "junit":
         def render() -> bytes:
             return junit_xml(documents, lang, warn_fails)
     else:
         def render() -> bytes:
-            return markdown_summary(documents, lang, verbose).encode()
+            return encoded(markdown_summary(documents, lang, verbose))
     return write_report_file(name, path, render, lang)
 
 

@@ -30,6 +30,7 @@ from gpuready.report.html_sections import (element, escape, findings_section, fl
                                            header, inventory_section, measurements_section, plan_section)
 from gpuready.report.labels import labels_for
 from gpuready.report.translate import in_language
+from gpuready.safe_text import encoded
 
 __all__ = ["charts_for", "render_fleet_html", "render_html", "write_fleet_html", "write_html"]
 
@@ -43,13 +44,13 @@ def write_html(documents: list[dict], path: Path, lang: str) -> None:
 
     Raises TypeError for anything but a list of dicts (a caller's mistake, not a document), OSError where `path`
     cannot be written."""
-    Path(path).write_text(render_html(documents, lang), encoding="utf-8")
+    Path(path).write_bytes(encoded(render_html(documents, lang)))
 
 
 def write_fleet_html(fleet: dict, path: Path, lang: str) -> None:
     """Write the fleet document (verbs/fleet) as one HTML file at `path`: the nodes, then one distribution per
     measurement with the outliers marked."""
-    Path(path).write_text(render_fleet_html(fleet, lang), encoding="utf-8")
+    Path(path).write_bytes(encoded(render_fleet_html(fleet, lang)))
 
 
 def render_html(documents: list[dict], lang: str) -> str:

@@ -19,7 +19,7 @@ from gpuready.cli.report_files import WritableFile, on_stdout, write_report_file
 from gpuready.cli.output import _write_report, check_out
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.report.fleet_markdown import fleet_markdown
-from gpuready.safe_text import tell
+from gpuready.safe_text import encoded, tell
 from gpuready.verbs.fleet.baseline import baseline_document, read_baseline, write_baseline
 from gpuready.verbs.fleet.judge import gather, judge
 from gpuready.verbs.fleet.read import MAX_FILES, TooManyFiles
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         code = worst_exit_code(code, _write_html(document, args.html, lang))
     if args.markdown:
         code = worst_exit_code(code, write_report_file(
-            "markdown", args.markdown, lambda: fleet_markdown(document, lang).encode(), lang))
+            "markdown", args.markdown, lambda: encoded(fleet_markdown(document, lang)), lang))
     if args.json:
         print(text)
     elif not on_stdout(args):  # `--html -`, `--markdown -`: that file is stdout
@@ -107,5 +107,5 @@ def _write_html(document: dict, path: Path, lang: str) -> int:
 
     def render() -> bytes:
         from gpuready.report.html import render_fleet_html  # the chart library takes ~1 s to import
-        return render_fleet_html(document, lang).encode()
+        return encoded(render_fleet_html(document, lang))
     return write_report_file("html", path, render, lang)
