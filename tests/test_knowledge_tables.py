@@ -141,7 +141,7 @@ KNOWN_NAMES = {
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "RTX PRO 6000 Blackwell Workstation",
     "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition": "RTX PRO 6000 Blackwell Max-Q",
     "NVIDIA RTX PRO 6000 Blackwell Server Edition": "RTX PRO 6000 Blackwell Server",
-    "NVIDIA RTX PRO 6000 Blac...": "RTX PRO 6000 Blackwell (edition cut from the name)",  # plain table's cut column
+    "NVIDIA RTX PRO 6000 Blac...": "RTX PRO 6000 Blackwell",  # plain table's cut column
     "NVIDIA GeForce RTX 5080": "RTX 5080",
     "NVIDIA GeForce RTX 5070 Ti": "RTX 5070 Ti",
     "NVIDIA H800": "H800 SXM",
