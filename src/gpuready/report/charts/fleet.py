@@ -36,7 +36,7 @@ def fleet_charts(fleet: dict, say: Say) -> list[Chart]:
 
 def charts_left_out(fleet: dict) -> int:
     """The measurements beyond MAX_CHARTS that the page does not draw."""
-    return max(0, len(measurement_views(fleet)) - MAX_CHARTS)
+    return max(0, len(mapping(fleet.get("measurements"))) - MAX_CHARTS)
 
 
 def _distribution(position: int, measurement: MeasurementView, say: Say) -> Chart | None:
