@@ -8,6 +8,8 @@ a documented exit code, bounded time and memory).
   `MAX_SAID_DEPTH` levels are rendered and one message is at most `MAX_MESSAGE_CHARS` characters;
 - a lone surrogate (`"\\ud800"` in a JSON file) crashed every text output with exit 3; now it is written as U+FFFD
   on stdout and stderr (`safe_streams`), in every file (`encoded`) and in what `read_json_input` returns;
+- a saved report is validated when read (`model.document_problem`: a finding whose `status` is a list is "not a
+  gpuready report: …", exit 2), and a `started_at` in year 9999 with an offset no longer overflows `--junit`;
 """
 
 from __future__ import annotations
@@ -231,3 +233,51 @@ def test_a_bundle_whose_gpu_name_holds_a_lone_surrogate(tmp_path, verb):
     console = _gpuready(*argv, "--verbose", cwd=tmp_path)
     assert console.returncode == done.returncode and "internal error" not in console.stderr.decode()
     assert f"H200 {REPLACEMENT}" in console.stdout.decode("utf-8") + (tmp_path / "r.html").read_text("utf-8")
+
+
+# --- a saved report is validated when read; dates without overflow ---------------------------------------------------
+
+def _finding(**changes) -> dict:
+    return {"check_id": "gpu.present", "category": "gpu", "status": "fail", "subject": SUBJECT, "observed": [1, 2],
+            "expected": {"a": 1}, "message": "m", "fix": None, "refs": [], "evidence": [], "consequence_of": None,
+            "message_id": None, "message_values": None, **changes}
+
+
+@pytest.mark.parametrize(("document", "named"), [
+    (saved_report([_finding(status=["fail"])]), "findings[0].status is a JSON array where a JSON string belongs"),
+    (saved_report([_finding(), _finding(message={"x": 1})]), "findings[1].message is a JSON object"),
+    (saved_report([_finding(), 7]), "findings[1] is a JSON number where a JSON object belongs"),
+    (saved_report([_finding(message_values=[1])]), "findings[0].message_values is a JSON array"),
+    (saved_report([], verdicts="ready"), "verdicts is a JSON string where a JSON object belongs"),
+    (saved_report([], exit_code=True), "exit_code is a JSON boolean where a JSON number belongs"),
+    (saved_report([], started_at=20260101), "started_at is a JSON number"),
+    (saved_report([], measurements=[{"name": "x", "value": "fast"}]), "measurements[0].value is a JSON string"),
+])
+def test_a_report_of_the_wrong_types_is_refused_in_one_sentence(tmp_path, capsys, document, named):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    for extra in ([], ["--junit", str(tmp_path / "r.xml")], ["--html", str(tmp_path / "r.html")]):
+        error = _one_sentence(capsys, ["report", str(path), *extra])
+        assert f"{path} is not a gpuready report: its {named}" in error, error
+    assert not (tmp_path / "r.xml").exists() and not (tmp_path / "r.html").exists()
+    assert "不是 gpuready 报告" in _one_sentence(capsys, ["report", str(path), "--lang", "zh"])
+    assert named in _one_sentence(capsys, ["compare", str(path), str(path)])
+
+
+def test_reports_of_this_version_and_older_ones_are_not_refused(tmp_path, capsys):
+    older = {"verdict": "ready", "findings": [{"check_id": "gpu.present", "status": "pass", "observed": None}]}
+    for number, document in enumerate([older, saved_report([_finding(status="unknown-status")])]):
+        path = tmp_path / f"{number}.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        assert cli.main(["report", str(path)]) in (ExitCode.READY, ExitCode.NOT_READY), capsys.readouterr().err
+
+
+@pytest.mark.parametrize("started_at", ["9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+05:00",
+                                        "9999-12-31T23:59:59+00:00", "not a date", "2026-02-30T00:00:00"])
+def test_junit_dates_do_not_overflow(tmp_path, capsys, started_at):
+    path = tmp_path / "dated.json"
+    path.write_text(json.dumps(saved_report([_finding()], started_at=started_at)), encoding="utf-8")
+    assert cli.main(["report", str(path), "--junit", str(tmp_path / "r.xml")]) == ExitCode.NOT_READY
+    written = (tmp_path / "r.xml").read_text(encoding="utf-8")
+    expected = 'timestamp="9999-12-31T23:59:59"' if started_at.endswith("+00:00") else "timestamp="
+    assert (expected in written) == started_at.endswith("+00:00"), written

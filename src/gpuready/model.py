@@ -340,3 +340,52 @@ def to_jsonable(value: Any) -> Any:
         except TypeError:  # mixed kinds: a stable order all the same
             return sorted(items, key=repr)
     return value
+
+
+_JSON_KINDS = ((bool, "boolean"), (str, "string"), ((int, float), "number"), (list, "array"), (dict, "object"))
+_TOP_FIELDS: dict[str, tuple[type, ...]] = {
+    "findings": (list,), "measurements": (list,), "series": (list,), "verdict": (str,), "exit_code": (int, float),
+    "started_at": (str,), "host": (str,), "run_id": (str,), "tool_version": (str,), "verdicts": (dict,),
+    "facts": (dict,)}
+_FINDING_FIELDS: dict[str, tuple[type, ...]] = {
+    "check_id": (str,), "status": (str,), "message": (str,), "fix": (str,), "message_id": (str,),
+    "message_values": (dict,), "subject": (dict,), "refs": (list,), "evidence": (list,), "consequence_of": (str,),
+    "category": (str,)}
+"""`observed` and `expected` are any JSON value (a list of processes, a table of figures)."""
+_MEASUREMENT_FIELDS: dict[str, tuple[type, ...]] = {
+    "name": (str,), "unit": (str,), "value": (int, float, dict), "expected": (int, float, dict), "subject": (dict,),
+    "method": (dict,), "samples": (list,), "versions": (dict,)}
+
+
+def json_kind(value: object) -> str:
+    """The JSON name of a value's type: `string`, `number`, `array`, `object`, `boolean` or `null`."""
+    return next((name for kinds, name in _JSON_KINDS if isinstance(value, kinds)), "null")
+
+
+def document_problem(document: object) -> Said | None:
+    """Why a JSON value read as a saved report is not one (`report.invalid.field`: which field holds which JSON type
+    instead of which), or None. Types only, so that a document of an older version (fewer keys, other statuses)
+    still renders; null stands for any absent value. The renderers then meet only the types they expect: a finding
+    whose `status` was a list, or a `verdicts` that was a string, had crashed them."""
+    if not isinstance(document, dict):
+        return Said("report.invalid.field", {"field": "(document)", "kind": json_kind(document), "expected": "object"})
+    problem = _field_problem(document, _TOP_FIELDS, "")
+    for name, fields in (("findings", _FINDING_FIELDS), ("measurements", _MEASUREMENT_FIELDS)):
+        for index, item in enumerate(document.get(name) or []):
+            where = f"{name}[{index}]"
+            if problem is None and not isinstance(item, dict):
+                problem = Said("report.invalid.field", {"field": where, "kind": json_kind(item),
+                                                        "expected": "object"})
+            problem = problem or _field_problem(item, fields, where + ".")
+    return problem
+
+
+def _field_problem(entry: dict, fields: dict[str, tuple[type, ...]], prefix: str) -> Said | None:
+    for name, kinds in fields.items():
+        value = entry.get(name)
+        wrong_bool = isinstance(value, bool) and bool not in kinds
+        if value is not None and (wrong_bool or not isinstance(value, kinds)):
+            expected = "/".join(dict.fromkeys(json_kind(kind()) for kind in kinds))
+            return Said("report.invalid.field", {"field": prefix + name, "kind": json_kind(value),
+                                                 "expected": expected})
+    return None

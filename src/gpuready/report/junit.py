@@ -166,7 +166,10 @@ def _timestamp(started_at: object) -> str | None:
     except ValueError:
         return None
     if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+        try:
+            moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+        except OverflowError:  # 9999-12-31T23:00-05:00 is in year 10000 in UTC: no timestamp rather than a wrong one
+            return None
     return moment.isoformat(timespec="seconds")
 
 

@@ -18,7 +18,7 @@ from gpuready.options import UsageError, number
 from gpuready.report.measurement_kinds import default_tolerance_pct, kind_names
 from gpuready.cli.usage import Refused, nearest
 from gpuready.cli.output import _write_report, check_out
-from gpuready.model import ExitCode, worst_exit_code
+from gpuready.model import ExitCode, document_problem, worst_exit_code
 from gpuready.report.compare import compare_documents
 from gpuready.report.compare_view import render_compare
 from gpuready.report.json_stream import pick_members
@@ -143,4 +143,4 @@ def _not_a_report(document: Any) -> Said | None:
         return said("compare.why.own_document", format=str(document["format"]))
     if not isinstance(document.get("findings"), list) and not isinstance(document.get("measurements"), list):
         return said("compare.why.no_findings")
-    return None
+    return document_problem(document)

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from gpuready.i18n import choose_language, in_language, said
-from gpuready.model import ExitCode, Verdict, worst_exit_code
+from gpuready.model import ExitCode, Verdict, document_problem, worst_exit_code
 from gpuready.safe_text import printable, tell
 from gpuready.cli import option_groups as groups
 from gpuready.cli.report_files import REPORT_FILES, write_report_files
@@ -58,6 +58,8 @@ def read_document(path: Path, lang: str, several: bool = False) -> dict | None:
     try:
         document = read_json_input(path, "report", max_bytes=MAX_REPORT_BYTES)
         why = None if is_report_document(document) else said("report.not_a_report", path=str(path))
+        problem = document_problem(document) if why is None else None
+        why = said("report.invalid", path=str(path), why=problem) if problem is not None else why
     except InputFileError as error:
         document, why = None, error
     if why is None:
