@@ -85,3 +85,24 @@ def test_a_post_the_reader_cannot_fully_use_is_read_without_its_bad_parts():
     post = read_progress(store, 1)[0]
     assert [(figure.value, figure.unit) for figure in post.figures] == [(3, "gemms")]
     assert post.operation == ""  # the message lacks its values: not said rather than said wrong
+
+
+def test_bench_progress_counts_the_rate_from_the_first_timed_step_as_the_final_figure_does():
+    """Warm-up steps (compilation, allocator growth) at 2 s each, then timed steps at 0.25 s: once two timed steps are
+    seen, the live rate is 100 tokens / 0.25 s = 400 tokens/s, what the median of timed steps gives at the end, not
+    the average over warm-up and timed steps (which a CPU bench showed as 509 against a final 1,338)."""
+    store = FakeStore()
+    describe = BenchProgress([("single", 1)], 10, lambda strategy, world_size: 100)
+    clock = 0.0
+    for step in range(3):  # warm-up: 0, 2, 4 s
+        ProgressReporter(store, 0, None, 10).post("train", said("op.train.step", strategy="single"), step=step,
+                                                   total=10, warm_up=True)
+        describe(read_progress(store, 1), clock)
+        clock += 2.0
+    clock -= 2.0 - 0.25
+    for step in range(3, 7):  # timed: 4.25, 4.5, 4.75, 5.0 s
+        ProgressReporter(store, 0, None, 10).post("train", said("op.train.step", strategy="single"), step=step,
+                                                   total=10)
+        status = describe(read_progress(store, 1), clock)
+        clock += 0.25
+    assert status.rate == "400 tokens/s", status.rate

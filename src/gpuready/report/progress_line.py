@@ -196,6 +196,9 @@ class BenchProgress:
         self.started: dict[int, float] = {}
         self.first: dict[int, tuple[int, float]] = {}
         """Run → (step, elapsed s) when its first step was seen."""
+        self.first_timed: dict[int, tuple[int, float]] = {}
+        """Run → (step, elapsed s) when its first step after warm-up was seen: the rate counts from there, as the
+        final figure does (the median of timed steps), so warm-up's compilation and allocation are not in it."""
         self.step_s: dict[int, float] = {}
         self.overhead_s: float | None = None
         """Start-up and model building of a run, the longest one seen."""
@@ -210,6 +213,10 @@ class BenchProgress:
             stage = "warm-up" if post.warm_up else "steps"
             first_step, first_s = self.first.setdefault(run, (step, elapsed_s))
             self.overhead_s = max(self.overhead_s or 0.0, first_s - started)
+            timed_step, timed_s = self.first_timed.setdefault(run, (step, elapsed_s)) if not post.warm_up \
+                else (step, elapsed_s)
+            if step > timed_step:  # a second timed step: from here on, timed steps only
+                first_step, first_s = timed_step, timed_s
             if step > first_step:
                 self.step_s[run] = (elapsed_s - first_s) / (step - first_step)
         elif post and post.phase == "train":
