@@ -497,3 +497,16 @@ def test_every_decision_says_what_to_do_next(runs, machine, status, starts):
     command, and one GPU alone is a pass whose fix points to a machine with more."""
     decision = only(judged(runs, machine=machine), "bench.decision")
     assert decision.status.value == status and decision.fix.startswith(starts), (decision.message, decision.fix)
+
+
+def test_a_superlinear_gpu_run_prints_no_efficiency_and_no_exposed_time():
+    """8 GPUs on PCIe at 96,000 tokens/s against 10,000 on one (constant step times, so no noise band): efficiency
+    96,000 / 80,000 = 1.2 and the 8-GPU step 80,000 / 96,000 = 0.833 s is 166.7 ms shorter than the 1.0 s one-GPU step
+    for the same work per GPU. Neither figure is physical, so the finding and the decision say "not measurable" with
+    the reason instead of "scaling efficiency 1.20" or "exposed communication 0.0 ms"."""
+    finding, decision = scaling_on_pcie(96_000)
+    for text in (finding.message, decision.message):
+        assert "1.20" not in text and "0.0 ms" not in text
+    assert "exposed communication not measurable: the median step of ddp on 8 GPUs was 166.7 ms shorter" \
+        in finding.message
+    assert "scaling efficiency not measurable (the computed 120.0% is above 100 %" in decision.message

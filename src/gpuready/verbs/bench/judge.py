@@ -470,15 +470,18 @@ class BenchJudge:
             expected, topology_text = SCALING_EXPECTED[key]
             if self.host_path and key == "pcie_host":
                 topology_text = said("bench.topology.why", topology=topology_text, why=self.host_path)
-            self.scaling[(run.strategy, run.world_size)] = {
-                "efficiency": efficiency, "exposed_s": exposed, "exposed_share": exposed_share, "topology": key,
-                "topology_text": topology_text, "expected": expected, "run": run}
             common = dict(baseline_tokens_per_s=round(single.tokens_per_s, 3), topology=key,
                           noise=round(noise, 4) if math.isfinite(noise) else None)
             above = said("bench.not_measurable.above_one", efficiency=efficiency, noise=noise) \
                 if efficiency > 1 + noise else None
             shorter = said("bench.not_measurable.shorter", run=run.label, single=single.label, ms=-exposed * 1e3) \
                 if exposed < 0 else None
+            exposed_text = said("bench.exposed.not_measurable", why=shorter) if shorter else \
+                said("bench.exposed", exposed_ms=exposed * 1e3, exposed_share=exposed_share)
+            self.scaling[(run.strategy, run.world_size)] = {
+                "efficiency": efficiency, "exposed_s": exposed, "exposed_share": exposed_share, "topology": key,
+                "topology_text": topology_text, "expected": expected, "run": run, "above": above,
+                "shorter": shorter}
             self.measure("scaling_efficiency", run, efficiency, "fraction",
                          expected=None if self.on_cpu else expected,
                          expected_source=None if self.on_cpu else SCALING_SOURCE, not_measurable=above,
@@ -501,8 +504,7 @@ class BenchJudge:
                       Status.WARN if observed >= round(expected - SCALING_FAIL_MARGIN, 4) else Status.FAIL)
             self.add("bench.scaling_low", status,
                      said("bench.scaling" if status == Status.PASS else "bench.scaling.low", numbers=numbers,
-                          expected=expected, topology=topology_text, exposed_ms=max(0.0, exposed) * 1e3,
-                          exposed_share=exposed_share),
+                          expected=expected, topology=topology_text, exposed=exposed_text),
                      observed=observed, expected=f">= {expected:.2f}", refs=[SCALING_SOURCE])
 
     # -- decision -----------------------------------------------------------------------------
@@ -557,12 +559,16 @@ class BenchJudge:
         efficiency, expected = scaled["efficiency"], scaled["expected"]
         mfu = best.mfu if best.mfu is not None else next((r.mfu for r in good if r.world_size == 1), None)
         mfu_text = said("bench.decision.mfu", mfu=mfu) if mfu is not None else said("bench.decision.mfu_unknown")
-        numbers = said("bench.decision.numbers", run=best.label, tokens_per_s=best.tokens_per_s, efficiency=efficiency,
-                       expected=expected, topology=scaled["topology_text"])
+        numbers = said("bench.decision.numbers.not_measurable", run=best.label, tokens_per_s=best.tokens_per_s,
+                       why=scaled["above"], expected=expected, topology=scaled["topology_text"]) if scaled["above"] \
+            else said("bench.decision.numbers", run=best.label, tokens_per_s=best.tokens_per_s, efficiency=efficiency,
+                      expected=expected, topology=scaled["topology_text"])
         if round(efficiency, 4) < expected:
-            return Status.WARN, said("bench.decision.communication", numbers=numbers,
-                                     exposed_ms=max(0.0, scaled["exposed_s"]) * 1e3,
-                                     exposed_share=scaled["exposed_share"], topology=scaled["topology_text"])
+            exposed = said("bench.exposed.not_measurable", why=scaled["shorter"]) if scaled["shorter"] else \
+                said("bench.exposed.each_step", exposed_ms=scaled["exposed_s"] * 1e3,
+                     exposed_share=scaled["exposed_share"])
+            return Status.WARN, said("bench.decision.communication", numbers=numbers, exposed=exposed,
+                                     topology=scaled["topology_text"])
         if mfu is None:
             return Status.PASS, said("bench.decision.good_mfu_unknown", numbers=numbers, mfu=mfu_text)
         if mfu < MFU_WARN_BELOW:
