@@ -140,18 +140,18 @@ def add_output(parser: argparse.ArgumentParser) -> None:
     """The report: console or JSON, a copy on disk, what fails the exit code."""
     for name in ("json", "out", "fail_on", "verbose"):
         add(parser, name)
+    add_language(parser)
     add_report_files(parser)
 
-    add_language(parser)
 
-def add_report_files(parser: argparse.ArgumentParser) -> None:
-    """--html, --junit, --markdown: the report as other files (verbs/report_files.py checks and writes them)."""
 def add_language(parser: argparse.ArgumentParser) -> None:
     """--lang en|zh: every verb's, so that `gpuready VERB --lang zh` (or `gpuready --lang zh VERB`) speaks Chinese
     whatever the verb; without it GPUREADY_LANG, then the locale (LANG=zh_CN.UTF-8), as i18n.choose_language says."""
     add(parser, "lang")
 
 
+def add_report_files(parser: argparse.ArgumentParser) -> None:
+    """--html, --junit, --markdown: the report as other files (verbs/report_files.py checks and writes them)."""
     group = parser.add_argument_group(said("cli.group.report_files"))
     for name in REPORT_FILES:
         add(group, name)
