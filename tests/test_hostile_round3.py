@@ -10,6 +10,8 @@ a documented exit code, bounded time and memory).
   on stdout and stderr (`safe_streams`), in every file (`encoded`) and in what `read_json_input` returns;
 - a saved report is validated when read (`model.document_problem`: a finding whose `status` is a list is "not a
   gpuready report: …", exit 2), and a `started_at` in year 9999 with an offset no longer overflows `--junit`;
+- an nvml.json that lists one bus id twice, the second reading with 12 uncorrectable ECC errors, was READY WITH
+  WARNINGS; the duplicate is named (exit 2) and the worst reading is judged.
 """
 
 from __future__ import annotations
@@ -281,3 +283,50 @@ def test_junit_dates_do_not_overflow(tmp_path, capsys, started_at):
     written = (tmp_path / "r.xml").read_text(encoding="utf-8")
     expected = 'timestamp="9999-12-31T23:59:59"' if started_at.endswith("+00:00") else "timestamp="
     assert (expected in written) == started_at.endswith("+00:00"), written
+
+
+# --- one GPU listed twice ------------------------------------------------------------------------------------------
+
+def _twice_listed(tmp_path: Path, **second) -> Path:
+    nvml = json.loads((FIXTURES / "h200-collect" / "nvml.json").read_text())
+    again = {**nvml["gpus"][0], "index": 1, **second}
+    nvml["gpus"].append(again)
+    nvml["device_count"] = 2
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "nvml.json").write_text(json.dumps(nvml), encoding="utf-8")
+    return bundle
+
+
+def _check(bundle: Path, capsys) -> tuple[int, dict]:
+    code = cli.main(["check", "--bundle", str(bundle), "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_one_bus_id_listed_twice_is_named_and_its_worst_reading_judged(tmp_path, capsys):
+    code, document = _check(_twice_listed(tmp_path, ecc_uncorrected_volatile=12, ecc_uncorrected_aggregate=12),
+                            capsys)
+    statuses = {finding["check_id"]: finding["status"] for finding in document["findings"]}
+    assert statuses["health.ecc_uncorrected"] == "fail"          # the second reading's 12 errors
+    assert document["verdict"] == "not_ready" and code == ExitCode.USAGE   # an input error: exit 2 wins over 1
+    named = [finding for finding in document["findings"] if finding["check_id"] == "bundle.unreadable"]
+    assert len(named) == 1 and "0000:00:06.0" in named[0]["message"] and "more than once" in named[0]["message"]
+    assert len(document["facts"]["gpus"]) == 1
+
+
+@pytest.mark.parametrize(("second", "check_id"), [
+    ({"remapped_rows_uncorrectable": 3, "remap_failure": True}, "health.row_remap_failure"),
+    ({"pcie_width_current": 4}, "pcie.link_degraded"),
+])
+def test_the_worse_reading_wins_whichever_comes_second(tmp_path, capsys, second, check_id):
+    _code, document = _check(_twice_listed(tmp_path, **second), capsys)
+    statuses = {finding["check_id"]: finding["status"] for finding in document["findings"]}
+    assert statuses.get(check_id) in ("warn", "fail"), statuses
+
+
+def test_a_gpu_listed_once_is_no_input_error(tmp_path, capsys):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "nvml.json").write_bytes((FIXTURES / "h200-collect" / "nvml.json").read_bytes())
+    code, document = _check(bundle, capsys)
+    assert code == ExitCode.READY and not any(f["check_id"] == "bundle.unreadable" for f in document["findings"])

@@ -131,6 +131,9 @@ class _FactsBuilder:
         self.facts.cuda_driver_version = self.facts.cuda_driver_version or document.cuda_driver_version
         self.facts.gpus_announced = document.device_count
         self.gpu_sources.append(("nvml.json", document.gpus))
+        if document.duplicates:  # the worst reading of each is judged (merge_gpu_sources)
+            self.facts.input_errors.append(("nvml.json", sentence("facts.error.duplicate_gpu", name="nvml.json",
+                                                                  gpus=", ".join(document.duplicates))))
         if document.p2p_read:
             self.facts.p2p_read = self.facts.p2p_read or document.p2p_read
 
@@ -387,12 +390,16 @@ def merge_gpu_sources(sources: list[tuple[str, list[GpuFacts]]], probe_error: st
         return [] if probe_error else None
     merged: dict[str, GpuFacts] = {}
     for name, gpus in sources:
+        listed: set[str] = set()
         for gpu in gpus:
             existing = merged.get(gpu.bus_id)
             if existing is None:
                 merged[gpu.bus_id] = dataclasses.replace(gpu)
             else:
+                if gpu.bus_id in listed:  # one file lists the GPU twice: neither reading may hide the other's fault
+                    _take_worst(existing, gpu)
                 _fill(existing, gpu, name)
+            listed.add(gpu.bus_id)
     gpus = sorted(merged.values(), key=lambda gpu: gpu.bus_id)
     for index, gpu in enumerate(gpus):
         gpu.index = index  # NVML's order is PCI bus order
@@ -414,6 +421,27 @@ def attach_indexed_sources(gpus: list[GpuFacts] | None, sources: list[tuple[str,
             else:
                 _fill(existing, gpu, name)
     return sorted(merged, key=lambda gpu: gpu.index) if merged or gpus is not None else None
+
+
+_WORSE_HIGHER = ("pcie_replay_count", "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
+                 "ecc_uncorrected_aggregate", "retired_pages_sbe", "retired_pages_dbe", "remapped_rows_correctable",
+                 "remapped_rows_uncorrectable", "temperature_c", "temperature_memory_c")
+_WORSE_TRUE = ("retired_pages_pending", "remap_pending", "remap_failure", "ecc_pending", "mig_pending")
+_WORSE_LOWER = ("pcie_gen_current", "pcie_width_current")
+"""Fields of one GPU listed twice in one file, taken from the worse reading: a count of errors or a temperature at
+its highest, a pending or failed state where either says so, a link at its narrowest, an InfoROM invalid where either
+says so; the others are the first reading's (`_fill`)."""
+
+
+def _take_worst(existing: GpuFacts, gpu: GpuFacts) -> None:
+    for names, pick in ((_WORSE_HIGHER, max), (_WORSE_TRUE, max), (_WORSE_LOWER, min)):
+        for name in names:
+            values = [value for value in (getattr(existing, name), getattr(gpu, name)) if value is not None]
+            setattr(existing, name, pick(values) if values else None)
+    if gpu.inforom_valid is False:
+        existing.inforom_valid = False
+    if gpu.clock_event_reasons:
+        existing.clock_event_reasons = (existing.clock_event_reasons or frozenset()) | gpu.clock_event_reasons
 
 
 def _fill(existing: GpuFacts, gpu: GpuFacts, name: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import typing
+from collections import Counter
 from typing import Any
 
 from gpuready.facts.bad_input import ParseFailure
@@ -75,6 +76,9 @@ class NvmlDocument:
         bounded(len(gpus), "gpus", said("parse.what.gpu_entries"))
         self.gpus = [_gpu_facts_from_json(position, gpu if version == 1 else _as_facts_names(gpu))
                      for position, gpu in enumerate(gpus)]
+        self.duplicates: list[str] = repeated_identities(self.gpus)
+        """Bus ids (or UUIDs) listed more than once: NVML lists each GPU once, so the file was edited or put
+        together; the bundle reader names them and judges the worst reading of each."""
         self.p2p_read = _p2p_from_json(data.get("p2p_read"))
 
 
@@ -90,6 +94,14 @@ _FIELD_LIMITS = {"memory_total_bytes": "bytes", "memory_used_bytes": "bytes", "m
 _SIGNED_FIELDS = frozenset(name for name in _PLAIN_FIELDS if name.startswith("temperature") or name.endswith("_c"))
 _CAPABILITY = re.compile(r"\d{1,3}\.\d{1,3}")
 _UNREADABLE = object()
+
+
+def repeated_identities(gpus: list[GpuFacts]) -> list[str]:
+    """The bus ids, and the UUIDs, that more than one entry of `gpus` carries (in their first order)."""
+    counts = Counter(identity for gpu in gpus
+                     for identity in {gpu.bus_id if not gpu.bus_id.startswith("unknown:") else None,
+                                      gpu.uuid.lower() if gpu.uuid else None} if identity)
+    return [identity for identity, count in counts.items() if count > 1]
 
 
 def _string(value: Any) -> str | None:
