@@ -110,7 +110,7 @@ def _test_finding(context: CheckContext, run: DcgmRun, test) -> Finding:
     summary = said(f"dcgm.diag_failed.summary.{verb}.{where}{reason}", test=name, gpus=", ".join(map(str, gpus)),
                    reason=reasons[0] if reasons else None)
     text = said(f"dcgm.diag_failed.{_fix_kind(test, reasons)}", summary=summary,
-                gpu=str(gpus[0]) if len(gpus) == 1 else "<gpu>")
+                gpu=",".join(map(str, gpus)) or "<gpu>", select=f" -i {','.join(map(str, gpus))}" if gpus else "")
     return Finding(check_id=context.check_id, status=Status.FAIL if test.result == "Fail" else Status.WARN,
                    subject=subject, **finding_text(text), observed=observed, expected="Pass", refs=REFS,
                    evidence=quote(lines))

@@ -9,12 +9,17 @@ finding named its GPU ("GPU 0–7's clocks are cut …"), and lists every bus id
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 
 from gpuready.report.document import Finding, Gpu
 
 # Where a finding's text named its own GPU; a NUL never survives `printable`, so these cannot occur in the text.
 _GPU_SLOT, _BUS_SLOT, _UUID_SLOT, _INDEX_SLOT = "\0gpu\0", "\0bus\0", "\0uuid\0", "\0index\0"
+_CODE_SPAN = re.compile(r"`([^`\n]*)`")
+_TAKES_AN_INDEX_LIST = re.compile(r"(?:sudo )?(?:nvidia-smi -|dcgmi diag )")
+"""Commands whose `-i` takes a comma-separated list (`nvidia-smi -q -i 0,1`, `dcgmi diag -r 3 -i 0,1`); another
+command that names a GPU (`lspci -s`, `nvidia-smi nvlink -i`) runs once per GPU."""
 _RUN_SHOWN_AS_RANGE = 3
 """Consecutive indices from this many on are written as a range (`0–5`); fewer are listed (`0, 1`)."""
 
@@ -52,6 +57,7 @@ class Row:
 
     def _fill(self, shaped: str) -> str:
         gpus = self.gpus
+        shaped = _CODE_SPAN.sub(lambda span: f"`{_command_for_each(span.group(1), gpus)}`", shaped)
         indices = ",".join(str(gpu.index) for gpu in gpus if gpu.index is not None)
         return (shaped.replace(_GPU_SLOT, self.gpu_label())
                 .replace(_BUS_SLOT, ", ".join(gpu.bus_id or "?" for gpu in gpus))
@@ -84,6 +90,32 @@ def gpu_list_label(gpus: list[Gpu]) -> str:
     if any(gpu.cuda_index is not None and gpu.cuda_index != gpu.index for gpu in gpus):
         return "GPU " + ", ".join(gpu.label().removeprefix("GPU") for gpu in gpus)
     return "GPU " + ", ".join(_runs(sorted({gpu.index for gpu in gpus if gpu.index is not None})))
+
+
+def _command_for_each(command: str, gpus: list[Gpu]) -> str:
+    """A command (a code span) that names one GPU, for every GPU of the group, as it runs when pasted: the
+    tool's own list where it has one (`nvidia-smi -i 0,1`), else a loop over the GPUs' names
+    (`for d in 0000:19:00.0 0000:3b:00.0; do sudo lspci -vv -s $d; done`), or one command per GPU joined by `; `
+    where it names a GPU in two ways."""
+    slots = [slot for slot in (_GPU_SLOT, _BUS_SLOT, _UUID_SLOT, _INDEX_SLOT) if slot in command]
+    one_index = slots == [_INDEX_SLOT] and command.count(_INDEX_SLOT) == 1
+    if not slots or one_index and _TAKES_AN_INDEX_LIST.match(command):
+        return command
+    if len(slots) == 1:
+        names = " ".join(shlex.quote(_own_name(slots[0], gpu)) for gpu in gpus)
+        return f"for d in {names}; do {command.replace(slots[0], '$d')}; done"
+    return "; ".join(_own_names(command, gpu) for gpu in gpus)
+
+
+def _own_name(slot: str, gpu: Gpu) -> str:
+    return {_GPU_SLOT: gpu.label(), _BUS_SLOT: gpu.bus_id or "?", _UUID_SLOT: gpu.uuid or "?",
+            _INDEX_SLOT: str(gpu.index)}[slot]
+
+
+def _own_names(command: str, gpu: Gpu) -> str:
+    for slot in (_GPU_SLOT, _BUS_SLOT, _UUID_SLOT, _INDEX_SLOT):
+        command = command.replace(slot, shlex.quote(_own_name(slot, gpu)))
+    return command
 
 
 def _runs(indices: list[int]) -> list[str]:
