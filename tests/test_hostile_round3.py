@@ -48,7 +48,7 @@ def _one_sentence(capsys, argv: list[str], code: int = ExitCode.USAGE) -> str:
     ('["[[[[", "{{{{"]', 1),                      # brackets inside strings do not count
     ('["\\"[[[", "\\\\", [[]]]', 3),              # an escaped quote does not end the string; an escaped backslash does
     ('[[["unterminated [[[[[[', 3),               # an unterminated string reaches to the end
-    ('["a\\\n[[[[[["]', 1),                       # a backslash before a newline escapes it (the parser refuses it later)
+    ('["a\\\n[[[[[["]', 1),                       # a backslash escapes a newline too (the parser refuses it)
     ("]]]][[", 0),                                # closing first: the depth is counted from the start
     ("[" * 100 + "]" * 100, 100),
     ("[{}]" * 1000, 2),
@@ -120,7 +120,8 @@ def test_nested_catalogue_text_is_bounded_in_depth_and_length():
     assert "…" in text
     # three levels, as the catalogue's own texts nest, render whole
     shallow = message("pcie.aer.device_both.fix", "en", **_doubling_values(3))
-    assert shallow.count("Check device") == 1 + 2 + 4 + 8 and shallow.count("0000:01:00.0") == 16 and "…" not in shallow
+    assert shallow.count("Check device") == 1 + 2 + 4 + 8 and shallow.count("0000:01:00.0") == 16
+    assert "…" not in shallow
 
 
 def test_one_message_is_cut_at_the_cap_in_either_language():
@@ -146,7 +147,8 @@ def test_report_files_and_compare_of_a_doubling_document_stay_small(tmp_path, ca
     path = tmp_path / "nested.json"
     path.write_text(json.dumps(_doubling_report()), encoding="utf-8")
     files = {"--html": tmp_path / "r.html", "--junit": tmp_path / "r.xml", "--markdown": tmp_path / "r.md"}
-    argv = ["report", str(path), "--lang", lang] + [item for option, file in files.items() for item in (option, str(file))]
+    argv = ["report", str(path), "--lang", lang]
+    argv += [item for option, file in files.items() for item in (option, str(file))]
     assert cli.main(argv) == ExitCode.NOT_READY
     for file in files.values():
         assert 0 < file.stat().st_size < 2 << 20, file
@@ -170,7 +172,8 @@ def _gpuready(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def _surrogate_report(tmp_path: Path) -> Path:
-    finding = {"check_id": "gpu.present", "category": "gpu", "status": "fail", "subject": {**SUBJECT, "host": "h\udfff"},
+    finding = {"check_id": "gpu.present", "category": "gpu", "status": "fail",
+               "subject": {**SUBJECT, "host": "h\udfff"},
                "observed": "x\ud800", "expected": "y", "message": "bad \ud800 text", "fix": "f\udc00", "refs": [],
                "evidence": [], "consequence_of": None, "message_id": None, "message_values": None}
     path = tmp_path / "surrogate.json"
