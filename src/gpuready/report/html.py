@@ -207,6 +207,8 @@ table.numbers td { font-variant-numeric: tabular-nums; }
 .badge.skip, .badge.unknown { background: #888; }
 .fix { margin-top: .3rem; } .consequence { font-style: italic; color: #555; }
 pre { white-space: pre-wrap; word-break: break-all; background: #f3f3f3; padding: .4rem; margin: .3rem 0 0; }
+.message code, .fix code { background: #f0f0f0; padding: 0 .2rem; border-radius: .2rem; overflow-wrap: anywhere; }
+details.evidence pre { margin-top: 0; } details.evidence summary { cursor: pointer; color: #555; font-size: .85rem; }
 .filters { margin: .5rem 0; display: flex; flex-wrap: wrap; gap: .8rem; align-items: center; }
 figure.chart { margin: 1rem 0 1.6rem; background: #fff; padding: .5rem; border: 1px solid #eee; }
 figcaption { font-weight: bold; margin-bottom: .3rem; }

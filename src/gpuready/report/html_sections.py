@@ -10,6 +10,7 @@ from the catalogue (the console's `label.*` ids and this page's `html.*` ids).
 from __future__ import annotations
 
 import html
+import re
 from collections import Counter
 from typing import Any, Callable, Iterable
 
@@ -18,17 +19,18 @@ from gpuready.report.charts.base import finite
 from gpuready.report.document import (KNOWN_STATUSES, STATUS_ORDER, Finding, host_of, judges_machine, mapping, number,
                                       read_finding, sequence, status_rank, subject_label, text)
 from gpuready.report.fleet_view import FleetView
-from gpuready.report.findings_view import row_subject, status_label, verdict_label
+from gpuready.report.findings_view import EVIDENCE_SHOWN, row_subject, status_label, verdict_label
 from gpuready.report.gpu_groups import Row
 from gpuready.report.headline import headline
+from gpuready.report.verb_of import verb_of
 from gpuready.safe_text import printable
 from gpuready.report.figures import format_value, value_text
 
 Say = Callable[..., str]
 FILTERED_OTHER = "other"
 """The filter value of a status this version does not know (shown like an error, as on the console)."""
-RUN_KINDS = ("plan", "burn", "bench", "validate")
-"""The facts key that names the verb of a run; a document with none of them is a check (or diagnose) of a machine."""
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+"""A command or a name in a message or fix (`nvidia-smi -q`), shown as `<code>`."""
 FLEET_VERDICTS = ("failing", "outlier", "unknown", "healthy")
 
 
@@ -51,8 +53,16 @@ def table(headers: Iterable[str], rows: Iterable[Iterable[str]], **attributes: o
 
 
 def run_kind(document: dict) -> str:
-    facts = mapping(document.get("facts"))
-    return next((kind for kind in RUN_KINDS if kind in facts), "check")
+    """The verb that wrote the document (`html.run.<verb>`): check, diagnose, validate, burn, bench, plan, or report
+    where its facts name none."""
+    return verb_of(document)
+
+
+def with_code(value: object) -> str:
+    """`value` escaped, its backticked spans as `<code>` (the text inside escaped too: never markup from a document)."""
+    parts = CODE_SPAN.split(printable(value))
+    return "".join(element("code", escape(part)) if odd else escape(part) for odd, part in
+                   ((index % 2 == 1, part) for index, part in enumerate(parts)))
 
 
 # --- one document ---------------------------------------------------------------------------------------------------
@@ -128,20 +138,31 @@ def _finding_row(finding: Finding, report_host: str, labels: dict) -> str:
     subject = [row_subject(Row(members=[finding]), labels)]  # the console's words for it
     if finding.host and finding.host != report_host:
         subject.append(finding.host)
-    message = element("div", escape(finding.message), class_="message")
+    message = element("div", with_code(finding.message), class_="message")
     if finding.consequence_of:
         message = element("div", escape(f"↳ {labels['consequence_of']} {finding.consequence_of}"),
                           class_="consequence") + message
     if finding.fix and finding.status not in (Status.PASS.value, Status.SKIP.value):
-        message += element("div", element("strong", escape(labels["fix"]) + ": ") + escape(finding.fix),
+        message += element("div", element("strong", escape(labels["fix"]) + ": ") + with_code(finding.fix),
                            class_="fix")
-    if finding.evidence:
-        message += element("details", element("summary", escape(f"{len(finding.evidence)} ⋯"))
-                           + element("pre", escape("\n".join(finding.evidence))))
+    message += _evidence(finding.evidence, labels)
     cells = [element("span", escape(status_label(finding.status, labels)), class_=f"badge {status}"),
              element("code", escape(finding.check_id)), escape(" ".join(part for part in subject if part)), message]
     return element("tr", "".join(element("td", cell) for cell in cells), data_status=status,
                    data_category=finding.category)
+
+
+def _evidence(lines: list[str], labels: dict) -> str:
+    """The quoted lines as the console shows them (the first EVIDENCE_SHOWN), the rest folded under "N more lines"."""
+    if not lines:
+        return ""
+    shown = element("pre", escape("\n".join(lines[:EVIDENCE_SHOWN])), class_="evidence")
+    rest = lines[EVIDENCE_SHOWN:]
+    if not rest:
+        return shown
+    more = labels["html_evidence_one_more"] if len(rest) == 1 else labels["html_evidence_more"].format(n=len(rest))
+    return shown + element("details", element("summary", escape(more))
+                           + element("pre", escape("\n".join(rest))), class_="evidence")
 
 
 def inventory_section(document: dict, labels: dict, say: Say) -> str:
