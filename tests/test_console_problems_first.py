@@ -197,8 +197,8 @@ def test_a_cpu_only_run_prints_no_machine_verdict():
                 "facts": {"validate": {"wall_s": 28.4, "ranks": [0, 1]}},
                 "findings": [{"check_id": "ddp.smoke", "status": "pass", "message": "DDP ran."}]}
     out = render(document)
-    assert out.splitlines()[:3] == ["CPU-only run (gloo): a test of the software stack, not a verdict on a machine's",
-                                    "GPUs", "0 fail, 0 warn, 1 pass, 0 skip"]
+    assert out.splitlines()[:3] == ["NO VERDICT: a CPU-only run (gloo) tests the software stack, not a verdict on a",
+                                    "machine's GPUs", "0 fail, 0 warn, 1 pass, 0 skip"]
     assert "READY" not in out and "laptop" not in out
     assert "仅 CPU 运行" in render(document, lang="zh")
 

@@ -1,7 +1,8 @@
 """Report documents as JUnit XML, for CI (GitLab, Jenkins, junitparser): one test case per finding.
 
 The schema those tools share: `<testsuites>` (the totals) holds one `<testsuite>` per document (name `verb/host`,
-timestamp, hostname, the measurements as `<properties>`, the verdict in `<system-out>`), which holds one `<testcase>`
+timestamp, hostname, the measurements as `<properties>`, the verdict and the figures as the other views write them in
+`<system-out>`), which holds one `<testcase>`
 per finding (classname: the category; name: `check_id @ subject`). fail → `<failure>`, error or a status this version
 does not know → `<error>`, skip → `<skipped>`, warn → its text in `<system-out>` (a `<failure>` where warnings fail,
 `--fail-on warn`), pass → an empty test case. A name that repeats in a suite (compute.low on one GPU for each dtype)
@@ -68,7 +69,9 @@ def _suite(document: dict, lang: str, warn_fails: bool) -> ET.Element:
     if len(properties):
         suite.append(properties)
     suite.extend(cases)
-    ET.SubElement(suite, "system-out").text = _xml(_verdict_line(document, labels, lang))
+    figures = [f"{name} @ {subject}: {value_text(measurement, labels)}"  # as the other views write them
+               for name, subject, measurement in _measurements(document, host)]
+    ET.SubElement(suite, "system-out").text = _xml("\n".join([_verdict_line(document, labels, lang), *figures]))
     return suite
 
 
@@ -132,12 +135,8 @@ def _properties(document: dict, host: str, labels: dict) -> ET.Element:
     """Each measurement as `name @ subject` = `value unit` (`not measurable: …` where the verb found it cannot be
     right), and its expected figure as `name.expected @ subject`."""
     properties = ET.Element("properties")
-    for measurement in map(mapping, sequence(document.get("measurements"))):
-        subject = subject_name(read_finding({"subject": measurement.get("subject")}), host)
-        method = mapping(measurement.get("method"))
-        if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
-            subject += f" {text(method['strategy'])}×{text(method['world_size'])}"
-        name, unit = text(measurement.get("name")), text(measurement.get("unit"), "")
+    for name, subject, measurement in _measurements(document, host):
+        method, unit = mapping(measurement.get("method")), text(measurement.get("unit"), "")
         for key, suffix in (("value", ""), ("expected", ".expected")):
             value = number(measurement.get(key))
             shown = f"{'?' if value is None else value} {unit}".rstrip()
@@ -148,9 +147,22 @@ def _properties(document: dict, host: str, labels: dict) -> ET.Element:
     return properties
 
 
+def _measurements(document: dict, host: str) -> list[tuple[str, str, dict]]:
+    """(name, `subject`, measurement) of each measurement; a bench figure's subject names its run."""
+    found = []
+    for measurement in map(mapping, sequence(document.get("measurements"))):
+        subject = subject_name(read_finding({"subject": measurement.get("subject")}), host)
+        method = mapping(measurement.get("method"))
+        if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
+            subject += f" {text(method['strategy'])}×{text(method['world_size'])}"
+        found.append((text(measurement.get("name")), subject, measurement))
+    return found
+
+
 def _verdict_line(document: dict, labels: dict, lang: str) -> str:
-    lines = [message("report_files.junit.verdict", lang, verdict=verdict_label(shown_verdict(document), labels),
-                     code=text(document.get("exit_code")))]
+    planned = "plan" in mapping(document.get("facts"))  # an estimate, no machine verdict: the other views' title
+    verdict = labels["plan_title"] if planned else verdict_label(shown_verdict(document), labels)
+    lines = [message("report_files.junit.verdict", lang, verdict=verdict, code=text(document.get("exit_code")))]
     first = headline(document, [read_finding(item) for item in sequence(document.get("findings"))])
     if first:  # what failed first heads the verdict, as on the console
         lines[:0] = [first.first_line(labels), labels["headline_unjudged"]]
