@@ -218,18 +218,22 @@ def _with_latency(document: dict, microseconds: float) -> dict:
 
 
 def test_a_latency_that_went_up_is_worse_and_one_that_went_down_is_better():
-    """all_reduce_latency_us 35.872 µs (validate-foreign-loop) → 43.046 µs: +7.174 / 35.872 = +20.00 %, worse (lower is
-    better); → 28.698 µs: −7.174 / 35.872 = −20.00 %, better; with --tolerance latency=25, neither."""
+    """all_reduce_latency_us 35.872 µs (validate-foreign-loop) → 71.744 µs: +35.872 / 35.872 = +100.00 %, worse (lower
+    is better), beyond the 70 % a latency moves between runs of one healthy machine (compare.toml noise_pct, from five
+    H200 runs); → 7.174 µs: −28.698 / 35.872 = −80.00 %, better; → 43.046 µs (+20.00 %): within that noise, neither;
+    with --tolerance latency=10, the +20 % is worse again (the user's tolerance wins)."""
     base = load(SHARED / "validate-foreign-loop.json")
-    worse = compare_documents(base, _with_latency(base, 43.046))
+    worse = compare_documents(base, _with_latency(base, 71.744))
     assert [(entry["name"], entry["kind"], entry["better"], entry["change_pct"]) for entry in worse["worse"]] == [
-        ("all_reduce_latency_us", "latency", "lower", 20.0)]
+        ("all_reduce_latency_us", "latency", "lower", 100.0)]
     assert worse["exit_code"] == 1
-    better = compare_documents(base, _with_latency(base, 28.698))
-    assert changes(better["better"]) == {"all_reduce_latency_us": -20.0} and better["exit_code"] == 0
-    tolerant = compare_documents(base, _with_latency(base, 43.046), {"latency": 25.0})
-    assert tolerant["worse"] == [] and tolerant["exit_code"] == 0
-    assert tolerant["tolerances_pct"]["latency"] == 25.0 and tolerant["tolerances_pct"]["compute"] == 5.0
+    better = compare_documents(base, _with_latency(base, 7.174))
+    assert changes(better["better"]) == {"all_reduce_latency_us": -80.0} and better["exit_code"] == 0
+    noise = compare_documents(base, _with_latency(base, 43.046))
+    assert noise["worse"] == [] and noise["exit_code"] == 0
+    assert noise["tolerances_pct"]["latency"] == 70.0 and noise["tolerances_pct"]["compute"] == 5.0
+    strict = compare_documents(base, _with_latency(base, 43.046), {"latency": 10.0})
+    assert changes(strict["worse"]) == {"all_reduce_latency_us": 20.0} and strict["tolerances_pct"]["latency"] == 10.0
 
 
 def test_two_machines_are_compared_figure_by_figure_but_two_nodes_of_one_report_are_not_mixed():
@@ -331,8 +335,8 @@ def test_a_tolerance_per_kind_changes_the_judgement(capsys):
 
 
 @pytest.mark.parametrize("value, said", [
-    ("compte=3", "'compte' is not a kind of figure (the kinds: busbw, latency, time, bandwidth, compute, throughput, "
-                 "efficiency, memory, power, other); did you mean compute?"),
+    ("compte=3", "'compte' is not a kind of figure (the kinds: busbw, latency, host_pageable, time, bandwidth, compute, "
+                 "throughput, efficiency, memory, power, other); did you mean compute?"),
     ("compute=-1", "'-1' is not a number of percent from 0 to 1,000"),
     ("compute", "'compute' is not KIND=PCT (KIND: busbw, latency,"),
 ])

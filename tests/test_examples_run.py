@@ -143,9 +143,10 @@ def _redacted_bundle(folder: Path) -> None:
 
 
 def _highest_latency_node() -> str:
-    """The node of FLEET_RUNS whose reduce-scatter latency is highest, checked by docs/fleet.md's rule (3 % or more
-    worse than the cohort's median, modified z-score 0.6745 (x - median) / MAD beyond 3.5, Iglewicz and Hoaglin) to be
-    an outlier: computed here from the recorded figures."""
+    """The node of FLEET_RUNS whose reduce-scatter latency is highest: checked from the recorded figures to be within
+    the 70 % a small-message latency moves between runs of one healthy machine (knowledge/compare.toml noise_pct, from
+    these same five runs), so docs/fleet.md's rule leaves it alone: five runs of one healthy H200 are five healthy
+    nodes."""
     latency = {}
     for number, run in enumerate(FLEET_RUNS, start=1):
         figures = [m["value"] for m in json.loads(run.read_text())["measurements"]
@@ -153,9 +154,8 @@ def _highest_latency_node() -> str:
         assert len(figures) == 1
         latency[f"node{number}"] = figures[0]
     median = statistics.median(latency.values())
-    mad = statistics.median(abs(value - median) for value in latency.values())
     worst = max(latency, key=latency.get)
-    assert latency[worst] >= 1.03 * median and 0.6745 * (latency[worst] - median) / mad >= 3.5
+    assert 1.03 * median <= latency[worst] < 1.70 * median  # above the 3 % floor, below the latency noise
     return worst
 
 
@@ -179,8 +179,8 @@ README_RUNS = {
     "gpuready compare before.json after.json": Example(
         0, "two checks of the same recorded evidence: nothing got worse", inputs=("before.json", "after.json")),
     "gpuready fleet reports/": Example(
-        1, "five recorded runs of one H200: the one with the highest reduce-scatter latency stands out",
-        inputs=("reports/",), shows=(_highest_latency_node(),)),
+        0, "five recorded runs of one H200: healthy; the highest reduce-scatter latency (" + _highest_latency_node() +
+        ") is within a latency's run-to-run noise", inputs=("reports/",), shows=("5 healthy",)),
 }
 
 DOCS_RUNS = {

@@ -132,20 +132,21 @@ def test_mad_zero_lets_the_floor_alone_decide(tmp_path, capsys):
 
 
 def test_a_latency_is_worse_when_higher_and_a_node_is_its_worst_gpu(tmp_path, capsys):
-    """all_reduce latency (µs) of 11 nodes: 20 ×5, 21 ×5 and 30. Median 21? Sorted 20 20 20 20 20 21 21 21 21 21 30 →
-    the 6th = 21; deviations 1 ×5, 0 ×5, 9 → sorted 0 0 0 0 0 1 1 1 1 1 9 → MAD = 1. 30: z = -0.6745 × (30 - 21) / 1
-    = -6.07 (worse is negative), deficit (30 - 21) / 21 = 42.86 % → outlier.
+    """all_reduce latency (µs) of 11 nodes: 20 ×5, 21 ×5 and 45. Median 21? Sorted 20 20 20 20 20 21 21 21 21 21 45 →
+    the 6th = 21; deviations 1 ×5, 0 ×5, 24 → sorted 0 0 0 0 0 1 1 1 1 1 24 → MAD = 1. 45: z = -0.6745 × (45 - 21) / 1
+    = -16.19 (worse is negative), deficit (45 - 21) / 21 = 114.29 % → outlier: beyond the 70 % a latency moves between
+    runs of one healthy machine (compare.toml noise_pct), where 30 µs (42.86 %) would not be.
     bf16: every node has two GPUs at 800 and 801, so its figure (its worst GPU's) is 800, but n03's GPU 1 runs 640:
     its figure is 640, of GPU 1. Median 800, MAD 0 (ten nodes at 800): no z-score; 160 / 800 = 20 % worse ≥ 3 %, and
     640 / 791.2 = 0.81 of its expectation → an outlier by both rules."""
-    latencies = [20.0] * 5 + [21.0] * 5 + [30.0]
+    latencies = [20.0] * 5 + [21.0] * 5 + [45.0]
     documents = [node_report(f"n{i:02d}", [800.0, 640.0 if i == 3 else 801.0], latency_us=latency)
                  for i, latency in enumerate(latencies)]
     code, document = fleet_json(capsys, write_fleet(tmp_path / "lat", documents))
     found = outliers_of(document)
     assert code == ExitCode.NOT_READY and sorted(found) == ["n03", "n10"]
     assert [(o["name"], o["subject"], o["value"], o["median"], o["deficit_pct"], o["z"]) for o in found["n10"]] == [
-        ("all_reduce_latency_us", {"kind": "host", "gpu": None, "peer": None}, 30.0, 21.0, 42.86, -6.07)]
+        ("all_reduce_latency_us", {"kind": "host", "gpu": None, "peer": None}, 45.0, 21.0, 114.29, -16.19)]
     assert [(o["subject"]["gpu"], o["value"], o["median"], o["deficit_pct"], o["z"], o["rules"])
             for o in found["n03"]] == [(1, 640.0, 800.0, 20.0, None, ["fleet", "expected"])]
 

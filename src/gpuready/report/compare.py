@@ -27,7 +27,7 @@ from typing import Any, Iterable
 from gpuready.facts.units import normalize_bus_id
 from gpuready.model import UNKNOWN_HOST, ExitCode, Status, worst_exit_code
 from gpuready.report.document import mapping, number, sequence, shown_verdict
-from gpuready.report.measurement_kinds import HIGHER, LOWER, Kind, default_tolerance_pct, kind_names, kind_of
+from gpuready.report.measurement_kinds import HIGHER, LOWER, Kind, default_tolerances_pct, kind_of
 from gpuready.report.verb_of import verb_of
 
 FORMAT = "gpuready.compare"
@@ -72,7 +72,7 @@ def compare_documents(base: dict, new: dict, tolerances_pct: dict[str, float] | 
     fails (newly warns too, with `fail_on_warn`), else 0; 2 at least where the two are not reports of one verb on
     one machine (`comparable` false, `differences` says what differs): only what both hold is then compared, and a
     finding of one report alone is never counted as newly failing or warning."""
-    tolerances_pct = {**dict.fromkeys(kind_names(), default_tolerance_pct()), **(tolerances_pct or {})}
+    tolerances_pct = {**default_tolerances_pct(), **(tolerances_pct or {})}
     hosts_matter = len(_hosts(base)) > 1 or len(_hosts(new)) > 1
     identities = {"base": identity(base), "new": identity(new)}
     differences = [{"name": name, "base": identities["base"][name], "new": identities["new"][name]}

@@ -107,11 +107,18 @@ def fleet_view(document: dict[str, Any], lang: str = "en") -> FleetView:
         notes=_input_notes(document, rows, say), nodes=[_node(row, cohorts, say) for row in rows],
         healthy=say("fleet.healthy", count=counts["healthy"]),
         rule=say("fleet.rule", z=number(limits.get("z_limit")) or 0, floor=number(limits.get("floor_pct")) or 0,
-                 fraction=number(limits.get("expected_fraction")) or 0),
+                 fraction=number(limits.get("expected_fraction")) or 0) + _noise_floors(limits, say),
         saved=say("fleet.baseline.saved", path=printable(document["saved_baseline"]))
         if document.get("saved_baseline") else None,
         measurements=measurement_views(document),
         column={key: say(f"fleet.column.{key}") for key in ("node", "verdict", "cohort", "what")})
+
+
+def _noise_floors(limits: dict[str, Any], say: Say) -> str:
+    """` For a latency, 70% …`: the kinds whose floor is their run-to-run noise (fleet's limits.floor_pct_by_kind)."""
+    floors = [say("fleet.rule.kind_floor", kind=printable(kind), floor=number(pct) or 0)
+              for kind, pct in sorted(mapping(limits.get("floor_pct_by_kind")).items())]
+    return " " + say("fleet.rule.noise", floors=", ".join(floors)) if floors else ""
 
 
 def measurement_views(document: dict[str, Any]) -> list[MeasurementView]:

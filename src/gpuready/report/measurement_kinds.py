@@ -23,13 +23,17 @@ class Kind:
     names: tuple[str, ...] = ()
     """Parts of a measurement's name that make it this kind, whatever its unit (`busbw`, `latency`)."""
     units: tuple[str, ...] = ()
+    noise_pct: float = 0.0
+    """How far a figure of this kind moves between runs of one healthy machine (compare.toml `noise_pct`, measured):
+    compare's tolerance and fleet's floor for the kind are at least this."""
 
 
 @lru_cache(maxsize=None)
 def kinds() -> tuple[Kind, ...]:
     """The kinds in the table's order (the order names and units are tried in)."""
     return tuple(Kind(name=row["name"], better=_BETTER[row["better"]], names=tuple(row["names"]),
-                      units=tuple(row["units"])) for row in load_table("compare")["kind"])
+                      units=tuple(row["units"]), noise_pct=float(row.get("noise_pct", 0.0)))
+                 for row in load_table("compare")["kind"])
 
 
 def kind_names() -> tuple[str, ...]:
@@ -56,6 +60,12 @@ def unit_label(unit: str) -> str:
 
 def default_tolerance_pct() -> float:
     return float(load_table("compare")["tolerance"]["default_pct"])
+
+
+def default_tolerances_pct() -> dict[str, float]:
+    """Kind → compare's tolerance: the default, or the kind's own run-to-run noise where that is wider."""
+    default = default_tolerance_pct()
+    return {**{kind.name: max(default, kind.noise_pct) for kind in kinds()}, OTHER: default}
 
 
 def tolerance_source() -> str:

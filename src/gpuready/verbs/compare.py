@@ -15,7 +15,7 @@ from typing import Any
 from gpuready.cli import option_groups as groups
 from gpuready.i18n import Said, choose_language, message, said
 from gpuready.options import UsageError, number
-from gpuready.report.measurement_kinds import default_tolerance_pct, kind_names
+from gpuready.report.measurement_kinds import default_tolerance_pct, kind_names, kinds
 from gpuready.cli.usage import Refused, nearest
 from gpuready.cli.output import _write_report, check_out
 from gpuready.model import ExitCode, document_problem, worst_exit_code
@@ -66,7 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("base", type=Path, metavar="BASE", help=said("cli.compare.base"))
     parser.add_argument("new", type=Path, metavar="NEW", help=said("cli.compare.new"))
     parser.add_argument("--tolerance", type=tolerance, action="append", metavar="KIND=PCT",
-                        help=groups.with_range(said("cli.compare.tolerance", default=f"{default_tolerance_pct():g}"),
+                        help=groups.with_range(said("cli.compare.tolerance", default=f"{default_tolerance_pct():g}",
+                                                    noisy=", ".join(f"{kind.name} {kind.noise_pct:g}" for kind in kinds()
+                                                                    if kind.noise_pct > default_tolerance_pct())),
                                                tolerance))
     groups.add(parser, "json", said("cli.compare.json"))
     groups.add(parser, "out", said("cli.compare.out"))

@@ -19,6 +19,7 @@ from gpuready.i18n import json_values
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.verbs.fleet.read import (LARGEST_FIGURE, MAX_NAMES_PER_REPORT, WHOLE_FILE_BYTES, Cohort, Document,
                                       Figure, FleetDocument, Unreadable, read_report, report_files)
+from gpuready.report.measurement_kinds import kinds
 from gpuready.verbs.fleet.stats import (Limits, Spread, bounded, deficit_pct, modified_z, share_of_expected, spread,
                                        stands_out)
 
@@ -149,6 +150,7 @@ def judge(gathered: Gathered, limits: Limits, baseline: Baseline | None = None,
         "limits": {"floor_pct": limits.floor_pct, "z_limit": limits.z_limit, "mad_to_sigma": limits.mad_to_sigma,
                    "expected_fraction": limits.expected_fraction, "min_robust_nodes": limits.min_robust_nodes,
                    "names_per_report": MAX_NAMES_PER_REPORT,
+                   "floor_pct_by_kind": {kind.name: kind.noise_pct for kind in kinds() if kind.noise_pct > limits.floor_pct},
                    "sources": Limits.sources()},
         "baseline": baseline_path,
         "summary": {"nodes": len(rows), **counts, "cohorts": len(cohorts), "files_read": gathered.files_read,
@@ -222,7 +224,7 @@ def json_names(keys) -> dict[Key, str]:
 
 
 def _rules(figure: Figure, centre: Spread, limits: Limits, basis: str) -> list[str]:
-    rules = [basis] if stands_out(figure.value, centre, figure.sense, limits) else []
+    rules = [basis] if stands_out(figure.value, centre, figure.sense, limits, figure.noise_pct) else []
     if figure.expected and share_of_expected(figure.value, figure.expected, figure.sense) < limits.expected_fraction:
         rules.append("expected")
     return rules

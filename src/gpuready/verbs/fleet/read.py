@@ -73,6 +73,8 @@ class Figure:
     gpu: int | str | None
     """The NVML index (or bus id) of the GPU the figure is of; None for a figure of the host."""
     peer: int | str | None
+    noise_pct: float = 0.0
+    """How far a figure of this kind moves between runs of one healthy machine (measurement_kinds.Kind.noise_pct)."""
 
 
 @dataclass
@@ -170,7 +172,7 @@ def _measurement(item: Any) -> tuple | None:
     expected = item.get("expected")
     return name, kind, Figure(value=_in_range(value), unit=unit, sense=sense,
                               expected=float(expected) if _finite(expected) and expected > 0 else None,
-                              gpu=gpu, peer=peer)
+                              gpu=gpu, peer=peer, noise_pct=kind_of(name, unit).noise_pct)
 
 
 def _gpu_of(ref: Any) -> int | str | None:

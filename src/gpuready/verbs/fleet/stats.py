@@ -74,13 +74,16 @@ def modified_z(value: float, centre: Spread, sense: int, limits: Limits) -> floa
     return sense * limits.mad_to_sigma * (value - centre.median) / centre.mad
 
 
-def stands_out(value: float, centre: Spread, sense: int, limits: Limits) -> bool:
-    """An outlier: worse than the others by a z-score beyond the limit AND by at least the floor in %, so that in a
-    very tight fleet a difference nobody cares about is not flagged. Where MAD is 0 the floor alone decides."""
+def stands_out(value: float, centre: Spread, sense: int, limits: Limits, noise_pct: float = 0.0) -> bool:
+    """An outlier: worse than the others by a z-score beyond the limit AND by at least the floor in % (the fleet's,
+    or the figure's own run-to-run noise where that is wider: a small-message latency moves by 70 % between runs of
+    one healthy machine), so that a difference nobody cares about is not flagged. Where MAD is 0 the floor alone
+    decides."""
     if centre.median == 0:
         return False
     z = modified_z(value, centre, sense, limits)
-    return deficit_pct(value, centre.median, sense) >= limits.floor_pct and (z is None or z <= -limits.z_limit)
+    return deficit_pct(value, centre.median, sense) >= max(limits.floor_pct, noise_pct) and \
+        (z is None or z <= -limits.z_limit)
 
 
 def share_of_expected(value: float, expected: float, sense: int) -> float:
