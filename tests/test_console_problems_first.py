@@ -207,7 +207,7 @@ def test_chinese_labels_on_a_faulty_bundle(dgx):
     out = render(dgx, lang="zh")
     assert "失败 FAIL power.brake  GPU 0–7 (8 块 GPU), machine 2 (driver 535.161.08)" in out.splitlines()
     assert "总线号 bus ids: 0000:19:00.0" in flat(out) and "修复 fix: 检查每个 PSU 都在位、通电且健康" in flat(out)
-    assert "gpu：23 项通过" in out and "140 项检查因缺少信息而跳过" in out
+    assert "GPU：23 项通过" in out and "140 项检查因缺少信息而跳过" in out  # category names from the catalogue
 
 
 def test_the_terminal_keeps_frames_only_where_they_cut_nothing():
