@@ -39,7 +39,7 @@ def main(sizes: tuple[int, ...]) -> None:
         document = compare_documents(base, new)
         seconds = time.perf_counter() - started
         print(f"{n:>7,} findings a side: {seconds:7.2f} s  (paired {document['findings_unchanged']:,} unchanged, "
-              f"{len(document['newly_failing']):,} newly warning)")
+              f"{len(document['newly_warning']):,} newly warning)")
 
 
 if __name__ == "__main__":
