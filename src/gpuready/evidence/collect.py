@@ -30,6 +30,7 @@ from gpuready import __version__
 from gpuready.evidence.layout import BUNDLE_FILES, ENV_PREFIXES
 from gpuready.i18n import sentence
 from gpuready.facts import torch_probe
+from gpuready.facts.network_files import IB_ERROR_COUNTERS
 from gpuready.facts.nvml import collect_nvml
 
 COMMAND_TIMEOUT_S = 10.0
@@ -150,9 +151,10 @@ def _with_real_path(line: str) -> str:
 
 
 def _sysfs() -> Collected:
-    paths = sorted(glob.glob("/sys/class/infiniband/*/ports/*/state") + glob.glob("/sys/class/infiniband/*/ports/*/rate")
-                   + glob.glob("/sys/class/infiniband/*/ports/*/link_layer") + glob.glob("/sys/class/net/*/speed")
-                   + glob.glob("/sys/class/net/*/operstate"))
+    port_files = ("state", "phys_state", "rate", "link_layer") + tuple(f"counters/{name}" for name in IB_ERROR_COUNTERS)
+    patterns = ([f"/sys/class/infiniband/*/ports/*/{name}" for name in port_files]
+                + ["/sys/class/infiniband/*/hca_type", "/sys/class/net/*/speed", "/sys/class/net/*/operstate"])
+    paths = sorted(path for pattern in patterns for path in glob.glob(pattern))
     return Collected(text=head_sections(paths), command="read /sys/class/{infiniband,net}")
 
 

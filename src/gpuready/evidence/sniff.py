@@ -86,6 +86,8 @@ _SHAPES: list[tuple[str, Callable[[str], object]]] = [
     ("cpuinfo.txt", re.compile(line_start("processor") + r"\s*:\s*\d+").search),
     ("df.txt", re.compile(line_start("Filesystem") + r"\s+\S*(?:blocks|Size)").search),
     ("ibv_devinfo.txt", re.compile(line_start("hca_id:") + r"\s").search),
+    # `ibstat`: a CA's name, then its type on the next line (read by the same parser as ibv_devinfo)
+    ("ibv_devinfo.txt", re.compile(line_start("CA '") + r"[^'\n]{1,100}'[ \t]{0,20}\r?\n[ \t]{1,40}CA type:").search),
     # the rows of nvidia-smi's Processes block pasted without their table: the weakest shape, tried last
     ("nvidia-smi.txt", process_rows_alone),
 ]

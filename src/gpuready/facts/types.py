@@ -200,6 +200,12 @@ class IbPort:
     rate_gbit_per_s: float | None
     link_layer: str | None = None
     """`InfiniBand` or `Ethernet` (RoCE)."""
+    phys_state: str | None = None
+    """ibstat's words: `LinkUp`, `Polling`, `Disabled`, `Sleep`, `LinkErrorRecovery` …"""
+    hca_type: str | None = None
+    """The HCA model (`MT4129`: ibstat's `CA type`, sysfs `hca_type`, ibv_devinfo's vendor_part_id)."""
+    counters: dict[str, int] = field(default_factory=dict)
+    """sysfs `counters/` error counters (`link_downed`, `symbol_error` …): totals since boot or reset."""
 
 
 @dataclass(kw_only=True)
