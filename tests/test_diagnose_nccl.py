@@ -271,8 +271,8 @@ def test_socket_between_nodes_where_ib_expected():
     [ib] = of(findings, "nccl.ib_missing")
     assert (ib.status.value, ib.subject.host) == ("fail", "b") and "a uses NET/IB" in ib.message
     [transport] = of(findings, "nccl.transport")
-    assert transport.status.value == "warn" and "NET/Socket" in transport.message
-    assert [e.line for e in transport.evidence] == [4]
+    assert transport.status.value == "fail" and "NET/Socket" in transport.message
+    assert [e.line for e in transport.evidence] == [2, 4]
 
 
 def test_ib_and_p2p_everywhere_passes():
@@ -287,7 +287,8 @@ def test_ib_and_p2p_everywhere_passes():
     _reader, findings = run(text)
     [transport] = findings
     assert transport.status.value == "pass"
-    assert transport.observed == {"intra_node": {"P2P": 2}, "inter_node": {"NET/IB": 1}}
+    assert transport.observed == {"intra_node": {"P2P": 2}, "inter_node": {"NET/IB": 1}, "communicators": {
+        "nranks=4": {"nranks": 4, "hosts": ["n0", "n1"], "transports": ["P2P", "NET/IB"], "gdr": True}}}
 
 
 def test_shm_within_node_blames_could_not_enable_p2p():

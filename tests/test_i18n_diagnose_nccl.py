@@ -159,15 +159,17 @@ def test_shm_ib_and_transport_read_the_same_in_english_and_whole_in_chinese():
     assert ib.message == ("NCCL cannot use InfiniBand/RoCE: no IB/RoCE device is visible (none installed, its driver "
                           "not loaded, or /dev/infiniband not in the container). It falls back to TCP sockets although "
                           "a uses NET/IB.")
-    assert transport.message == ("NCCL sends between nodes over TCP sockets (NET/Socket) although a uses NET/IB: "
-                                 "inter-node bandwidth is a fraction of IB's. between nodes: NET/IB (1 rank pair, e.g. "
-                                 "0→8), NET/Socket (1 rank pair, e.g. 0→8).")
+    assert transport.message == ("NCCL sends between nodes over TCP sockets (NET/Socket) although a uses NET/IB, "
+                                 "because no IB/RoCE device is visible (none installed, its driver not loaded, or "
+                                 "/dev/infiniband not in the container): inter-node bandwidth is a fraction of IB's. "
+                                 "between nodes: NET/IB (1 rank pair, e.g. 0→8), NET/Socket (1 rank pair, e.g. 0→8).")
     ib_zh, transport_zh = chinese([ib, transport])
     assert ib_zh["message"] == ("NCCL 无法使用 InfiniBand/RoCE：看不到任何 IB/RoCE 设备（没有安装、驱动未加载，或容器内没有 "
                                 "/dev/infiniband）。它会退回到 TCP socket，尽管a 使用了 NET/IB。")
-    assert transport_zh["message"] == ("NCCL 在节点之间走 TCP socket（NET/Socket），尽管a 使用了 NET/IB：节点间带宽只有 IB "
-                                       "的几分之一。节点间：NET/IB（1 对 rank，例如 0→8）、NET/Socket（1 对 rank，例如 "
-                                       "0→8）。")
+    assert transport_zh["message"] == ("NCCL 在节点之间走 TCP socket（NET/Socket），尽管a 使用了 NET/IB，原因是看不到任何 "
+                                       "IB/RoCE 设备（没有安装、驱动未加载，或容器内没有 /dev/infiniband）：节点间带宽只有 IB "
+                                       "的几分之一。节点间：NET/IB（1 对 rank，"
+                                       "例如 0→8）、NET/Socket（1 对 rank，例如 0→8）。")
     assert ib_zh["fix"] == ("在主机上检查 `ibstat` / `ibv_devinfo`；在容器中加上 `--device=/dev/infiniband`，或使用 "
                             "Kubernetes 的 RDMA 设备插件。之后 NCCL_DEBUG=INFO 应当打印 `NET/IB : Using [0]mlx5_0:1/IB`。")
 

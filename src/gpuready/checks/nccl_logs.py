@@ -32,6 +32,10 @@ REF_NO_INTERFACE = ("NCCL src/bootstrap.cc `Bootstrap : no socket interface foun
                     "`NET/Socket : no interface found`, src/misc/socket.cc `Socket creation failed`")
 REF_IB_PLUGIN = "NCCL src/plugin/net.cc `NET/Plugin: Loaded net plugin %s`; Mellanox/nccl-rdma-sharp-plugins (IBext)"
 
+REF_AICR = "NVIDIA/aicr#2689 (a 2-node run on TCP sockets: 3 GB/s busbw instead of 489 GB/s over InfiniBand)"
+REF_GDR = ("NCCL src/transport/net_ib.cc `GPU Direct RDMA Disabled for HCA %d '%s' (no module)`, src/graph/paths.cc "
+           "`GPU Direct RDMA Disabled for GPU %d / HCA %lx (distance %d > %d)`; NCCL_NET_GDR_LEVEL in " + DOCS_ENV)
+
 WRONG_INTERFACE = "nccl.wrong_interface"
 UNREACHABLE = "network.unreachable"
 SHM_TOO_SMALL = "nccl.shm_too_small"
@@ -319,10 +323,43 @@ def network_unreachable(context: CheckContext) -> list[Finding]:
 
 @log_check("nccl.transport")
 def nccl_transport(context: CheckContext) -> list[Finding]:
-    """The transports NCCL chose: P2P within a node, InfiniBand between nodes where the job expects it."""
+    """The transports NCCL chose: P2P within a node, InfiniBand/RoCE between nodes where the job or the machine has
+    RDMA NICs (sockets there fail, with the reason NCCL printed), GPUDirect RDMA on where NCCL could turn it on."""
     nccl = _nccl(context)
     if nccl is None or not nccl.pairs:
         return []
+    inter, intra = _pairs_by_place(nccl)
+    observed = {"intra_node": {k: len(v) for k, v in sorted(intra.items())},
+                "inter_node": {k: len(v) for k, v in sorted(inter.items())},
+                "communicators": _comm_table(nccl)}
+    summary = [said(f"nccl_log.transport.{where}", kinds=_comma([
+                   said("nccl_log.transport_kind." + ("many" if len(pairs) > 1 else "one"), kind=kind,
+                        pairs=len(pairs), src=pairs[0][0], dst=pairs[0][1])
+                   for kind, pairs in sorted(table.items())]))
+               for where, table in (("within", intra), ("between", inter)) if table] + _comm_summary(observed)
+    found = []
+    expected_ib = _ib_expected(context, nccl) or _rdma_ports(context)
+    if "NET/Socket" in inter and expected_ib:
+        why, why_lines = _socket_why(nccl)
+        found.append(context.fail(
+            said("nccl.transport.socket" + (".why" if why else ""), expected=expected_ib, why=why, summary=summary),
+            observed=observed, expected={"inter_node": "NET/IB"}, refs=[NCCL_TROUBLESHOOTING, REF_IB, REF_AICR],
+            evidence=quote(why_lines + nccl.transport_lines["NET/Socket"].lines)))
+    if "SHM" in intra:
+        lines = nccl.transport_lines["SHM"].lines + nccl.p2p_unavailable.lines
+        env_lines = [nccl.env[name][1] for name in ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL") if name in nccl.env]
+        found.append(context.warn(said("nccl.transport.shm", cause=_p2p_off_cause(nccl), summary=summary),
+                                  observed=observed, expected={"intra_node": "P2P (NVLink or PCIe)"},
+                                  refs=[NCCL_TROUBLESHOOTING, REF_ACS], evidence=quote(env_lines + lines)))
+    found += _gdr_off(context, nccl, inter)
+    return found or [context.passed(
+        said("nccl.transport.pass" + (".socket" if "NET/Socket" in inter else ""), summary=summary),
+        observed=observed, refs=[NCCL_TROUBLESHOOTING],
+        evidence=quote([line for group in nccl.transport_lines.values() for line in group.lines[:1]]))]
+
+
+def _pairs_by_place(nccl: NcclLogFacts) -> tuple[dict[str, list[tuple[int, int]]], dict[str, list[tuple[int, int]]]]:
+    """(between nodes, within a node): transport → the rank pairs that used it."""
     inter: dict[str, list[tuple[int, int]]] = {}
     intra: dict[str, list[tuple[int, int]]] = {}
     for (src, dst), kinds in nccl.pairs.items():
@@ -330,30 +367,74 @@ def nccl_transport(context: CheckContext) -> list[Finding]:
             a, b = nccl.rank_host.get(src), nccl.rank_host.get(dst)
             between = (a != b) if (a is not None and b is not None) else kind.startswith("NET")
             (inter if between else intra).setdefault(kind, []).append((src, dst))
-    observed = {"intra_node": {k: len(v) for k, v in sorted(intra.items())},
-                "inter_node": {k: len(v) for k, v in sorted(inter.items())}}
-    summary = [said(f"nccl_log.transport.{where}", kinds=_comma([
-                   said("nccl_log.transport_kind." + ("many" if len(pairs) > 1 else "one"), kind=kind,
-                        pairs=len(pairs), src=pairs[0][0], dst=pairs[0][1])
-                   for kind, pairs in sorted(table.items())]))
-               for where, table in (("within", intra), ("between", inter)) if table]
+    return inter, intra
+
+
+def _comm_table(nccl: NcclLogFacts) -> dict[str, dict]:
+    """Communicator → its ranks, hosts, transports (`NET/IB` as NCCL_DEBUG names it; `RoCE` where the IB devices NCCL
+    listed run over Ethernet) and whether its NET channels used GPUDirect RDMA (None: no NET channel)."""
+    table = {}
+    roce = "RoCE" in nccl.link_layers and "IB" not in nccl.link_layers
+    for key, comm in nccl.comms.items():
+        if key == "?" or not comm.kinds:
+            continue  # channel lines with no Init line before them: no communicator to name
+        kinds = [kind + ("/RoCE" if kind == "NET/IB" and roce else "") for kind in comm.kinds]
+        table[key] = {"nranks": comm.nranks, "hosts": list(comm.hosts), "transports": kinds,
+                      "gdr": (True in comm.gdr) if comm.gdr else None}
+    return table
+
+
+def _comm_summary(observed: dict) -> list[Said]:
+    comms = observed["communicators"]
+    if not comms:
+        return []
+    return [said("nccl_log.comms", comms=_comma([
+        said("nccl_log.comm" + {True: ".gdr_on", False: ".gdr_off", None: ""}[entry["gdr"]], comm=key,
+             nranks=entry["nranks"], kinds=" + ".join(entry["transports"]))
+        for key, entry in list(comms.items())[:8]]))]
+
+
+def _rdma_ports(context: CheckContext) -> Said | None:
+    """The machine's own facts (sysfs, ibstat): its active InfiniBand/RoCE ports, or None."""
+    active = [f"{port.device}:{port.port}" for port in context.facts.ib_ports or ()
+              if (port.state or "").upper().endswith("ACTIVE")]
+    return said("nccl_log.ib_expected.ports", ports=", ".join(active[:4]), count=len(active)) if active else None
+
+
+def _socket_why(nccl: NcclLogFacts) -> tuple[Said | None, list[Line]]:
+    """Why NCCL fell back to sockets, as its log says: a setting, or the IB transport's own failure."""
+    why, lines = [], []
+    for name, off in (("NCCL_IB_DISABLE", lambda v: v not in ("0", "")), ("NCCL_NET", lambda v: v.lower() == "socket")):
+        if name in nccl.env and off(nccl.env[name][0].strip()):
+            why.append(said("nccl_log.socket_why.setting", name=name, value=nccl.env[name][0].strip()))
+            lines.append(nccl.env[name][1])
+    for reason in ("libibverbs", "open_device", "no_device", "no_active_port"):
+        groups = [reasons[reason] for reasons in nccl.ib_missing.values() if reason in reasons]
+        if groups:
+            why.append(said(f"nccl_log.ib_why.{reason}"))
+            lines += groups[0].lines[:1]
+    return _comma(why), lines
+
+
+def _gdr_off(context: CheckContext, nccl: NcclLogFacts, inter: dict) -> list[Finding]:
+    """GPUDirect RDMA off where NCCL said why: no peer-memory module, or NCCL_NET_GDR_LEVEL set below the path."""
+    if not any(kind.startswith("NET/") and kind != "NET/Socket" for kind in inter) and not nccl.ib_hosts:
+        return []
+    level = nccl.env.get("NCCL_NET_GDR_LEVEL")
     found = []
-    expected_ib = _ib_expected(context, nccl)
-    if "NET/Socket" in inter and expected_ib:
-        found.append(context.warn(said("nccl.transport.socket", expected=expected_ib, summary=summary),
-                                  observed=observed, expected={"inter_node": "NET/IB"},
-                                  refs=[NCCL_TROUBLESHOOTING, REF_IB],
-                                  evidence=quote(nccl.transport_lines["NET/Socket"].lines)))
-    if "SHM" in intra:
-        lines = nccl.transport_lines["SHM"].lines + nccl.p2p_unavailable.lines
-        env_lines = [nccl.env[name][1] for name in ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL") if name in nccl.env]
-        found.append(context.warn(said("nccl.transport.shm", cause=_p2p_off_cause(nccl), summary=summary),
-                                  observed=observed, expected={"intra_node": "P2P (NVLink or PCIe)"},
-                                  refs=[NCCL_TROUBLESHOOTING, REF_ACS], evidence=quote(env_lines + lines)))
-    return found or [context.passed(
-        said("nccl.transport.pass" + (".socket" if "NET/Socket" in inter else ""), summary=summary),
-        observed=observed, refs=[NCCL_TROUBLESHOOTING],
-        evidence=quote([line for group in nccl.transport_lines.values() for line in group.lines[:1]]))]
+    for host, (why, line) in nccl.gdr_off.items():
+        cause = "no_module" if why and why.startswith("no module") else "level" if level else None
+        if cause is None:
+            continue  # NCCL's own distance rule: the NIC is across a host bridge, GDR would not help
+        found.append(Finding(
+            check_id=context.check_id, status=Status.WARN,
+            subject=_subject(context, nccl, None if host == "?" else host, [line]),
+            **finding_text(said(f"nccl.transport.gdr_off.{cause}", host=host, why=why or "",
+                                value=level[0] if level else "")),
+            observed={"gdr": False, "why": why, "NCCL_NET_GDR_LEVEL": level[0] if level else None},
+            expected="GPU Direct RDMA Enabled for each HCA NCCL uses",
+            refs=[NCCL_TROUBLESHOOTING, REF_GDR], evidence=quote([line] + ([level[1]] if level else []))))
+    return found
 
 
 def _p2p_off_cause(nccl: NcclLogFacts) -> Said:

@@ -52,6 +52,18 @@ class UnroutableInterfaces:
 
 
 @dataclass(kw_only=True)
+class CommTransports:
+    """One communicator (init.cc's `commId`, else the `nranks` of its Init line) and what its channels ran over."""
+    nranks: int = 0
+    hosts: dict[str, None] = field(default_factory=dict)
+    """The hosts whose ranks printed its Init line, in order."""
+    kinds: dict[str, Line] = field(default_factory=dict)
+    """Transport (`P2P`, `SHM`, `NET/IB`, `NET/Socket`, `NET/<plugin>`) → its first channel line."""
+    gdr: dict[bool, Line] = field(default_factory=dict)
+    """Whether a NET channel said `/GDRDMA` (True) or not (False) → its first line."""
+
+
+@dataclass(kw_only=True)
 class NcclLogFacts:
     """NCCL_DEBUG=INFO/WARN logs, one rank's or many ranks' interleaved, from one host or many (bounded tables)."""
     versions: dict[tuple, tuple[str, Line]] = field(default_factory=dict)
@@ -86,6 +98,12 @@ class NcclLogFacts:
     """(source rank, destination rank) → transport (`P2P`, `SHM`, `NET/IB`, …) → (its first line, host)."""
     transport_lines: dict[str, LineGroup] = field(default_factory=dict)
     """Transport → the lines of channels that use it."""
+    comms: dict[str, CommTransports] = field(default_factory=dict)
+    """Communicator (`0xd8289d3e6e217d26`, or `nranks=16` before NCCL printed commId) → its transports."""
+    gdr_off: dict[str, tuple[str | None, Line]] = field(default_factory=dict)
+    """Host (`?` where unnamed) → (why NCCL turned GPUDirect RDMA off: `no module`, `distance 8 > 5`; the line)."""
+    link_layers: dict[str, Line] = field(default_factory=dict)
+    """`IB`, `RoCE` (the link layer after a `NET/IB : Using [0]mlx5_0:1/RoCE` device) → the first line."""
     p2p_unavailable: LineGroup = field(default_factory=LineGroup)
     """`P2P is disabled between …` / `P2P not available` lines."""
     proc_phase: dict[tuple, tuple[str, Line]] = field(default_factory=dict)

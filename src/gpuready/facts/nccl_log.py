@@ -139,6 +139,20 @@ class CommInit(NcclEvent):
     bus_id: str | None = None
     complete: bool = False
     """`Init COMPLETE` (else `Init START` or the pre-2.8 `comm 0x… rank r nranks n` line)."""
+    comm_id: str | None = None
+    """init.cc's `commId 0x…` (2.19+): the same on every rank of one communicator."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GdrState(NcclEvent):
+    """GPUDirect RDMA for one NIC: net_ib.cc `NET/IB : GPU Direct RDMA Enabled for HCA %d '%s'` (`Disabled … (no
+    module)` where nvidia-peermem / DMA-BUF is missing), graph/paths.cc `GPU Direct RDMA Enabled|Disabled for GPU %d /
+    HCA %lx (distance %d <= %d)` (older `GPU %lx`)."""
+    enabled: bool
+    hca: str
+    """`0`, `'mlx5_0'` as printed."""
+    why: str | None = None
+    """What NCCL put in brackets: `no module`, `distance 8 > 5`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,6 +264,9 @@ _TRANSPORT = re.compile(
     r" (?:\[(?P<dir>send|receive)\] )?via (?P<via>.+?)\s*$")
 _COMM = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)"
                    r"(?: cudaDev (?P<dev>\d+))?(?:.*?busId (?P<bus>[0-9a-fA-F]+))?")
+_COMM_ID = re.compile(r"\bcommId (0x[0-9a-fA-F]+)")
+_GDR = re.compile(r"GPU Direct RDMA (?P<state>Enabled|Disabled) for (?:GPU \S+ / )?HCA (?P<hca>\S+(?: '[^']*')?)"
+                  r"(?: \((?P<why>[^)]*)\))?")
 _OLD_RANK = re.compile(r"^rank (?P<rank>\d+) nranks (?P<nranks>\d+)\s*$")
 _SHM_CREATE = re.compile(r"Error while (?:creating|attaching to) shared memory segment (?P<path>\S+)"
                          r"(?: \(size (?P<size>\d+)\))?(?:, error: (?P<err>.+))?")
@@ -359,12 +376,16 @@ def _classify(message: str, fields: dict) -> NcclEvent | None:  # noqa: C901 (on
         return Transport(channel=int(match.group("ch")), src_rank=int(match.group("src")),
                          dst_rank=int(match.group("dst")), direction=match.group("dir"), via=via,
                          kind=_transport_kind(via), **fields)
+    if match := _GDR.search(message):
+        return GdrState(enabled=match.group("state") == "Enabled", hca=match.group("hca"), why=match.group("why"),
+                        **fields)
     if "Could not enable P2P between" in message:
         return P2pUnavailable(**fields)
     if match := _COMM.search(message):
         return CommInit(rank=int(match.group("rank")), nranks=int(match.group("nranks")),
                         cuda_dev=int(match.group("dev")) if match.group("dev") else None,
-                        bus_id=match.group("bus"), complete="Init COMPLETE" in message, **fields)
+                        bus_id=match.group("bus"), complete="Init COMPLETE" in message,
+                        comm_id=(comm_id.group(1) if (comm_id := _COMM_ID.search(message)) else None), **fields)
     if match := _OLD_RANK.match(message):
         return CommInit(rank=int(match.group("rank")), nranks=int(match.group("nranks")), **fields)
     if message.startswith("Connected all rings") or message.startswith("Connected all trees"):

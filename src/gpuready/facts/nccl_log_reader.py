@@ -11,7 +11,7 @@ import ipaddress
 import re
 
 from gpuready.facts import nccl_log as parse
-from gpuready.facts.log_facts import LineGroup, NcclLogFacts, UnroutableInterfaces
+from gpuready.facts.log_facts import CommTransports, LineGroup, NcclLogFacts, UnroutableInterfaces
 from gpuready.facts.log_lines import Line, Reader
 
 MAX_KEYS = 4096
@@ -76,6 +76,8 @@ class NcclLogReader(Reader):
     def __init__(self) -> None:
         self._seq = 0
         self.seen = NcclLogFacts()
+        self._open: dict[tuple, str] = {}
+        """(host, pid, dev) → the communicator its last Init line named: the channel lines after it are that one's."""
 
     def facts(self) -> NcclLogFacts:
         return self.seen
@@ -119,6 +121,20 @@ class NcclLogReader(Reader):
         self.seen.nranks = max(self.seen.nranks, event.nranks)
         if event.complete:
             self._phase((event.host, event.pid, event.dev), "done", line)
+        key = event.comm_id or f"nranks={event.nranks}"
+        comm = _put(self.seen.comms, key, CommTransports)
+        if comm is None or len(self._open) >= MAX_KEYS:
+            return
+        self._open[(event.host, event.pid, event.dev)] = key
+        comm.nranks = event.nranks
+        if event.host is not None and len(comm.hosts) < MAX_KEYS:
+            comm.hosts.setdefault(event.host, None)
+
+    def _on_GdrState(self, event: parse.GdrState, line: Line, seq: int) -> None:
+        if event.message.startswith("NET/Socket"):
+            return  # the socket transport prints it for every interface: GPUDirect RDMA never applies to it
+        if not event.enabled and len(self.seen.gdr_off) < MAX_KEYS:
+            self.seen.gdr_off.setdefault(event.host or "?", (event.why, line))
 
     def _on_RingsConnected(self, event: parse.NcclEvent, line: Line, seq: int) -> None:
         self._phase((event.host, event.pid, event.dev), "done", line)
@@ -142,6 +158,10 @@ class NcclLogReader(Reader):
     def _on_IbDevices(self, event: parse.IbDevices, line: Line, seq: int) -> None:
         if len(self.seen.ib_hosts) < MAX_KEYS:
             self.seen.ib_hosts.setdefault(event.host or "?", line)
+        for device in event.devices:
+            layer = device.split("/")[1] if "/" in device else "IB"
+            if layer in ("IB", "RoCE"):
+                self.seen.link_layers.setdefault(layer, line)
 
     def _on_IbMissing(self, event: parse.IbMissing, line: Line, seq: int) -> None:
         reasons = _put(self.seen.ib_missing, event.host, dict)
@@ -183,6 +203,11 @@ class NcclLogReader(Reader):
         key = (event.host, event.pid, event.dev)
         if event.kind == "P2P" and self.seen.proc_phase.get(key, ("",))[0] != "done":
             self._phase(key, "p2p", line)
+        comm = _put(self.seen.comms, self._open.get(key, "?"), CommTransports)
+        if comm is not None and len(comm.kinds) < 64:
+            comm.kinds.setdefault(event.kind, line)
+            if event.kind.startswith("NET/"):
+                comm.gdr.setdefault(event.via.endswith("/GDRDMA"), line)
 
     def _on_P2pUnavailable(self, event: parse.NcclEvent, line: Line, seq: int) -> None:
         self.seen.p2p_unavailable.add(line, seq)
