@@ -147,7 +147,7 @@ def _fact(facts: Facts, path: str) -> Any:
 
 
 CHECK_MODULES = ("gpu", "nvlink", "health", "host", "network", "ib_rails", "pcie", "power", "software", "topology",
-                 "nccl_logs", "torch_logs", "nccl_tests", "host_logs", "dcgm_diag", "k8s_node")
+                 "fabric_mnnvl", "nccl_logs", "torch_logs", "nccl_tests", "host_logs", "dcgm_diag", "k8s_node")
 """The modules of checks, in the order a report lists their findings (the order a plain `check` always had)."""
 
 

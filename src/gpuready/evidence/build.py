@@ -22,6 +22,7 @@ from gpuready.facts import host_files, network_files, software_files
 from gpuready.facts.bad_input import ParseFailure, Sentence, sentence
 from gpuready.facts.cuda_samples import parse_cuda_p2p
 from gpuready.facts.gpu_lists import parse_gpu_list
+from gpuready.facts.imex import parse_imex_ctl
 from gpuready.facts.kernel_log import mark_history, parse_kernel_log
 from gpuready.facts.lspci import parse_lspci
 from gpuready.facts.nvidia_smi_plain import parse_nvidia_smi_plain
@@ -382,6 +383,7 @@ def _use_network_files(facts: Facts, use: Callable) -> None:
     use("sysfs.txt", sysfs)
     use("ibv_devinfo.txt", ibv)
     use("ip-addr.txt", ip_addr)
+    use("nvidia-imex-ctl.txt", lambda text: setattr(facts, "imex", parse_imex_ctl(text)))
 
 
 def merge_gpu_sources(sources: list[tuple[str, list[GpuFacts]]], probe_error: str | None) -> list[GpuFacts] | None:

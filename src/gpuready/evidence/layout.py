@@ -28,6 +28,7 @@ BUNDLE_FILES: dict[str, str] = {
     "ibv_devinfo.txt": "ibv_devinfo",
     "sysfs.txt": "/sys/class/infiniband and /sys/class/net facts (head-style sections)",
     "ip-addr.txt": "ip -o addr",
+    "nvidia-imex-ctl.txt": "nvidia-imex-ctl -N -j (or -N; read when given; collect does not write it)",
     "df.txt": "df -P -B1",
     "modules.txt": "/proc/modules",
     "manifest.json": "what was collected: host, time, tool version, each file's command, exit code, duration",

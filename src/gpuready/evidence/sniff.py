@@ -88,6 +88,9 @@ _SHAPES: list[tuple[str, Callable[[str], object]]] = [
     ("ibv_devinfo.txt", re.compile(line_start("hca_id:") + r"\s").search),
     # `ibstat`: a CA's name, then its type on the next line (read by the same parser as ibv_devinfo)
     ("ibv_devinfo.txt", re.compile(line_start("CA '") + r"[^'\n]{1,100}'[ \t]{0,20}\r?\n[ \t]{1,40}CA type:").search),
+    # `nvidia-imex-ctl -N`: its connectivity table or domain line; `-N -j`: the nodes' connection maps
+    ("nvidia-imex-ctl.txt", _any_of(re.compile(r"Nodes From\\To[ \t]{1,40}0\b|Domain State: [A-Z]").search,
+                                    _json_with('"nodes"', '"connections"'))),
     # the rows of nvidia-smi's Processes block pasted without their table: the weakest shape, tried last
     ("nvidia-smi.txt", process_rows_alone),
 ]

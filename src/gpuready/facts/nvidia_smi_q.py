@@ -114,7 +114,15 @@ _FIELDS: dict[str, tuple[Callable[[str | None], object], list[tuple[str, ...]]]]
                                 ("remapped_rows", "remapping_failure_occurred")]),
     "fabric_state": (_text, [("fabric", "state")]),
     "fabric_status": (_text, [("fabric", "status")]),
+    "fabric_clique_id": (to_int, [("fabric", "cliqueid"), ("fabric", "clique_id")]),
+    "fabric_cluster_uuid": (_text, [("fabric", "clusteruuid"), ("fabric", "cluster_uuid")]),
 }
+
+# The Fabric block's Health rows (driver 560 and later; `Summary` and `Incorrect Configuration` from 575) → the
+# canonical keys of GpuFacts.fabric_health, in the order nvidia-smi prints them.
+HEALTH_KEYS = {"summary": "summary", "bandwidth": "bandwidth", "route_recovery_in_progress": "route_recovery",
+               "route_unhealthy": "route_unhealthy", "access_timeout_recovery": "access_timeout_recovery",
+               "incorrect_configuration": "incorrect_configuration"}
 
 # Paths whose `ERR!` means the GPU could not be read, reported as `error_fields`.
 _READ_ERROR_WATCH = ("name", "uuid", "memory_total_bytes", "temperature_c", "power_draw_w",
@@ -175,10 +183,20 @@ def _gpu_from_node(index: int, node: Node, headless: bool = False) -> GpuFacts:
     _fill_temperatures(gpu, node)
     _fill_clock_reasons(gpu, node)
     _fill_ecc_counts(gpu, node)
+    gpu.fabric_health = fabric_health_text(node.find("fabric", "health"))
     gpu.processes = _processes(node)
     gpu.error_fields = read_errors
     gpu.lost = _looks_lost(node, read_errors)
     return gpu
+
+
+def fabric_health_text(health: Node | None) -> str | None:
+    """`bandwidth=Full; route_recovery=False; …`: the Health rows that hold a value; None where none does."""
+    if health is None:
+        return None
+    pairs = [(HEALTH_KEYS[child.key], value) for child in health.children
+             if child.key in HEALTH_KEYS and (value := clean(child.value)) is not None]
+    return "; ".join(f"{key}={value}" for key, value in pairs) or None
 
 
 def _fill_temperatures(gpu: GpuFacts, node: Node) -> None:

@@ -28,6 +28,20 @@ CALL_TIMEOUT_S = 5.0
 _P2P_STATUS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DNS", 5: "NS", 6: "U"}
 _COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 _FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
+# nvmlReturn_t values a fabric probe reports, as nvmlErrorString (and nvidia-smi -q's Status row) words them.
+_FABRIC_STATUS = {0: "Success", 2: "Invalid Argument", 3: "Not Supported", 10: "Timeout",
+                  23: "Insufficient Resources", 27: "Not Ready", 999: "Unknown Error"}
+_TRUE_FALSE = {1: "True", 2: "False"}
+# (key, shift, width mask, value → word): nvml.h NVML_GPU_FABRIC_HEALTH_MASK_*; 0 is "not supported" (left out).
+_HEALTH_FIELDS = (
+    ("bandwidth", 0, 0x3, {1: "Degraded", 2: "Full"}),
+    ("route_recovery", 2, 0x3, _TRUE_FALSE),
+    ("route_unhealthy", 4, 0x3, _TRUE_FALSE),
+    ("access_timeout_recovery", 6, 0x3, _TRUE_FALSE),
+    ("incorrect_configuration", 8, 0xF, {1: "None", 2: "Incorrect SysGuid", 3: "Incorrect Chassis SN",
+                                         4: "No Partition", 5: "Insufficient NVLinks", 6: "Incompatible GPU Firmware",
+                                         7: "Invalid Location", 8: "GPU State Invalid"}),
+)
 
 log = logging.getLogger("gpuready.nvml")
 _SKIPPED = "skipped: an earlier NVML call on this GPU timed out"
@@ -336,7 +350,7 @@ def read_state(q: NvmlQuery, p: Any, handle: Any, memory_used_bytes: int | None)
     _read_modes(q, p, handle, state)
     _read_memory_health(q, p, handle, state)
     state.inforom_valid = _inforom_valid(q, p, handle)
-    state.fabric_state = _fabric_state(q, p, handle)
+    _read_fabric(q, p, handle, state)
     return state
 
 
@@ -350,16 +364,43 @@ def _inforom_valid(q: NvmlQuery, p: Any, handle: Any) -> bool | None:
     return None
 
 
-def _fabric_state(q: NvmlQuery, p: Any, handle: Any) -> str | None:
-    info_class = getattr(p, "c_nvmlGpuFabricInfo_t", None)
+def _read_fabric(q: NvmlQuery, p: Any, handle: Any, state: GpuState) -> None:
+    """nvmlDeviceGetGpuFabricInfoV (state, status, clique, cluster UUID, health), else the older call (state alone:
+    its struct has no health mask)."""
+    versioned = getattr(p, "c_nvmlGpuFabricInfoV_t", None)
+    info_class = versioned or getattr(p, "c_nvmlGpuFabricInfo_t", None)
     if info_class is None:
-        return None
-    info = info_class()
+        return
+    info = info_class()  # the versioned struct's constructor sets its `version` field
+    call = p.nvmlDeviceGetGpuFabricInfoV if versioned is not None else p.nvmlDeviceGetGpuFabricInfo
     # NVML takes a pointer; nvidia-ml-py passes the argument through untyped, and a Structure passed
     # that way goes by value: NVML then writes through garbage (a segfault, seen on an H200 in a thread).
-    if q.query(p.nvmlDeviceGetGpuFabricInfo, handle, ctypes.byref(info), field="fabric_state") is NA:
-        return None
-    return _FABRIC_STATES.get(int(info.state))
+    if q.query(call, handle, ctypes.byref(info), field="fabric_state") is NA:
+        return
+    state.fabric_state = _FABRIC_STATES.get(int(info.state))
+    if state.fabric_state != "Completed":
+        return  # nvml.h: the other fields "must be checked only if state returns complete"
+    state.fabric_status = _FABRIC_STATUS.get(int(info.status), f"NVML error {int(info.status)}")
+    state.fabric_clique_id = int(info.cliqueId)
+    state.fabric_cluster_uuid = fabric_uuid(bytes(info.clusterUuid))
+    if versioned is not None:
+        state.fabric_health = fabric_health_of_mask(int(info.healthMask))
+
+
+def fabric_uuid(raw: bytes) -> str:
+    """The 16 bytes of clusterUuid as nvidia-smi prints them: `9c6f5af3-53bf-49b5-a436-b66766c413c3`."""
+    text = raw[:16].hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:32]}"
+
+
+def fabric_health_of_mask(mask: int) -> str:
+    """nvml.h's NVML_GPU_FABRIC_HEALTH_MASK_* fields (shift, 2-bit or 4-bit width) in nvidia-smi -q's words."""
+    pairs = []
+    for key, shift, width, words in _HEALTH_FIELDS:
+        word = words.get((mask >> shift) & width)
+        if word is not None:
+            pairs.append(f"{key}={word}")
+    return "; ".join(pairs)
 
 
 def _processes(q: NvmlQuery, p: Any, handle: Any) -> list[GpuProcess] | None:

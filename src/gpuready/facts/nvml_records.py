@@ -146,6 +146,12 @@ class GpuState:
     """False where NVML says the infoROM is corrupted."""
     fabric_state: str | None = None
     """NVSwitch fabric registration: `Completed`, `In Progress`, `Not Started`, `Not Supported`."""
+    fabric_status: str | None = None
+    """The registration's outcome once `Completed`: `Success`, `Insufficient Resources`, … (NVML's error string)."""
+    fabric_clique_id: int | None = None
+    fabric_cluster_uuid: str | None = None
+    fabric_health: str | None = None
+    """The health mask decoded as nvidia-smi -q prints it: `bandwidth=Full; route_recovery=False; …`."""
 
 
 @dataclass(kw_only=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuready.facts.imex import ImexDomain
 from gpuready.facts.log_facts import LogFacts
 
 
@@ -86,6 +87,12 @@ class GpuFacts:
     fabric_state: str | None = None
     """NVSwitch fabric registration: `Completed`, `In Progress`, `Not Started`, `Not Supported`."""
     fabric_status: str | None = None
+    fabric_clique_id: int | None = None
+    """The NVLink clique (domain partition) the GPU registered in; 0 where none was assigned."""
+    fabric_cluster_uuid: str | None = None
+    """The NVLink domain's cluster UUID; all zeros where none was assigned."""
+    fabric_health: str | None = None
+    """The fabric's health conditions, `bandwidth=Full; route_recovery=False; …` (facts/nvidia_smi_q.py HEALTH_KEYS)."""
     processes: list[GpuProcess] | None = None
     nvlinks: list[NvLink] | None = None
     numa_node: int | None = None
@@ -284,6 +291,8 @@ class Facts:
     system_libraries: list[str] | None = None
     env: dict[str, str] | None = None
     ib_ports: list[IbPort] | None = None
+    imex: ImexDomain | None = None
+    """`nvidia-imex-ctl -N` (text or `-j`): the IMEX domain this node sees."""
     net_interfaces: list[NetInterface] | None = None
     rendezvous_port_free: bool | None = None
     live: bool = False
