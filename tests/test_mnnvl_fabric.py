@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import types
 
 from conftest import FIXTURES
 from gpuready.checks import fabric_mnnvl, topology  # noqa: F401  (importing a module registers its checks)
@@ -12,7 +13,7 @@ from gpuready.evidence.build import build_facts
 from gpuready.evidence.sniff import kind_of
 from gpuready.facts.imex import parse_imex_ctl
 from gpuready.facts.nvidia_smi_q import parse_nvidia_smi_q_text
-from gpuready.facts.nvml import fabric_health_of_mask, fabric_uuid
+from gpuready.facts.nvml import NvmlQuery, _read_fabric, fabric_health_of_mask, fabric_uuid
 from gpuready.facts.nvml_json import NvmlDocument
 from gpuready.facts.nvml_records import GpuIdentity, GpuRecord, GpuState, NvmlCollection
 from gpuready.facts.types import Facts, GpuFacts
@@ -197,3 +198,35 @@ def test_nvl72_trays_never_get_a_host_fabric_manager_demand():
     facts = build_facts({"nvidia-smi-q.txt": _smi_q("NVIDIA GB200", GPUD_BLOCK), "dmesg.txt": log})
     findings = _findings(facts, "gpu.fabric")
     assert all(finding.status == Status.PASS for finding in findings)
+
+
+def _binding(fill, versioned: bool):
+    """nvidia-ml-py's own fabric structs, with a driver that answers through `fill` (raising for a missing call)."""
+    import pynvml
+
+    def call_v(handle, pointer):
+        fill(pointer._obj)
+
+    def call_v_missing(handle, pointer):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+    return types.SimpleNamespace(c_nvmlGpuFabricInfoV_t=pynvml.c_nvmlGpuFabricInfoV_t,
+                                 c_nvmlGpuFabricInfo_t=pynvml.c_nvmlGpuFabricInfo_t,
+                                 nvmlDeviceGetGpuFabricInfoV=call_v if versioned else call_v_missing,
+                                 nvmlDeviceGetGpuFabricInfo=call_v)
+
+
+def _gb200_answer(info) -> None:
+    info.state, info.status, info.cliqueId = 3, 23, 0  # COMPLETED, NVML_ERROR_INSUFFICIENT_RESOURCES
+    if hasattr(info, "healthMask"):
+        info.healthMask = 1 | 1 << 2 | 1 << 4
+
+
+def test_nvml_reads_the_versioned_call_and_falls_back_to_the_older_one():
+    for versioned, health in ((True, "bandwidth=Degraded; route_recovery=True; route_unhealthy=True"), (False, None)):
+        state = GpuState()
+        query = NvmlQuery("test", timeout_s=None)
+        _read_fabric(query, _binding(_gb200_answer, versioned), object(), state)
+        assert (state.fabric_state, state.fabric_status, state.fabric_clique_id, state.fabric_cluster_uuid,
+                state.fabric_health) == ("Completed", "Insufficient Resources", 0,
+                                         "00000000-0000-0000-0000-000000000000", health)
+        assert query.errors == {}

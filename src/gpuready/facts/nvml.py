@@ -365,17 +365,10 @@ def _inforom_valid(q: NvmlQuery, p: Any, handle: Any) -> bool | None:
 
 
 def _read_fabric(q: NvmlQuery, p: Any, handle: Any, state: GpuState) -> None:
-    """nvmlDeviceGetGpuFabricInfoV (state, status, clique, cluster UUID, health), else the older call (state alone:
-    its struct has no health mask)."""
-    versioned = getattr(p, "c_nvmlGpuFabricInfoV_t", None)
-    info_class = versioned or getattr(p, "c_nvmlGpuFabricInfo_t", None)
-    if info_class is None:
-        return
-    info = info_class()  # the versioned struct's constructor sets its `version` field
-    call = p.nvmlDeviceGetGpuFabricInfoV if versioned is not None else p.nvmlDeviceGetGpuFabricInfo
-    # NVML takes a pointer; nvidia-ml-py passes the argument through untyped, and a Structure passed
-    # that way goes by value: NVML then writes through garbage (a segfault, seen on an H200 in a thread).
-    if q.query(call, handle, ctypes.byref(info), field="fabric_state") is NA:
+    """nvmlDeviceGetGpuFabricInfoV (state, status, clique, cluster UUID, health), else the older call where the
+    binding or the driver lacks it (state, status, clique and cluster: its struct has no health mask)."""
+    info, versioned = _fabric_info(q, p, handle)
+    if info is None:
         return
     state.fabric_state = _FABRIC_STATES.get(int(info.state))
     if state.fabric_state != "Completed":
@@ -383,8 +376,28 @@ def _read_fabric(q: NvmlQuery, p: Any, handle: Any, state: GpuState) -> None:
     state.fabric_status = _FABRIC_STATUS.get(int(info.status), f"NVML error {int(info.status)}")
     state.fabric_clique_id = int(info.cliqueId)
     state.fabric_cluster_uuid = fabric_uuid(bytes(info.clusterUuid))
-    if versioned is not None:
+    if versioned:
         state.fabric_health = fabric_health_of_mask(int(info.healthMask))
+
+
+def _fabric_info(q: NvmlQuery, p: Any, handle: Any) -> tuple[Any, bool]:
+    """(the filled struct, whether it is the versioned one), or (None, False) where NVML cannot answer."""
+    # NVML takes a pointer; nvidia-ml-py passes the argument through untyped, and a Structure passed
+    # that way goes by value: NVML then writes through garbage (a segfault, seen on an H200 in a thread).
+    versioned = getattr(p, "c_nvmlGpuFabricInfoV_t", None)
+    if versioned is not None and hasattr(p, "nvmlDeviceGetGpuFabricInfoV"):
+        info = versioned()  # its constructor sets the `version` field
+        # an error here is no answer yet: a driver before 550 lacks the function, the older call follows
+        if q.query(p.nvmlDeviceGetGpuFabricInfoV, handle, ctypes.byref(info), field="fabric_state",
+                   expected_errors=True) is not NA:
+            return info, True
+    older = getattr(p, "c_nvmlGpuFabricInfo_t", None)
+    if older is None:
+        return None, False
+    info = older()
+    if q.query(p.nvmlDeviceGetGpuFabricInfo, handle, ctypes.byref(info), field="fabric_state") is NA:
+        return None, False
+    return info, False
 
 
 def fabric_uuid(raw: bytes) -> str:
