@@ -178,3 +178,31 @@ def test_gdr_off_under_a_gdr_level_setting_warns_with_the_setting():
     _facts, found = run(text)
     [gdr] = [f for f in found if f.status.value == "warn"]
     assert "NCCL_NET_GDR_LEVEL=LOC" in gdr.message and len(gdr.evidence) == 2
+
+
+# ------------------------------------------------------------------------------------------------ OFI / EFA
+
+# aws-ofi-nccl's line as AWS's EKS EFA guide prints it (`NET/OFI Selected Provider is efa`); channels rebuilt.
+def _efa_job(via):
+    return ("[1,0]<stdout>:test-nccl-efa-worker-0:21:21 [0] NCCL INFO NET/OFI Selected Provider is efa (found 1 nics)\n"
+            "[1,0]<stdout>:test-nccl-efa-worker-0:21:21 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 "
+            "commId 0xabc - Init START\n"
+            "[1,1]<stdout>:test-nccl-efa-worker-1:22:22 [0] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 0 busId 1000 "
+            "commId 0xabc - Init START\n"
+            f"[1,0]<stdout>:test-nccl-efa-worker-0:21:21 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via {via}\n"
+            f"[1,1]<stdout>:test-nccl-efa-worker-1:22:22 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [receive] via {via}\n")
+
+
+def test_efa_through_the_ofi_plugin_passes_with_gdr():
+    _facts, found = run(_efa_job("NET/AWS Libfabric/0/GDRDMA"))
+    finding = transport(found)
+    assert finding.status.value == "pass"
+    assert finding.observed["communicators"]["0xabc"]["transports"] == ["NET/AWS Libfabric"]
+    assert finding.observed["communicators"]["0xabc"]["gdr"] is True
+
+
+def test_sockets_where_the_ofi_plugin_found_efa_fail():
+    _facts, found = run(_efa_job("NET/Socket/0"))
+    finding = transport(found)
+    assert finding.status.value == "fail"
+    assert "test-nccl-efa-worker-0's OFI net plugin selected the efa provider" in finding.message

@@ -338,7 +338,7 @@ def nccl_transport(context: CheckContext) -> list[Finding]:
                    for kind, pairs in sorted(table.items())]))
                for where, table in (("within", intra), ("between", inter)) if table] + _comm_summary(observed)
     found = []
-    expected_ib = _ib_expected(context, nccl) or _rdma_ports(context)
+    expected_ib = _ib_expected(context, nccl) or _rdma_ports(context) or _rdma_provider(nccl)
     if "NET/Socket" in inter and expected_ib:
         why, why_lines = _socket_why(nccl)
         found.append(context.fail(
@@ -399,6 +399,18 @@ def _rdma_ports(context: CheckContext) -> Said | None:
     active = [f"{port.device}:{port.port}" for port in context.facts.ib_ports or ()
               if (port.state or "").upper().endswith("ACTIVE")]
     return said("nccl_log.ib_expected.ports", ports=", ".join(active[:4]), count=len(active)) if active else None
+
+
+RDMA_PROVIDERS = ("efa", "cxi", "verbs")
+"""libfabric providers that move data by RDMA (AWS EFA, HPE Slingshot, verbs); `tcp` and `sockets` do not."""
+
+
+def _rdma_provider(nccl: NcclLogFacts) -> Said | None:
+    """An RDMA fabric the OFI net plugin found (`NET/OFI Selected Provider is efa`), or None."""
+    for host, (provider, _line) in nccl.ofi_provider.items():
+        if provider.lower() in RDMA_PROVIDERS:
+            return said("nccl_log.ib_expected.ofi", host=host, provider=provider)
+    return None
 
 
 def _socket_why(nccl: NcclLogFacts) -> tuple[Said | None, list[Line]]:

@@ -102,6 +102,8 @@ class NcclLogFacts:
     """Communicator (`0xd8289d3e6e217d26`, or `nranks=16` before NCCL printed commId) → its transports."""
     gdr_off: dict[str, tuple[str | None, Line]] = field(default_factory=dict)
     """Host (`?` where unnamed) → (why NCCL turned GPUDirect RDMA off: `no module`, `distance 8 > 5`; the line)."""
+    ofi_provider: dict[str, tuple[str, Line]] = field(default_factory=dict)
+    """Host (`?` where unnamed) → the libfabric provider aws-ofi-nccl selected there (`efa`, `cxi`), and the line."""
     link_layers: dict[str, Line] = field(default_factory=dict)
     """`IB`, `RoCE` (the link layer after a `NET/IB : Using [0]mlx5_0:1/RoCE` device) → the first line."""
     p2p_unavailable: LineGroup = field(default_factory=LineGroup)

@@ -102,6 +102,14 @@ class NetPlugin(NcclEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class OfiProvider(NcclEvent):
+    """aws-ofi-nccl's `NET/OFI Selected Provider is efa (found 4 nics)` (newer: `Selected provider is efa, fabric is
+    efa-direct`): the libfabric provider its NET plugin runs over."""
+    provider: str
+    """`efa`, `cxi` (HPE Slingshot), `verbs`, `tcp`, `sockets`."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class NetworkChosen(NcclEvent):
     network: str
     """`IB`, `Socket`, a plugin's name."""
@@ -257,6 +265,7 @@ _IB_COMPLETION = re.compile(r"Got completion (?:from peer (?P<peer>\S+) )?with (
                             r"(?:.*?vendor err (?P<vendor>\d+))?")
 _NET_PLUGIN = re.compile(r"^(?:NET/Plugin ?: ?Loaded net plugin (?P<name>.+?) \(v\d+\)|P2P plugin (?P<p2p>\w+))")
 _RDMA_PLUGIN = re.compile(r"RDMA|\bIB|IBext|\bibverbs|\bmlx5", re.IGNORECASE)
+_OFI_PROVIDER = re.compile(r"^NET/OFI Selected [Pp]rovider is (?P<provider>[\w\-]+)")
 _NETWORK = re.compile(r"^Using network (?P<net>.+?)\s*$")
 _ENV = re.compile(r"^(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s*$")
 _TRANSPORT = re.compile(
@@ -360,15 +369,8 @@ def _classify(message: str, fields: dict) -> NcclEvent | None:  # noqa: C901 (on
     for reason, pattern in _NO_INTERFACE:
         if pattern.search(message):
             return NoInterface(reason=reason, **fields)
-    if match := _NET_PLUGIN.match(message):
-        name = (match.group("name") or match.group("p2p")).strip()
-        return NetPlugin(name=name, rdma=bool(_RDMA_PLUGIN.search(name)), **fields)
-    if match := _IB_USING.match(message):
-        devices = tuple(_IB_DEVICE.findall(match.group("list")))
-        if devices:
-            return IbDevices(devices=devices, **fields)
-    if match := _NETWORK.match(message):
-        return NetworkChosen(network=match.group("net"), **fields)
+    if event := _net_setup(message, fields):
+        return event
     if match := _ENV.match(message):
         return EnvSet(name=match.group("name"), value=match.group("value"), **fields)
     if match := _TRANSPORT.search(message):
@@ -376,9 +378,6 @@ def _classify(message: str, fields: dict) -> NcclEvent | None:  # noqa: C901 (on
         return Transport(channel=int(match.group("ch")), src_rank=int(match.group("src")),
                          dst_rank=int(match.group("dst")), direction=match.group("dir"), via=via,
                          kind=_transport_kind(via), **fields)
-    if match := _GDR.search(message):
-        return GdrState(enabled=match.group("state") == "Enabled", hca=match.group("hca"), why=match.group("why"),
-                        **fields)
     if "Could not enable P2P between" in message:
         return P2pUnavailable(**fields)
     if match := _COMM.search(message):
@@ -412,6 +411,26 @@ def _classify(message: str, fields: dict) -> NcclEvent | None:  # noqa: C901 (on
         return Timeout(**fields)
     if match := _SOCKET_ERROR.search(message):
         return SocketError(error=match.group(1), **fields)
+    return None
+
+
+def _net_setup(message: str, fields: dict) -> NcclEvent | None:
+    """The lines that say which network NCCL set up: a net plugin, the IB devices, the OFI provider, the network
+    chosen, GPUDirect RDMA per NIC."""
+    if match := _NET_PLUGIN.match(message):
+        name = (match.group("name") or match.group("p2p")).strip()
+        return NetPlugin(name=name, rdma=bool(_RDMA_PLUGIN.search(name)), **fields)
+    if match := _IB_USING.match(message):
+        devices = tuple(_IB_DEVICE.findall(match.group("list")))
+        if devices:
+            return IbDevices(devices=devices, **fields)
+    if match := _OFI_PROVIDER.match(message):
+        return OfiProvider(provider=match.group("provider"), **fields)
+    if match := _NETWORK.match(message):
+        return NetworkChosen(network=match.group("net"), **fields)
+    if match := _GDR.search(message):
+        return GdrState(enabled=match.group("state") == "Enabled", hca=match.group("hca"), why=match.group("why"),
+                        **fields)
     return None
 
 

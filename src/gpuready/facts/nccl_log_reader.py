@@ -178,6 +178,10 @@ class NcclLogReader(Reader):
         if event.rdma and len(self.seen.ib_plugin) < MAX_KEYS:
             self.seen.ib_plugin.setdefault(event.host or "?", line)
 
+    def _on_OfiProvider(self, event: parse.OfiProvider, line: Line, seq: int) -> None:
+        if len(self.seen.ofi_provider) < MAX_KEYS:
+            self.seen.ofi_provider.setdefault(event.host or "?", (event.provider, line))
+
     def _on_NoInterface(self, event: parse.NoInterface, line: Line, seq: int) -> None:
         reasons = _put(self.seen.no_interface, event.host, dict)
         if reasons is not None:
