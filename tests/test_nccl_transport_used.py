@@ -206,3 +206,15 @@ def test_sockets_where_the_ofi_plugin_found_efa_fail():
     finding = transport(found)
     assert finding.status.value == "fail"
     assert "test-nccl-efa-worker-0's OFI net plugin selected the efa provider" in finding.message
+
+
+def test_sockets_after_ib_failed_follow_from_nccl_ib_missing():
+    text = ("a:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.1<0>\n"
+            "b:1:1 [0] NCCL INFO NET/IB : No device found.\n"
+            "b:1:5 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [receive] via NET/Socket/0\n")
+    _facts, found = run(text)
+    assert [(f.check_id, f.status.value) for f in found if f.status.value == "fail"] == [
+        ("nccl.ib_missing", "fail"), ("nccl.transport", "fail")]
+    assert transport(found).consequence_of == "nccl.ib_missing"
+    _facts, found = run(NO_DEVICE_952, facts=ACTIVE_IB)
+    assert transport(found).consequence_of is None  # the log alone does not expect IB: only the machine shows it

@@ -14,6 +14,7 @@ consequences (`consequence_of`), and NCCL's own WARN lines name it.
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import replace
 
 from gpuready.checks.log_evidence import NCCL_TROUBLESHOOTING, quote
 from gpuready.checks.registry import CheckContext, log_check
@@ -341,10 +342,12 @@ def nccl_transport(context: CheckContext) -> list[Finding]:
     expected_ib = _ib_expected(context, nccl) or _rdma_ports(context) or _rdma_provider(nccl)
     if "NET/Socket" in inter and expected_ib:
         why, why_lines = _socket_why(nccl)
-        found.append(context.fail(
+        fallback = context.fail(
             said("nccl.transport.socket" + (".why" if why else ""), expected=expected_ib, why=why, summary=summary),
             observed=observed, expected={"inter_node": "NET/IB"}, refs=[NCCL_TROUBLESHOOTING, REF_IB, REF_AICR],
-            evidence=quote(why_lines + nccl.transport_lines["NET/Socket"].lines)))
+            evidence=quote(why_lines + nccl.transport_lines["NET/Socket"].lines))
+        ib_failed = any(f.status == Status.FAIL for f in _ib_missing(context, nccl))
+        found.append(replace(fallback, consequence_of=IB_MISSING) if ib_failed else fallback)
     if "SHM" in intra:
         lines = nccl.transport_lines["SHM"].lines + nccl.p2p_unavailable.lines
         env_lines = [nccl.env[name][1] for name in ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL") if name in nccl.env]
