@@ -127,8 +127,9 @@ def test_nccl_net_socket_on_an_ib_machine_fails_with_the_setting():
     assert "1 active InfiniBand/RoCE ports (mlx5_0:1)" in finding.message
     assert "because NCCL_NET=Socket is set" in finding.message
     assert finding.observed["communicators"] == {"nranks=2": {
-        "nranks": 2, "hosts": ["gpu01", "gpu02"], "transports": ["NET/Socket"], "gdr": False}}
+        "nranks": 2, "hosts": ["gpu01", "gpu02"], "transports": ["NET/Socket"], "gdr": None}}
     assert [e.line for e in finding.evidence][:1] == [3]  # the setting first, then the socket channels
+    assert "over NET/Socket." in finding.message  # GPUDirect RDMA is not said of sockets
 
 
 def test_no_ib_device_on_an_ib_machine_fails_with_nccls_reason_published():

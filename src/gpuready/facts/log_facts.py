@@ -60,7 +60,7 @@ class CommTransports:
     kinds: dict[str, Line] = field(default_factory=dict)
     """Transport (`P2P`, `SHM`, `NET/IB`, `NET/Socket`, `NET/<plugin>`) → its first channel line."""
     gdr: dict[bool, Line] = field(default_factory=dict)
-    """Whether a NET channel said `/GDRDMA` (True) or not (False) → its first line."""
+    """Whether an RDMA NET channel (not NET/Socket) said `/GDRDMA` (True) or not (False) → its first line."""
 
 
 @dataclass(kw_only=True)

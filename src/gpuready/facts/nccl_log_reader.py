@@ -210,7 +210,7 @@ class NcclLogReader(Reader):
         comm = _put(self.seen.comms, self._open.get(key, "?"), CommTransports)
         if comm is not None and len(comm.kinds) < 64:
             comm.kinds.setdefault(event.kind, line)
-            if event.kind.startswith("NET/"):
+            if event.kind.startswith("NET/") and event.kind != "NET/Socket":  # GPUDirect RDMA is the NICs' only
                 comm.gdr.setdefault(event.via.endswith("/GDRDMA"), line)
 
     def _on_P2pUnavailable(self, event: parse.NcclEvent, line: Line, seq: int) -> None:
