@@ -137,6 +137,23 @@ def test_polling_rail_fails_and_slow_rail_warns_by_name():
     assert "mlx5_3" not in slow.message  # a down port's nominal rate is no negotiated rate
 
 
+def test_a_dual_port_adapter_cabled_once_is_no_lost_rail():
+    """Eight single-port rails plus a dual-port ConnectX-7 (MT4129) for storage whose second port is not cabled (Down,
+    Disabled): its adapter is on the fabric through port 1, so no rail is lost; network.rdma names the idle port
+    (a warning), network.rail_down says nothing. The same port on an adapter with no Active port is a lost rail."""
+    ports = {f"mlx5_{n}/1": _port_files() for n in range(8)}
+    ports["mlx5_8/1"] = _port_files()
+    ports["mlx5_8/2"] = _port_files(state="1: DOWN", phys="3: Disabled")
+    models = {f"mlx5_{n}": "MT4129" for n in range(9)}
+    facts = build_facts({"sysfs.txt": _sysfs(ports, models)})
+    assert "network.rail_down" not in _flagged(facts)
+    rdma = [f for f in run_checks(facts) if f.check_id == "network.rdma" and f.status is Status.WARN]
+    assert len(rdma) == 1 and "mlx5_8/2" in rdma[0].message
+    ports["mlx5_8/1"] = _port_files(state="1: DOWN", phys="3: Disabled")
+    lost = _flagged(build_facts({"sysfs.txt": _sysfs(ports, models)}))["network.rail_down"]
+    assert [f.status for f in lost] == [Status.FAIL] and "mlx5_8/1" in lost[0].message
+
+
 def test_error_counters_from_a_bundle_warn_and_never_fail():
     text = _eight_rails(mlx5_2=_port_files(symbol_error="1043", link_downed="2", port_rcv_errors="0"))
     flagged = _flagged(build_facts({"sysfs.txt": text}))

@@ -34,10 +34,19 @@ def _name(port: IbPort) -> str:
 
 
 def rails(ports: list[IbPort] | None) -> list[IbPort]:
-    """The ports of every HCA model with at least one Active port; [] where fewer than two."""
-    up_models = {port.hca_type for port in ports or [] if _active(port)}
+    """The ports of every HCA model with at least one Active port; [] where fewer than two. Ports whose model is not
+    shown (an old capture without `hca_type` / `CA type`) are no rails: two unknown adapters may be two models."""
+    up_models = {port.hca_type for port in ports or [] if _active(port) and port.hca_type}
     found = [port for port in ports or [] if port.hca_type in up_models]
     return found if len(found) >= _RAILS_MIN else []
+
+
+def rails_down(ports: list[IbPort] | None) -> list[IbPort]:
+    """The rails that are not Active on an HCA none of whose ports is: a whole adapter off the fabric. A second port
+    Down beside an Active one on the same HCA is a dual-port card cabled once (common, and no lost rail)."""
+    railed = rails(ports)
+    up_devices = {port.device for port in railed if _active(port)}
+    return [port for port in railed if not _active(port) and port.device not in up_devices]
 
 
 def _by_model(ports: list[IbPort]) -> dict[str | None, list[IbPort]]:
@@ -50,7 +59,7 @@ def _by_model(ports: list[IbPort]) -> dict[str | None, list[IbPort]]:
 @check("network.rail_down", needs=("ib_ports",), needs_gpus=False)
 def rail_down(context: CheckContext) -> list[Finding]:
     """Rails that are Down, Polling or Initializing while the same HCA model is Active elsewhere in the machine."""
-    down = [port for port in rails(context.facts.ib_ports) if not _active(port)]
+    down = rails_down(context.facts.ib_ports)
     if not down:
         return []
     named = ", ".join(f"{_name(port)} {port.state or '?'} ({port.phys_state or '?'})" for port in down)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuready.checks.ib_rails import rails_down
 from gpuready.checks.registry import CheckContext, check
 from gpuready.i18n import said
 from gpuready.knowledge import thresholds
@@ -19,7 +20,8 @@ def network_rdma(context: CheckContext) -> list[Finding]:
         return [context.warn(said("network.rdma.none"), observed="none",
                              expected=f">= {limit['rdma_min_gbit_per_s']} Gb/s RDMA per node", refs=[limit["source"]])]
     active = [port for port in ports if (port.state or "").upper() == "ACTIVE"]
-    down = [port for port in ports if port not in active]
+    lost = rails_down(ports)  # a whole adapter off among its model's rails is network.rail_down's failure
+    down = [port for port in ports if port not in active and port not in lost]
     total = sum(port.rate_gbit_per_s or 0 for port in active)
     described = ", ".join(f"{port.device}/{port.port} {port.state} {port.rate_gbit_per_s or '?'} Gb/s "
                           f"{port.link_layer or ''}".strip() for port in ports)
