@@ -230,3 +230,17 @@ def test_nvml_reads_the_versioned_call_and_falls_back_to_the_older_one():
                 state.fabric_health) == ("Completed", "Insufficient Resources", 0,
                                          "00000000-0000-0000-0000-000000000000", health)
         assert query.errors == {}
+
+
+def test_a_gb200_tray_whose_fabric_failed_is_not_told_to_restart_a_host_fabric_manager():
+    """Azure/azhpc-images#506's Fabric block (Completed, Insufficient Resources) on GB200 trays, and the same tray in
+    'In Progress': gpu.fabric fails, and its fix names the rack's NVLink switch trays and IMEX, never
+    `systemctl restart nvidia-fabricmanager` (NVL72 compute trays run no host Fabric Manager). An HGX H100 in the
+    same state is still told to restart its Fabric Manager."""
+    for block in (AZURE_BLOCK, AZURE_BLOCK.replace("Completed", "In Progress")):
+        fabric = _findings(_facts(_smi_q("NVIDIA GB200", block)), "gpu.fabric")
+        assert [finding.status for finding in fabric] == [Status.FAIL, Status.FAIL]
+        assert all("nvidia-fabricmanager" not in finding.fix and "nvidia-imex" in finding.fix for finding in fabric)
+    hgx = _findings(_facts(_smi_q("NVIDIA H100 80GB HBM3", AZURE_BLOCK.replace("Completed", "In Progress"))),
+                    "gpu.fabric")
+    assert hgx and all("restart nvidia-fabricmanager" in finding.fix for finding in hgx)

@@ -163,7 +163,8 @@ def gpu_fabric(context: CheckContext) -> list[Finding]:
     802); Fabric Manager having nothing to do is no finding on a board without NVSwitch."""
     def judge(gpu: GpuFacts) -> Finding | None:
         state = gpu.fabric_state
-        unnamed = "" if gpu.index >= 0 else "_unnamed"
+        # a Grace Blackwell tray has no host Fabric Manager to restart: its fix names the switch trays and IMEX
+        unnamed = "_unnamed" if gpu.index < 0 else "_tray" if _on_switch_tray(gpu) else ""
         if state == "Completed" and gpu.fabric_status not in (None, "", "Success", "N/A"):
             # nvml.h: the status "must be checked only if state returns complete"; then anything but success fails
             return context.fail(said(f"gpu.fabric.completed_error{unnamed}", index=gpu.index,
@@ -191,6 +192,13 @@ def gpu_fabric(context: CheckContext) -> list[Finding]:
                      reported=lambda gpu: gpu.fabric_state is not None, unreported=said("gpu.fabric.unreported"))
     problems = [finding for finding in logged if finding.status.value != "pass"]
     return problems + [finding for finding in states if finding.status.value != "pass" or not problems]
+
+
+def _on_switch_tray(gpu: GpuFacts) -> bool:
+    """A GPU of a Grace Blackwell NVL tray (gpus.toml `nvlink_via = "nvlink_switch_system"`): its NVLink fabric is run
+    by the rack's NVLink switch trays, not by a Fabric Manager on this host."""
+    spec = gpu_spec(gpu.name)
+    return bool(spec and spec.get("nvlink_via") == "nvlink_switch_system")
 
 
 def _nvswitch_board(context: CheckContext) -> bool | None:
