@@ -83,9 +83,14 @@ _NOT_IN_KEY = r"[^0-9A-Za-z\u0130\u212a:\n]"  # what normalize_key drops from a 
 _ROOT_WORD = re.compile(r"[GgDdCcAa](?:[Pp][Uu]|[Rr][Ii][Vv][Ee][Rr]|[Uu][Dd][Aa]|[Tt][Tt][Aa][Cc][Hh][Ee][Dd])"
                         r"(?![0-9A-Za-z\u0130\u212a])")
 _ROOT_LINE_READ = re.compile(r"(?=[^\s=:])" + _NOT_IN_KEY + r"*" + _ROOT_WORD.pattern)
-# Where a bulk skip must stop besides: a GPU-level section at the left margin (a fragment whose GPU header was cut)
-_ROOT_OR_SECTION_WORD = re.compile(_ROOT_WORD.pattern + r"|(?im:^(?:clocks|max clocks|ecc errors|remapped rows|"
-                                   r"retired pages|temperature|power readings|pci|fabric|performance)\b)")
+# GPU-level `-q` sections a paste may hold alone at the left margin (`-q` indents them 4 under `GPU …`).
+_GPU_SECTIONS = frozenset({"clocks_event_reasons", "clocks_throttle_reasons", "ecc_errors", "remapped_rows",
+                           "retired_pages", "temperature", "power_readings", "gpu_power_readings", "clocks",
+                           "max_clocks", "pci", "fabric", "performance"})
+# Where a bulk skip must stop besides: one of those sections at the left margin (a fragment whose GPU header was cut),
+# its printed label being the key's words (normalize_key's inverse)
+_ROOT_OR_SECTION_WORD = re.compile(_ROOT_WORD.pattern + r"|(?im:^(?:" + "|".join(
+    key.replace("_", r"[^0-9a-z\n]+") for key in sorted(_GPU_SECTIONS, key=len, reverse=True)) + r")\b)")
 
 
 def parse_text(text: str) -> Node:
@@ -122,10 +127,6 @@ def parse_text(text: str) -> Node:
     return root
 
 
-# GPU-level `-q` sections a paste may hold alone at the left margin (`-q` indents them 4 under `GPU …`).
-_GPU_SECTIONS = frozenset({"clocks_event_reasons", "clocks_throttle_reasons", "ecc_errors", "remapped_rows",
-                           "retired_pages", "temperature", "power_readings", "gpu_power_readings", "clocks",
-                           "max_clocks", "pci", "fabric", "performance"})
 
 
 def _is_dedented_gpu_section(text: str, start: int, end: int) -> bool:
