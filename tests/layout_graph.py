@@ -14,7 +14,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("gpuready", "i18n", "safe_text", "options", "signals", "busbw", "shapes"),
+    ("gpuready", "i18n", "safe_text", "options", "signals", "busbw", "shapes", "node"),
     ("knowledge",),
     ("facts",),
     ("model",),
