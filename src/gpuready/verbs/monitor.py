@@ -1,7 +1,8 @@
 """`gpuready monitor`: watch GPU health beside a training job.
 
 Prints health events as they happen (a new Xid, throttling starting or stopping by reason, ECC
-counts rising, a PCIe link narrowing, the power limit changing, a GPU lost), keeps a compact live
+counts rising, a PCIe link narrowing, the power limit changing, a GPU lost, an InfiniBand/RoCE port error counter
+rising), keeps a compact live
 table, appends events and samples to a JSON-lines file, and serves Prometheus metrics whose label
 keys join with DCGM-exporter dashboards (gpu, UUID, Hostname, modelName).
 """
@@ -19,6 +20,7 @@ from gpuready.checks.kernel_judge import judge_xid
 from gpuready.cli import option_groups as groups
 from gpuready.cli import option_kinds
 from gpuready.facts.clock_reasons import REASON_BITS, reasons_from_mask
+from gpuready.facts.ib_counters_live import IB_ROOT, CounterChange, CounterWindow
 from gpuready.facts.nvml import NvmlSession, NvmlUnavailable
 from gpuready.facts.nvml_records import GpuIdentity, GpuSample
 from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, in_language, message, said, sentence
@@ -58,6 +60,23 @@ def detect_events(index: int, previous: GpuSample | None, current: GpuSample | N
     return events
 
 
+def ib_events(moved: list[CounterChange]) -> list[dict[str, Any]]:
+    """RDMA port error counters that rose (or were reset) since the last reading, as events."""
+    return [{"event": "ib_counter_reset", "port": change.port, "counter": change.counter, "from": change.before,
+             "to": change.after} if change.reset else
+            {"event": "ib_counter_increase", "port": change.port, "counter": change.counter,
+             "delta": change.increase, "total": change.after} for change in moved]
+
+
+def ib_record(now: float, window: CounterWindow, moved: list[CounterChange]) -> dict[str, Any]:
+    """The JSONL record `ib_counters`: per port, each counter's value and its increase since the last record."""
+    rose = {(change.port, change.counter): change for change in moved}
+    ports = {port: {name: {"value": value, "increase": rose[(port, name)].increase if (port, name) in rose else 0,
+                           **({"reset": True} if (port, name) in rose and rose[(port, name)].reset else {})}
+                    for name, value in values.items()} for port, values in window.last.items()}
+    return {"type": "ib_counters", "time": now, "ports": ports}
+
+
 def xid_status(code: int) -> str:
     """What the one kernel judge says of this Xid (check, diagnose and burn say the same)."""
     return judge_xid(code).status.value
@@ -81,7 +100,10 @@ def describe(event: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
 
 _EVENT_VALUES = {"throttle_start": (("reason", "reason"),), "throttle_stop": (("reason", "reason"),),
                  "ecc_increment": (("delta", "delta"), ("kind", "kind"), ("total", "total")),
-                 "pcie_width_drop": (("before", "from"), ("after", "to")), "gpu_lost": ()}
+                 "pcie_width_drop": (("before", "from"), ("after", "to")), "gpu_lost": (),
+                 "ib_counter_increase": (("port", "port"), ("counter", "counter"), ("delta", "delta"),
+                                         ("total", "total")),
+                 "ib_counter_reset": (("port", "port"), ("counter", "counter"), ("before", "from"), ("after", "to"))}
 """The catalogue's placeholders of each event's sentence and the event's keys that fill them."""
 
 
@@ -108,6 +130,12 @@ class PrometheusExporter:
         self.reasons = gauge("gpuready_clock_event_reason_active", "Clock-event reason active (1) or not", ["reason"])
         self.lost = gauge("gpuready_gpu_lost", "1 when the GPU stopped answering")
         self.xids = Counter("gpuready_xid_events", "Xid events seen", labels + ["xid"], registry=self.registry)
+        ib_labels = ["Hostname", "device", "port", "counter"]  # device and port as node_exporter's infiniband collector
+        self.ib_value = Gauge("gpuready_ib_port_error_count", "RDMA port error counter (since boot or reset)",
+                              ib_labels, registry=self.registry)
+        self.ib_increase = Counter("gpuready_ib_port_error_increase", "Rise of an RDMA port error counter while "
+                                   "monitored (resets not subtracted)", ib_labels, registry=self.registry)
+        self.hostname = hostname
         self.labels = [{"gpu": str(i), "UUID": gpu.uuid or "", "Hostname": hostname,
                         "modelName": gpu.name or ""} for i, gpu in enumerate(identity)]
         self.server, self.thread = start_http_server(port, addr=address, registry=self.registry)
@@ -131,13 +159,26 @@ class PrometheusExporter:
         if index is not None:
             self.xids.labels(**self.labels[index], xid=str(xid)).inc()
 
+    def ib_counters(self, window: CounterWindow, moved: list[CounterChange]) -> None:
+        """Each port's counters now, and what rose since the last reading."""
+        for port, values in window.last.items():
+            device, _, number = port.rpartition("/")
+            for name, value in values.items():
+                self.ib_value.labels(Hostname=self.hostname, device=device, port=number, counter=name).set(value)
+        for change in moved:
+            device, _, number = change.port.rpartition("/")
+            self.ib_increase.labels(Hostname=self.hostname, device=device, port=number,
+                                    counter=change.counter).inc(change.increase)
+
     def close(self) -> None:
         self.server.shutdown()
 
 
 def monitor_loop(source: Any, *, interval_s: float, count: int | None, jsonl: Path | None,
-                 exporter: PrometheusExporter | None, emit_event, show_table=None) -> int:
-    """Sample every GPU each interval; returns the number of samples taken. `source` as telemetry's."""
+                 exporter: PrometheusExporter | None, emit_event, show_table=None,
+                 ib_window: CounterWindow | None = None) -> int:
+    """Sample every GPU each interval; returns the number of samples taken. `source` as telemetry's. `ib_window`:
+    the RDMA port error counters, read again each interval (None or no port: not read)."""
     previous: dict[int, GpuSample | None] = {}
     handle = open(jsonl, "a") if jsonl else None
     taken = 0
@@ -158,6 +199,10 @@ def monitor_loop(source: Any, *, interval_s: float, count: int | None, jsonl: Pa
                 events.append({"gpu": index, "event": "xid", "xid": xid, "status": xid_status(xid)})
                 if exporter:
                     exporter.xid(index, xid)
+            moved = ib_window.step() if ib_window is not None and ib_window.last else None
+            events.extend(ib_events(moved or []))
+            if exporter and moved is not None:
+                exporter.ib_counters(ib_window, moved)
             for event in events:
                 event["time"] = now
                 emit_event(event)
@@ -166,6 +211,8 @@ def monitor_loop(source: Any, *, interval_s: float, count: int | None, jsonl: Pa
                     handle.write(json.dumps({"type": "event", **event}) + "\n")
                 figures = {str(i): dataclasses.asdict(s) if s is not None else None for i, s in samples.items()}
                 handle.write(json.dumps({"type": "sample", "time": now, "gpus": figures}) + "\n")
+                if moved is not None:
+                    handle.write(json.dumps(ib_record(now, ib_window, moved)) + "\n")
                 handle.flush()
             if show_table:
                 show_table(samples)
@@ -226,9 +273,10 @@ def check_jsonl(path: Path) -> str | None:
 
 
 def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int | None, count: int | None,
-                quiet: bool, source: Any = None, prometheus_address: str = "127.0.0.1", lang: str | None = None) -> int:
+                quiet: bool, source: Any = None, prometheus_address: str = "127.0.0.1", lang: str | None = None,
+                ib_root: Path = IB_ROOT) -> int:
     """`prometheus_address`: where the metrics server listens; loopback unless asked (0.0.0.0: every interface).
-    `lang`: --lang (None: from the environment)."""
+    `lang`: --lang (None: from the environment). `ib_root`: where the RDMA ports' counters are read."""
     from rich.console import Console  # rich loads only for a live run
     from rich.live import Live
 
@@ -271,7 +319,8 @@ def run_monitor(*, interval_s: float, jsonl: Path | None, prometheus_port: int |
         if live:
             live.start()
         monitor_loop(source, interval_s=interval_s, count=count, jsonl=jsonl, exporter=exporter, emit_event=emit,
-                     show_table=(lambda samples: live.update(_table(source.identity, samples))) if live else None)
+                     show_table=(lambda samples: live.update(_table(source.identity, samples))) if live else None,
+                     ib_window=CounterWindow.start(ib_root))
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     finally:

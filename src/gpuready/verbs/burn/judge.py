@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuready.checks.gpu import lost_gpu_events
+from gpuready.checks.ib_rails import _COUNTERS_REF
 from gpuready.checks.kernel_judge import nvml_xid_findings
 from gpuready.devices import blame_sharing, holders, sharing_findings, users_of
 from gpuready.facts.clock_reasons import REASON_BITS
+from gpuready.facts.ib_counters_live import CounterWindow
 from gpuready.facts.kernel_log import read_message
 from gpuready.i18n import Said, finding_text, said
 from gpuready.knowledge import clock_reasons, gpu_spec, thresholds
@@ -21,6 +23,11 @@ from gpuready.runner.watchdog import RankFailure
 THERMAL_MASK = sum(REASON_BITS[name] for name in clock_reasons("thermal"))
 HARDWARE_MASK = sum(REASON_BITS[name] for name in clock_reasons("hardware"))
 POWER_CAP_MASK = REASON_BITS["sw_power_cap"]
+LINK_DOWN_COUNTERS = ("link_downed",)
+"""A rise here fails burn.ib_counters: the link dropped during the run. A rise of any other error counter (symbol and
+receive errors, link error recovery, buffer overruns) warns: a marginal cable or transceiver."""
+_IB_SPEC_REF = ("InfiniBand Architecture Specification Vol. 1, PortCounters: LinkDownedCounter, SymbolErrorCounter, "
+                "PortRcvErrors, LinkErrorRecoveryCounter, ExcessiveBufferOverrunErrors")
 
 
 @dataclass
@@ -79,8 +86,10 @@ def classify_failure(error: str) -> str:
 class BurnJudge:
     def __init__(self, host: str, gpus: list[BurnGpu], telemetry: Telemetry | None,
                  failures: list[RankFailure], self_test: bool = False, users: dict | None = None,
-                 checked_sharing: bool = False, exclusive: bool = False):
+                 checked_sharing: bool = False, exclusive: bool = False, ib_window: CounterWindow | None = None):
         self.host, self.gpus, self.telemetry, self.failures = host, gpus, telemetry, failures
+        self.ib_window = ib_window
+        """The RDMA port error counters read at the start, every telemetry interval and at the end (None: not read)."""
         self.users = users
         """NVML index → GpuUsers (facts/gpu_users.py): other processes seen on the burned GPUs."""
         self.checked_sharing = checked_sharing or users is not None
@@ -121,6 +130,7 @@ class BurnJudge:
             for gpu in self.gpus:
                 if gpu.nvml_index is not None:
                     self._telemetry(gpu)
+        self._ib_counters()
         blame_sharing(self.findings, self.users)
 
     # -- correctness --------------------------------------------------------------------------
@@ -361,6 +371,29 @@ class BurnJudge:
                          expected=0)
                 return
         self.add("burn.ecc", Status.PASS, gpu, said("burn.ecc.none"), observed=0, expected=0)
+
+    def _ib_counters(self) -> None:
+        """burn.ib_counters: the rise of each RDMA port's error counters over the run (a machine without RDMA ports:
+        no finding). `link_downed` rising fails, any other error counter rising warns."""
+        window = self.ib_window
+        if window is None or not window.last:
+            return
+        increases = window.increases()
+        for port, rose in sorted(increases.items()):
+            named = ", ".join(f"{name} +{value}" for name, value in sorted(rose.items()))
+            device, _, number = port.rpartition("/")
+            down = sum(rose.get(name, 0) for name in LINK_DOWN_COUNTERS)
+            text = said("burn.ib_counters.link_downed", port=port, count=down, increases=named, device=device,
+                        number=number) if down else \
+                said("burn.ib_counters.errors", port=port, increases=named, device=device, number=number)
+            self.findings.append(Finding(check_id="burn.ib_counters", status=Status.FAIL if down else Status.WARN,
+                                         subject=Subject(host=self.host, nic=port), **finding_text(text),
+                                         observed={"increase": rose, "resets": window.resets.get(port, {})},
+                                         expected=0, refs=[_COUNTERS_REF, _IB_SPEC_REF]))
+        if not increases:
+            self.add("burn.ib_counters", Status.PASS, None,
+                     said("burn.ib_counters.none", ports=len(window.last), readings=window.readings),
+                     observed=0, expected=0, refs=[_COUNTERS_REF])
 
     def _clocks(self, gpu: BurnGpu, reasons: list[int]) -> None:
         """A lasting step down in SM clock that the power cap does not explain."""

@@ -16,6 +16,7 @@ from typing import Any
 from gpuready import __version__
 from gpuready.devices import auto_device, check_cpu_ranks, gpus_by_identity, local_facts, visible_devices
 from gpuready.facts.clock_reasons import reasons_from_mask
+from gpuready.facts.ib_counters_live import IB_ROOT, CounterWatch
 from gpuready.facts.nvml_records import GpuIdentity, GpuSample
 from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, in_language, message, sentence
 from gpuready.measuring import MeasuringRun, Measured, Selection, mark_stopped
@@ -59,6 +60,8 @@ class BurnOptions:
     """Another compute process on a selected GPU is a fail before anything starts."""
     lang: str | None = None
     """The progress line's language (`--lang`); None: from the environment."""
+    ib_root: Path = IB_ROOT
+    """Where the RDMA ports' error counters are read at the start, every `interval_s` and at the end."""
 
 
 def parse_duration(text: str) -> float:
@@ -114,6 +117,7 @@ class BurnRun(MeasuringRun):
         self.sample_interval_s = options.interval_s
         self.dtype = options.dtype or "fp32"
         self.log_dir: Path | None = None
+        self.ib_watch: CounterWatch | None = None
 
     def select(self) -> Selection:
         device = auto_device(self.options.device, "burn")  # NoGpuError without a GPU unless --device cpu
@@ -157,15 +161,16 @@ class BurnRun(MeasuringRun):
                 "options": {"timeout_s": options.timeout_s, "burn": {"duration_s": options.duration_s,
                                                                      "dtype": self.dtype,
                                                                      "self_test": options.self_test}}}
-        return self.start_ranks(spec=spec, log_dir=self.log_dir, startup_timeout_s=STARTUP_TIMEOUT_S,
-                                independent=True,
-                                deadline_s=STARTUP_TIMEOUT_S + MEMORY_PHASE_S + options.duration_s + options.timeout_s)
+        with CounterWatch(options.ib_root, options.interval_s) as self.ib_watch:
+            return self.start_ranks(spec=spec, log_dir=self.log_dir, startup_timeout_s=STARTUP_TIMEOUT_S,
+                                    independent=True, deadline_s=STARTUP_TIMEOUT_S + MEMORY_PHASE_S
+                                    + options.duration_s + options.timeout_s)
 
     def judge(self, measured: Measured) -> Report:
         selection, outcome, options = measured.selection, measured.outcome, self.options
         judge = BurnJudge(measured.host, burn_gpus(selection, outcome), measured.telemetry, outcome.failures,
                           options.self_test, users=measured.users, checked_sharing=measured.checked_sharing,
-                          exclusive=options.exclusive)
+                          exclusive=options.exclusive, ib_window=self.ib_watch.window if self.ib_watch else None)
         judge.judge()
         report = Report(tool_version=__version__, host=measured.host, findings=judge.findings,
                         measurements=judge.measurements,
@@ -181,6 +186,7 @@ class BurnRun(MeasuringRun):
             "xid_source": measured.telemetry.xid_source if measured.telemetry else "none",
             "self_test": options.self_test, "rendezvous_store": outcome.store_address,
             "overridden_env": outcome.overridden_env, "deadline_s": outcome.deadline_s,
+            **({"ib_counters": self.ib_watch.window.to_json()} if self.ib_watch else {}),
             **({"interrupted_by": outcome.interrupted_by or "SIGINT"} if outcome.interrupted else {})}}
         if outcome.interrupted:
             mark_stopped(report, "burn", measured.host, outcome.interrupted_by, outcome.wall_s)
