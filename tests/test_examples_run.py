@@ -7,6 +7,9 @@ with the files they name made there from the recorded fixtures, and must end wit
 codes" table gives for that input. The docs' cheap examples run in-process the same way. What needs a GPU, a cluster,
 the network or minutes is in PARSE_ONLY with its reason. A new example that is in neither table fails
 `test_every_example_is_classified`: say what it must do.
+
+Each verb's `--help` ends with its examples (cli/examples.py, written into docs/options.md): every one is a README or
+docs example above, so it runs as printed too, and the README's commands are among them (one list).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
+from gpuready.cli.examples import EXAMPLES
 from gpuready.cli.main import VERBS, _split, build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,10 +219,23 @@ DOCS_RUNS = {
         0, "70.6 B bf16 weights = 141 GB over 8 x 141 GB: fits"),
     "gpuready plan --preset gpt2-xl --machine 8xH100-SXM --known-batch 256 --known-lr 3e-4 --known-gpus 1": Example(
         0, "1.6 B parameters x 16 bytes = 25 GB < 80 GB: fits"),
+    "gpuready check --bundle node7.tar.gz --out run.json --html run.html": Example(
+        0, "the healthy H200 recording: ready", inputs=("node7.tar.gz",),
+        writes={"run.json": '"schema_version"', "run.html": "<html"}),
+    "gpuready collect --out node7 --fast": Example(
+        0, "a bundle folder is written whatever tools this machine has", writes={"node7/manifest.json": '"host"'}),
+    "gpuready report run.json --junit junit.xml": Example(
+        0, "run.json's own code (ready with warnings)", inputs=("run.json",), writes={"junit.xml": "<testsuite"}),
+    "gpuready compare before.json after.json --tolerance busbw=3": Example(
+        0, "two checks of the same recorded evidence: nothing got worse", inputs=("before.json", "after.json")),
+    "gpuready fleet reports/ --save-baseline golden.json": Example(
+        0, "five recorded runs of one H200: healthy, and their baseline is written", inputs=("reports/",),
+        writes={"golden.json": "reports"}),
 }
 
 _GPU = "needs a GPU (without one it exits 3, README)"
 PARSE_ONLY = {
+    "gpuready check": "a live check of whatever machine runs the tests",
     "python3 -m venv .venv && . .venv/bin/activate && pip install . && gpuready check":
         "installs the package from the network; then a live check of whatever machine runs the tests",
     "gpuready validate": _GPU,
@@ -264,7 +281,7 @@ def test_examples_were_found():
 @pytest.mark.parametrize("page, command", ALL, ids=[f"{page}: {command}" for page, command in ALL])
 def test_every_example_is_classified(page, command):
     table = "README_RUNS" if page == "README.md" else "DOCS_RUNS"
-    assert command in globals()[table] or command in PARSE_ONLY, \
+    assert command in globals()[table] or command in PARSE_ONLY or command in README_RUNS, \
         f"{page}: `{command}` is in no table: add what it must do to {table}, or its reason to PARSE_ONLY"
 
 
@@ -274,6 +291,35 @@ def test_every_example_parses(page, command):
     assert argvs, command
     for argv in argvs:
         parse(argv)
+
+
+@pytest.mark.parametrize("lang, heading", [("en", "examples:"), ("zh", "示例：")])
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_help_ends_with_its_examples_as_written(verb, lang, heading, capsys):
+    with pytest.raises(SystemExit) as ended:
+        main([verb, "--help", "--lang", lang])
+    assert ended.value.code == 0
+    heading_line, _, block = capsys.readouterr().out.rstrip("\n").split("\n\n")[-1].partition("\n")
+    assert heading_line == heading
+    pasted = block.replace(" \\\n", " ").splitlines()  # a long one goes on under a shell continuation
+    assert 2 <= len(pasted) <= 4 and all(f"{line} ".startswith(f"  gpuready {verb} ") for line in pasted), block
+    assert [shlex.split(line) for line in pasted] == [shlex.split(command) for command in EXAMPLES[verb]]
+    assert max(len(line) for line in block.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("command", [command for commands in EXAMPLES.values() for command in commands])
+def test_every_help_example_runs_or_has_a_reason(command):
+    """Each is in docs/options.md (test_cli_grammar holds the page to cli/examples.py), so it is classified and run
+    as the docs' examples are; this says so of the list itself."""
+    assert command in [command for page, command in ALL if page == "docs/options.md"]
+    assert command in README_RUNS or command in DOCS_RUNS or command in PARSE_ONLY, command
+
+
+def test_the_readme_commands_are_their_verbs_help_examples():
+    readme = [command for page, command in ALL if page == "README.md" and command.startswith("gpuready ")]
+    assert len(readme) >= 12
+    for command in readme:
+        assert command in EXAMPLES[command.split()[1]], f"README's `{command}` is not in cli/examples.py"
 
 
 def test_the_inputs_hold_what_the_expected_codes_rest_on():

@@ -57,7 +57,7 @@ def build_parser(only: str | None = None, lang: str = DEFAULT_LANGUAGE) -> argpa
     for verb in VERBS if only is None else (only,):
         module = verb_module(verb)
         description = f"cli.verb.{verb}.description"
-        sub = verbs.add_parser(verb, help=parser.text(said(f"cli.verb.{verb}")), lang=lang,
+        sub = verbs.add_parser(verb, help=parser.text(said(f"cli.verb.{verb}")), lang=lang, verb=verb,
                                description=said(description) if description in catalogue(DEFAULT_LANGUAGE) else None)
         module.add_arguments(sub)
         add_old_spellings(sub, verb)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Iterator
+from gpuready.cli.examples import EXAMPLES
 from gpuready.cli.main import build_parser
 
 BEGIN = "<!-- options table: python -m gpuready.cli.option_table -->"
@@ -71,10 +72,18 @@ def option_rows(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, str
             yield verb, name, type_words(action), default_words(action), meaning(action)
 
 
+def example_blocks() -> list[str]:
+    """Each verb's examples (cli/examples.py), the lines its --help ends with, as Markdown."""
+    lines = ["", "Each verb's `--help` ends with its first commands:"]
+    for verb, commands in EXAMPLES.items():
+        lines += ["", f"`gpuready {verb} --help`:", "", "```", *commands, "```"]
+    return lines
+
+
 def option_table() -> str:
     lines = [BEGIN, "", "| verb | option | type, range, unit | default | meaning |", "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in option_rows(build_parser(lang="en"))]
-    return "\n".join([*lines, "", END])
+    return "\n".join([*lines, *example_blocks(), "", END])
 
 
 if __name__ == "__main__":

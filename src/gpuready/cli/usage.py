@@ -17,6 +17,7 @@ import re
 import unicodedata
 from typing import Any, NoReturn
 
+from gpuready.cli.examples import examples_block
 from gpuready.i18n import DEFAULT_LANGUAGE, Said, message, said
 from gpuready.options import UsageError, _shown
 
@@ -96,10 +97,11 @@ class _Group(argparse._ArgumentGroup):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse prints usage and exits 2 itself: here one sentence (a UsageError), with a suggestion, in `lang`."""
+    """argparse prints usage and exits 2 itself: here one sentence (a UsageError), with a suggestion, in `lang`. A
+    verb's parser (`verb`) ends its help with that verb's examples (cli/examples.py), as written."""
 
-    def __init__(self, *args: Any, lang: str = DEFAULT_LANGUAGE, **settings: Any):
-        self.lang = lang
+    def __init__(self, *args: Any, lang: str = DEFAULT_LANGUAGE, verb: str | None = None, **settings: Any):
+        self.lang, self.verb = lang, verb
         settings.setdefault("formatter_class", functools.partial(
             Formatter, usage_prefix=self.text(said("cli.argparse.usage"))))
         settings["description"] = self.text(settings.get("description"))
@@ -113,6 +115,11 @@ class Parser(argparse.ArgumentParser):
     def text(self, text: Any) -> Any:
         """A `Said` in this parser's language (other values as they are)."""
         return in_language(text, self.lang)
+
+    def format_help(self) -> str:
+        """argparse's help, then the verb's examples (not through the formatter, which would rewrap them)."""
+        shown = super().format_help()
+        return f"{shown}\n{examples_block(self.verb, self.text(said('cli.argparse.examples')))}" if self.verb else shown
 
     def add_argument(self, *names: str, **settings: Any) -> argparse.Action:
         return super().add_argument(*names, **_rendered(settings, self.lang))
