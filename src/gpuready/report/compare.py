@@ -28,6 +28,7 @@ from gpuready.facts.units import normalize_bus_id
 from gpuready.model import UNKNOWN_HOST, ExitCode, Status, worst_exit_code
 from gpuready.report.document import mapping, number, sequence, shown_verdict
 from gpuready.report.measurement_kinds import HIGHER, LOWER, Kind, default_tolerances_pct, kind_of
+from gpuready.report.translate import finding_in
 from gpuready.report.verb_of import verb_of
 
 FORMAT = "gpuready.compare"
@@ -353,6 +354,19 @@ def _level(status: Any) -> int:
     if status is None:
         return 0
     return STATUS_LEVEL.get(status, STATUS_LEVEL[Status.ERROR.value]) if isinstance(status, str) else 2
+
+
+FINDING_SECTIONS = ("newly_failing", "newly_warning", "recovered")
+"""The lists of compare's document whose entries carry a finding's message (with its id and values)."""
+
+
+def compare_in_language(document: dict[str, Any], lang: str) -> dict[str, Any]:
+    """compare's document with its findings' messages in `lang` (`language` says which; ids and values stay), as a
+    report's --json under --lang."""
+    translated = {**document, "language": lang}
+    for section in FINDING_SECTIONS:
+        translated[section] = [finding_in(entry, lang) for entry in sequence(document.get(section))]
+    return translated
 
 
 def _finding_entry(before: dict | None, now: dict) -> dict[str, Any]:

@@ -16,7 +16,7 @@ def in_language(document: dict, lang: str) -> dict:
     if lang == document.get("language", DEFAULT_LANGUAGE) or not isinstance(document.get("findings"), list):
         return document
     translated = {**document, "language": lang,
-                  "findings": [_translated(finding, lang) for finding in document["findings"]]}
+                  "findings": [finding_in(finding, lang) for finding in document["findings"]]}
     said = document.get("not_enough_evidence_text")
     if document.get("not_enough_evidence") and isinstance(said, dict) and isinstance(said.get("message_id"), str):
         values = said.get("message_values") if isinstance(said.get("message_values"), dict) else {}
@@ -24,7 +24,8 @@ def in_language(document: dict, lang: str) -> dict:
     return translated
 
 
-def _translated(finding: Any, lang: str) -> Any:
+def finding_in(finding: Any, lang: str) -> Any:
+    """One finding (or compare's entry of one) with its message and fix in `lang` where its `message_id` allows."""
     if not isinstance(finding, dict) or not isinstance(finding.get("message_id"), str):
         return finding
     values = finding.get("message_values") if isinstance(finding.get("message_values"), dict) else {}

@@ -19,7 +19,7 @@ from gpuready.report.measurement_kinds import default_tolerance_pct, kind_names,
 from gpuready.cli.usage import Refused, nearest
 from gpuready.cli.output import _write_report, check_out
 from gpuready.model import ExitCode, document_problem, worst_exit_code
-from gpuready.report.compare import compare_documents
+from gpuready.report.compare import compare_documents, compare_in_language
 from gpuready.report.compare_view import render_compare
 from gpuready.report.json_stream import pick_members
 from gpuready.safe_text import tell
@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     base, new = read_report(args.base), read_report(args.new)
     document = compare_documents(base, new, dict(args.tolerance or ()), base_file=str(args.base),
                                  new_file=str(args.new), fail_on_warn=args.fail_on == "warn")
-    text = json.dumps(document, indent=1, allow_nan=False)
+    shown = compare_in_language(document, args.lang) if args.lang else document  # as check's --json --lang
+    text = json.dumps(shown, indent=1, allow_nan=False)
     problem = _write_report(text, args)
     if args.json:
         print(text)

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from gpuready.cli import option_groups as groups
-from gpuready.i18n import choose_language, said
+from gpuready.i18n import choose_language, said, text_in
 from gpuready.cli.option_kinds import worded
 from gpuready.options import UsageError, number
 from gpuready.cli.report_files import WritableFile, on_stdout, write_report_file
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if unsaved:  # the judgement is still given, then the sentence
         document["exit_code"] = worst_exit_code(document["exit_code"], ExitCode.USAGE)
     code = document["exit_code"]
-    text = json.dumps(document, indent=1, allow_nan=False)
+    text = json.dumps(_in_language(document, args.lang) if args.lang else document, indent=1, allow_nan=False)
     problem = _write_report(text, args)
     if args.html:
         code = worst_exit_code(code, _write_html(document, args.html, lang))
@@ -90,6 +90,15 @@ def _save_baseline(document: dict, gathered, path: Path, lang: str) -> str | Non
         return error.text(lang)
     document["saved_baseline"] = str(path)
     return None
+
+
+def _in_language(document: dict, lang: str) -> dict:
+    """The --json document under --lang, as check's: each unreadable file's reason in `lang` (its `reason_text` keeps
+    the id and values), `language` saying which."""
+    unreadable = [{**item, "reason": text_in(lang, item["reason_text"]["message_id"],
+                                             item["reason_text"]["message_values"]) or item["reason"]}
+                  for item in document["unreadable"]]
+    return {**document, "language": lang, "unreadable": unreadable}
 
 
 def _nothing_to_judge(gathered):
