@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field, replace
 
 from gpuready.checks.gpu import allocation
@@ -13,6 +14,9 @@ from gpuready.i18n import finding_text, said
 from gpuready.knowledge import gpu_spec, thresholds
 from gpuready.model import Finding
 
+ACS_OFF = "sudo setpci -s {port} ECAP_ACS+0x6.w=0000"
+"""Turns a port's ACS off (its ACS control register to 0) until the next reboot: one command per port, as NCCL's
+troubleshooting page loops over the bridges; the command is the same in every language, the catalogue says around it."""
 _PCIE_REF = "NVML nvmlDeviceGetCurrPcieLinkWidth/MaxPcieLinkWidth; nvidia-smi --help-query-gpu: 'may be reduced when the GPU is not in use'"
 
 
@@ -207,7 +211,7 @@ def pcie_acs_iommu(context: CheckContext) -> list[Finding]:
         redirecting = ", ".join(f"{port.address} ({_flags(port)})" for port in ports)
         findings.append(context.warn(
             said(f"pcie.acs_iommu.{kind}", ports=redirecting, count=len(below), gpus=", ".join(named),
-                 port=ports[0].address),
+                 commands="\n".join(f"`{ACS_OFF.format(port=shlex.quote(port.address))}`" for port in ports)),
             observed={"switch": scope.address, "ports": {port.address: port.acs_enabled for port in ports},
                       "gpus": named},
             expected="ACSCtl ReqRedir- CmpltRedir- on switch ports between GPUs", refs=[acs_ref]))
