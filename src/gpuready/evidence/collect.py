@@ -30,7 +30,7 @@ from gpuready import __version__
 from gpuready.evidence.layout import BUNDLE_FILES, ENV_PREFIXES
 from gpuready.i18n import sentence
 from gpuready.facts import torch_probe
-from gpuready.facts.network_files import IB_ERROR_COUNTERS
+from gpuready.facts.network_files import IB_ERROR_COUNTERS, IB_HW_COUNTERS
 from gpuready.facts.nvml import collect_nvml
 
 COMMAND_TIMEOUT_S = 10.0
@@ -152,6 +152,7 @@ def _with_real_path(line: str) -> str:
 
 def _sysfs() -> Collected:
     port_files = ("state", "phys_state", "rate", "link_layer") + tuple(f"counters/{name}" for name in IB_ERROR_COUNTERS)
+    port_files += tuple(f"hw_counters/{name}" for name in IB_HW_COUNTERS)
     patterns = ([f"/sys/class/infiniband/*/ports/*/{name}" for name in port_files]
                 + ["/sys/class/infiniband/*/hca_type", "/sys/class/net/*/speed", "/sys/class/net/*/operstate"])
     paths = sorted(path for pattern in patterns for path in glob.glob(pattern))

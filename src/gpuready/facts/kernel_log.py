@@ -7,6 +7,7 @@ import re
 from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
+from gpuready.facts import nic_kernel
 from gpuready.facts.types import KernelEvent
 from gpuready.facts.units import normalize_bus_id, strip_ansi
 
@@ -81,7 +82,7 @@ def _links(detail: str) -> tuple[int, ...]:
 MARKERS = ("NVRM", "nvswitch", "AER", "PCIe Bus Error", "iommu:", "GPU reset executed", "fabric manager",
            "fabricmanager", "NV_WARN_NOTHING_TO_DO", "not yet initialized", "SystemNotReady", "SYSTEM_NOT_READY",
            "GPU is lost", "device handle", "uncorrectable ECC error encountered", "XidCriticalError",
-           "with capabilities: [[gpu]]", "invalid device ordinal")
+           "with capabilities: [[gpu]]", "invalid device ordinal", *nic_kernel.MARKERS)
 
 
 _MARKER = re.compile("|".join(re.escape(marker) for marker in MARKERS))
@@ -196,7 +197,8 @@ _READINGS = (("xid", _XID), ("sxid", _SXID), ("fallen", _FALLEN), ("fallen_gener
              ("fm_mismatch", _FM_MISMATCH), ("fm_nothing", _FM_NOTHING), ("fm_failed", _FM_FAILED),
              ("cuda_not_ready", _CUDA_NOT_READY), ("api_mismatch", _API_MISMATCH),
              ("module_version", _MODULE_VERSION), ("plugin_xid", _PLUGIN_XID), ("gpu_lost", _GPU_LOST),
-             ("cuda_ecc", _CUDA_ECC), ("docker", _DOCKER_NO_GPU), ("bad_ordinal", _BAD_ORDINAL))
+             ("cuda_ecc", _CUDA_ECC), ("docker", _DOCKER_NO_GPU), ("bad_ordinal", _BAD_ORDINAL),
+             ("nic", nic_kernel.LINE))
 Reading = tuple[str, tuple]
 """(what, groups): groups[0] the whole match, groups[i] its group i."""
 
@@ -298,6 +300,7 @@ _PLAIN_EVENTS = {
     "cuda_ecc": lambda groups: ("cuda_ecc", {}),
     "docker": lambda groups: ("docker_no_gpu_runtime", {}),
     "bad_ordinal": lambda groups: ("cuda_bad_ordinal", {}),
+    "nic": nic_kernel.nic_event,
 }
 
 

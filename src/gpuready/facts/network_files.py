@@ -15,6 +15,10 @@ _VIRTUAL_PREFIXES = ("lo", "docker", "veth", "virbr", "br-", "cni", "flannel", "
 IB_ERROR_COUNTERS = ("link_downed", "symbol_error", "port_rcv_errors", "link_error_recovery",
                      "excessive_buffer_overrun_errors")
 """The sysfs `counters/` that `collect` records (the port's error counters of the InfiniBand spec)."""
+IB_HW_COUNTERS = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "rnr_nak_retry_err",
+                  "rx_icrc_encapsulated", "req_cqe_error", "resp_cqe_error", "roce_slow_restart")
+"""The mlx5 `hw_counters/` that mean trouble (NVIDIA, Understanding mlx5 Linux counters): retransmissions, timeouts,
+RNR retries exhausted, corrupt RoCE packets, completions in error, RoCE slow restarts; recorded beside `counters/`."""
 
 # Physical states as ibstat prints them; sysfs says `5: LinkUp`, ibv_devinfo -v `LINK_UP (5)`.
 _PHYS_STATES = {word.lower(): word for word in ("Sleep", "Polling", "Disabled", "PortConfigurationTraining", "LinkUp",
@@ -93,8 +97,8 @@ def parse_ibstat(text: str) -> list[IbPort]:
     return ports
 
 
-_IB_SYSFS = re.compile(r"^/sys/class/infiniband/([^/]+)/(?:ports/(\d+)/(state|phys_state|rate|link_layer|counters/(\w+))"
-                       r"|(hca_type))$")
+_IB_SYSFS = re.compile(r"^/sys/class/infiniband/([^/]+)/(?:ports/(\d+)/(state|phys_state|rate|link_layer|"
+                       r"(?:hw_)?counters/(\w+))|(hca_type))$")
 
 
 def parse_ib_sysfs(sections: dict[str, str]) -> list[IbPort]:

@@ -121,7 +121,8 @@ class KernelEvent:
     a client of another driver version), `gpu_lost` (NVML's "GPU is lost" or a device handle it cannot get, in any
     program's output), `cuda_ecc` (CUDA's "uncorrectable ECC error encountered" in a job's output),
     `docker_no_gpu_runtime` (Docker has no NVIDIA runtime for `--gpus`), `cuda_bad_ordinal` (a process asked CUDA for
-    a device it does not see)."""
+    a device it does not see), `nic` (an mlx5/mlx4 RDMA NIC line: `bus_id` the NIC, `detail` what it says: `fatal`,
+    `cmd_timeout`, `module_unplugged`, `module_error <reason>`, `link_down`, `link_up`, `pcie_limited <text>`)."""
     line: str
     bus_id: str | None = None
     code: int | None = None
@@ -134,6 +135,8 @@ class KernelEvent:
     """The GPU's UUID where the line names it (`gpu_reset`)."""
     links: tuple[int, ...] = field(default=(), compare=False)
     """The NVLink numbers an Xid/SXid line names (`Link 13`)."""
+    port: str | None = None
+    """The NIC port a `nic` event names: its network interface (`ens1f0np0`) or transceiver module (`module 0`)."""
     source: str | None = field(default=None, compare=False)
     """The file the line is in, as given (`dmesg.txt`, `folder/kern.log`)."""
     line_number: int | None = field(default=None, compare=False)
