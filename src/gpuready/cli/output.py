@@ -13,7 +13,7 @@ from pathlib import Path
 from gpuready.i18n import choose_language, in_language, said, sentence
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.options import file_kind
-from gpuready.safe_text import tell
+from gpuready.safe_text import tell, without_surrogates
 from gpuready.options import UsageError
 from gpuready.cli.report_files import on_stdout, refusal_of, write_report_files
 from gpuready.report.console import render_console
@@ -70,10 +70,17 @@ def json_document(document: dict, args: argparse.Namespace) -> dict:
     return document_in(document, lang) if lang else document
 
 
+def json_text(document: dict) -> str:
+    """A JSON document as every verb prints and writes it: strict JSON (no NaN), each lone surrogate of its strings
+    (from undecodable bytes in a file name or a file) as U+FFFD, as the console writes it: json.dumps would keep it as
+    a `\\udcxx` escape, which Python reads back but strict parsers (jq, a UTF-8 decoder) refuse."""
+    return json.dumps(without_surrogates(document), indent=1, allow_nan=False)
+
+
 def emit(report, args: argparse.Namespace) -> int:
     """Print the report (console or --json), write --out, --html, --junit and --markdown, and return its exit code."""
     report.fail_on_warn = args.fail_on == "warn"
-    document = json.dumps(json_document(report.to_dict(), args), indent=1, allow_nan=False)  # to_dict writes no NaN
+    document = json_text(json_document(report.to_dict(), args))  # to_dict writes no NaN
     problem = _write_report(document, args)
     if args.json:
         print(document)

@@ -17,7 +17,7 @@ from gpuready.i18n import Said, choose_language, message, said
 from gpuready.options import UsageError, number
 from gpuready.report.measurement_kinds import default_tolerance_pct, kind_names, kinds
 from gpuready.cli.usage import Refused, nearest
-from gpuready.cli.output import _write_report, check_out
+from gpuready.cli.output import _write_report, check_out, json_text
 from gpuready.model import ExitCode, document_problem, worst_exit_code
 from gpuready.report.compare import compare_documents, compare_in_language
 from gpuready.report.compare_view import render_compare
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     document = compare_documents(base, new, dict(args.tolerance or ()), base_file=str(args.base),
                                  new_file=str(args.new), fail_on_warn=args.fail_on == "warn")
     shown = compare_in_language(document, args.lang) if args.lang else document  # as check's --json --lang
-    text = json.dumps(shown, indent=1, allow_nan=False)
+    text = json_text(shown)
     problem = _write_report(text, args)
     if args.json:
         print(text)

@@ -8,7 +8,6 @@ outlier or its own report failed, 2 where a file could not be read (the others s
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from gpuready.cli import option_groups as groups
@@ -16,7 +15,7 @@ from gpuready.i18n import choose_language, said, text_in
 from gpuready.cli.option_kinds import worded
 from gpuready.options import UsageError, number
 from gpuready.cli.report_files import WritableFile, on_stdout, write_report_file
-from gpuready.cli.output import _write_report, check_out
+from gpuready.cli.output import _write_report, check_out, json_text
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.report.fleet_markdown import fleet_markdown
 from gpuready.safe_text import encoded, tell
@@ -64,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if unsaved:  # the judgement is still given, then the sentence
         document["exit_code"] = worst_exit_code(document["exit_code"], ExitCode.USAGE)
     code = document["exit_code"]
-    text = json.dumps(_in_language(document, args.lang) if args.lang else document, indent=1, allow_nan=False)
+    text = json_text(_in_language(document, args.lang) if args.lang else document)
     problem = _write_report(text, args)
     if args.html:
         code = worst_exit_code(code, _write_html(document, args.html, lang))
