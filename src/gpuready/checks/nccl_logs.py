@@ -41,6 +41,7 @@ WRONG_INTERFACE = "nccl.wrong_interface"
 UNREACHABLE = "network.unreachable"
 SHM_TOO_SMALL = "nccl.shm_too_small"
 IB_MISSING = "nccl.ib_missing"
+TRANSPORT = "nccl.transport"
 PLUGIN_EXPECTS_IB = "nccl_log.ib_expected.plugin"
 """An IB net plugin loaded: the job ships for IB, yet a container image may load it on a machine without IB, so a
 warning, not a failure."""
@@ -322,7 +323,7 @@ def network_unreachable(context: CheckContext) -> list[Finding]:
 
 # ------------------------------------------------------------------------------------------- nccl.transport
 
-@log_check("nccl.transport")
+@log_check(TRANSPORT)
 def nccl_transport(context: CheckContext) -> list[Finding]:
     """The transports NCCL chose: P2P within a node, InfiniBand/RoCE between nodes where the job or the machine has
     RDMA NICs (sockets there fail, with the reason NCCL printed), GPUDirect RDMA on where NCCL could turn it on."""

@@ -25,12 +25,21 @@ def measurement_cells(measurement: dict, labels: dict | None = None) -> tuple[st
     expected_value = number(measurement.get("expected"))
     expected = format_value(expected_value, unit, generic_unit=False) if expected_value else "-"
     share = f"{value / expected_value:.0%}" if expected_value and value is not None else ""
+    return text(measurement.get("name")), measurement_label(measurement), value_text(measurement, labels), expected, \
+        share
+
+
+def measurement_label(measurement: dict) -> str:
+    """Whose figure it is: the GPU or host; bench's run (`ddp×8`); validate across nodes, the transport NCCL used
+    (`host · NET/IB`)."""
     subject = mapping(measurement.get("subject"))
     label = subject_label(subject) if subject.get("gpu") else text(subject.get("host"))
     method = mapping(measurement.get("method"))
     if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
         label += printable(f" {method['strategy']}×{method['world_size']}")
-    return text(measurement.get("name")), label, value_text(measurement, labels), expected, share
+    if method.get("transport"):  # validate across nodes: the transport beside each busbw figure
+        label += printable(f" · {text(method['transport'])}")
+    return label
 
 
 def value_text(measurement: dict, labels: dict | None = None) -> str:

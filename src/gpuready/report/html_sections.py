@@ -17,14 +17,14 @@ from typing import Any, Callable, Iterable
 from gpuready.model import Status
 from gpuready.report.charts.base import finite
 from gpuready.report.document import (KNOWN_STATUSES, STATUS_ORDER, Finding, host_of, judges_machine, mapping, number,
-                                      read_finding, sequence, status_rank, subject_label, text)
+                                      read_finding, sequence, status_rank, text)
 from gpuready.report.fleet_view import FleetView
 from gpuready.report.findings_view import EVIDENCE_SHOWN, row_subject, status_label, verdict_label
 from gpuready.report.gpu_groups import Row
 from gpuready.report.headline import headline
 from gpuready.report.verb_of import verb_of
 from gpuready.safe_text import printable
-from gpuready.report.figures import format_value, value_text
+from gpuready.report.figures import format_value, measurement_label, value_text
 
 Say = Callable[..., str]
 FILTERED_OTHER = "other"
@@ -198,12 +198,7 @@ def measurements_section(document: dict, labels: dict, say: Say) -> str:
         unit = text(item.get("unit"), "")
         value, expected = number(item.get("value")), number(item.get("expected"))
         share = f"{value / expected:.0%}" if expected and value is not None and finite(value) is not None else ""
-        subject = mapping(item.get("subject"))
-        label = subject_label(subject) if subject.get("gpu") else text(subject.get("host"))
-        method = mapping(item.get("method"))
-        if method.get("strategy") and method.get("world_size"):  # bench: which run the figure is of
-            label += f" {printable(method['strategy'])}×{printable(method['world_size'])}"
-        rows.append([element("code", escape(text(item.get("name")))), escape(label),
+        rows.append([element("code", escape(text(item.get("name")))), escape(measurement_label(item)),
                      escape(value_text(item, labels)),
                      escape(format_value(expected, unit, generic_unit=False) if expected else "-"), escape(share)])
     return element("section", element("h3", escape(say("html.section.measurements")))

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from gpuready.i18n import said
 from gpuready.model import Report
 from gpuready.progress import FINAL_PHASES
 from gpuready.runner.local import RunOutcome
+from gpuready.runner.nccl_debug import nccl_debug_env, wants_nccl_lines
 from gpuready.runner.progress import (RDZV_BIND_KEY, RDZV_STORE_VARIABLE, RESULT_KEY, SPEC_VARIABLE,
                                       run_store_prefix)
 from gpuready.runner.watchdog import RankFailure, Watchdog, failure, where
@@ -49,6 +51,10 @@ def run_rank(spec: dict[str, Any], *, rank_main: Callable[..., int], deadline_s:
     names the rank that ended first). `write_report` prints or saves it and returns the exit code."""
     os.environ[SPEC_VARIABLE] = json.dumps(spec)
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    if wants_nccl_lines(spec, os.environ):  # across nodes: NCCL's INFO lines say which transport it used
+        run_dir = log_dir or Path(tempfile.mkdtemp(prefix="gpuready-nccl-"))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        os.environ.update(nccl_debug_env(os.environ, run_dir))
     reporter = RankZeroReport(rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
                               startup_timeout_s=float(spec["startup_timeout_s"]), deadline_s=deadline_s,
                               log_dir=log_dir, make_report=make_report, write_report=write_report)

@@ -15,6 +15,7 @@ from typing import Callable
 from gpuready.busbw import algbw_gb_per_s, busbw_factor, element_count, size_sweep
 from gpuready.i18n import said
 from gpuready.progress import Figure
+from gpuready.runner.nccl_debug import read_own_lines
 from gpuready.workloads.context import RankContext
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
@@ -128,7 +129,10 @@ def run_collectives_as_dict(ctx: RankContext) -> dict:
     return {"rows": [asdict(row) for row in rows], "unsupported": unsupported, "element_bytes": ELEMENT_BYTES, "dtype": "float32",
             "world_size": ctx.world_size, "backend": ctx.backend,
             "nvls": os.environ.get("NCCL_NVLS_ENABLE", "default (NCCL decides)"),
-            "algorithm": os.environ.get("NCCL_ALGO", "default (NCCL decides)")}
+            "algorithm": os.environ.get("NCCL_ALGO", "default (NCCL decides)"),
+            # across nodes: NCCL's own INFO lines for these communicators (the transport it used), read back bounded
+            **({"nccl_lines": read_own_lines(os.environ)} if ctx.backend == "nccl"
+               and ctx.world_size > ctx.local_world_size else {})}
 
 
 def _synchronize(ctx: RankContext) -> None:

@@ -11,6 +11,7 @@ from gpuready.knowledge import thresholds
 from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
 from gpuready.estimate import expect
 from gpuready.runner.local import RunOutcome
+from gpuready.verbs.validate import transport
 
 PEER_LOST = re.compile(r"closed by peer|reset by peer|broken pipe|connection refused|remote (process|peer|worker)|"
                        r"ncclRemoteError|peer .*(exited|crash)", re.IGNORECASE)
@@ -25,6 +26,8 @@ class Judge:
         self.measurements: list[Measurement] = []
         self.findings: list[Finding] = []
         self.limits = thresholds("validate")
+        self.transport_facts: dict[str, Any] | None = None
+        """Across nodes on NCCL: the transport per communicator (the report's facts.validate.nccl_transport)."""
 
     # -- subjects -------------------------------------------------------------------------------
     def _gpu_ref(self, result: dict[str, Any]) -> GpuRef | None:
@@ -224,6 +227,7 @@ class Judge:
             if len(hosts) == 1 and all(local_gpus) and data["backend"] == "nccl" else None
         subject = Subject(host=first.get("host", self.host))
         minimum = thresholds("nccl")["min_judged_bytes"]
+        across = self._across_nodes(results, data, subject)
         wrong = [row for row in data["rows"] if row["wrong"]]
         if wrong:
             row = wrong[0]
@@ -249,6 +253,15 @@ class Judge:
                       "timing": "host clock around a batch of back-to-back ops, mean time over ranks (nccl-tests)",
                       "nvls": data["nvls"], "algorithm": data["algorithm"], "peak_at_bytes": peak["size_bytes"],
                       "peak_placement": peak["placement"], "rows": rows}
+            judged_across = across is not None and collective != "send_recv"
+            if judged_across:  # across nodes on NCCL: per NIC, beside the transport NCCL used
+                status, text, expected = transport.judge_per_nic(
+                    self.facts, rows, collective, nodes=len(hosts), ranks_per_node=transport.per_node(results),
+                    world_size=data["world_size"], transports=across.transports, gpu_name=name)
+                self._finding("nccl.busbw_low", status, subject, text, refs=[expected.source] if expected else [],
+                              **({"fix": None} if status == Status.PASS else {}))
+            if judged_across and across.transports:
+                method["transport"] = " + ".join(across.transports)
             if not single_rank:
                 self._measure(f"{collective}_busbw_gb_per_s", subject, peak["busbw_gb_per_s"], "gb_per_s",
                               expected if collective != "send_recv" else None, method, first["versions"],
@@ -258,10 +271,27 @@ class Judge:
                           {"bytes": smallest["size_bytes"], "placement": smallest["placement"],
                            "note": "time of one operation at the smallest size, launch overhead included"},
                           first["versions"])
-            if collective != "send_recv" and not single_rank:
+            if collective != "send_recv" and not single_rank and not judged_across:
                 self._judge_against("nccl.busbw_low", subject, said("validate.what.busbw", collective=collective,
                                                                     mib=peak["size_bytes"] / 2**20),
                                     peak["busbw_gb_per_s"], "GB/s", expected)
+
+    def _across_nodes(self, results: list[dict[str, Any]], data: dict[str, Any],
+                      subject: Subject) -> transport.RanksTransport | None:
+        """Across nodes on NCCL: the transport its communicators used (nccl.transport's findings, and the report's
+        facts); across nodes on gloo: a skip saying why busbw is not judged per NIC. None on one node or gloo."""
+        nodes = len({result.get("host") for result in results})
+        if nodes < 2:
+            return None
+        if data["backend"] != "nccl":
+            self._finding("nccl.busbw_low", Status.SKIP, subject,
+                          said("validate.transport.gloo", nodes=nodes, backend=data["backend"]))
+            return None
+        seen = transport.ranks_transport(self.facts, results, self.host)
+        self.findings += seen.findings
+        self.transport_facts = {"transports": seen.transports, "communicators": seen.communicators,
+                                "files": seen.files, "unread": {str(rank): why for rank, why in seen.unread.items()}}
+        return seen
 
     def _shared_result(self, results: list[dict[str, Any]], name: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """A workload every rank runs together: errors of any rank are findings; one rank's data is the figure."""

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from gpuready import __version__
 from gpuready.checks.kernel_judge import nvml_xid_findings
-from gpuready.devices import (auto_device, blame_sharing, local_facts, resolve_device, selected_indices,
+from gpuready.devices import (FACT_FILES, auto_device, blame_sharing, local_facts, resolve_device, selected_indices,
                               sharing_findings, visible_devices)
 from gpuready.i18n import choose_language, text_of
 from gpuready.measuring import MeasuringRun, Measured, Selection, mark_stopped
@@ -155,6 +155,8 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
         report.facts["validate"]["group_timeouts_s"] = timeouts
     if outcome.store_address:
         report.facts["validate"]["rendezvous_store"] = outcome.store_address
+    if judge.transport_facts is not None:  # across nodes on NCCL: the transport per communicator (issue 33)
+        report.facts["validate"]["nccl_transport"] = judge.transport_facts
     if outcome.overridden_env:  # the user's own values that the ranks did not run with
         report.facts["validate"]["overridden_env"] = outcome.overridden_env
     return report
@@ -234,7 +236,9 @@ def run_torchrun_rank(options: ValidateOptions, write_report: Callable[[Report],
     device = auto_device(options.device)
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
-    facts = local_facts(device) if rank == 0 else None
+    # across nodes, rank 0 reads its node's IB/RoCE ports too (sysfs): the NIC floor and nccl.transport use them
+    files = FACT_FILES + (("sysfs.txt",) if world_size > local_ranks else ())
+    facts = local_facts(device, files) if rank == 0 else None
     return run_rank(_rank_spec(options, device), rank_main=worker.main, deadline_s=overall_deadline_s(options, device, local_ranks),
                     log_dir=options.log_dir, write_report=write_report,
                     make_report=lambda outcome: torchrun_report(outcome, facts, options.exclusive, device))
