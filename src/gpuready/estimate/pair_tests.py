@@ -1,0 +1,211 @@
+"""Pair tests between nodes: which pairs to test, which pairs are slow, and the bad nodes and bad links they point to.
+
+Pure (no torch): `validate --between-nodes` plans its rounds with it inside rank 0, and `fleet` recomputes the
+conclusion from the pair figures of one or several reports with the same `conclude`.
+
+The model: a pair's figure is low when one of its nodes is bad (a bad node slows every pair it is in) or when the link
+between the two is bad. Two rounds of disjoint pairs cover a ring, so every node is in one or two pairs:
+
+- a node with a passing pair is *cleared* (a bad node passes no pair);
+- a node none of whose pairs passed is a *suspect*; it is a bad node once it was slow with two different cleared nodes
+  (one slow partner alone could be a bad link), else it is retested with a *trusted* node (every pair of it passed)
+  it has not met yet;
+- a slow pair whose two nodes are both cleared is a bad link.
+
+Cost. With one bad node among N (N >= 4, even) both of its ring partners are cleared by their other pair, so it is
+named after the two ring rounds: no extra round. Where it has one ring pair only (the ends of an odd ring) or shares
+its pair with nodes that cannot be cleared, one retest round names it. So one bad node costs a constant number of
+extra rounds (at most 1, below log2 N for every N >= 4), never N. Suspects outnumbering trusted nodes need more retest
+rounds (ceil(suspects / trusted)); where no node can be trusted (every ring pair slow: bad nodes at every other place
+of the ring, or N <= 3 with a bad node in the middle), suspects are paired with suspects they have not met, as a
+halving step of group testing would split a failing group: any passing pair clears two nodes that then serve as
+trusted partners. The rounds stop at `max_extra_rounds` (ceil(log2 N) + 1); what is left undecided is said so, never
+guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Iterable, Sequence
+
+from gpuready.knowledge import thresholds
+
+Pair = tuple[str, str]
+
+
+def floor_fraction() -> float:
+    """Below this fraction of the expected (or median) figure a pair is slow (knowledge/thresholds.toml)."""
+    return float(thresholds("between_nodes")["floor_fraction"])
+
+
+def ring_rounds(nodes: Sequence[str]) -> list[list[Pair]]:
+    """Two rounds of disjoint pairs covering a ring: (0,1),(2,3)… then (1,2),(3,4)…,(N-1,0). With an odd N one node
+    idles each round (the last one first, then node 0): each is in a pair of the other round. N = 2: one round."""
+    count = len(nodes)
+    if count < 2:
+        return []
+    first = [(nodes[i], nodes[i + 1]) for i in range(0, count - 1, 2)]
+    if count == 2:
+        return [first]
+    second = [(nodes[i], nodes[i + 1]) for i in range(1, count - 1, 2)]
+    if count % 2 == 0:
+        second.append((nodes[count - 1], nodes[0]))
+    return [first, second]
+
+
+@dataclass(kw_only=True)
+class PairResult:
+    nodes: Pair
+    gb_per_s: float | None
+    """None: the pair failed or timed out (its error says which); a failed pair counts as slow."""
+    kind: str = "ring"
+    """`ring`, `ring_shifted` or `retest`: the round it came from."""
+
+
+@dataclass(kw_only=True)
+class Slowness:
+    basis: str
+    """`expected` (a figure from the nodes' facts) or `median` (of the ring's measured pairs: no expected figure)."""
+    reference_gb_per_s: float | None
+    """The figure the pairs are held to: the expected one, else the median; None where no pair measured."""
+    floor_gb_per_s: float | None
+    slow: list[bool]
+    """One per pair, in the order given."""
+
+
+def slow(figures: Sequence[float | None], expected: float | None, fraction: float | None = None,
+         basis_figures: Sequence[float | None] | None = None) -> Slowness:
+    """Which pairs are slow: below `fraction` of the expected figure, or with none, of the median of the measured
+    `basis_figures` (default: all). A pair without a figure (it failed) is slow."""
+    fraction = floor_fraction() if fraction is None else fraction
+    measured = [value for value in (figures if basis_figures is None else basis_figures) if value is not None]
+    if expected is not None and expected > 0:
+        basis, reference = "expected", float(expected)
+    else:
+        basis, reference = "median", (median(measured) if measured else None)
+    floor = reference * fraction if reference is not None else None
+    return Slowness(basis=basis, reference_gb_per_s=reference, floor_gb_per_s=floor,
+                    slow=[value is None or (floor is not None and value < floor) for value in figures])
+
+
+def suspects(pairs: Iterable[Pair], slow_flags: Iterable[bool]) -> list[str]:
+    """Nodes in slow pairs that passed no pair (a node with a passing pair is cleared)."""
+    in_slow, cleared = _split(pairs, slow_flags)
+    return sorted(in_slow - cleared)
+
+
+def _split(pairs: Iterable[Pair], slow_flags: Iterable[bool]) -> tuple[set[str], set[str]]:
+    in_slow: set[str] = set()
+    cleared: set[str] = set()
+    for pair, is_slow in zip(pairs, slow_flags):
+        (in_slow if is_slow else cleared).update(pair)
+    return in_slow, cleared
+
+
+def retest_round(suspect_nodes: Sequence[str], trusted: Sequence[str],
+                 met: Iterable[Pair] = ()) -> list[list[Pair]]:
+    """Each suspect paired with a trusted node it has not met (disjoint pairs): one round while trusted nodes
+    suffice, more rounds only where they run short. A suspect every trusted node has met is left out."""
+    seen = {frozenset(pair) for pair in met}
+    waiting = list(suspect_nodes)
+    rounds: list[list[Pair]] = []
+    while waiting and trusted:
+        busy: set[str] = set()
+        this_round: list[Pair] = []
+        left: list[str] = []
+        for node in waiting:
+            partner = next((t for t in trusted if t not in busy and t != node
+                            and frozenset((node, t)) not in seen), None)
+            if partner is None:
+                if any(t != node and frozenset((node, t)) not in seen for t in trusted):
+                    left.append(node)  # a free trusted partner comes in the next round
+                continue
+            busy.add(partner)
+            this_round.append((partner, node))
+            seen.add(frozenset((node, partner)))
+        if not this_round:
+            break
+        rounds.append(this_round)
+        waiting = left
+    return rounds
+
+
+def cross_round(suspect_nodes: Sequence[str], met: Iterable[Pair] = ()) -> list[Pair]:
+    """Where no node is trusted: suspects paired with suspects they have not met (disjoint pairs), the halving step
+    of group testing for pairs: a passing pair clears both nodes."""
+    seen = {frozenset(pair) for pair in met}
+    busy: set[str] = set()
+    pairs: list[Pair] = []
+    for index, node in enumerate(suspect_nodes):
+        if node in busy:
+            continue
+        partner = next((other for other in suspect_nodes[index + 1:]
+                        if other not in busy and frozenset((node, other)) not in seen), None)
+        if partner is not None:
+            busy.update((node, partner))
+            pairs.append((node, partner))
+    return pairs
+
+
+@dataclass(kw_only=True)
+class Conclusion:
+    slowness: Slowness
+    bad_nodes: list[str] = field(default_factory=list)
+    bad_links: list[Pair] = field(default_factory=list)
+    undecided: list[Pair] = field(default_factory=list)
+    """Slow pairs neither a bad node nor a bad link explains (not narrowed: too few nodes, too many bad ones)."""
+    retest: list[str] = field(default_factory=list)
+    """Suspects that another pair could still decide."""
+
+
+def conclude(results: Sequence[PairResult], expected: float | None = None,
+             fraction: float | None = None) -> Conclusion:
+    """Bad nodes, bad links and what stays undecided, from every pair measured (any number of rounds or runs)."""
+    # the median of the ring's pairs: retests, which seek out the slow nodes, would drag it down
+    ring = [result.gb_per_s for result in results if result.kind != "retest"]
+    slowness = slow([result.gb_per_s for result in results], expected, fraction, ring or None)
+    pairs = [result.nodes for result in results]
+    in_slow, cleared = _split(pairs, slowness.slow)
+    slow_partners: dict[str, set[str]] = {}
+    for (a, b), is_slow in zip(pairs, slowness.slow):
+        if is_slow:
+            slow_partners.setdefault(a, set()).add(b)
+            slow_partners.setdefault(b, set()).add(a)
+    bad = sorted(node for node in in_slow - cleared if len(slow_partners[node] & cleared) >= 2)
+    conclusion = Conclusion(slowness=slowness, bad_nodes=bad)
+    for (a, b), is_slow in zip(pairs, slowness.slow):
+        if not is_slow or a in bad or b in bad:
+            continue
+        target = conclusion.bad_links if a in cleared and b in cleared else conclusion.undecided
+        if (a, b) not in target and (b, a) not in target:
+            target.append((a, b))
+    conclusion.retest = sorted(in_slow - cleared - set(bad))
+    return conclusion
+
+
+def trusted_nodes(results: Sequence[PairResult], slow_flags: Sequence[bool]) -> list[str]:
+    """Nodes every pair of which passed."""
+    in_slow, cleared = _split([result.nodes for result in results], slow_flags)
+    return sorted(cleared - in_slow)
+
+
+def max_extra_rounds(count: int) -> int:
+    """The retest rounds after the ring: ceil(log2 N) + 1 at most."""
+    return math.ceil(math.log2(max(count, 2))) + 1
+
+
+def next_round(nodes: Sequence[str], results: Sequence[PairResult], expected: float | None = None,
+               fraction: float | None = None) -> list[Pair]:
+    """The next retest round after the pairs measured so far: suspects with trusted nodes, else with one another;
+    empty where nothing is left to decide or no new pair could decide it."""
+    conclusion = conclude(results, expected, fraction)
+    if not conclusion.retest:
+        return []
+    met = [result.nodes for result in results]
+    trusted = [node for node in trusted_nodes(results, conclusion.slowness.slow) if node in nodes]
+    rounds = retest_round(conclusion.retest, trusted, met)
+    if rounds:
+        return rounds[0]
+    return cross_round(conclusion.retest, met)

@@ -1,0 +1,132 @@
+"""`validate --between-nodes`: the pair plan and its conclusion (exact outcomes), and one real run of 4 simulated
+nodes through torchrun on this host (gloo on CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from gpuready.estimate.pair_tests import (PairResult, conclude, cross_round, next_round, retest_round, ring_rounds,
+                                          slow)
+
+GOOD, BAD = 10.0, 3.0
+"""GB/s of a healthy pair and of a pair slowed by a bad node or link (the fleet's figures are made up here: the
+outcomes depend only on which pairs fall below the floor)."""
+
+
+def names(count: int) -> list[str]:
+    return [f"n{i}" for i in range(count)]
+
+
+def measure(pairs, bad_nodes=(), bad_links=()):
+    """What the cluster would measure: a pair is slow where one of its nodes or its link is bad."""
+    links = {frozenset(link) for link in bad_links}
+    return [BAD if set(pair) & set(bad_nodes) or frozenset(pair) in links else GOOD for pair in pairs]
+
+
+def run_plan(count, bad_nodes=(), bad_links=(), expected=None):
+    """The whole plan as validate runs it: the ring's rounds, then retest rounds until nothing is left to decide."""
+    nodes = names(count)
+    results: list[PairResult] = []
+    rounds = [(kind, pairs) for kind, pairs in zip(("ring", "ring_shifted"), ring_rounds(nodes))]
+    for kind, pairs in rounds:
+        results += [PairResult(nodes=p, gb_per_s=f, kind=kind) for p, f in zip(pairs, measure(pairs, bad_nodes,
+                                                                                              bad_links))]
+    extra = 0
+    while extra < 8:
+        pairs = next_round(nodes, results, expected)
+        if not pairs:
+            break
+        extra += 1
+        results += [PairResult(nodes=p, gb_per_s=f, kind="retest") for p, f in zip(pairs, measure(pairs, bad_nodes,
+                                                                                                   bad_links))]
+    return conclude(results, expected), extra
+
+
+def test_ring_rounds_exact():
+    assert ring_rounds(names(1)) == []
+    assert ring_rounds(names(2)) == [[("n0", "n1")]]
+    assert ring_rounds(names(3)) == [[("n0", "n1")], [("n1", "n2")]]
+    assert ring_rounds(names(4)) == [[("n0", "n1"), ("n2", "n3")], [("n1", "n2"), ("n3", "n0")]]
+    assert ring_rounds(names(5)) == [[("n0", "n1"), ("n2", "n3")], [("n1", "n2"), ("n3", "n4")]]
+    eight = ring_rounds(names(8))
+    assert eight[1] == [("n1", "n2"), ("n3", "n4"), ("n5", "n6"), ("n7", "n0")]
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 5, 8, 16])
+def test_every_node_is_paired_and_pairs_of_a_round_are_disjoint(count):
+    rounds = ring_rounds(names(count))
+    for pairs in rounds:
+        members = [node for pair in pairs for node in pair]
+        assert len(members) == len(set(members))
+    assert {node for pairs in rounds for pair in pairs for node in pair} == set(names(count))
+
+
+def test_slow_against_expected_and_median():
+    by_expected = slow([10.0, 6.9, None, 7.0], expected=10.0, fraction=0.7)
+    assert (by_expected.basis, by_expected.slow) == ("expected", [False, True, True, False])
+    by_median = slow([10.0, 9.0, 11.0, 2.0], expected=None, fraction=0.7)
+    assert by_median.basis == "median" and by_median.reference_gb_per_s == 9.5
+    assert by_median.slow == [False, False, False, True]
+
+
+@pytest.mark.parametrize("count", [4, 8, 16])
+def test_no_bad_node_no_extra_round(count):
+    conclusion, extra = run_plan(count)
+    assert (conclusion.bad_nodes, conclusion.bad_links, conclusion.undecided, extra) == ([], [], [], 0)
+
+
+@pytest.mark.parametrize("count,bad,extra_rounds", [(3, "n0", 1), (4, "n0", 0), (4, "n3", 0),
+                                                    (8, "n5", 0), (8, "n7", 0), (16, "n0", 0), (16, "n9", 0),
+                                                    (5, "n4", 1), (5, "n2", 0)])
+def test_one_bad_node_is_named_alone(count, bad, extra_rounds):
+    conclusion, extra = run_plan(count, bad_nodes=[bad])
+    assert (conclusion.bad_nodes, conclusion.bad_links, conclusion.undecided) == ([bad], [], [])
+    assert extra == extra_rounds
+
+
+@pytest.mark.parametrize("count,link,extra_rounds", [(4, ("n1", "n2"), 0), (8, ("n7", "n0"), 0),
+                                                     (16, ("n4", "n5"), 0), (5, ("n0", "n1"), 1)])
+def test_one_bad_link_is_named_not_its_nodes(count, link, extra_rounds):
+    conclusion, extra = run_plan(count, bad_links=[link])
+    assert (conclusion.bad_nodes, conclusion.bad_links, conclusion.undecided) == ([], [link], [])
+    assert extra == extra_rounds
+
+
+def test_two_bad_nodes():
+    conclusion, _ = run_plan(8, bad_nodes=["n2", "n5"])
+    assert (conclusion.bad_nodes, conclusion.bad_links, conclusion.undecided) == (["n2", "n5"], [], [])
+    # every ring pair of 4 nodes slow: the median is no basis, the expected figure is; suspects pair among themselves
+    conclusion, extra = run_plan(4, bad_nodes=["n0", "n2"], expected=GOOD)
+    assert (conclusion.bad_nodes, conclusion.bad_links, conclusion.undecided, extra) == (["n0", "n2"], [], [], 1)
+
+
+def test_three_nodes_the_middle_one_bad():
+    # both ring pairs slow: their median is no basis (nothing is below 70 % of it); the expected figure is, and the
+    # two ends, paired with each other, clear themselves
+    assert run_plan(3, bad_nodes=["n1"])[0].bad_nodes == []
+    conclusion, extra = run_plan(3, bad_nodes=["n1"], expected=GOOD)
+    assert (conclusion.bad_nodes, conclusion.bad_links, conclusion.undecided, extra) == (["n1"], [], [], 1)
+
+
+def test_two_nodes_cannot_tell_node_from_link():
+    conclusion, extra = run_plan(2, bad_nodes=["n1"], expected=GOOD)
+    assert (conclusion.bad_nodes, conclusion.bad_links, conclusion.undecided, extra) == ([], [], [("n0", "n1")], 0)
+
+
+def test_a_failed_pair_is_slow():
+    results = [PairResult(nodes=("a", "b"), gb_per_s=None), PairResult(nodes=("c", "d"), gb_per_s=10.0),
+               PairResult(nodes=("b", "c"), gb_per_s=10.0), PairResult(nodes=("d", "a"), gb_per_s=None)]
+    assert conclude(results).bad_nodes == ["a"]
+
+
+def test_retest_rounds_when_trusted_nodes_run_short():
+    assert retest_round(["s1", "s2", "s3"], ["t1"]) == [[("t1", "s1")], [("t1", "s2")], [("t1", "s3")]]
+    assert retest_round(["s1", "s2"], ["t1", "t2"], met=[("t1", "s1")]) == [[("t2", "s1"), ("t1", "s2")]]
+    assert retest_round(["s1"], ["t1"], met=[("s1", "t1")]) == []
+    assert cross_round(["a", "b", "c", "d"], met=[("a", "b"), ("c", "d")]) == [("a", "c"), ("b", "d")]
