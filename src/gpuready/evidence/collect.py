@@ -154,7 +154,8 @@ def _sysfs() -> Collected:
     port_files = ("state", "phys_state", "rate", "link_layer") + tuple(f"counters/{name}" for name in IB_ERROR_COUNTERS)
     port_files += tuple(f"hw_counters/{name}" for name in IB_HW_COUNTERS)
     patterns = ([f"/sys/class/infiniband/*/ports/*/{name}" for name in port_files]
-                + ["/sys/class/infiniband/*/hca_type", "/sys/class/net/*/speed", "/sys/class/net/*/operstate"])
+                + ["/sys/class/infiniband/*/hca_type", "/sys/class/infiniband/*/device/numa_node",
+                   "/sys/class/net/*/speed", "/sys/class/net/*/operstate"])
     paths = sorted(path for pattern in patterns for path in glob.glob(pattern))
     return Collected(text=head_sections(paths), command="read /sys/class/{infiniband,net}")
 

@@ -116,9 +116,25 @@ def parse_ib_sysfs(sections: dict[str, str]) -> list[IbPort]:
         key = (match.group(1), int(match.group(2)))
         port = ports.setdefault(key, _new_port(*key))
         _set_sysfs_value(port, match.group(3), match.group(4), content.strip())
+    numa_nodes = ib_numa_nodes(sections)
     for port in ports.values():
         port.hca_type = models.get(port.device)
+        port.numa_node = numa_nodes.get(port.device)
     return sorted(ports.values(), key=lambda port: (port.device, port.port))
+
+
+_IB_NUMA = re.compile(r"^/sys/class/infiniband/([^/]+)/device/numa_node$")
+
+
+def ib_numa_nodes(sections: dict[str, str]) -> dict[str, int]:
+    """/sys/class/infiniband/<dev>/device/numa_node → device → NUMA node; -1 (the platform does not say) and anything
+    that is not a number are left out."""
+    nodes = {}
+    for path, content in sections.items():
+        match = _IB_NUMA.match(path)
+        if match and re.fullmatch(r"\d{1,4}", content.strip()):
+            nodes[match.group(1)] = int(content.strip())
+    return nodes
 
 
 def _set_sysfs_value(port: IbPort, name: str, counter: str | None, content: str) -> None:

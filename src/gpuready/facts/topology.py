@@ -79,7 +79,20 @@ def parse_topo_matrix(text: str) -> Topology:
     if not links:
         raise SmiParseError("parse.topo.no_rows")
     return Topology(gpu_labels=gpu_labels, links=links, cpu_affinity=cpu_affinity,
-                    numa_affinity=numa_affinity, nics=nics)
+                    numa_affinity=numa_affinity, nics=nics, nic_names=nic_legend(text))
+
+
+_NIC_LEGEND = re.compile(r"^[^\S\n]*NIC Legend:[^\S\n]*$", re.MULTILINE)
+_NIC_LEGEND_ENTRY = re.compile(r"^\s*(NIC\d{1,4}):\s*([\w.:-]{1,64})\s*$")
+
+
+def nic_legend(text: str) -> dict[str, str]:
+    """`NIC Legend:` below the matrix (nvidia-smi 525 and later): `NIC0: mlx5_0` → {"NIC0": "mlx5_0"}; {} where the
+    matrix has none (older ones name the devices in the columns themselves)."""
+    legend = _NIC_LEGEND.search(strip_ansi(text))
+    names: dict[str, str] = {}
+    if legend is None:
+        return names
 
 
 def _columns(text: str) -> tuple[list[str], list[str], str]:

@@ -157,6 +157,8 @@ class Topology:
     numa_affinity: dict[int, str] = field(default_factory=dict)
     nics: dict[str, dict[int, str]] = field(default_factory=dict)
     """NIC name → GPU index → link type."""
+    nic_names: dict[str, str] = field(default_factory=dict)
+    """The `NIC Legend`: column label → RDMA device (`NIC0` → `mlx5_0`); empty where the matrix names devices itself."""
 
 
 @dataclass(kw_only=True)
@@ -214,6 +216,8 @@ class IbPort:
     """ibstat's words: `LinkUp`, `Polling`, `Disabled`, `Sleep`, `LinkErrorRecovery` …"""
     hca_type: str | None = None
     """The HCA model (`MT4129`: ibstat's `CA type`, sysfs `hca_type`, ibv_devinfo's vendor_part_id)."""
+    numa_node: int | None = None
+    """The HCA's NUMA node (sysfs `<dev>/device/numa_node`); None where not captured or the platform says -1."""
     counters: dict[str, int] = field(default_factory=dict)
     """sysfs `counters/` error counters (`link_downed`, `symbol_error` …): totals since boot or reset."""
 
