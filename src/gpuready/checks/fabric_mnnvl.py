@@ -15,6 +15,12 @@ from gpuready.model import Evidence, Finding
 FABRIC_REF = "NVML nvmlGpuFabricInfo_v3_t (cliqueId, clusterUuid, healthMask): https://docs.nvidia.com/deploy/nvml-api/"
 AZHPC_REF = "Azure/azhpc-images#506: Status 'Insufficient Resources', CliqueId 0 and a zero ClusterUUID fail a node"
 IMEX_REF = "NVIDIA IMEX guide, nvidia-imex-ctl: https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/"
+CHANNEL_REF = ("NVIDIA IMEX guide, IMEX channels (/dev/nvidia-caps-imex-channels, NVreg_CreateImexChannel0): "
+               "https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/imexchannels.html")
+CONTAINER_CHANNEL_REF = ("NVIDIA Container Toolkit NVIDIA_IMEX_CHANNELS; NVIDIA DRA driver for GPUs (ComputeDomain "
+                         "resource claims): https://github.com/NVIDIA/k8s-dra-driver-gpu")
+SERVICE_REF = "NVIDIA IMEX guide, the nvidia-imex service: https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/"
+SINGLE_NODE_REF = "NVIDIA/NVSentinel#1471: IMEX findings on a single-node NVSwitch box are a false alarm"
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 # Health conditions that hold the fabric at reduced bandwidth (warn) and those that break it (fail); values as
 # nvidia-smi -q prints them, `None`/`Not Supported` absent.
@@ -31,6 +37,11 @@ def switch_system_tray(gpu: GpuFacts) -> bool:
     return spec is not None and spec.row.get("nvlink_via") == "nvlink_switch_system"
 
 
+def in_a_clique(clique_id: int | None, cluster_uuid: str | None) -> bool:
+    """Registered in a clique (id not 0) of a cluster (UUID reported, not zero): what a tray's GPU must show."""
+    return clique_id != 0 and cluster_uuid not in (_ZERO_UUID, None)
+
+
 @check("nvlink.fabric_clique")
 def fabric_clique(context: CheckContext) -> list[Finding]:
     """A Grace Blackwell tray's GPU registered in a clique (id not 0) of a cluster (UUID not zero)."""
@@ -38,7 +49,7 @@ def fabric_clique(context: CheckContext) -> list[Finding]:
         return [context.skip(said("nvlink.fabric_clique.not_mnnvl"))]
 
     def judge(gpu: GpuFacts) -> Finding | None:
-        if gpu.fabric_clique_id != 0 and gpu.fabric_cluster_uuid not in (_ZERO_UUID, None):
+        if in_a_clique(gpu.fabric_clique_id, gpu.fabric_cluster_uuid):
             return None
         return context.fail(said("nvlink.fabric_clique.zero", index=gpu.index, clique=gpu.fabric_clique_id,
                                  uuid=gpu.fabric_cluster_uuid or "-"),
@@ -119,3 +130,61 @@ def _evidence(domain: ImexDomain) -> list[Evidence]:
     if domain.state_line is not None:
         lines.append(Evidence(file="nvidia-imex-ctl", line=domain.state_line, text=f"Domain State: {domain.state}"))
     return lines
+
+
+def nvlink_domain_gpu(gpu: GpuFacts) -> bool:
+    """A GPU of a multi-node NVLink domain: a non-zero cluster UUID (any board), or a Grace Blackwell tray that did
+    not report one. An HGX/DGX board's zero UUID (single-node NVSwitch) is not; nor is a tray whose registration
+    ended with a zero UUID (nvlink.fabric_clique fails that)."""
+    uuid = gpu.fabric_cluster_uuid
+    return uuid != _ZERO_UUID if uuid is not None else switch_system_tray(gpu)
+
+
+@check("nvlink.imex_channel")
+def imex_channel(context: CheckContext) -> list[Finding]:
+    """On a multi-node NVLink machine, this node's way into IMEX: a channel device the process (or container) sees,
+    and, on the host, the nvidia-imex service active."""
+    if not any(nvlink_domain_gpu(gpu) for gpu in context.gpus):
+        unregistered = any(switch_system_tray(gpu) for gpu in context.gpus)
+        return [context.skip(said("nvlink.imex_channel.no_cluster" if unregistered else "nvlink.imex_channel.not_mnnvl"),
+                             refs=[FABRIC_REF] if unregistered else [SINGLE_NODE_REF])]
+    runtime, evidence = context.facts.container()
+    container = runtime if runtime not in (None, "none", "slurm") else None  # a Slurm job sees the host's /dev
+    findings = [_channel_finding(context, container, evidence)]
+    if container is None and (service := _service_finding(context)) is not None:
+        findings.append(service)
+    return findings
+
+
+def _channel_finding(context: CheckContext, container: str | None, evidence: list[str]) -> Finding:
+    channels = context.facts.imex_channels
+    if channels is None:
+        return context.skip(said("nvlink.imex_channel.unrecorded"), refs=[CHANNEL_REF])
+    observed = {"channels": [f"channel{number}" for number in channels.channels], "folder": channels.folder,
+                "major": channels.major, "container": container}
+    if channels.channels:
+        return context.passed(said("nvlink.imex_channel.visible", channels=", ".join(observed["channels"])),
+                              observed=observed, refs=[CHANNEL_REF])
+    major = "-" if channels.major is None else channels.major
+    if container is not None:
+        return context.fail(said("nvlink.imex_channel.container_none", runtime=container,
+                                 evidence="; ".join(evidence[:3]) or "-"),
+                            observed=observed, expected="an IMEX channel device (channel0)",
+                            refs=[CHANNEL_REF, CONTAINER_CHANNEL_REF])
+    return context.warn(said("nvlink.imex_channel.host_none", major=major), observed=observed,
+                        expected="an IMEX channel device (channel0)", refs=[CHANNEL_REF])
+
+
+def _service_finding(context: CheckContext) -> Finding | None:
+    """The host's nvidia-imex unit; not active while `nvidia-imex-ctl` shows the domain UP is no fault (the daemon
+    answered: it runs outside systemd, a DRA driver's ComputeDomain daemon for one)."""
+    state, domain = context.facts.imex_service, context.facts.imex
+    if state is None:
+        return None
+    if state == "active":
+        return context.passed(said("nvlink.imex_channel.service_active"), observed=state, refs=[SERVICE_REF])
+    if domain is not None and domain.state == "UP":
+        return context.passed(said("nvlink.imex_channel.service_outside", state=state), observed=state,
+                              refs=[SERVICE_REF, IMEX_REF])
+    return context.fail(said("nvlink.imex_channel.service_down", state=state), observed=state, expected="active",
+                        refs=[SERVICE_REF])

@@ -22,7 +22,7 @@ from gpuready.facts import host_files, network_files, software_files
 from gpuready.facts.bad_input import ParseFailure, Sentence, sentence
 from gpuready.facts.cuda_samples import parse_cuda_p2p
 from gpuready.facts.gpu_lists import parse_gpu_list
-from gpuready.facts.imex import parse_imex_ctl
+from gpuready.facts.imex import parse_imex_channels, parse_imex_ctl, parse_imex_service
 from gpuready.facts.kernel_log import mark_history, parse_kernel_log
 from gpuready.facts.lspci import parse_lspci
 from gpuready.facts.nvidia_smi_plain import parse_nvidia_smi_plain
@@ -384,6 +384,9 @@ def _use_network_files(facts: Facts, use: Callable) -> None:
     use("ibv_devinfo.txt", ibv)
     use("ip-addr.txt", ip_addr)
     use("nvidia-imex-ctl.txt", lambda text: setattr(facts, "imex", parse_imex_ctl(text)))
+    use("imex-channels.txt",
+        lambda text: setattr(facts, "imex_channels", parse_imex_channels(host_files.split_sections(text))))
+    use("imex-service.txt", lambda text: setattr(facts, "imex_service", parse_imex_service(text)))
 
 
 def merge_gpu_sources(sources: list[tuple[str, list[GpuFacts]]], probe_error: str | None) -> list[GpuFacts] | None:

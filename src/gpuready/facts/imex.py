@@ -95,3 +95,54 @@ def parse_imex_text(text: str) -> ImexDomain:
         raise ParseFailure("parse.imex.no_nodes")
     domain.nodes = sorted(by_index.values(), key=lambda node: node.index)
     return domain
+
+
+# NVIDIA IMEX guide, "IMEX channels": the channels are character devices under this folder, of the major the driver
+# lists for `nvidia-caps-imex-channels` in /proc/devices.
+CHANNEL_FOLDER = "/dev/nvidia-caps-imex-channels"
+CHANNEL_DEVICE = "nvidia-caps-imex-channels"
+_CHANNEL = re.compile(r"\bchannel(\d{1,7})\b(?:[ \t]{1,10}([bcdlps-])(?![^ \t]))?")
+_MAJOR = re.compile(r"[ \t]{0,40}(\d{1,7})[ \t]{1,40}nvidia-caps-imex-channels[ \t]{0,40}")
+_SERVICE_WORDS = frozenset({"active", "inactive", "failed", "activating", "deactivating", "reloading", "refreshing",
+                            "maintenance", "unknown"})
+_SERVICE = re.compile(r"Active:[ \t]{1,40}([a-z]{1,20})")
+
+
+@dataclass
+class ImexChannels:
+    """The IMEX channels this process (or container) sees: `imex-channels.txt` as `collect` writes it, `==> path <==`
+    sections of `/proc/devices` (its `nvidia-caps-imex-channels` line) and of the channel folder (an `ls` of it, or
+    collect's `channel0 c 234:0` lines)."""
+    channels: list[int] = field(default_factory=list)
+    """The channel numbers of the devices visible (`channel0` → 0); a listed entry that is not a character device
+    is left out."""
+    folder: bool = False
+    """Whether /dev/nvidia-caps-imex-channels exists here."""
+    major: int | None = None
+    """The driver's `nvidia-caps-imex-channels` major in /proc/devices; None where the driver lists none (or the
+    section was not recorded)."""
+
+
+def parse_imex_channels(sections: dict[str, str]) -> ImexChannels:
+    """`sections`: {path: content} of the `==> path <==` sections (host_files.split_sections)."""
+    folder = next((text for path, text in sections.items() if path.rstrip("/").endswith(CHANNEL_DEVICE)), None)
+    devices = sections.get("/proc/devices")
+    if folder is None and devices is None:
+        raise ParseFailure("parse.imex.no_channel_sections")
+    found = [_MAJOR.fullmatch(line[:200]) for line in (devices or "").splitlines()[:1000]]
+    channels = sorted({int(match[1]) for line in (folder or "").splitlines()[:4096]
+                       if (match := _CHANNEL.search(line[:400])) and match[2] in (None, "c")})
+    return ImexChannels(channels=channels, folder=folder is not None,
+                        major=next((int(match[1]) for match in found if match), None))
+
+
+def parse_imex_service(text: str) -> str:
+    """`systemctl is-active nvidia-imex` (one word) or `systemctl status nvidia-imex` (its `Active:` line) → the
+    unit's state (`active`, `inactive`, `failed`, …)."""
+    for line in text.splitlines()[:200]:
+        word = line.strip()[:40]
+        if word in _SERVICE_WORDS:
+            return word
+        if match := _SERVICE.search(line[:400]):
+            return match[1]
+    raise ParseFailure("parse.imex.no_service_state")
