@@ -168,7 +168,7 @@ def test_sbatch_directives(filename):
     assert "set -euo pipefail" in text
     if "validate" not in filename:
         assert 'scontrol show hostnames "$SLURM_JOB_NODELIST"' in text
-        assert '--rdzv-id "$SLURM_JOB_ID"' in text and '--rdzv-endpoint "$head:29500"' in text
+        assert '--rdzv-id "$SLURM_JOB_ID"' in text and '--rdzv-endpoint "${head_addr:-$head}:29500"' in text
 
 
 def test_slurm_cpus_from_facts():
@@ -180,7 +180,8 @@ def test_validate_form_runs_on_every_node_with_its_hostname():
     line = _command_line(text, "srun")
     assert shlex.split(line)[:2] == ["srun", "bash"]
     inner = shlex.split(line)[-1]
-    assert "python -m gpuready validate --quick --json --out /shared/reports/\"$(hostname)\".json" in inner
+    assert ("python -m gpuready validate --quick --json --out /shared/reports/\"${SLURMD_NODENAME:-$(hostname)}\".json"
+            in inner)  # the Slurm NodeName, what scontrol takes back (tests/test_slurm_real.py runs it)
     other = launch_text("torchrun", nnodes=2, gpus_per_node=8, command=["validate"], reports="/mnt/my reports")
     assert "--out '/mnt/my reports'/\"$(hostname)\".json" in other
 

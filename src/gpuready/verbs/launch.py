@@ -278,10 +278,16 @@ def _is_bench(command: list[str]) -> bool:
     return command[:3] == BENCH_MODULE
 
 
-def _validate_shell(command: list[str], reports: str) -> str:
-    """`python -m gpuready validate ARGS --json --out DIR/$(hostname).json`, `$(hostname)` left for the node."""
+HOST_NAME_SHELL = '"$(hostname)"'
+SLURM_NODE_SHELL = '"${SLURMD_NODENAME:-$(hostname)}"'
+"""Under Slurm a report file is named by the node's Slurm NodeName (slurmd sets SLURMD_NODENAME in every step), which
+may differ from its host name (slurm.conf NodeHostname): the name `scontrol` takes back."""
+
+
+def _validate_shell(command: list[str], reports: str, node: str = HOST_NAME_SHELL) -> str:
+    """`python -m gpuready validate ARGS --json --out DIR/NODE.json`, `node` shell text left for the node to expand."""
     return (f"mkdir -p {shlex.quote(reports)} && exec python -m gpuready "
-            f"{shlex.join(command)} --json --out {shlex.quote(reports)}/\"$(hostname)\".json")
+            f"{shlex.join(command)} --json --out {shlex.quote(reports)}/{node}.json")
 
 
 def _torchrun_flags(nnodes: int, gpus_per_node: int | None, endpoint: str, rdzv_id: str) -> str:
@@ -381,13 +387,15 @@ def _slurm_text(nnodes: int, gpus_per_node: int | None, command: list[str], port
     if _is_validate(command):
         lines += [say("launch.script.slurm.each_node_writes", reports=reports),
                   say("launch.script.slurm.bash_c"),
-                  f"srun bash -c {shlex.quote(_validate_shell(command, reports))}"]
+                  f"srun bash -c {shlex.quote(_validate_shell(command, reports, SLURM_NODE_SHELL))}"]
     else:
         if _is_bench(command):
             lines += [say("launch.script.slurm.bench_writes", reports=reports), f"mkdir -p {shlex.quote(reports)}"]
         lines += [say("launch.script.slurm.head_1"), say("launch.script.slurm.head_2"),
                   'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
-                  _torchrun_flags(nnodes, gpus_per_node, f'"$head:{port}"', '"$SLURM_JOB_ID"').replace(
+                  say("launch.script.slurm.head_addr"),
+                  'head_addr=$(scontrol show node "$head" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')',
+                  _torchrun_flags(nnodes, gpus_per_node, f'"${{head_addr:-$head}}:{port}"', '"$SLURM_JOB_ID"').replace(
                       "torchrun", "srun torchrun", 1) + " " + shlex.join(command)]
     return "\n".join(lines) + "\n"
 
