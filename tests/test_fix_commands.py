@@ -25,7 +25,8 @@ GPU_NAMES = {"index", "gpu", "address", "port", "select"}
 diagnose_dcgm fixes (a TCP `port` elsewhere)."""
 OTHER_VALUES = {"default_w": 700.0, "port": 29500, "peer": "node2", "host": "node1", "address": "10.0.0.2",
                 "nic": "ib0", "index_url": "https://download.pytorch.org/whl/cu128", "arch": "sm_90", "cuda": "12.8",
-                "driver": "", "port_option": " --port 29500", "verb": "burn", "advice": "Start rank 0 first"}
+                "driver": "", "port_option": " --port 29500", "verb": "burn", "advice": "Start rank 0 first",
+                "device": "0000:17:00.0"}  # network.nic_kernel names the NIC by its PCI address (mlx5_core lines)
 
 
 def device_fixes() -> list[tuple[str, str]]:
