@@ -93,6 +93,13 @@ def nic_legend(text: str) -> dict[str, str]:
     names: dict[str, str] = {}
     if legend is None:
         return names
+    for line in strip_ansi(text)[legend.end():].splitlines():
+        entry = _NIC_LEGEND_ENTRY.match(line)
+        if entry:
+            names[entry.group(1)] = entry.group(2)
+        elif line.strip() and names:
+            break  # the legend ends at the first other line after its entries
+    return names
 
 
 def _columns(text: str) -> tuple[list[str], list[str], str]:
