@@ -180,9 +180,14 @@ class SlurmCluster:
                     process.wait(timeout=10)
 
 
+def _which(name: str) -> str | None:
+    """`name` on PATH, or in /usr/sbin and /sbin (where Debian puts the daemons; not on every user's PATH)."""
+    return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+
+
 def why_not_here() -> str | None:
     """Why Slurm cannot start on this host, or None where it may."""
-    missing = [name for name in (*DAEMONS, *CLIENTS) if shutil.which(name) is None]
+    missing = [name for name in (*DAEMONS, *CLIENTS) if _which(name) is None]
     if missing:
         return f"not installed: {', '.join(missing)} (apt-get install slurm-wlm munge)"
     if os.geteuid() != 0:
@@ -207,7 +212,7 @@ def _start_munge(cluster: SlurmCluster, munge: Path) -> Path:
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     sock = munge / "munge.socket"
-    _start(cluster, "munged", [shutil.which("munged"), "-F", "--force", f"--socket={sock}", f"--key-file={key}",
+    _start(cluster, "munged", [_which("munged"), "-F", "--force", f"--socket={sock}", f"--key-file={key}",
                                f"--pid-file={munge / 'munged.pid'}", f"--log-file={cluster.folder / 'munged.log'}",
                                f"--seed-file={munge / 'munged.seed'}"])
     deadline = time.monotonic() + 5
@@ -239,8 +244,8 @@ def start_cluster(folder: Path, timeout_s: float = START_TIMEOUT_S) -> SlurmClus
             (folder / name).mkdir()
         conf.write_text(_conf_text(folder, sock))
         (folder / "gres.conf").write_text(_gres_text(folder / "dev"))
-        _start(cluster, "slurmctld", [shutil.which("slurmctld"), "-D", "-i", "-f", str(conf)])
-        _start(cluster, "slurmd", [shutil.which("slurmd"), "-D", "-N", NODE, "-f", str(conf)])
+        _start(cluster, "slurmctld", [_which("slurmctld"), "-D", "-i", "-f", str(conf)])
+        _start(cluster, "slurmd", [_which("slurmd"), "-D", "-N", NODE, "-f", str(conf)])
         state = cluster.wait_node(("idle",), timeout_s)
         if state != "idle":
             raise SlurmUnavailable(f"node {NODE} not idle after {timeout_s:.0f} s (sinfo: {state or 'nothing'}):\n"
