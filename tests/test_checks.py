@@ -34,7 +34,8 @@ def test_collected_h200_bundle_is_ready_with_warnings():
     skipped = {f.check_id for f in report.findings if f.status == Status.SKIP}
     assert skipped <= {"network.rdma", "network.nic_speed", "network.port", "network.rail_down", "network.rail_rate",
                        "network.link_layer_mixed", "network.ib_counters", "network.hca_placement",  # no RDMA facts
-                       "nvlink.fabric_clique", "nvlink.fabric_health", "nvlink.imex_domain"}  # no MNNVL: not judged
+                       "nvlink.fabric_clique", "nvlink.fabric_health", "nvlink.imex_domain",
+                       "nvlink.imex_channel"}  # no MNNVL: not judged
 
 
 def test_eight_gpu_nvswitch(make_bundle):
@@ -316,8 +317,8 @@ def test_every_check_has_a_stable_dotted_id():
                   for check_id in re.findall(r"`([a-z_0-9]+\.[a-z_0-9]+)`", line.split(" | ")[0])}
     run_checks(Facts())
     assert set(CHECKS) | {MIXED_MACHINES_ID} == documented and MIXED_MACHINES_ID not in CHECKS
-    # 51 of the machine's facts, 29 of logs alone (diagnose's, judged in checks/ since issue 30), mixed machines
-    assert len(documented) == 89
+    # 52 of the machine's facts, 29 of logs alone (diagnose's, judged in checks/ since issue 30), mixed machines
+    assert len(documented) == 90
     assert all(re.fullmatch(r"[a-z][a-z0-9_]*\.[a-z_0-9]+", check_id) for check_id in documented)
     findings = run_checks(build_facts({"nvml.json": (H200_COLLECT / "nvml.json").read_text()}))
     assert {f.check_id for f in findings} <= documented

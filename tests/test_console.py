@@ -39,14 +39,14 @@ def test_saved_report_renders_as_the_live_one(tmp_path, capsys, document):
         assert render(json.loads(json.dumps(document, allow_nan=False)), verbose=verbose) == live
     live = render(document)
     assert live.startswith("vm: READY WITH WARNINGS\n(single node: READY WITH WARNINGS; multi node: READY WITH WARNINGS; "
-                           "verdict judged for: single node)\n0 fail, 1 warn, 47 pass, 11 skip\n")
+                           "verdict judged for: single node)\n0 fail, 1 warn, 47 pass, 12 skip\n")
     assert "\n1 × NVIDIA H200\n" in live and "0    0000:00:06.0  140 GiB  9.0  Gen5/5 x16/16   700 W        43 °C" in live
     assert "\nWARN host.memory_ratio\n  System RAM is 0.90× the total GPU memory" in live
     assert "\n  fix: Add system memory" in live
     assert "host.cpu_per_gpu" not in live and "\nhost: 5 passed\n" in live  # passes: one line per category
-    assert live.endswith("11 check(s) skipped for lack of facts; --verbose lists them.\n")
+    assert live.endswith("12 check(s) skipped for lack of facts; --verbose lists them.\n")
     verbose = render(document, verbose=True)
-    assert "\nSKIP " not in live and verbose.count("\nSKIP ") == 11
+    assert "\nSKIP " not in live and verbose.count("\nSKIP ") == 12
     assert verbose.index("WARN host.memory_ratio") < verbose.index("PASS host.cpu_per_gpu") < verbose.index("SKIP ")
 
 
@@ -54,9 +54,9 @@ def test_chinese_labels(document):
     text = render(document, lang="zh", width=300)
     assert text.startswith("vm: 就绪但有警告 READY WITH WARNINGS\n(单机 single node: 就绪但有警告 READY WITH WARNINGS; "
                            "多机 multi node: 就绪但有警告 READY WITH WARNINGS; 结论依据 verdict judged for: 单机 single node)\n")
-    assert "失败 0，警告 1，通过 47，跳过 11" in text
+    assert "失败 0，警告 1，通过 47，跳过 12" in text
     assert "\n警告 WARN host.memory_ratio\n" in text and "修复 fix: 增加系统内存" in text
-    assert "\n主机 host：5 项通过\n" in text and "11 项检查因缺少信息而跳过" in text  # categories too (issue 32)
+    assert "\n主机 host：5 项通过\n" in text and "12 项检查因缺少信息而跳过" in text  # categories too (issue 32)
     assert "未就绪" not in text
 
 

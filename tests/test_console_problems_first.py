@@ -60,7 +60,7 @@ def test_h200_bundle_at_80_columns_piped(h200):
     assert lines[:4] == ["vm: READY WITH WARNINGS",
                          "(single node: READY WITH WARNINGS; multi node: READY WITH WARNINGS; verdict",
                          "judged for: single node)",
-                         "0 fail, 1 warn, 47 pass, 11 skip"]
+                         "0 fail, 1 warn, 47 pass, 12 skip"]
     assert lines[4:7] == ["1 × NVIDIA H200", "GPU  bus id        memory   CC   PCIe (cur/max)  power limit  temp ",
                           "0    0000:00:06.0  140 GiB  9.0  Gen5/5 x16/16   700 W        36 °C"]
     warn = next(f for f in h200["findings"] if f["status"] == "warn")
@@ -70,7 +70,7 @@ def test_h200_bundle_at_80_columns_piped(h200):
     passed = Counter(f["category"] for f in h200["findings"] if f["status"] == "pass")
     assert [line for line in lines if line.endswith(" passed")] == [f"{c}: {n} passed" for c, n in passed.items()]
     assert "pcie: 5 passed" in lines and "16.0 logical CPUs per GPU." not in out  # a pass message is not shown
-    assert lines[-1] == "11 check(s) skipped for lack of facts; --verbose lists them."
+    assert lines[-1] == "12 check(s) skipped for lack of facts; --verbose lists them."
     assert not BOX_DRAWING.search(out) and max(map(len, lines)) <= WIDTH
     assert len(lines) <= 30  # one screen
 
@@ -78,7 +78,7 @@ def test_h200_bundle_at_80_columns_piped(h200):
 def test_verbose_lists_every_finding(h200):
     out = render(h200, verbose=True)
     heads = [line for line in out.splitlines() if re.match(r"^(PASS|WARN|FAIL|SKIP|ERROR) ", line)]
-    assert len(heads) == len(h200["findings"]) == 59
+    assert len(heads) == len(h200["findings"]) == 60
     assert "PASS host.cpu_per_gpu" in heads and flat("16.0 logical CPUs per GPU.") in flat(out)
     assert " passed" not in out
 
@@ -207,7 +207,7 @@ def test_chinese_labels_on_a_faulty_bundle(dgx):
     out = render(dgx, lang="zh")
     assert "失败 FAIL power.brake  GPU 0–7 (8 块 GPU), machine 2 (driver 535.161.08)" in out.splitlines()
     assert "总线号 bus ids: 0000:19:00.0" in flat(out) and "修复 fix: 检查每个 PSU 都在位、通电且健康" in flat(out)
-    assert "GPU：23 项通过" in out and "180 项检查因缺少信息而跳过" in out  # category names from the catalogue
+    assert "GPU：23 项通过" in out and "184 项检查因缺少信息而跳过" in out  # category names from the catalogue
 
 
 def test_the_terminal_keeps_frames_only_where_they_cut_nothing():

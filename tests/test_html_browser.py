@@ -129,9 +129,9 @@ def test_a_check_page_filters_findings_without_bokeh(browser, tmp_path):
     statuses = [finding["status"] for finding in document["findings"]]
     visit = Visit(browser, _write(tmp_path, "check.html", render_html([document], "zh")))
     assert visit.page.evaluate("window.Bokeh === undefined") and visit.page.locator("figure.chart").count() == 0
-    assert visit.page.locator("section.findings tbody tr").count() == len(statuses) == 59
+    assert visit.page.locator("section.findings tbody tr").count() == len(statuses) == 60
     visible = lambda: visit.page.locator("section.findings tbody tr:not([hidden])").count()
-    assert visible() == 59
+    assert visible() == 60
     visit.page.locator("input[name=status][value=pass]").uncheck()
     assert visible() == len(statuses) - statuses.count("pass")
     visit.page.locator("input[name=status][value=pass]").check()

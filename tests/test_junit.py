@@ -89,13 +89,13 @@ def test_the_h200_bundle_is_one_suite_of_49_cases(tmp_path, h200):
     report = parsed(tmp_path, data)
     [suite] = list(report)
     assert (suite.name, suite.hostname, suite.timestamp) == ("check/vm", "vm", "2026-12-04T10:12:27")
-    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (59, 0, 0, 11)
-    assert (report.tests, report.failures, report.errors, report.skipped) == (59, 0, 0, 11)
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (60, 0, 0, 12)
+    assert (report.tests, report.failures, report.errors, report.skipped) == (60, 0, 0, 12)
     listed = cases(suite)
-    assert len({name for _class, name, _result in listed}) == 59  # no two cases share a name
+    assert len({name for _class, name, _result in listed}) == 60  # no two cases share a name
     assert [name for _class, name, result in listed if result] == [
         "network.rdma @ vm", "network.nic_speed @ vm", "network.port @ vm", "network.rail_down @ vm",
-        "network.rail_rate @ vm", "network.link_layer_mixed @ vm", "network.ib_counters @ vm",
+        "network.rail_rate @ vm", "network.link_layer_mixed @ vm", "network.ib_counters @ vm", "network.hca_placement @ vm",
         "nvlink.fabric_clique @ vm", "nvlink.fabric_health @ vm", "nvlink.imex_domain @ vm",
         "nvlink.imex_channel @ vm"]
     assert listed[0] == ("gpu", "gpu.present @ vm", [])
@@ -112,7 +112,7 @@ def test_the_faulty_dgx_fails_eight_cases_named_by_bus_id(tmp_path, dgx):
     assert_common_schema(data)
     [suite] = list(parsed(tmp_path, data))
     assert suite.name == "check/4 machines"
-    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (251, 8, 0, 180)
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (255, 8, 0, 184)
     failed = [case for case in suite if any(isinstance(result, Failure) for result in case.result)]
     assert [case.name for case in failed] == [f"power.brake @ {bus_id}, machine 2 (driver 535.161.08)"
                                               for bus_id in BRAKED]
@@ -128,7 +128,7 @@ def test_the_faulty_dgx_fails_eight_cases_named_by_bus_id(tmp_path, dgx):
 def test_warnings_fail_where_the_run_says_so(tmp_path, dgx):
     """--fail-on warn: the one warning (bundle.mixed_machines, about machine 1) is a ninth failure."""
     [suite] = list(parsed(tmp_path, junit_xml([dgx], warn_fails=True)))
-    assert (suite.tests, suite.failures) == (251, 9)
+    assert (suite.tests, suite.failures) == (255, 9)
     mixed = next(case for case in suite if case.name.startswith("bundle.mixed_machines"))
     assert mixed.name == "bundle.mixed_machines @ machine 1 (driver 550.90.07)"
     assert mixed.result[0].type == "warn"
@@ -138,7 +138,7 @@ def test_several_documents_make_several_suites_with_their_totals(tmp_path, h200,
     """Root totals: 49 + 211 + 8 (the recorded burn: 8 passes) tests, 0 + 8 + 0 failures, 3 + 140 + 0 skipped."""
     report = parsed(tmp_path, junit_xml([h200, dgx, recorded("h200-burn/burn-60s-report.json")]))
     assert [suite.name for suite in report] == ["check/vm", "check/4 machines", "burn/vm"]
-    assert (report.tests, report.failures, report.errors, report.skipped) == (318, 8, 0, 191)
+    assert (report.tests, report.failures, report.errors, report.skipped) == (323, 8, 0, 196)
 
 
 def test_measurements_are_the_suites_properties(tmp_path):
@@ -210,7 +210,7 @@ def test_a_hostile_finding_still_gives_valid_xml(tmp_path, h200):
     assert len(failure.message) == MESSAGE_ATTRIBUTE_CHARS
     assert failure.message.endswith("x…")
     assert len(failure.text) > 1_000_000 and failure.text.endswith("x\nthe second line\n\nfix: </failure><injected/>")
-    assert (suite.tests, suite.failures) == (59, 1)
+    assert (suite.tests, suite.failures) == (60, 1)
 
 
 def test_skipped_cases_say_why(tmp_path, h200):

@@ -18,7 +18,7 @@ H200_SUMMARY = """\
 **READY WITH WARNINGS** (single node: READY WITH WARNINGS; multi node: READY WITH WARNINGS; verdict judged for: \
 single node)
 
-0 fail, 1 warn, 47 pass, 11 skip
+0 fail, 1 warn, 47 pass, 12 skip
 
 ### Problems
 
@@ -44,7 +44,7 @@ workers and pinned buffers small, and avoid CPU offload (ZeRO-Offload / FSDP CPU
 - software: 6 passed
 - topology: 3 passed
 
-11 check(s) skipped for lack of facts.
+12 check(s) skipped for lack of facts.
 """
 """The recorded H200 bundle: 45 passes in 11 categories (the console's `… passed` lines), the RAM warning, 3 skips."""
 
@@ -90,7 +90,7 @@ def test_one_fault_on_eight_gpus_is_one_item_with_every_bus_id(dgx):
     assert lines[:5] == ["## gpuready check: 4 machines", "",
                          "**NOT READY** (single node: NOT READY; multi node: NOT READY; verdict judged for: single "
                          "node)",
-                         "", "8 fail, 1 warn, 62 pass, 180 skip"]
+                         "", "8 fail, 1 warn, 62 pass, 184 skip"]
 
 
 def test_the_key_figures_of_a_recorded_validate():
@@ -150,9 +150,9 @@ def test_in_chinese_labels_and_catalogued_messages_are_translated():
     assert h200[:10] == ["## gpuready check：vm", "",
                          "**就绪但有警告 READY WITH WARNINGS** (单机 single node: 就绪但有警告 READY WITH WARNINGS; "
                          "多机 multi node: 就绪但有警告 READY WITH WARNINGS; 结论依据 verdict judged for: 单机 single node)",
-                         "", "失败 0，警告 1，通过 47，跳过 11", "", "### 问题", "", "- **警告 WARN** `host.memory_ratio`", ""]
+                         "", "失败 0，警告 1，通过 47，跳过 12", "", "### 问题", "", "- **警告 WARN** `host.memory_ratio`", ""]
     assert h200[10].startswith("  系统内存") and h200[12].startswith("  **修复 fix:** 增加系统内存")
-    assert h200[-3:] == ["- 拓扑 topology：3 项通过", "", "11 项检查因缺少信息而跳过。"]
+    assert h200[-3:] == ["- 拓扑 topology：3 项通过", "", "12 项检查因缺少信息而跳过。"]
 
 
 def test_a_hostile_message_is_shown_literally():

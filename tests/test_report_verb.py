@@ -166,11 +166,11 @@ def test_a_report_file_on_stdout_replaces_the_console(capsys, tmp_path):
         captured.err == "gpuready: --json and --junit - both write to stdout; send one of them to a file\n"
     assert cli.main(["check", "--bundle", str(H200_BUNDLE), "--junit", "-"]) == ExitCode.READY
     [suite] = list(JUnitXml.fromstring(capsys.readouterr().out.encode()))
-    assert (suite.tests, suite.failures, suite.skipped) == (59, 0, 11)
+    assert (suite.tests, suite.failures, suite.skipped) == (60, 0, 12)
 
 
 def test_check_writes_the_same_files_beside_its_report(capsys, tmp_path):
-    """`check --bundle` on the recorded H200: 59 cases (11 skipped), the warning a failure with --fail-on warn, and the
+    """`check --bundle` on the recorded H200: 60 cases (12 skipped), the warning a failure with --fail-on warn, and the
     Markdown the report verb writes from the saved JSON is the same text."""
     junit, summary, saved = tmp_path / "ci.xml", tmp_path / "check.md", tmp_path / "check.json"
     code = cli.main(["check", "--bundle", str(H200_BUNDLE), "--junit", str(junit), "--markdown", str(summary),
@@ -178,7 +178,7 @@ def test_check_writes_the_same_files_beside_its_report(capsys, tmp_path):
     capsys.readouterr()
     assert code == ExitCode.NOT_READY
     [suite] = list(JUnitXml.fromfile(str(junit)))
-    assert (suite.tests, suite.failures, suite.skipped) == (59, 1, 11)
+    assert (suite.tests, suite.failures, suite.skipped) == (60, 1, 12)
     again = tmp_path / "again.md"
     assert run(capsys, saved, "--markdown", again)[0] == ExitCode.NOT_READY
     assert again.read_text() == summary.read_text()

@@ -16,6 +16,7 @@ import re
 import resource
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tarfile
@@ -31,6 +32,7 @@ from gpuready.evidence.layout import BUNDLE_FILES, ENV_PREFIXES
 from gpuready.i18n import sentence
 from gpuready.facts import torch_probe
 from gpuready.facts.network_files import IB_ERROR_COUNTERS, IB_HW_COUNTERS
+from gpuready.facts.imex import CHANNEL_DEVICE, CHANNEL_FOLDER
 from gpuready.facts.nvml import collect_nvml
 
 COMMAND_TIMEOUT_S = 10.0
@@ -160,6 +162,51 @@ def _sysfs() -> Collected:
     return Collected(text=head_sections(paths), command="read /sys/class/{infiniband,net}")
 
 
+# `nvidia-imex-ctl -N` asks every peer of the IMEX domain: a short limit, so that one unreachable peer cannot hold the
+# whole collection.
+IMEX_CTL_TIMEOUT_S = 5.0
+
+
+def _imex_ctl() -> Collected:
+    """The domain as this node's IMEX daemon sees it; the tool's own error (no daemon running here) goes to the
+    manifest, not to a parser."""
+    collected = run_command(["nvidia-imex-ctl", "-N", "-j"], timeout_s=IMEX_CTL_TIMEOUT_S)
+    if collected.exit_code in (None, 0):
+        return collected
+    reason = (collected.text or "").strip()[-300:] or f"exit code {collected.exit_code}"
+    return Collected(text=None, command=collected.command, exit_code=collected.exit_code,
+                     duration_s=collected.duration_s, error=reason)
+
+
+def _imex_service() -> Collected:
+    """`systemctl is-active nvidia-imex` where systemd runs (sd_booted(3): /run/systemd/system exists); a container
+    without systemd records nothing."""
+    if not os.path.isdir("/run/systemd/system"):
+        return Collected(text=None, command="systemctl is-active nvidia-imex", error="systemd is not running here")
+    return run_command(["systemctl", "is-active", "nvidia-imex"])
+
+
+def _imex_channels() -> Collected:
+    """The IMEX channel devices this process sees (NVIDIA IMEX guide, "IMEX channels") and the driver's major for
+    them in /proc/devices, as `==> path <==` sections; the folder's section only where the folder exists."""
+    try:
+        devices = [line for line in Path("/proc/devices").read_text().splitlines()
+                   if line.strip().endswith(f" {CHANNEL_DEVICE}")]
+    except OSError:
+        devices = []
+    text = "==> /proc/devices <==\n" + "".join(f"{line}\n" for line in devices)
+    if os.path.isdir(CHANNEL_FOLDER):
+        text += f"\n==> {CHANNEL_FOLDER} <==\n"
+        for path in sorted(glob.glob(f"{CHANNEL_FOLDER}/channel*"))[:4096]:
+            try:
+                device = os.stat(path)
+            except OSError:
+                continue
+            kind = "c" if stat.S_ISCHR(device.st_mode) else "-"
+            text += f"{Path(path).name} {kind} {os.major(device.st_rdev)}:{os.minor(device.st_rdev)}\n"
+    return Collected(text=text, command=f"read /proc/devices and {CHANNEL_FOLDER}")
+
+
 def _nvml() -> Collected:
     started = time.monotonic()
     collection = collect_nvml()
@@ -194,6 +241,9 @@ COLLECTORS: dict[str, Callable[[], Collected]] = {
     "ibv_devinfo.txt": lambda: run_command(["ibv_devinfo"]),
     "sysfs.txt": _sysfs,
     "ip-addr.txt": lambda: run_command(["ip", "-o", "addr"]),
+    "nvidia-imex-ctl.txt": _imex_ctl,
+    "imex-service.txt": _imex_service,
+    "imex-channels.txt": _imex_channels,
     "df.txt": lambda: run_command(["df", "-P", "-B1"]),
 }
 

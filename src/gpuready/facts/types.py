@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuready.facts.imex import ImexDomain
+from gpuready.facts.imex import ImexChannels, ImexDomain
 from gpuready.facts.log_facts import LogFacts
 
 
@@ -300,6 +300,10 @@ class Facts:
     ib_ports: list[IbPort] | None = None
     imex: ImexDomain | None = None
     """`nvidia-imex-ctl -N` (text or `-j`): the IMEX domain this node sees."""
+    imex_channels: ImexChannels | None = None
+    """The IMEX channel devices this process sees (`imex-channels.txt`); None where not recorded."""
+    imex_service: str | None = None
+    """`systemctl is-active nvidia-imex` (`active`, `inactive`, `failed` …); None where not recorded (no systemd)."""
     net_interfaces: list[NetInterface] | None = None
     rendezvous_port_free: bool | None = None
     live: bool = False
