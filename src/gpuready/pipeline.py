@@ -202,7 +202,9 @@ def summarize_facts(facts: Facts) -> dict:
                      "compute_capability": gpu.compute_capability, "power_limit_w": gpu.power_limit_w,
                      "pcie": f"Gen{gpu.pcie_gen_current or '?'}/{gpu.pcie_gen_max or '?'} "
                              f"x{gpu.pcie_width_current or '?'}/{gpu.pcie_width_max or '?'}",
-                     "temperature_c": gpu.temperature_c, "source": gpu.source})
+                     "temperature_c": gpu.temperature_c, "source": gpu.source,
+                     **{key: getattr(gpu, key) for key in ("fabric_clique_id", "fabric_cluster_uuid")
+                        if getattr(gpu, key) is not None}})  # the NVLink domain a tray registered in (fleet)
     torch = facts.torch
     return {
         "live": facts.live,

@@ -1,6 +1,6 @@
 """The fleet document (verbs/fleet) as every view shows it: the header, each cohort's number and name, the nodes with
-a problem and what is low (`80 % of the expected 791.2 TFLOP/s`), the notes about the inputs, each measurement's
-label and unit. The console (verbs/fleet/view.py), the HTML page (report/html.py, charts/fleet.py) and the Markdown
+a problem and what is low (`80 % of the expected 791.2 TFLOP/s`) or outside its NVLink domain, the NVLink domains,
+the notes about the inputs, each measurement's label and unit. The console (verbs/fleet/view.py), the HTML page (report/html.py, charts/fleet.py) and the Markdown
 summary (report/fleet_markdown.py) lay this out; none of them words a figure or numbers a cohort itself.
 
 It reads the document alone (the --json output, read back, gives the same view), each value checked for its type.
@@ -69,6 +69,8 @@ class FleetView:
     cohorts: list[CohortView]
     notes: list[str]
     """The inputs that were not judged: unreadable, superseded, skipped files, dropped measurements."""
+    domains: list[str]
+    """The NVLink domains the GB200/GB300 trays registered in (cluster, clique, node count), largest first."""
     nodes: list[NodeView]
     """Every node, problems first, as the fleet judge ordered them."""
     healthy: str
@@ -104,7 +106,7 @@ def fleet_view(document: dict[str, Any], lang: str = "en") -> FleetView:
     return FleetView(
         header=say("fleet.header", nodes=_count(summary.get("nodes"), len(rows)), cohorts=len(cohorts), **counts),
         alarm=bool(counts["failing"] or counts["outlier"]), cohorts=cohorts,
-        notes=_input_notes(document, rows, say), nodes=[_node(row, cohorts, say) for row in rows],
+        notes=_input_notes(document, rows, say), domains=_domains(document, say), nodes=[_node(row, cohorts, say) for row in rows],
         healthy=say("fleet.healthy", count=counts["healthy"]),
         rule=say("fleet.rule", z=number(limits.get("z_limit")) or 0, floor=number(limits.get("floor_pct")) or 0,
                  fraction=number(limits.get("expected_fraction")) or 0) + _noise_floors(limits, say),
@@ -222,7 +224,42 @@ def _what(row: dict, say: Say) -> list[str]:
         lines.append(say("fleet.own_report.not_ready", files=", ".join(failed)))
     elif row.get("verdict") == "unknown":
         lines.append(say("fleet.own_report.unknown"))
-    return lines + [_low(mapping(outlier), say) for outlier in sequence(row.get("outliers"))]
+    domain = mapping(row.get("nvlink_domain"))
+    return lines + ([_domain(domain, say)] if domain else []) + \
+        [_low(mapping(outlier), say) for outlier in sequence(row.get("outliers"))]
+
+
+def _domains(document: dict, say: Say) -> list[str]:
+    """One line per NVLink domain (the first NAMED_AT_MOST), then how many more."""
+    domains = [mapping(domain) for domain in sequence(document.get("nvlink_domains"))]
+    lines = [say("fleet.domain.line", **_pair(domain), nodes=_count(domain.get("nodes")))
+             for domain in domains[:NAMED_AT_MOST]]
+    return lines + ([say("fleet.domain.more", count=len(domains) - NAMED_AT_MOST)] if len(domains) > NAMED_AT_MOST
+                    else [])
+
+
+def _pair(entry: dict) -> dict[str, str]:
+    return {"uuid": text(entry.get("cluster_uuid"), "-"), "clique": text(entry.get("clique_id"), "-")}
+
+
+def _domain(domain: dict, say: Say) -> str:
+    """The node's NVLink domain finding (verbs/fleet/nvlink_domain.py), its values beside the majority's."""
+    kind = domain.get("kind")
+    majority = mapping(domain.get("majority"))
+    theirs = say("fleet.domain.majority", **_pair(majority), nodes=_count(majority.get("nodes"))) if majority \
+        else say("fleet.domain.no_majority")
+    if kind == "mixed":
+        gpus = [say("fleet.domain.gpus", **_pair(mapping(entry)),
+                    gpus=", ".join(text(index) for index in sequence(mapping(entry).get("gpus"))))
+                for entry in map(mapping, sequence(domain.get("gpus")))]
+        return say("fleet.domain.mixed", values=say("list.separator").join(gpus), majority=theirs)
+    if kind == "clique_split":
+        cliques = ", ".join(say("fleet.domain.split_part", clique=text(entry.get("clique_id")),
+                                nodes=_count(entry.get("nodes"))) for entry in map(mapping, sequence(domain.get("cliques"))))
+        return say("fleet.domain.clique_split", **_pair(domain), cliques=cliques)
+    if kind in ("unregistered", "cluster", "clique"):
+        return say(f"fleet.domain.{kind}", **_pair(domain), majority=theirs)
+    return text(kind)
 
 
 def _low(outlier: dict, say: Say) -> str:

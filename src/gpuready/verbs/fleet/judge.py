@@ -4,7 +4,8 @@ A node is a host: its reports (validate, burn, bench …) are read together, the
 is superseded, and said so). Its figure of a measurement is its worst GPU's (or GPU pair's). Within a cohort (same
 GPU model, GPU count, driver) the figure is judged against the cohort's median and MAD, or against a baseline's
 where one covers the cohort (stats.stands_out); and against its own expectation, so that a fleet slow everywhere is
-still caught (stats.share_of_expected below validate's warning line).
+still caught (stats.share_of_expected below validate's warning line). Across cohorts, the NVLink cluster and clique
+GB200/GB300 trays registered in (nvlink_domain.py): a node outside its domain is an outlier too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from gpuready import __version__
 from gpuready.i18n import json_values
 from gpuready.model import ExitCode, worst_exit_code
+from gpuready.verbs.fleet.nvlink_domain import NodeFabric, judge_domains
 from gpuready.verbs.fleet.read import (LARGEST_FIGURE, MAX_NAMES_PER_REPORT, WHOLE_FILE_BYTES, Cohort, Document,
                                       Figure, FleetDocument, Unreadable, read_report, report_files)
 from gpuready.report.measurement_kinds import kinds
@@ -42,6 +44,10 @@ class Node:
     @property
     def cohort(self) -> Cohort | None:
         return next((document.cohort for document in self._newest_first() if document.cohort), None)
+
+    @property
+    def fabric(self) -> NodeFabric | None:
+        return next((document.fabric for document in self._newest_first() if document.fabric), None)
 
     def figures(self) -> dict[Key, Figure]:
         merged: dict[Key, Figure] = {}
@@ -135,7 +141,8 @@ def judge(gathered: Gathered, limits: Limits, baseline: Baseline | None = None,
     ordered = sorted(by_cohort.items(), key=lambda item: (item[0] is None, -len(item[1]), str(item[0])))
     outliers: dict[int, list[Outlier]] = defaultdict(list)
     cohorts = [_judge_cohort(cohort, nodes, limits, baseline, outliers) for cohort, nodes in ordered]
-    rows = [_node_row(node, outliers.get(id(node), []), index)
+    domains, domain_found = judge_domains([(id(node), node.fabric) for node in gathered.nodes.values()])
+    rows = [_node_row(node, outliers.get(id(node), []), index, domain_found.get(id(node)))
             for index, (_cohort, nodes) in enumerate(ordered) for node in nodes]
     rows.sort(key=lambda row: (_rank(NODE_VERDICT_ORDER)(row["verdict"]),
                                -max((outlier["deficit_pct"] for outlier in row["outliers"]), default=0.0),
@@ -159,6 +166,7 @@ def judge(gathered: Gathered, limits: Limits, baseline: Baseline | None = None,
         "exit_code": int(code),
         "nodes": rows,
         "cohorts": cohorts,
+        "nvlink_domains": domains,
         "measurements": _fleet_wide(gathered.nodes.values()),
         "unreadable": [{"file": item.path, "reason": str(item),
                         "reason_text": {"message_id": item.why.msg_id, "message_values": json_values(item.why.values)}}
@@ -230,10 +238,10 @@ def _rules(figure: Figure, centre: Spread, limits: Limits, basis: str) -> list[s
     return rules
 
 
-def _node_row(node: Node, outliers: list[Outlier], cohort_index: int) -> dict[str, Any]:
+def _node_row(node: Node, outliers: list[Outlier], cohort_index: int, domain: dict | None) -> dict[str, Any]:
     report_verdict = node.report_verdict()
     out_of_range = node.out_of_range()
-    verdict = ("failing" if report_verdict == "not_ready" else "outlier" if outliers or out_of_range else
+    verdict = ("failing" if report_verdict == "not_ready" else "outlier" if outliers or out_of_range or domain else
                "unknown" if report_verdict in (None, "unknown", "no_verdict") else "healthy")
     return {"host": node.name or None, "verdict": verdict, "report_verdict": report_verdict, "cohort": cohort_index,
             "files": node.files(),
@@ -244,7 +252,7 @@ def _node_row(node: Node, outliers: list[Outlier], cohort_index: int) -> dict[st
             + [{"name": name, "subject": {"kind": kind, "gpu": None, "peer": None}, "value": None, "unit": None,
                 "median": None, "deficit_pct": 0.0, "z": None, "expected": None, "share_of_expected": None,
                 "rules": ["out_of_range"], "limit": LARGEST_FIGURE} for name, kind in out_of_range],
-            "dropped_measurements": node.dropped_names()}
+            "dropped_measurements": node.dropped_names(), "nvlink_domain": domain}
 
 
 def _outlier_row(outlier: Outlier) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""Report documents (files, or folders of them) → what the fleet keeps of each: host, verdict, cohort, and per
-measurement the node's worst figure. One file at a time; a large file is streamed (report/json_stream.py), so memory holds the
-figures of every node and one file's wanted parts, never the telemetry."""
+"""Report documents (files, or folders of them) → what the fleet keeps of each: host, verdict, cohort, its GPUs'
+NVLink cluster and clique, and per measurement the node's worst figure. One file at a time; a large file is streamed
+(report/json_stream.py), so memory holds the figures of every node and one file's wanted parts, never the telemetry."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from gpuready.model import UNKNOWN_HOST
 from gpuready.report.document import shown_verdict
 from gpuready.report.measurement_kinds import kind_of
 from gpuready.report.json_stream import NotJson, pick_members
+from gpuready.verbs.fleet.nvlink_domain import NodeFabric, fabric_of
 
 WHOLE_FILE_BYTES = 4 << 20
 """A report up to this size is decoded whole (C json: ~10x its size in objects); a larger one (a long burn's
@@ -92,6 +93,8 @@ class Document:
     """(name, kind) of figures beyond LARGEST_FIGURE: the node is flagged for them, they are not judged."""
     dropped_names: int = 0
     """Measurement names beyond MAX_NAMES_PER_REPORT, not read."""
+    fabric: NodeFabric | None = None
+    """Its GPUs' NVLink cluster UUID and clique id (nvlink_domain.py), where they report one."""
 
 
 class Unreadable(Exception):
@@ -215,7 +218,8 @@ def _document(path: str, picked: dict[str, Any]) -> Document:
     document = Document(path=path, host=host if isinstance(host, str) and host and host != UNKNOWN_HOST else "",
                         verb=next((verb for verb in VERBS_IN_FACTS if verb in facts), "check"),
                         started_at=started if isinstance(started, str) else "",
-                        verdict=verdict if isinstance(verdict, str) else None, cohort=cohort_of(facts))
+                        verdict=verdict if isinstance(verdict, str) else None, cohort=cohort_of(facts),
+                        fabric=fabric_of(facts))
     for entry in measurements:
         if entry is None:
             continue

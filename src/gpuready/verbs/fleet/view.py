@@ -26,6 +26,8 @@ def render_fleet(document: dict[str, Any], lang: str = "en", verbose: bool = Fal
     print_paragraph(console, Text(view.header, style="bold"))
     for cohort in view.cohorts:
         print_paragraph(console, cohort.line)
+    for line in view.domains:
+        print_paragraph(console, line)
     for note in view.notes:
         print_paragraph(console, note)
     if view.problems:
