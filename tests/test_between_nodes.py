@@ -130,3 +130,44 @@ def test_retest_rounds_when_trusted_nodes_run_short():
     assert retest_round(["s1", "s2"], ["t1", "t2"], met=[("t1", "s1")]) == [[("t2", "s1"), ("t1", "s2")]]
     assert retest_round(["s1"], ["t1"], met=[("s1", "t1")]) == []
     assert cross_round(["a", "b", "c", "d"], met=[("a", "b"), ("c", "d")]) == [("a", "c"), ("b", "d")]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def between_nodes_run(tmp_path, count: int = 4, *args: str):
+    """`count` torchrun 'nodes' on this host, one CPU rank each (gloo), each named by its own GPUREADY_NODE_NAME,
+    c10d rendezvous over loopback: validate --between-nodes, as a cluster would run it."""
+    endpoint = f"127.0.0.1:{_free_port()}"
+    out = tmp_path / "validate.json"
+    nodes = [subprocess.Popen([sys.executable, "-m", "gpuready", "validate", "--device", "cpu", "--nnodes", str(count),
+                               "--nproc-per-node", "1", "--rdzv-endpoint", endpoint, "--between-nodes", "--json",
+                               "--out", str(out), "--log-dir", str(tmp_path / f"logs{i}"), *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "GPUREADY_NODE_NAME": f"node{i}"}) for i in range(count)]
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    assert out.exists(), [err[-1500:] for _, err in outputs]
+    return [node.returncode for node in nodes], json.loads(out.read_text())
+
+
+def test_four_nodes_none_slowed_none_named(tmp_path):
+    pytest.importorskip("torch")
+    codes, report = between_nodes_run(tmp_path)
+    pairs = report["facts"]["between_nodes"]
+    # the rendezvous gives ranks in the order the nodes joined: the ring follows the ranks
+    order = [node["node"] for node in pairs["nodes"]]
+    assert sorted(order) == ["node0", "node1", "node2", "node3"] and [n["rank"] for n in pairs["nodes"]] == [0, 1, 2, 3]
+    a, b, c, d = order
+    assert [(r["round"], r["kind"], [p["nodes"] for p in r["pairs"]]) for r in pairs["rounds"]] == [
+        (1, "ring", [[a, b], [c, d]]), (2, "ring_shifted", [[b, c], [d, a]])]
+    figures = [p["gb_per_s"] for r in pairs["rounds"] for p in r["pairs"]]
+    assert all(isinstance(f, float) and f > 0 for f in figures), pairs
+    assert all(p["error"] is None and p["transport"] == "TCP (gloo)" and p["latency_us"] > 0
+               for r in pairs["rounds"] for p in r["pairs"])
+    assert (pairs["basis"], pairs["bad_nodes"], pairs["bad_links"]) == ("median", [], [])
+    found = [f for f in report["findings"] if f["check_id"].startswith("network.")]
+    assert [(f["check_id"], f["status"]) for f in found] == [("network.node_slow", "pass")]
+    assert codes == [0, 0, 0, 0], [(f["check_id"], f["message"]) for f in report["findings"] if f["status"] != "pass"]

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from gpuready.facts.gpu_users import own_gpu_users as read_own_gpu_users
 from gpuready.i18n import said
-from gpuready.workloads import burn, collectives, ddp, gpu_bench, train
+from gpuready.workloads import between_nodes, burn, collectives, ddp, gpu_bench, train
 from gpuready.workloads.context import RankContext, RankOptions, runtime_versions
 from gpuready.runner.progress import (RDZV_STORE_VARIABLE, RESULT_KEY, SPEC_VARIABLE, STORE_VARIABLE, Heartbeat,
                                       ProgressReporter, run_store_prefix)
@@ -41,6 +41,7 @@ def workload_functions() -> dict[str, Callable[[RankContext], Any]]:
         "p2p": gpu_bench.run_p2p,
         "collectives": collectives.run_collectives_as_dict,
         "ddp": ddp.run_ddp,
+        "between_nodes": between_nodes.run_between_nodes,
     }
 
 

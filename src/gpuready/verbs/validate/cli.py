@@ -30,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     groups.add_target_gpus(parser)
     parser.add_argument("--only", metavar="LIST", help=said("cli.validate.only"))
     parser.add_argument("--quick", action="store_true", help=said("cli.validate.quick"))
+    parser.add_argument("--between-nodes", action="store_true", help=said("cli.validate.between_nodes"))
     groups.add(parser, "timeout", said("cli.validate.timeout"), default=120.0)
     groups.add(parser, "startup_timeout")
     parser.add_argument("--deadline", type=kind.RUN_S, metavar="S",
@@ -52,6 +53,10 @@ def _validate(args: argparse.Namespace) -> int:
     unknown = [item for item in only if item not in WORKLOADS]
     if unknown:
         raise UsageError(said("error.only.unknown", unknown=", ".join(unknown), known=", ".join(WORKLOADS)))
+    if args.between_nodes:  # the pair tests alone, or beside the workloads --only names
+        if not (args.nnodes or under_torchrun()):
+            raise UsageError(said("error.between_nodes.needs_nodes"))
+        only = (*(only if args.only else ()), "between_nodes")
     check_out(args)
     check_log_dir(args)
     options = ValidateOptions(device=args.device, backend=args.backend, ranks=args.ranks, only=only,

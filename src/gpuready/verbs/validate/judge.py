@@ -12,6 +12,7 @@ from gpuready.model import Finding, GpuRef, Measurement, Status, Subject
 from gpuready.estimate import expect
 from gpuready.runner.local import RunOutcome
 from gpuready.verbs.validate import transport
+from gpuready.verbs.validate.between_nodes import between_nodes_facts, between_nodes_findings
 
 PEER_LOST = re.compile(r"closed by peer|reset by peer|broken pipe|connection refused|remote (process|peer|worker)|"
                        r"ncclRemoteError|peer .*(exited|crash)", re.IGNORECASE)
@@ -28,6 +29,8 @@ class Judge:
         self.limits = thresholds("validate")
         self.transport_facts: dict[str, Any] | None = None
         """Across nodes on NCCL: the transport per communicator (the report's facts.validate.nccl_transport)."""
+        self.between_nodes: dict[str, Any] | None = None
+        """validate --between-nodes: the pair tests (the report's facts.between_nodes)."""
 
     # -- subjects -------------------------------------------------------------------------------
     def _gpu_ref(self, result: dict[str, Any]) -> GpuRef | None:
@@ -85,6 +88,7 @@ class Judge:
         self._p2p(results)
         self._collectives(results)
         self._ddp(results)
+        self._between_nodes(results)
 
     def _failures(self) -> None:
         for failure in self.outcome.failures:
@@ -292,6 +296,13 @@ class Judge:
         self.transport_facts = {"transports": seen.transports, "communicators": seen.communicators,
                                 "files": seen.files, "unread": {str(rank): why for rank, why in seen.unread.items()}}
         return seen
+
+    def _between_nodes(self, results: list[dict[str, Any]]) -> None:
+        """validate --between-nodes: rank 0's pair tests (every rank's failure is its own finding)."""
+        data = [self._workload(result, "between_nodes") for result in results]
+        if data and data[0]:
+            self.between_nodes, conclusion = between_nodes_facts(data[0])
+            self.findings += between_nodes_findings(self.between_nodes, conclusion, self.host)
 
     def _shared_result(self, results: list[dict[str, Any]], name: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """A workload every rank runs together: errors of any rank are findings; one rank's data is the figure."""

@@ -89,6 +89,9 @@ COLLECTIVE_CALL_S = {"cuda": 0.0035, "cpu": 0.02}
 COLLECTIVE_BUS_BYTES_PER_S = {"cuda": 100e9, "cpu": 0.4e9}
 """Bus bandwidth the estimate assumes: gloo on the 2-core VM moved 10.5 GB in 27 s (2 ranks); 100 GB/s for NCCL is an
 assumption between PCIe (~20 GB/s) and NVLink (~400 GB/s busbw), not a measurement."""
+BETWEEN_NODES_S = 15.0
+"""validate --between-nodes: the pair tests' rounds (an assumption of a few rounds of a few seconds each; the pairs of
+one host run one after another)."""
 P2P_PAIR_S = 1.0
 """One ordered GPU pair's copies (512 MiB × 16 × 3 samples, both directions, and latencies): an assumption, not
 measured here (one GPU lent)."""
@@ -106,7 +109,7 @@ def predicted_seconds(options: ValidateOptions, device: str, ranks: int) -> floa
     share = 2 * (ranks - 1) / ranks if ranks > 1 else 0.0  # nccl-tests' all_reduce bus factor: 2(n-1)/n
     costs = {"collectives": len(sizes) * operations * COLLECTIVE_CALL_S[kind]
                             + bus_bytes * max(share, 1.0 if not cuda else 0.0) / COLLECTIVE_BUS_BYTES_PER_S[kind],
-             "p2p": P2P_PAIR_S * ranks * (ranks - 1)}
+             "p2p": P2P_PAIR_S * ranks * (ranks - 1), "between_nodes": BETWEEN_NODES_S}
     for name in ("compute", "transfer", "ddp"):
         costs[name] = WORKLOAD_S.get((kind, name, "quick") if quick else (kind, name),
                                      WORKLOAD_S.get((kind, name), 0.0))
@@ -157,6 +160,8 @@ def build_report(outcome: RunOutcome, facts: Any, host: str, fail_on_warn: bool 
         report.facts["validate"]["rendezvous_store"] = outcome.store_address
     if judge.transport_facts is not None:  # across nodes on NCCL: the transport per communicator (issue 33)
         report.facts["validate"]["nccl_transport"] = judge.transport_facts
+    if judge.between_nodes is not None:  # validate --between-nodes (issue 34)
+        report.facts["between_nodes"] = judge.between_nodes
     if outcome.overridden_env:  # the user's own values that the ranks did not run with
         report.facts["validate"]["overridden_env"] = outcome.overridden_env
     return report
