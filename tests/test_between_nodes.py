@@ -8,7 +8,9 @@ import os
 import socket
 import subprocess
 import sys
+from importlib import resources
 
+import jsonschema
 import pytest
 
 from gpuready.estimate.pair_tests import (PairResult, conclude, cross_round, next_round, retest_round, ring_rounds,
@@ -156,6 +158,7 @@ def between_nodes_run(tmp_path, count: int = 4, *args: str):
 def test_four_nodes_none_slowed_none_named(tmp_path):
     pytest.importorskip("torch")
     codes, report = between_nodes_run(tmp_path)
+    jsonschema.validate(report, json.loads(resources.files("gpuready").joinpath("schema/report.schema.json").read_text()))
     pairs = report["facts"]["between_nodes"]
     # the rendezvous gives ranks in the order the nodes joined: the ring follows the ranks
     order = [node["node"] for node in pairs["nodes"]]
