@@ -119,6 +119,10 @@ MAKERS: dict[str, Callable[[Path], None]] = {
                                                  "all_reduce_16x_h100_a3mega.txt", folder / "nccl_tests.txt"),
     "config.json": lambda folder: (folder / "config.json").write_text(json.dumps(LLAMA31_8B)),
     "reports/": _fleet,
+    "ibstat.txt": lambda folder: shutil.copy(FIXTURES / "public" / "ib-rails" / "ibstat-nccl-tests-128.txt",
+                                             folder / "ibstat.txt"),
+    "nvidia-imex-ctl.txt": lambda folder: shutil.copy(FIXTURES / "mnnvl" / "imex-ctl-2-nodes-down.json",
+                                                      folder / "nvidia-imex-ctl.txt"),
 }
 """How each input file an example names is made in its scratch folder. Saved reports (run.json, before.json,
 after.json) are `check --bundle` of the H200 collection, made once per session (`saved_reports`)."""
@@ -188,6 +192,15 @@ README_RUNS = {
 }
 
 DOCS_RUNS = {
+    "gpuready diagnose ibstat.txt": Example(
+        1, "NVIDIA/nccl-tests#128's ibstat: mlx5_1 Down beside an Active mlx5_0 of the same model; a finding fails",
+        inputs=("ibstat.txt",), shows=("network.rail_down", "mlx5_1")),
+    "gpuready diagnose nvidia-imex-ctl.txt": Example(
+        1, "a 2-node IMEX domain DOWN with a node UNAVAILABLE (tests/fixtures/mnnvl): a finding fails",
+        inputs=("nvidia-imex-ctl.txt",), shows=("nvlink.imex_domain", "UNAVAILABLE")),
+    "gpuready launch slurm --nnodes 2 --nproc-per-node 8 --reports /shared/reports --out validate.sbatch -- validate":
+        Example(0, "writes the sbatch; each node's report is named by its Slurm NodeName",
+                writes={"validate.sbatch": "SLURMD_NODENAME"}),
     "gpuready diagnose rank3.err out.txt dmesg.txt": Example(
         1, "dmesg.txt holds Xid 79: a finding fails", inputs=("rank3.err", "out.txt", "dmesg.txt"), shows=("79",)),
     "gpuready diagnose ticket-4711/ node7-bundle.tar.gz": Example(
@@ -259,6 +272,9 @@ PARSE_ONLY = {
     "gpuready monitor": "NVML, and runs until Ctrl-C",
     "gpuready monitor --jsonl gpu.jsonl": "NVML, and runs until Ctrl-C",
     "gpuready monitor --jsonl /var/log/gpu.jsonl --prometheus-port 9401 --quiet": "NVML, and runs until Ctrl-C",
+    "gpuready check --multi-node": "a live check of whatever machine runs the tests",
+    "gpuready check --bundle /shared/bundles/gpuready-bundle-node7.tar.gz --multi-node":
+        "a cluster's shared folder (an absolute path outside the scratch folder)",
     "gpuready fleet /shared/reports": "a cluster's shared folder (an absolute path outside the scratch folder)",
     "gpuready fleet /shared/reports --save-baseline golden.json": "a cluster's shared folder",
     "gpuready fleet /shared/new-racks --baseline golden.json": "a cluster's shared folder",

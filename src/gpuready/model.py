@@ -264,7 +264,9 @@ class Report:
         return [f for f in self.findings if f.category not in MULTI_NODE_CATEGORIES]
 
     def exit_code(self) -> int:
-        judged = self.findings if self.multi_node else self._single_node_findings()
+        # Where the evidence cannot show the GPUs (a pasted ibstat, an IMEX table), what it does show is judged
+        # whole: a failing rail is a failure even for a single-node verdict that stays `unknown`.
+        judged = self.findings if self.multi_node or self.not_enough_evidence else self._single_node_findings()
         statuses = {finding.status for finding in judged}
         codes = [ExitCode.READY]
         if Status.FAIL in statuses or (self.fail_on_warn and Status.WARN in statuses):
