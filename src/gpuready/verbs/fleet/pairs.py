@@ -1,0 +1,91 @@
+"""`fleet`: the pair tests between nodes that `validate --between-nodes` reports carry (`facts.between_nodes`), read
+from every report given and concluded again with estimate/pair_tests.py's `conclude` (the same code validate's judge
+runs), so that several runs combine: a node slow in one run's pairs and in another's is named once, with every
+figure.
+
+The reports come from outside: node names are bounded printable text, a figure a finite number >= 0 (anything else
+counts as a failed pair, as validate writes one), and one report gives at most MAX_PAIRS pairs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuready.estimate.pair_tests import PairResult, conclude
+
+MAX_PAIRS = 10_000
+"""Pairs read from one report: 16 nodes' plan is 16 ring pairs and a few retests; a report with more is cut."""
+MAX_NAME = 253
+"""A node name's longest form (node.py: a DNS name)."""
+KINDS = ("ring", "ring_shifted", "retest")
+
+
+@dataclass(kw_only=True)
+class PairRun:
+    """One report's pair tests."""
+    path: str
+    results: list[PairResult] = field(default_factory=list)
+    transports: list[str | None] = field(default_factory=list)
+    expected_gb_per_s: float | None = None
+
+
+def read_pairs(facts: dict[str, Any], path: str) -> PairRun | None:
+    """The pair tests of one report's facts, or None where it has none."""
+    data = facts.get("between_nodes") if isinstance(facts, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("rounds"), list):
+        return None
+    expected = data.get("expected_gb_per_s")
+    run = PairRun(path=path, expected_gb_per_s=float(expected) if _figure(expected) else None)
+    for entry in data["rounds"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("pairs"), list):
+            continue
+        kind = entry.get("kind") if entry.get("kind") in KINDS else "retest"
+        for pair in entry["pairs"]:
+            nodes = pair.get("nodes") if isinstance(pair, dict) else None
+            if not (isinstance(nodes, list) and len(nodes) == 2 and all(map(_name, nodes))) or nodes[0] == nodes[1]:
+                continue
+            if len(run.results) >= MAX_PAIRS:
+                return run
+            figure = pair.get("gb_per_s")
+            run.results.append(PairResult(nodes=(nodes[0], nodes[1]), kind=kind,
+                                          gb_per_s=float(figure) if _figure(figure) else None))
+            transport = pair.get("transport")
+            run.transports.append(transport[:100] if isinstance(transport, str) and transport.isprintable() else None)
+    return run if run.results else None
+
+
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_NAME and value.isprintable()
+
+
+def _figure(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def fleet_pairs(runs: list[PairRun]) -> dict[str, Any] | None:
+    """The fleet document's `between_nodes`: the bad nodes (each with its pairs' figures and transport), the bad links
+    and the pairs not narrowed, against the expected figure where every run had the same one, else the median of the
+    ring's pairs of all runs; None where no report carried pair tests."""
+    if not runs:
+        return None
+    results = [result for run in runs for result in run.results]
+    transports = [transport for run in runs for transport in run.transports]
+    expected = {run.expected_gb_per_s for run in runs}
+    common = next(iter(expected)) if len(expected) == 1 else None
+    conclusion = conclude(results, common)
+    reference = conclusion.slowness.reference_gb_per_s
+
+    def rows(wanted) -> list[dict[str, Any]]:
+        return [{"nodes": list(result.nodes), "gb_per_s": result.gb_per_s, "expected_gb_per_s": reference,
+                 "transport": transport, "slow": is_slow}
+                for result, transport, is_slow in zip(results, transports, conclusion.slowness.slow) if wanted(result)]
+    return {"runs": [run.path for run in runs], "pairs": len(results), "basis": conclusion.slowness.basis,
+            "expected_gb_per_s": common, "reference_gb_per_s": reference,
+            "floor_gb_per_s": conclusion.slowness.floor_gb_per_s,
+            "bad_nodes": [{"node": node, "pairs": rows(lambda result, node=node: node in result.nodes)}
+                          for node in conclusion.bad_nodes],
+            "bad_links": [{"nodes": list(link), "pairs": rows(lambda result, link=link: set(result.nodes) == set(link))}
+                          for link in conclusion.bad_links],
+            "undecided": [{"nodes": list(pair), "pairs": rows(lambda result, pair=pair: set(result.nodes) == set(pair))}
+                          for pair in conclusion.undecided]}
