@@ -9,7 +9,7 @@ between the two is bad. Two rounds of disjoint pairs cover a ring, so every node
 - a node with a passing pair is *cleared* (a bad node passes no pair);
 - a node none of whose pairs passed is a *suspect*; it is a bad node once it was slow with two different cleared nodes
   (one slow partner alone could be a bad link), else it is retested with a *trusted* node (every pair of it passed)
-  it has not met yet;
+  it has not met yet, or, where none is left, with another cleared node;
 - a slow pair whose two nodes are both cleared is a bad link.
 
 Cost. With one bad node among N (N >= 4, even) both of its ring partners are cleared by their other pair, so it is
@@ -33,6 +33,7 @@ from typing import Iterable, Sequence
 from gpuready.knowledge import thresholds
 
 Pair = tuple[str, str]
+RING_KINDS = ("ring", "ring_shifted")
 
 
 def floor_fraction() -> float:
@@ -205,7 +206,22 @@ def next_round(nodes: Sequence[str], results: Sequence[PairResult], expected: fl
         return []
     met = [result.nodes for result in results]
     trusted = [node for node in trusted_nodes(results, conclusion.slowness.slow) if node in nodes]
-    rounds = retest_round(conclusion.retest, trusted, met)
+    # then the other cleared nodes (a pair passed with them: no bad node), where no trusted one is left to meet
+    _, cleared = _split(met, conclusion.slowness.slow)
+    partners = trusted + sorted(node for node in cleared - set(trusted) if node in nodes)
+    rounds = retest_round(conclusion.retest, partners, met)
     if rounds:
         return rounds[0]
     return cross_round(conclusion.retest, met)
+
+
+def plan(nodes: Sequence[str], done: int, measured: Sequence[PairResult], expected: float | None = None) -> tuple[
+        str, list[Pair]]:
+    """The round after `done` rounds whose pairs gave `measured`: (its kind, its pairs); no pairs where the plan is
+    done (the ring's rounds, then retests while they can decide something, at most `max_extra_rounds`)."""
+    ring = ring_rounds(nodes)
+    if done < len(ring):
+        return RING_KINDS[done], ring[done]
+    if done - len(ring) >= max_extra_rounds(len(nodes)):
+        return "retest", []
+    return "retest", next_round(nodes, measured, expected)

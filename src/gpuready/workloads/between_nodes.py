@@ -15,12 +15,11 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from gpuready.estimate.pair_tests import PairResult, max_extra_rounds, next_round, ring_rounds
+from gpuready.estimate.pair_tests import PairResult, plan
 from gpuready.i18n import said
 from gpuready.node import node_name
 from gpuready.workloads.context import RankContext
 
-RING_KINDS = ("ring", "ring_shifted")
 LATENCY_ITERATIONS = 20
 """Round trips of the small-message ping-pong (after 3 warm-up trips); one-way latency = round trip / 2."""
 LATENCY_BYTES = 4
@@ -50,13 +49,12 @@ def run_between_nodes(ctx: RankContext) -> dict[str, Any]:
     nodes = [member["node"] for member in members]
     rounds: list[dict[str, Any]] = []
     measured: list[PairResult] = []
-    ring = ring_rounds(nodes)
     while True:
-        plan: list[Any] = [None]
+        planned: list[Any] = [None]
         if ctx.rank == 0:
-            plan[0] = _plan(nodes, ring, rounds, measured)
-        dist.broadcast_object_list(plan, src=0)
-        kind, pairs = plan[0]
+            planned[0] = plan(nodes, len(rounds), measured)
+        dist.broadcast_object_list(planned, src=0)
+        kind, pairs = planned[0]
         if not pairs:
             break
         done = _run_round(ctx, len(rounds) + 1, kind, pairs, rank_of, host_of)
@@ -74,17 +72,6 @@ def _one_rank_per_node(everyone: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if names.count(member["node"]) > 1:
             member["node"] = f"{member['node']}#rank{member['rank']}"
     return members
-
-
-def _plan(nodes: list[str], ring: list[list[tuple[str, str]]], rounds: list[dict[str, Any]],
-          measured: list[PairResult]) -> tuple[str, list[tuple[str, str]]]:
-    """Rank 0: the next round (its kind and pairs); no pairs where the plan is done."""
-    done = len(rounds)
-    if done < len(ring):
-        return RING_KINDS[done], ring[done]
-    if done - len(ring) >= max_extra_rounds(len(nodes)):
-        return "retest", []
-    return "retest", next_round(nodes, measured)
 
 
 def _waves(pairs: list[tuple[str, str]], host_of: dict[str, str]) -> list[list[tuple[str, str]]]:
