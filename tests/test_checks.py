@@ -317,8 +317,8 @@ def test_every_check_has_a_stable_dotted_id():
                   for check_id in re.findall(r"`([a-z_0-9]+\.[a-z_0-9]+)`", line.split(" | ")[0])}
     run_checks(Facts())
     assert set(CHECKS) | {MIXED_MACHINES_ID} == documented and MIXED_MACHINES_ID not in CHECKS
-    # 52 of the machine's facts, 29 of logs alone (diagnose's, judged in checks/ since issue 30), mixed machines
-    assert len(documented) == 90
+    # 52 of the machine's facts, 30 of logs alone (diagnose's, judged in checks/ since issue 30), mixed machines
+    assert len(documented) == 91
     assert all(re.fullmatch(r"[a-z][a-z0-9_]*\.[a-z_0-9]+", check_id) for check_id in documented)
     findings = run_checks(build_facts({"nvml.json": (H200_COLLECT / "nvml.json").read_text()}))
     assert {f.check_id for f in findings} <= documented

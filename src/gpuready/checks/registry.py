@@ -148,7 +148,7 @@ def _fact(facts: Facts, path: str) -> Any:
 
 CHECK_MODULES = ("gpu", "nvlink", "health", "host", "network", "ib_rails", "hca_placement", "nic_kernel", "pcie",
                  "power", "software", "topology", "fabric_mnnvl", "nccl_logs", "torch_logs", "nccl_tests", "host_logs",
-                 "dcgm_diag", "k8s_node")
+                 "dcgm_diag", "k8s_node", "job_logs")
 """The modules of checks, in the order a report lists their findings (the order a plain `check` always had)."""
 
 

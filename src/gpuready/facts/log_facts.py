@@ -16,6 +16,7 @@ from gpuready.facts.host_log import ContainerRequirement, OomKill, ShmError, Sig
 from gpuready.facts.k8s_node import PluginError
 from gpuready.facts.log_lines import Line
 from gpuready.facts.nic_lines import NicLineFacts
+from gpuready.facts.step_times import Series, StepTimeFacts
 
 MAX_EVIDENCE = 5
 """Lines a reader keeps per kind of line: enough to see the pattern, few enough to read."""
@@ -493,6 +494,8 @@ class LogFacts:
     """Kubernetes node descriptions and device-plugin logs."""
     nics: NicLineFacts | None = None
     """lspci's ConnectX device lines (flat or tree), per input."""
+    steps: StepTimeFacts | None = None
+    """Per-rank step times of training logs (diagnose only)."""
 
 
 def log_facts(readers: list) -> LogFacts:

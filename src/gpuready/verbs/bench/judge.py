@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuready.checks.job_logs import STRAGGLER_REFS, straggler_ranks
 from gpuready.checks.kernel_judge import nvml_xid_findings
 from gpuready.i18n import Said, finding_text, said, said_from, said_json
 from gpuready.knowledge import thresholds
@@ -123,6 +124,8 @@ class RunFigures:
     """The lowest rank's result (its shape, precision and versions speak for the run)."""
     step_times_s: list[float] = field(default_factory=list)
     """The slowest rank's step times."""
+    rank_step_times_s: dict[int, list[float]] = field(default_factory=dict)
+    """Every rank's step times (rank → seconds per step): the straggler rule's input."""
     step_median_s: float = 0.0
     tokens_per_s: float = 0.0
     tokens_per_gpu_step: float = 0.0
@@ -309,6 +312,7 @@ class BenchJudge:
         if figures.errors or not good:
             return figures
         slowest = max(good, key=lambda item: _median(item[1]["step_times_s"]))[1]
+        figures.rank_step_times_s = {rank: [float(t) for t in result["step_times_s"]] for rank, result in good}
         figures.step_times_s = [float(t) for t in slowest["step_times_s"]]
         figures.step_median_s = _median(figures.step_times_s)
         tokens = float(figures.first.get("tokens_per_step") or 0)
@@ -352,6 +356,7 @@ class BenchJudge:
                          statistic="max over ranks")
         if run.rss_bytes is not None:
             self.measure("peak_memory_rss_bytes", run, run.rss_bytes, "bytes", statistic="max over ranks")
+        self._ranks(run)
         self._mfu(run)
         self._memory(run)
         self._throttle(run)
@@ -365,6 +370,28 @@ class BenchJudge:
                  said(msg_id + (".more" if len(run.errors) > 1 else ""), run=run.label, rank=rank, error=error,
                       more=len(run.errors) - 1), rank=rank,
                  observed=[{"rank": r, "error": _english(e)} for r, e in run.errors], expected="no error")
+
+    def _ranks(self, run: RunFigures) -> None:
+        """Each rank's mean step time, and the straggler rule (checks/job_logs.py, the one `diagnose` applies to
+        training logs) over them: a rank both one standard deviation and 10 % slower than the mean is named."""
+        times = {rank: steps for rank, steps in run.rank_step_times_s.items() if steps}
+        if len(times) < 2:
+            return
+        for rank, steps in sorted(times.items()):
+            self.measurements.append(Measurement(
+                name="rank_step_time_s", subject=self.subject(rank), value=round(statistics.fmean(steps), 6),
+                unit="seconds", method=self.method(run, statistic="mean of this rank's timed steps", rank=rank),
+                samples=[round(s, 6) for s in steps],
+                versions={str(k): str(v) for k, v in (run.first.get("versions") or {}).items()}))
+        spread = straggler_ranks({rank: statistics.fmean(steps) for rank, steps in times.items()})
+        for row in spread.stragglers:
+            self.add("bench.straggler", Status.WARN, said(
+                "bench.straggler.named", run=run.label, rank=row.rank, host=self.host, mean=round(row.mean, 6),
+                percent=round(100 * row.above, 1), ranks=len(times), overall=round(spread.mean, 6),
+                std=round(spread.std, 6)), rank=row.rank, refs=STRAGGLER_REFS,
+                observed={"rank": row.rank, "mean_s": round(row.mean, 6), "above_mean": round(row.above, 4),
+                          "ranks_mean_s": round(spread.mean, 6), "std_s": round(spread.std, 6)},
+                expected="within one standard deviation or 10 % of the mean of all ranks")
 
     def _mfu(self, run: RunFigures) -> None:
         flops_per_token = run.first.get("flops_per_token")

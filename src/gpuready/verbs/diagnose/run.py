@@ -19,6 +19,7 @@ from gpuready.evidence.markers import KernelLines
 from gpuready.evidence.stream import InputFile, Scanner
 from gpuready.facts.log_facts import log_facts
 from gpuready.facts.log_lines import Reader
+from gpuready.facts.step_time_reader import StepTimeReader
 from gpuready.facts.torch_log_reader import may_be_flight_recorder
 from gpuready.i18n import finding_text, said
 from gpuready.model import INPUTS_HOST, Finding, Report, Status, Subject
@@ -29,7 +30,7 @@ _STATUS_ORDER = {status: status.rank for status in Status}  # model.STATUS_ORDER
 
 def default_readers() -> list[Reader]:
     """Every reader diagnose knows: the kernel log's lines (judged with the machine's facts) and the log readers."""
-    return [KernelLines(), *log_readers()]
+    return [KernelLines(), *log_readers(), StepTimeReader()]
 
 
 def diagnose(paths: Iterable[Path], *, expect_busbw_gb_per_s: float | None = None,
