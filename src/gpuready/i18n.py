@@ -12,6 +12,8 @@ English.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import string
 from dataclasses import dataclass
@@ -42,14 +44,55 @@ def catalogue_paths(lang: str) -> list[Path]:
 
 @lru_cache(maxsize=None)
 def catalogue(lang: str) -> dict[str, str]:
-    """{message id: text} of one language, all its domains (an unknown language: English)."""
-    from babel.messages.pofile import read_po
+    """{message id: text} of one language, all its domains (an unknown language: English). Parsing the PO files
+    takes about 0.1 s, a tenth of a live `check --fast`; the parsed result is kept in the user's cache folder under a
+    key of the files' names, sizes and times, so a later run loads it in milliseconds and an edited file is read
+    again. Where the cache cannot be read or written, the files are parsed every time."""
+    paths = catalogue_paths(lang if lang in LANGUAGES else DEFAULT_LANGUAGE)
+    cached = _cache_file(lang, paths)
+    try:
+        texts = json.loads(cached.read_text(encoding="utf-8")) if cached else None
+    except (OSError, ValueError):
+        texts = None
+    if isinstance(texts, dict):
+        return texts
+    texts = _parse(paths)
+    if cached:
+        _write_quietly(cached, json.dumps(texts, ensure_ascii=False))
+    return texts
+
+
+def _parse(paths: list[Path]) -> dict[str, str]:
+    from babel.messages.pofile import read_po  # only where the cache cannot serve: Babel's import is 40 ms
 
     texts: dict[str, str] = {}
-    for path in catalogue_paths(lang if lang in LANGUAGES else DEFAULT_LANGUAGE):
+    for path in paths:
         with open(path, "rb") as po_file:
             texts.update((entry.id, entry.string) for entry in read_po(po_file) if entry.id and entry.string)
     return texts
+
+
+def _cache_file(lang: str, paths: list[Path]) -> Path | None:
+    """`$XDG_CACHE_HOME/gpuready/catalogue-LANG-KEY.json` (default ~/.cache), KEY a digest of the PO files' names,
+    sizes and modification times; None where no cache folder can be named (no home)."""
+    try:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        stamps = [(path.name, path.stat().st_size, path.stat().st_mtime_ns) for path in paths]
+    except (OSError, RuntimeError):
+        return None
+    key = hashlib.sha256(repr((str(LOCALE_DIR), stamps)).encode()).hexdigest()[:16]
+    return base / "gpuready" / f"catalogue-{lang}-{key}.json"
+
+
+def _write_quietly(path: Path, text: str) -> None:
+    """Write through a temporary name, so that a reader never sees half a file; a read-only home is no error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(path)
+    except OSError:
+        pass
 
 
 MAX_SAID_DEPTH = 6

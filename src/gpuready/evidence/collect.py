@@ -6,6 +6,7 @@ share every parser.
 
 from __future__ import annotations
 
+import functools
 import glob
 import io
 import importlib.metadata
@@ -21,13 +22,14 @@ import subprocess
 import sys
 import tarfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
 from gpuready import __version__
+from gpuready.evidence import prestart
 from gpuready.evidence.layout import BUNDLE_FILES, ENV_PREFIXES
 from gpuready.i18n import sentence
 from gpuready.facts import torch_probe
@@ -48,22 +50,26 @@ class Collected:
     error: str | None = None
 
 
-def run_command(argv: list[str], timeout_s: float = COMMAND_TIMEOUT_S) -> Collected:
-    """Run a tool; its absence, failure or hang is recorded, never raised."""
+def run_command(argv: list[str] | tuple[str, ...], timeout_s: float = COMMAND_TIMEOUT_S) -> Collected:
+    """Run a tool (or take the one prestart.py started for it); its absence, failure or hang is recorded, never
+    raised."""
     command = " ".join(argv)
-    if shutil.which(argv[0]) is None:
+    running = prestart.take(argv)
+    if running is None and shutil.which(argv[0]) is None:
         return Collected(text=None, command=command, error=f"{argv[0]} not found")
-    started = time.monotonic()
     try:
-        completed = subprocess.run(argv, capture_output=True, timeout=timeout_s, text=True, errors="replace",
-                                   env={**os.environ, "LC_ALL": "C"})
-    except subprocess.TimeoutExpired:
-        return Collected(text=None, command=command, duration_s=time.monotonic() - started,
-                         error=f"timed out after {timeout_s:.0f} s")
+        process, started = running or (prestart.launch(argv), time.monotonic())
     except OSError as error:
         return Collected(text=None, command=command, error=str(error))
-    output = completed.stdout + (completed.stderr if completed.returncode != 0 else "")
-    return Collected(text=output, command=command, exit_code=completed.returncode,
+    try:
+        stdout, stderr = process.communicate(timeout=max(0.0, started + timeout_s - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        return Collected(text=None, command=command, duration_s=time.monotonic() - started,
+                         error=f"timed out after {timeout_s:.0f} s")
+    output = stdout + (stderr if process.returncode != 0 else "")
+    return Collected(text=output, command=command, exit_code=process.returncode,
                      duration_s=time.monotonic() - started)
 
 
@@ -221,13 +227,8 @@ def _torch_metadata() -> Collected:
 # file → how to collect it. Each runs in its own thread; every outside program has a timeout.
 COLLECTORS: dict[str, Callable[[], Collected]] = {
     "nvml.json": _nvml,
-    "nvidia-smi.txt": lambda: run_command(["nvidia-smi"]),
-    "nvidia-smi-q.xml": lambda: run_command(["nvidia-smi", "-q", "-x"]),
-    "nvidia-smi-topo.txt": lambda: run_command(["nvidia-smi", "topo", "-m"]),
-    "nvidia-smi-topo-p2p.txt": lambda: run_command(["nvidia-smi", "topo", "-p2p", "r"]),
-    "nvidia-smi-nvlink-s.txt": lambda: run_command(["nvidia-smi", "nvlink", "-s"]),
+    **{name: functools.partial(run_command, argv) for name, argv in prestart.TOOLS.items()},
     "dmesg.txt": _dmesg,
-    "lspci-vv.txt": lambda: run_command(["lspci", "-vv"]),
     "meminfo.txt": lambda: read_file("/proc/meminfo"),
     "cpuinfo.txt": lambda: read_file("/proc/cpuinfo"),
     "uptime.txt": lambda: read_file("/proc/uptime"),
@@ -238,20 +239,19 @@ COLLECTORS: dict[str, Callable[[], Collected]] = {
     "env.txt": _env,
     "pip-freeze.txt": _pip_freeze,
     "ldconfig.txt": _ldconfig,
-    "ibv_devinfo.txt": lambda: run_command(["ibv_devinfo"]),
     "sysfs.txt": _sysfs,
-    "ip-addr.txt": lambda: run_command(["ip", "-o", "addr"]),
     "nvidia-imex-ctl.txt": _imex_ctl,
     "imex-service.txt": _imex_service,
     "imex-channels.txt": _imex_channels,
-    "df.txt": lambda: run_command(["df", "-P", "-B1"]),
 }
 
 
 def _start_torch_probe() -> subprocess.Popen[str] | None:
+    running = prestart.take(prestart.TORCH_PROBE)
+    if running is not None:
+        return running[0]
     try:
-        return subprocess.Popen([sys.executable, "-m", "gpuready.facts.torch_probe"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        return prestart.launch(prestart.TORCH_PROBE, c_locale=False)
     except OSError:
         return None
 
@@ -275,9 +275,28 @@ def _finish_torch_probe(process: subprocess.Popen[str] | None, started: float) -
     return Collected(text=stdout, command=command, exit_code=0, duration_s=time.monotonic() - started)
 
 
+_EARLY: dict[bool, Future] = {}
+"""A whole collection started before the rest of gpuready was imported (`start_early`), by `with_torch`."""
+
+
+def start_early(with_torch: bool) -> None:
+    """Start the whole collection now, in the background: a live `check` calls this before importing its checks and
+    readers, so the tools (nvidia-smi and NVML take 0.2-0.5 s each on a GPU machine, the torch probe seconds) run
+    while Python imports. `collect` with the same `with_torch` then takes this result instead of starting again."""
+    if with_torch not in _EARLY:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuready-early-collect")
+        _EARLY[with_torch] = pool.submit(_collect_now, with_torch, None)
+        pool.shutdown(wait=False)
+
+
 def collect(with_torch: bool = True, only: Iterable[str] | None = None) -> tuple[dict[str, str], dict]:
     """Every bundle file this machine can give (or those `only` names), and the manifest saying how each was
     obtained."""
+    early = _EARLY.pop(with_torch, None) if only is None else None
+    return early.result() if early is not None else _collect_now(with_torch, only)
+
+
+def _collect_now(with_torch: bool, only: Iterable[str] | None) -> tuple[dict[str, str], dict]:
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     started = time.monotonic()
     torch_process = _start_torch_probe() if with_torch else None  # the slow one goes first
