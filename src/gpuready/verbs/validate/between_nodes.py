@@ -25,10 +25,11 @@ def pair_results(rounds: list[dict[str, Any]]) -> list[PairResult]:
     return results
 
 
-def between_nodes_facts(data: dict[str, Any], expected_gb_per_s: float | None = None) -> tuple[dict[str, Any],
-                                                                                               Conclusion]:
+def between_nodes_facts(data: dict[str, Any], expected_gb_per_s: float | None = None,
+                        expected_source: str | None = None) -> tuple[dict[str, Any], Conclusion]:
     """`facts.between_nodes` from rank 0's workload result: its rounds with each pair's `slow`, the basis, the bad
-    nodes and links, and the conclusion itself."""
+    nodes and links, and the conclusion itself. `expected_gb_per_s`: one pair's figure from the nodes' facts (one
+    NIC's large-message rate, `expected_source` saying how), None: the median of the ring's pairs."""
     rounds = [{**entry, "pairs": [dict(pair) for pair in entry.get("pairs") or []]} for entry in data.get("rounds") or []]
     conclusion = conclude(pair_results(rounds), expected_gb_per_s)
     flags = iter(conclusion.slowness.slow)
@@ -37,7 +38,8 @@ def between_nodes_facts(data: dict[str, Any], expected_gb_per_s: float | None = 
             pair["slow"] = next(flags)
     facts = {"method": {**(data.get("method") or {}), "floor_gb_per_s": _rounded(conclusion.slowness.floor_gb_per_s),
                         "reference_gb_per_s": _rounded(conclusion.slowness.reference_gb_per_s),
-                        "floor_fraction": thresholds("between_nodes")["floor_fraction"]},
+                        "floor_fraction": thresholds("between_nodes")["floor_fraction"],
+                        "expected_source": expected_source},
              "basis": conclusion.slowness.basis, "expected_gb_per_s": expected_gb_per_s,
              "nodes": data.get("nodes") or [], "rounds": rounds, "bad_nodes": conclusion.bad_nodes,
              "bad_links": [list(link) for link in conclusion.bad_links],

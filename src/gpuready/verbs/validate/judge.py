@@ -301,7 +301,12 @@ class Judge:
         """validate --between-nodes: rank 0's pair tests (every rank's failure is its own finding)."""
         data = [self._workload(result, "between_nodes") for result in results]
         if data and data[0]:
-            self.between_nodes, conclusion = between_nodes_facts(data[0])
+            # NCCL between GPUs of two nodes: one rank each, so one NIC's large-message rate from rank 0's facts
+            # (gloo's TCP is not bounded by the RDMA NICs: the median of the pairs then)
+            nic = expect.internode_busbw_floor_gb_per_s(self.facts, 2, 1, "send_recv") \
+                if (data[0].get("method") or {}).get("backend") == "nccl" else None
+            self.between_nodes, conclusion = between_nodes_facts(data[0], nic.ceiling_gb_per_s if nic else None,
+                                                                 nic.source if nic else None)
             self.findings += between_nodes_findings(self.between_nodes, conclusion, self.host)
 
     def _shared_result(self, results: list[dict[str, Any]], name: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
