@@ -23,6 +23,8 @@ from gpuready.workloads.context import RankContext
 LATENCY_ITERATIONS = 20
 """Round trips of the small-message ping-pong (after 3 warm-up trips); one-way latency = round trip / 2."""
 LATENCY_BYTES = 4
+SAMPLES = 3
+"""Timed samples per direction; the pair's figure is their median (one sample can fall on another process's burst)."""
 
 
 def message_bytes(ctx: RankContext) -> int:
@@ -128,13 +130,15 @@ def _pair(ctx: RankContext, group: Any, first: int, second: int) -> dict[str, An
 
 
 def _bandwidth(ctx: RankContext, group: Any, sender: int, receiver: int) -> float:
-    """GB/s of one direction: `iterations` messages back to back after one warm-up, timed up to the last one received
-    (the slower side's clock); the received data checked outside the timing."""
+    """GB/s of one direction: the median of SAMPLES samples, each `iterations` messages back to back (after one
+    warm-up message) timed up to the last one received (the slower side's clock); the data checked after the timing.
+    A sample lasts about 0.1 s on the CPU's loopback: longer than a CFS period (100 ms), so a node held to a CPU quota
+    cannot hide its throttling inside one sample."""
     import torch
     import torch.distributed as dist
 
     size = message_bytes(ctx)
-    iterations = 3 if ctx.options.quick else 5
+    iterations = _iterations(ctx)
     buffer = torch.full((size // 4,), float(sender + 1), dtype=torch.float32, device=ctx.device)
     if ctx.rank == receiver:
         buffer.zero_()
@@ -145,17 +149,24 @@ def _bandwidth(ctx: RankContext, group: Any, sender: int, receiver: int) -> floa
         else:
             dist.recv(buffer, src=sender, group=group)
     move()
-    _sync(ctx)
-    dist.barrier(group=group)
-    started = time.perf_counter()
-    for _ in range(iterations):
-        move()
-    _sync(ctx)
-    elapsed = torch.tensor([time.perf_counter() - started], dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)
+    samples = []
+    for _ in range(SAMPLES):
+        _sync(ctx)
+        dist.barrier(group=group)
+        started = time.perf_counter()
+        for _ in range(iterations):
+            move()
+        _sync(ctx)
+        elapsed = torch.tensor([time.perf_counter() - started], dtype=torch.float64, device=ctx.device)
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)
+        samples.append(size * iterations / float(elapsed.item()) / 1e9)
     if ctx.rank == receiver and int((buffer != float(sender + 1)).sum().item()):
         raise RuntimeError(f"the data received from rank {sender} is wrong")
-    return size * iterations / float(elapsed.item()) / 1e9
+    return sorted(samples)[len(samples) // 2]
+
+
+def _iterations(ctx: RankContext) -> int:
+    return 3 if ctx.options.quick else 5
 
 
 def _latency_us(ctx: RankContext, group: Any, first: int, second: int) -> float:
@@ -189,8 +200,10 @@ def _sync(ctx: RankContext) -> None:
 
 
 def _method(ctx: RankContext) -> dict[str, Any]:
-    return {"backend": ctx.backend, "message_bytes": message_bytes(ctx), "iterations": 3 if ctx.options.quick else 5,
-            "warmup": 1, "figure": "min of the two directions, bytes x iterations / slower side's time (GB = 1e9 B)",
+    return {"backend": ctx.backend, "message_bytes": message_bytes(ctx), "iterations": _iterations(ctx),
+            "samples": SAMPLES, "warmup": 1,
+            "figure": "min of the two directions, each the median of its samples: bytes x iterations / slower side's "
+                      "time (GB = 1e9 B)",
             "latency": f"ping-pong of {LATENCY_BYTES} B, {LATENCY_ITERATIONS} round trips after 3, half a round trip",
             "pair_timeout_s": pair_timeout_s(ctx),
             "same_host_pairs": "one after another (they share the host's CPUs and loopback)"}
