@@ -278,6 +278,12 @@ PARSE_ONLY = {
     "gpuready fleet /shared/reports": "a cluster's shared folder (an absolute path outside the scratch folder)",
     "gpuready fleet /shared/reports --save-baseline golden.json": "a cluster's shared folder",
     "gpuready fleet /shared/new-racks --baseline golden.json": "a cluster's shared folder",
+    "gpuready fleet /shared/reports --actions slurm": "a cluster's shared folder; tests/test_fleet_actions.py holds "
+                                                      "its exact output on recorded reports",
+    "gpuready fleet /shared/reports --actions slurm --apply": "changes a cluster's nodes; tests/test_fleet_actions.py "
+                                                              "runs it against a fake scontrol",
+    "gpuready fleet /shared/reports --actions k8s": "a cluster's shared folder; tests/test_fleet_actions.py holds its "
+                                                    "exact output",
 }
 
 

@@ -30,6 +30,8 @@ loaders and CPU offload may run out of host memory.
   **fix:** Add system memory (or raise the container's memory limit) to at least 211 GiB; until then keep DataLoader \
 workers and pinned buffers small, and avoid CPU offload (ZeRO-Offload / FSDP CPU offload).
 
+  **remediation:** restart the job
+
 ### Passed
 
 - gpu: 10 passed
@@ -70,7 +72,7 @@ def test_one_fault_on_eight_gpus_is_one_item_with_every_bus_id(dgx):
     """The DGX files: power.brake on machine 2's eight GPUs is one item (as on the console), before the warning."""
     lines = markdown_summary([dgx]).splitlines()
     start = lines.index("### Problems")
-    assert lines[start:start + 16] == [
+    assert lines[start:start + 18] == [
         "### Problems", "",
         "- **FAIL** `power.brake` GPU 0–7 (8 GPUs), machine 2 (driver 535.161.08)", "",
         "  GPU 0–7's clocks are cut by the HW power brake (HW Slowdown: power brake, not thermal): the chassis is "
@@ -80,6 +82,7 @@ def test_one_fault_on_eight_gpus_is_one_item_with_every_bus_id(dgx):
         "  **fix:** Check that every PSU is present, powered and healthy (`ipmitool sdr type 'Power Supply'`, the BMC "
         "event log), the BMC/chassis power-capping policy, and the GPU power cables; then confirm with "
         "`nvidia-smi -q -d PERFORMANCE` (HW Power Brake Slowdown: Not Active).", "",
+        "  **remediation:** drain the node and service or replace the hardware", "",  # remediation.toml power.brake
         "- **WARN** `bundle.mixed_machines` machine 1 (driver 550.90.07)", "",
         "  These files come from 4 machines (different host names or NVIDIA drivers), judged one by one, not as one "
         "machine: machine 1 (driver 550.90.07): nvidia-smi-550.90.07.txt; machine 2 (driver 535.161.08): "

@@ -15,7 +15,6 @@ the stack closes what the run held.
 from __future__ import annotations
 
 import argparse
-import socket
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from importlib.util import find_spec
@@ -29,6 +28,7 @@ from gpuready.facts.nvml import NvmlSession
 from gpuready.facts.nvml_records import GpuIdentity
 from gpuready.i18n import DEFAULT_LANGUAGE, choose_language, finding_text, in_language, said, said_of
 from gpuready.model import ExitCode, Finding, Report, Status, Subject
+from gpuready.node import node_name, scheduler_names
 from gpuready.options import UsageError
 from gpuready.runner import local as local_runner
 from gpuready.runner.local import RunOutcome, SpawnError
@@ -145,11 +145,13 @@ class MeasuringRun:
             if self.display is not None:
                 stack.callback(self.display.close)
             outcome = self.outcome = self.run(selection)
-        return self.judge(Measured(selection=selection, outcome=outcome,
-                                   users=self.users.seen if self.users is not None else None,
-                                   checked_sharing=self.users is not None,
-                                   telemetry=self.sampler.telemetry if self.sampler is not None else None,
-                                   host=socket.gethostname()))
+        report = self.judge(Measured(selection=selection, outcome=outcome,
+                                     users=self.users.seen if self.users is not None else None,
+                                     checked_sharing=self.users is not None,
+                                     telemetry=self.sampler.telemetry if self.sampler is not None else None,
+                                     host=node_name()))  # the scheduler's name for this node (node.py)
+        report.scheduler = scheduler_names()
+        return report
 
     def start_ranks(self, *, spec: dict[str, Any], log_dir: Path, startup_timeout_s: float, deadline_s: float,
                     world_size: int | None = None, independent: bool = False,

@@ -63,6 +63,22 @@ class Verdict(str, enum.Enum):
     not a machine's GPUs); the exit code still follows the findings."""
 
 
+class Remediation(str, enum.Enum):
+    """What it takes to clear a finding, least to most (knowledge/remediation.toml, checks/remediation.py): the level
+    `fleet --actions` turns into a drain or a cordon (reset_gpu and above)."""
+
+    NONE = "none"
+    RESTART_JOB = "restart_job"
+    RESET_GPU = "reset_gpu"
+    REBOOT_NODE = "reboot_node"
+    DRAIN_REPLACE = "drain_replace"
+
+    @property
+    def rank(self) -> int:
+        """0 for `none` … 4 for `drain_replace`."""
+        return list(Remediation).index(self)
+
+
 CPU_RUN = "cpu_run"
 """`no_verdict_reason` of a run on CPU ranks only (validate, bench, burn with --device cpu)."""
 
@@ -160,6 +176,9 @@ class Finding:
     from there (i18n.py `finding_text`). None for a message not yet in the catalogue: shown as written."""
     message_values: dict[str, Any] | None = None
     """The placeholders' values (JSON scalars), so that a saved report renders again in any language."""
+    remediation: Remediation | None = None
+    """What it takes to clear it (checks/remediation.py sets it on every finding a verb writes); `none` for a pass or
+    a skip."""
     about_job: bool = False
     """A finding in a machine category that is about the job, not the machine (the OOM killer ended it): it does not
     make a machine the evidence does not show `not_ready`. Set by the check that knows; not written to the report."""
@@ -245,6 +264,9 @@ class Report:
     the catalogue id and values that render it in another language."""
     no_verdict_reason: str | None = None
     """Why this run is no verdict on a machine (`CPU_RUN`); then every verdict is `no_verdict`."""
+    scheduler: dict[str, str] = field(default_factory=dict)
+    """The scheduler's names of the node and job a live run ran on (node.py `scheduler_names`: `slurm_node`,
+    `slurm_job`, `k8s_node`); empty for evidence read from files, or outside a scheduler."""
     sections: dict[str, Any] = field(default_factory=dict)
     """A verb's own top-level parts of the document (plan: `strategies`, `inference`, `batch`, `power`, `cost`)."""
 
@@ -292,6 +314,7 @@ class Report:
             "verdicts": {name: verdict.value for name, verdict in self.verdicts().items()},
             **({"no_verdict_reason": self.no_verdict_reason} if self.no_verdict_reason else {}),
             "judged_for": "multi_node" if self.multi_node else "single_node",
+            **({"scheduler": dict(self.scheduler)} if self.scheduler else {}),
             "not_enough_evidence": self.not_enough_evidence.english() if self.not_enough_evidence else None,
             **({"not_enough_evidence_text": {"message_id": self.not_enough_evidence.msg_id,
                                              "message_values": json_values(self.not_enough_evidence.values)}}
@@ -348,11 +371,11 @@ _JSON_KINDS = ((bool, "boolean"), (str, "string"), ((int, float), "number"), (li
 _TOP_FIELDS: dict[str, tuple[type, ...]] = {
     "findings": (list,), "measurements": (list,), "series": (list,), "verdict": (str,), "exit_code": (int, float),
     "started_at": (str,), "host": (str,), "run_id": (str,), "tool_version": (str,), "verdicts": (dict,),
-    "facts": (dict,)}
+    "facts": (dict,), "scheduler": (dict,)}
 _FINDING_FIELDS: dict[str, tuple[type, ...]] = {
     "check_id": (str,), "status": (str,), "message": (str,), "fix": (str,), "message_id": (str,),
     "message_values": (dict,), "subject": (dict,), "refs": (list,), "evidence": (list,), "consequence_of": (str,),
-    "category": (str,)}
+    "category": (str,), "remediation": (str,)}
 """`observed` and `expected` are any JSON value (a list of processes, a table of figures)."""
 _MEASUREMENT_FIELDS: dict[str, tuple[type, ...]] = {
     "name": (str,), "unit": (str,), "value": (int, float, dict), "expected": (int, float, dict), "subject": (dict,),

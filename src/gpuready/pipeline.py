@@ -25,6 +25,7 @@ from gpuready.facts.nccl_tests_reader import NcclTestsReader
 from gpuready.facts.nic_reader import NicLinesReader
 from gpuready.facts.torch_log_reader import TorchErrorReader
 from gpuready.checks.registry import CheckOptions, run_checks, run_log_checks
+from gpuready.checks.remediation import assign_levels
 from gpuready.estimate.expect import nccl_busbw
 from gpuready.facts.log_facts import LogFacts
 from gpuready.facts.bad_input import said_of
@@ -32,6 +33,7 @@ from gpuready.evidence.build import UNRECOGNISED, build_facts, read_in_part, ski
 from gpuready.evidence.machines import split_bundle
 from gpuready.facts.types import Facts
 from gpuready.knowledge import gpu_spec, thresholds
+from gpuready.node import scheduler_names
 from gpuready.i18n import Said, finding_text, said
 from gpuready.model import (INPUT_CHECK_ID, SKIPPED_CHECK_ID, TRUNCATED_CHECK_ID, UNKNOWN_HOST, Finding, Report, Status,
                             Subject)
@@ -141,6 +143,7 @@ def check_files(files: dict[str, str], options: CheckOptions, fail_on_warn: bool
                     input_error=any(part_report.input_error for part_report in reports), fail_on_warn=fail_on_warn,
                     multi_node=multi_node,
                     not_enough_evidence=_of_each_machine(reports))
+    assign_levels(report.findings)
     return report, all_facts
 
 
@@ -165,9 +168,17 @@ def check_report(facts: Facts, options: CheckOptions, fail_on_warn: bool = False
     for check_id, name, text in bundle_notes(facts):
         findings.append(Finding(check_id=check_id, status=Status.WARN, subject=Subject(host=host),
                                 **finding_text(text), observed=name))
+    assign_levels(findings)
     return Report(tool_version=__version__, host=host, findings=findings, facts=summarize_facts(facts),
                   input_error=bool(facts.input_errors), fail_on_warn=fail_on_warn, multi_node=multi_node,
-                  not_enough_evidence=not_enough_evidence(facts))
+                  not_enough_evidence=not_enough_evidence(facts),
+                  scheduler=scheduler_names() if facts.live else {})  # files name no scheduler of this machine
+
+
+def with_remediation(report: Report) -> Report:
+    """The report with each finding's remediation level (checks/remediation.py), set once before it is written."""
+    assign_levels(report.findings)
+    return report
 
 
 def log_findings(logs: LogFacts, *, host: str, facts: Facts | None = None,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gpuready.i18n import choose_language, in_language, said, sentence
 from gpuready.model import ExitCode, worst_exit_code
+from gpuready.pipeline import with_remediation
 from gpuready.options import file_kind
 from gpuready.safe_text import tell, without_surrogates
 from gpuready.options import UsageError
@@ -80,6 +81,7 @@ def json_text(document: dict) -> str:
 def emit(report, args: argparse.Namespace) -> int:
     """Print the report (console or --json), write --out, --html, --junit and --markdown, and return its exit code."""
     report.fail_on_warn = args.fail_on == "warn"
+    with_remediation(report)  # each finding's level, whichever verb made it
     document = json_text(json_document(report.to_dict(), args))  # to_dict writes no NaN
     problem = _write_report(document, args)
     if args.json:

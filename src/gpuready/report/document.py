@@ -50,6 +50,12 @@ class Finding:
     fix: str | None
     consequence_of: str | None
     evidence: list[str] = field(default_factory=list)
+    remediation: str | None = None
+    """What it takes to clear it (`restart_job` … `drain_replace`); None for `none` and for a document without levels."""
+
+    def remediation_words(self, labels: dict) -> str | None:
+        """The level in the labels' words (`label.remediation.<level>`), or None where there is nothing to show."""
+        return labels.get(f"remediation.{self.remediation}") if self.remediation else None
 
 
 def read_finding(item: Any) -> Finding:
@@ -66,6 +72,8 @@ def read_finding(item: Any) -> Finding:
                    other_subject=printable(other), message=text(data.get("message")),
                    fix=text(data["fix"]) if data.get("fix") else None,
                    consequence_of=text(data["consequence_of"]) if data.get("consequence_of") else None,
+                   remediation=data["remediation"] if data.get("remediation") not in (None, "none") and
+                   isinstance(data["remediation"], str) else None,
                    evidence=[f"{text(e.get('file'))}:{text(e.get('line'))}: {text(e.get('text'))}"
                              for e in map(mapping, sequence(data.get("evidence")))])
 

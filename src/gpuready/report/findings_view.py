@@ -128,6 +128,8 @@ def _render_row(row: Row, report_host: str, console: Console, labels: dict) -> N
     fix = row.fix()
     if fix and status not in QUIET:
         print_paragraph(console, Text.assemble((f"{labels['fix']}: ", "bold"), fix), INDENT)
+    if (level := first.remediation_words(labels)) and status not in QUIET:
+        print_paragraph(console, Text.assemble((f"{labels['remediation']}: ", "bold"), level), INDENT)
 
 
 def row_subject(row: Row, labels: dict) -> str:

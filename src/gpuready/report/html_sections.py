@@ -145,6 +145,9 @@ def _finding_row(finding: Finding, report_host: str, labels: dict) -> str:
     if finding.fix and finding.status not in (Status.PASS.value, Status.SKIP.value):
         message += element("div", element("strong", escape(labels["fix"]) + ": ") + with_code(finding.fix),
                            class_="fix")
+    if (level := finding.remediation_words(labels)) and finding.status not in (Status.PASS.value, Status.SKIP.value):
+        message += element("div", element("strong", escape(labels["remediation"]) + ": ") + escape(level),
+                           class_="fix")
     message += _evidence(finding.evidence, labels)
     cells = [element("span", escape(status_label(finding.status, labels)), class_=f"badge {status}"),
              element("code", escape(finding.check_id)), escape(" ".join(part for part in subject if part)), message]

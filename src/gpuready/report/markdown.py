@@ -122,6 +122,8 @@ def _problem_item(row: Row, report_host: str, labels: dict) -> str:
     fix = row.fix()
     if fix:
         paragraphs.append(_indented(f"**{inline(labels['fix'])}:** {inline(fix)}"))
+    if level := first.remediation_words(labels):
+        paragraphs.append(_indented(f"**{inline(labels['remediation'])}:** {inline(level)}"))
     return "\n\n".join(paragraphs)
 
 

@@ -3,15 +3,18 @@
 Reports come from the engines people already run: `gpuready launch slurm|k8s|torchrun … -- validate` has every node
 write `<reports>/<hostname>.json` into a shared folder, which is the PATH here. Exit code: 1 where a node is an
 outlier or its own report failed, 2 where a file could not be read (the others still judged) or none could, else 0.
+`--actions slurm|k8s` prints the scheduler commands that apply the verdicts (actions.py); with `--apply` they run, and
+the exit code is 3 where one failed or its program is absent.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from gpuready.cli import option_groups as groups
-from gpuready.i18n import choose_language, said, text_in
+from gpuready.i18n import choose_language, in_language, said, text_in
 from gpuready.cli.option_kinds import worded
 from gpuready.options import UsageError, number
 from gpuready.cli.report_files import WritableFile, on_stdout, write_report_file
@@ -19,6 +22,7 @@ from gpuready.cli.output import _write_report, check_out, json_text
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.report.fleet_markdown import fleet_markdown
 from gpuready.safe_text import encoded, tell
+from gpuready.verbs.fleet.actions import SCHEDULERS, apply, as_rows, plan_actions, refused_sentence, shown
 from gpuready.verbs.fleet.baseline import baseline_document, read_baseline, write_baseline
 from gpuready.verbs.fleet.judge import gather, judge
 from gpuready.verbs.fleet.read import MAX_FILES, TooManyFiles
@@ -44,12 +48,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     groups.add(parser, "out")
     groups.add(parser, "verbose", said("cli.fleet.verbose"))
     groups.add(parser, "lang")
+    parser.add_argument("--actions", choices=SCHEDULERS, metavar="{slurm,k8s}", help=said("cli.fleet.actions"))
+    parser.add_argument("--apply", action="store_true", help=said("cli.fleet.apply"))
 
 
 def run(args: argparse.Namespace) -> int:
 
     lang = choose_language(args.lang)
     check_out(args)
+    if args.apply and not args.actions:
+        raise UsageError(said("fleet.usage.apply_without_actions"))
     baseline = read_baseline(args.baseline) if args.baseline else None
     try:
         gathered = gather(args.paths)
@@ -62,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     unsaved = _save_baseline(document, gathered, args.save_baseline, lang) if args.save_baseline else None
     if unsaved:  # the judgement is still given, then the sentence
         document["exit_code"] = worst_exit_code(document["exit_code"], ExitCode.USAGE)
+    planned, refused = plan_actions(gathered.nodes.values(), args.actions) if args.actions else ([], [])
+    if args.actions:
+        document["actions"] = as_rows(planned, args.actions)
     code = document["exit_code"]
     text = json_text(_in_language(document, args.lang) if args.lang else document)
     problem = _write_report(text, args)
@@ -72,13 +83,35 @@ def run(args: argparse.Namespace) -> int:
             "markdown", args.markdown, lambda: encoded(fleet_markdown(document, lang)), lang))
     if args.json:
         print(text)
+    elif args.actions:
+        code = worst_exit_code(code, _act(document["actions"], args.apply, lang))
     elif not on_stdout(args):  # `--html -`, `--markdown -`: that file is stdout
         render_fleet(document, lang, args.verbose)
+    if args.json and args.apply:
+        code = worst_exit_code(code, _act(document["actions"], True, lang, quiet=True))
+    if refused:
+        unsaved = unsaved or in_language(refused_sentence(refused, args.actions), lang)
     for sentence in (unsaved, problem):
         if sentence:
             tell(sentence)
             code = worst_exit_code(code, ExitCode.USAGE)
     return int(code)
+
+
+def _act(rows: list[dict], run: bool, lang: str, quiet: bool = False) -> int:
+    """--actions: print each command, one per line (nothing runs); with --apply run them and say each one's exit
+    code instead (on stderr where stdout holds the JSON). Fleet's exit code for them."""
+    argvs = [argv for row in rows for argv in row["commands"]]
+    if not argvs:
+        tell(in_language(said("fleet.actions.none"), lang))
+        return ExitCode.READY
+    if not run:
+        print("\n".join(shown(argv) for argv in argvs))
+        return ExitCode.READY
+    lines, code = apply(argvs, lang)
+    for line in lines:
+        print(line, file=sys.stderr if quiet else sys.stdout)
+    return code
 
 
 def _save_baseline(document: dict, gathered, path: Path, lang: str) -> str | None:
