@@ -13,8 +13,7 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from gpuready.estimate.pair_tests import (PairResult, conclude, cross_round, next_round, retest_round, ring_rounds,
-                                          slow)
+from gpuready.estimate.pair_tests import PairResult, conclude, cross_round, plan, retest_round, ring_rounds, slow
 
 GOOD, BAD = 10.0, 3.0
 """GB/s of a healthy pair and of a pair slowed by a bad node or link (the fleet's figures are made up here: the
@@ -32,22 +31,19 @@ def measure(pairs, bad_nodes=(), bad_links=()):
 
 
 def run_plan(count, bad_nodes=(), bad_links=(), expected=None):
-    """The whole plan as validate runs it: the ring's rounds, then retest rounds until nothing is left to decide."""
+    """The whole plan as validate runs it: the ring's rounds, then retest rounds until nothing is left to decide;
+    the conclusion and the number of retest rounds."""
     nodes = names(count)
     results: list[PairResult] = []
-    rounds = [(kind, pairs) for kind, pairs in zip(("ring", "ring_shifted"), ring_rounds(nodes))]
-    for kind, pairs in rounds:
-        results += [PairResult(nodes=p, gb_per_s=f, kind=kind) for p, f in zip(pairs, measure(pairs, bad_nodes,
-                                                                                              bad_links))]
-    extra = 0
-    while extra < 8:
-        pairs = next_round(nodes, results, expected)
+    done = 0
+    while True:
+        kind, pairs = plan(nodes, done, results, expected)
         if not pairs:
             break
-        extra += 1
-        results += [PairResult(nodes=p, gb_per_s=f, kind="retest") for p, f in zip(pairs, measure(pairs, bad_nodes,
-                                                                                                   bad_links))]
-    return conclude(results, expected), extra
+        done += 1
+        results += [PairResult(nodes=p, gb_per_s=f, kind=kind) for p, f in zip(pairs, measure(pairs, bad_nodes,
+                                                                                              bad_links))]
+    return conclude(results, expected), done - len(ring_rounds(nodes))
 
 
 def test_ring_rounds_exact():
@@ -106,6 +102,9 @@ def test_two_bad_nodes():
     # every ring pair of 4 nodes slow: the median is no basis, the expected figure is; suspects pair among themselves
     conclusion, extra = run_plan(4, bad_nodes=["n0", "n2"], expected=GOOD)
     assert (conclusion.bad_nodes, conclusion.bad_links, conclusion.undecided, extra) == (["n0", "n2"], [], [], 1)
+    # side by side: no node has all its pairs passing; the nodes cleared by one passing pair are their partners
+    conclusion, extra = run_plan(4, bad_nodes=["n0", "n1"], expected=GOOD)
+    assert (conclusion.bad_nodes, conclusion.bad_links, conclusion.undecided, extra) == (["n0", "n1"], [], [], 1)
 
 
 def test_three_nodes_the_middle_one_bad():
@@ -174,3 +173,89 @@ def test_four_nodes_none_slowed_none_named(tmp_path):
     found = [f for f in report["findings"] if f["check_id"].startswith("network.")]
     assert [(f["check_id"], f["status"]) for f in found] == [("network.node_slow", "pass")]
     assert codes == [0, 0, 0, 0], [(f["check_id"], f["message"]) for f in report["findings"] if f["status"] != "pass"]
+    code, fleet = fleet_json(tmp_path / "validate.json")
+    assert (code, fleet["between_nodes"]["bad_nodes"], fleet["between_nodes"]["bad_links"]) == (0, [], [])
+
+
+def pair_report(path, rounds, expected=None, host="n0"):
+    """A validate --between-nodes report as rank 0 writes it (only what fleet reads of it)."""
+    document = {"host": host, "verdict": "no_verdict", "exit_code": 0, "started_at": "2026-12-07T00:00:00+00:00",
+                "run_id": path.stem, "measurements": [], "findings": [],
+                "facts": {"validate": {}, "between_nodes": {
+                    "method": {}, "basis": "expected" if expected else "median", "expected_gb_per_s": expected,
+                    "rounds": [{"round": i, "kind": kind, "pairs": [
+                        {"nodes": list(p), "gb_per_s": f, "latency_us": 50.0, "transport": "RDMA (mlx5_0)",
+                         "error": None if f is not None else "timed out", "slow": False} for p, f in pairs]}
+                        for i, (kind, pairs) in enumerate(rounds, 1)],
+                    "bad_nodes": [], "bad_links": []}}}
+    path.write_text(json.dumps(document))
+    return path
+
+
+def fleet_json(*paths):
+    result = subprocess.run([sys.executable, "-m", "gpuready", "fleet", *map(str, paths), "--json"],
+                            capture_output=True, text=True, timeout=120)
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_fleet_names_the_bad_node_of_eight_with_its_figures(tmp_path):
+    rounds = [(kind, list(zip(pairs, measure(pairs, bad_nodes=["n5"]))))
+              for kind, pairs in zip(("ring", "ring_shifted"), ring_rounds(names(8)))]
+    code, fleet = fleet_json(pair_report(tmp_path / "run.json", rounds))
+    pairs = fleet["between_nodes"]
+    assert code == 1 and [entry["node"] for entry in pairs["bad_nodes"]] == ["n5"] and pairs["bad_links"] == []
+    assert [(row["nodes"], row["gb_per_s"], row["transport"]) for row in pairs["bad_nodes"][0]["pairs"]] == [
+        (["n4", "n5"], BAD, "RDMA (mlx5_0)"), (["n5", "n6"], BAD, "RDMA (mlx5_0)")]
+    assert pairs["basis"] == "median" and pairs["reference_gb_per_s"] == GOOD
+    console = subprocess.run([sys.executable, "-m", "gpuready", "fleet", str(tmp_path / "run.json")],
+                             capture_output=True, text=True, timeout=120).stdout
+    assert "n5 is a bad node, slow in every pair: n4 ↔ n5 3.0 GB/s over RDMA (mlx5_0)" in " ".join(console.split())
+
+
+def test_fleet_combines_runs_to_narrow_a_pair(tmp_path):
+    # one run of two nodes cannot tell a bad node from a bad link; a second run pairs each with a third node
+    first = pair_report(tmp_path / "a.json", [("ring", [(("n0", "n1"), BAD)])], expected=GOOD)
+    second = pair_report(tmp_path / "b.json", [("ring", [(("n0", "n2"), GOOD)]), ("ring_shifted", [(("n1", "n2"), GOOD)])],
+                         expected=GOOD, host="n2")
+    code, fleet = fleet_json(first)
+    assert code == 0 and [entry["nodes"] for entry in fleet["between_nodes"]["undecided"]] == [["n0", "n1"]]
+    code, fleet = fleet_json(first, second)
+    pairs = fleet["between_nodes"]
+    assert code == 1 and pairs["bad_nodes"] == [] and [entry["nodes"] for entry in pairs["bad_links"]] == [["n0", "n1"]]
+    assert pairs["bad_links"][0]["pairs"][0]["expected_gb_per_s"] == GOOD and pairs["basis"] == "expected"
+
+
+def test_fleet_reads_a_hostile_pair_list_without_failing(tmp_path):
+    path = tmp_path / "odd.json"
+    pair_report(path, [("ring", [(("n0", "n1"), 5.0)])])
+    document = json.loads(path.read_text())
+    document["facts"]["between_nodes"]["rounds"] += [{"kind": "?", "pairs": [{"nodes": ["a\x1b[2J", "b"]}, "x",
+                                                                            {"nodes": ["c", "c"], "gb_per_s": 1e400}]},
+                                                   "junk", {"pairs": None}]
+    path.write_text(json.dumps(document))  # 1e400: Infinity, not a figure
+    code, fleet = fleet_json(path)
+    assert code == 0 and fleet["between_nodes"]["pairs"] == 1
+
+
+def test_validate_judges_nccl_pairs_against_one_nic_of_the_nodes_facts():
+    """On NCCL the expected pair figure is one NIC's: 400 Gb/s ACTIVE port → 50 GB/s × 0.96 (nccl-tests#290's
+    46-48 GB/s per NDR NIC) = 48 GB/s; a pair at 20 GB/s of a node that is slow with both its ring partners fails."""
+    from gpuready.facts.types import Facts, IbPort
+    from gpuready.runner.local import RunOutcome
+    from gpuready.verbs.validate.run import build_report
+    pairs = [("ring", [(("a", "b"), 44.0), (("c", "d"), 20.0)]), ("ring_shifted", [(("b", "c"), 45.0), (("d", "a"), 20.0)])]
+    data = {"method": {"backend": "nccl"}, "nodes": [{"node": n} for n in "abcd"],
+            "rounds": [{"round": i, "kind": kind, "pairs": [{"nodes": list(p), "gb_per_s": f, "latency_us": 3.0,
+                                                            "transport": None, "error": None} for p, f in rows]}
+                       for i, (kind, rows) in enumerate(pairs, 1)]}
+    outcome = RunOutcome(results={0: {"rank": 0, "host": "a", "workloads": {"between_nodes": data}}})
+    facts = Facts(ib_ports=[IbPort(device="mlx5_0", port=1, state="ACTIVE", rate_gbit_per_s=400.0)])
+    report = build_report(outcome, facts, "a", device="cuda").to_dict()
+    between = report["facts"]["between_nodes"]
+    assert (between["basis"], between["expected_gb_per_s"], between["bad_nodes"]) == ("expected", 48.0, ["d"])
+    found = [(f["check_id"], f["status"], f["subject"]["host"]) for f in report["findings"]
+             if f["check_id"].startswith("network.")]
+    assert found == [("network.node_slow", "fail", "d")]
+    slow = next(f for f in report["findings"] if f["check_id"] == "network.node_slow")
+    assert slow["message"] == ("Node d is slow in every pair it was in (c 20, a 20 GB/s against the expected figure, "
+                               "48.0 GB/s), with nodes that pass with others: the node, not a link.")

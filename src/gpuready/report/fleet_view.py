@@ -79,6 +79,8 @@ class FleetView:
     measurements: list[MeasurementView]
     column: dict[str, str]
     """Column headings: node, verdict, cohort, what."""
+    pairs: list[str] = field(default_factory=list)
+    """validate --between-nodes: the bad nodes and links the fleet's pair tests name (verbs/fleet/pairs.py)."""
 
     @property
     def problems(self) -> list[NodeView]:
@@ -113,7 +115,33 @@ def fleet_view(document: dict[str, Any], lang: str = "en") -> FleetView:
         saved=say("fleet.baseline.saved", path=printable(document["saved_baseline"]))
         if document.get("saved_baseline") else None,
         measurements=measurement_views(document),
-        column={key: say(f"fleet.column.{key}") for key in ("node", "verdict", "cohort", "what")})
+        column={key: say(f"fleet.column.{key}") for key in ("node", "verdict", "cohort", "what")},
+        pairs=between_nodes_lines(mapping(document.get("between_nodes")), say))
+
+
+def between_nodes_lines(pairs: dict, say: Say) -> list[str]:
+    """One line per bad node, bad link and slow pair not narrowed: its pairs' figures and transport against the
+    expected (or median) figure; one line where the pair tests name nothing."""
+    if not pairs:
+        return []
+    basis = say(f"validate.between_nodes.basis.{'expected' if pairs.get('basis') == 'expected' else 'median'}")
+    reference = format_value(number(pairs.get("reference_gb_per_s")), "gb_per_s")
+
+    def figures(entry: dict) -> str:
+        shown = []
+        for row in map(mapping, sequence(entry.get("pairs"))):
+            names = [text(name) for name in sequence(row.get("nodes"))] + ["?", "?"]
+            value = number(row.get("gb_per_s"))
+            shown.append(say("fleet.pairs.figure", a=names[0], b=names[1], transport=text(row.get("transport"), "-"),
+                             value=say("fleet.pairs.failed") if value is None else format_value(value, "gb_per_s")))
+        return "; ".join(shown)
+    lines = [say(f"fleet.pairs.{kind}", node=text(entry.get("node")),
+                 nodes=" ↔ ".join(text(name) for name in sequence(entry.get("nodes"))), figures=figures(entry),
+                 reference=reference, basis=basis)
+             for kind, key in (("node", "bad_nodes"), ("link", "bad_links"), ("undecided", "undecided"))
+             for entry in map(mapping, sequence(pairs.get(key)))]
+    return lines or [say("fleet.pairs.clean", pairs=int(number(pairs.get("pairs")) or 0),
+                         runs=len(sequence(pairs.get("runs"))), reference=reference, basis=basis)]
 
 
 def _noise_floors(limits: dict[str, Any], say: Say) -> str:

@@ -19,8 +19,9 @@ from gpuready import __version__
 from gpuready.i18n import json_values
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.verbs.fleet.nvlink_domain import NodeFabric, judge_domains
+from gpuready.verbs.fleet.pairs import PairRun, fleet_pairs
 from gpuready.verbs.fleet.read import (LARGEST_FIGURE, MAX_NAMES_PER_REPORT, WHOLE_FILE_BYTES, Cohort, Document,
-                                      Figure, FleetDocument, Outcome, Unreadable, read_report, report_files)
+                                      Figure, FleetDocument, Unreadable, read_report, report_files)
 from gpuready.report.measurement_kinds import kinds
 from gpuready.verbs.fleet.stats import (Limits, Spread, bounded, deficit_pct, modified_z, share_of_expected, spread,
                                        stands_out)
@@ -40,13 +41,6 @@ class Node:
     """The host, or '' where its report names none (then one node per file)."""
     documents: dict[str, Document] = field(default_factory=dict)
     """verb → its newest report."""
-    history: list[Outcome] = field(default_factory=list)
-    """Every report of the node read, superseded ones too (`fleet --actions`: a drain and the clean run after it)."""
-
-    @property
-    def scheduler(self) -> dict[str, str]:
-        """The scheduler's names of the node its newest report carries."""
-        return next((document.scheduler for document in self._newest_first() if document.scheduler), {})
 
     @property
     def cohort(self) -> Cohort | None:
@@ -90,6 +84,8 @@ class Gathered:
     superseded: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     files_read: int = 0
+    pair_runs: list[PairRun] = field(default_factory=list)
+    """Every report's pair tests between nodes (validate --between-nodes), superseded ones too: runs combine."""
 
 
 def gather(paths, whole_file_bytes: int = WHOLE_FILE_BYTES) -> Gathered:
@@ -108,8 +104,9 @@ def gather(paths, whole_file_bytes: int = WHOLE_FILE_BYTES) -> Gathered:
             gathered.skipped.append(str(path))
             continue
         gathered.files_read += 1
+        if document.pairs is not None:
+            gathered.pair_runs.append(document.pairs)
         node = gathered.nodes.setdefault(document.host or f"\0{document.path}", Node(name=document.host))
-        node.history.append(document.outcome())
         kept = node.documents.get(document.verb)
         if kept is None or (document.started_at, document.path) > (kept.started_at, kept.path):
             node.documents[document.verb] = document
@@ -157,6 +154,9 @@ def judge(gathered: Gathered, limits: Limits, baseline: Baseline | None = None,
                                row["host"] or "", row["files"]))
     counts = {verdict: sum(row["verdict"] == verdict for row in rows) for verdict in NODE_VERDICT_ORDER}
     code = ExitCode.NOT_READY if counts["failing"] or counts["outlier"] else ExitCode.READY
+    pairs = fleet_pairs(gathered.pair_runs)
+    if pairs and (pairs["bad_nodes"] or pairs["bad_links"]):
+        code = worst_exit_code(code, ExitCode.NOT_READY)
     if gathered.unreadable:
         code = worst_exit_code(code, ExitCode.USAGE)
     return {
@@ -175,6 +175,7 @@ def judge(gathered: Gathered, limits: Limits, baseline: Baseline | None = None,
         "nodes": rows,
         "cohorts": cohorts,
         "nvlink_domains": domains,
+        "between_nodes": pairs,
         "measurements": _fleet_wide(gathered.nodes.values()),
         "unreadable": [{"file": item.path, "reason": str(item),
                         "reason_text": {"message_id": item.why.msg_id, "message_values": json_values(item.why.values)}}

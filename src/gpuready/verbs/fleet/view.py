@@ -28,6 +28,8 @@ def render_fleet(document: dict[str, Any], lang: str = "en", verbose: bool = Fal
         print_paragraph(console, cohort.line)
     for line in view.domains:
         print_paragraph(console, line)
+    for line in view.pairs:
+        print_paragraph(console, line)
     for note in view.notes:
         print_paragraph(console, note)
     if view.problems:
