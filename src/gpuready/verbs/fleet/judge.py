@@ -21,7 +21,7 @@ from gpuready.model import ExitCode, worst_exit_code
 from gpuready.verbs.fleet.nvlink_domain import NodeFabric, judge_domains
 from gpuready.verbs.fleet.pairs import PairRun, fleet_pairs
 from gpuready.verbs.fleet.read import (LARGEST_FIGURE, MAX_NAMES_PER_REPORT, WHOLE_FILE_BYTES, Cohort, Document,
-                                      Figure, FleetDocument, Unreadable, read_report, report_files)
+                                      Figure, FleetDocument, Outcome, Unreadable, read_report, report_files)
 from gpuready.report.measurement_kinds import kinds
 from gpuready.verbs.fleet.stats import (Limits, Spread, bounded, deficit_pct, modified_z, share_of_expected, spread,
                                        stands_out)
@@ -41,6 +41,13 @@ class Node:
     """The host, or '' where its report names none (then one node per file)."""
     documents: dict[str, Document] = field(default_factory=dict)
     """verb → its newest report."""
+    history: list[Outcome] = field(default_factory=list)
+    """Every report of the node read, superseded ones too (`fleet --actions`: a drain and the clean run after it)."""
+
+    @property
+    def scheduler(self) -> dict[str, str]:
+        """The scheduler's names of the node its newest report carries."""
+        return next((document.scheduler for document in self._newest_first() if document.scheduler), {})
 
     @property
     def cohort(self) -> Cohort | None:
@@ -107,6 +114,7 @@ def gather(paths, whole_file_bytes: int = WHOLE_FILE_BYTES) -> Gathered:
         if document.pairs is not None:
             gathered.pair_runs.append(document.pairs)
         node = gathered.nodes.setdefault(document.host or f"\0{document.path}", Node(name=document.host))
+        node.history.append(document.outcome())
         kept = node.documents.get(document.verb)
         if kept is None or (document.started_at, document.path) > (kept.started_at, kept.path):
             node.documents[document.verb] = document

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 from gpuready.evidence.folders import walk_folder
 from gpuready.i18n import Said, said
-from gpuready.model import UNKNOWN_HOST
+from gpuready.model import UNKNOWN_HOST, Remediation
 from gpuready.report.document import shown_verdict
 from gpuready.report.measurement_kinds import kind_of
 from gpuready.report.json_stream import NotJson, pick_members
@@ -28,7 +28,7 @@ MAX_FILES = 1_000_000
 """Files taken from the folders given: a path that names a whole file system is refused, not walked forever."""
 FLEET_FORMATS = ("gpuready.fleet", "gpuready.fleet-baseline")
 """The fleet's own documents (its --json, a baseline): skipped where they sit among the reports, not read as nodes."""
-WANTED = frozenset({"format", "host", "verdict", "exit_code", "started_at", "facts"})
+WANTED = frozenset({"format", "host", "verdict", "exit_code", "started_at", "facts", "run_id", "scheduler"})
 VERBS_IN_FACTS = ("between_nodes", "validate", "burn", "bench", "monitor", "diagnose", "plan")
 """The verb a report is of, by the part of `facts` it writes; a report without one is `check`'s."""
 
@@ -51,6 +51,34 @@ def direction(name: str, unit: str) -> int:
     the fleet does not judge it: the kinds compare reads (measurement_kinds.py), one table for both verbs."""
     kind = kind_of(name, unit)
     return 0 if kind.name in NOT_A_NODES_SPEED else kind.better
+
+
+DRAIN_LEVELS = frozenset(level.value for level in Remediation if level.rank >= Remediation.RESET_GPU.rank)
+"""Remediation levels at which `fleet --actions` takes a node out of service: its jobs must stop first."""
+MAX_DRAIN_MESSAGE = 500
+"""Characters kept of the sentence of the failure that drains a node (the Reason Slurm keeps is shorter still)."""
+
+
+@dataclass(frozen=True)
+class Drain:
+    """A report's failure at a drain level (DRAIN_LEVELS): what `fleet --actions` names in the drain Reason."""
+    level: str
+    check_id: str
+    message: str
+    """The finding's sentence as written (English unless the report was written with --lang)."""
+    message_id: str | None = None
+    message_values: dict | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What `fleet --actions` keeps of every report of a node, a superseded one too: when it ran, its verdict, the
+    failure that drains the node (the worst level, the first of that level)."""
+    started_at: str
+    path: str
+    run_id: str
+    verdict: str | None
+    drain: Drain | None
 
 
 @dataclass(frozen=True)
@@ -96,8 +124,16 @@ class Document:
     """Measurement names beyond MAX_NAMES_PER_REPORT, not read."""
     fabric: NodeFabric | None = None
     """Its GPUs' NVLink cluster UUID and clique id (nvlink_domain.py), where they report one."""
+    run_id: str = ""
+    scheduler: dict[str, str] = field(default_factory=dict)
+    """The scheduler's names of the node (`slurm_node`, `k8s_node`, `slurm_job`) the report carries."""
+    drain: Drain | None = None
     pairs: PairRun | None = None
     """validate --between-nodes: the pair tests the report carries (pairs.py)."""
+
+    def outcome(self) -> Outcome:
+        return Outcome(started_at=self.started_at, path=self.path, run_id=self.run_id, verdict=self.verdict,
+                       drain=self.drain)
 
 
 class Unreadable(Exception):
@@ -148,12 +184,13 @@ def read_report(path: Path, whole_file_bytes: int = WHOLE_FILE_BYTES) -> Documen
             if not isinstance(document, dict):
                 raise NotJson("not an object")
             picked = {key: value for key, value in document.items() if key in WANTED}
-            if isinstance(document.get("measurements"), list):
-                picked["measurements"] = [_measurement(item) for item in document["measurements"]]
+            for name, keep in EACH_ELEMENT.items():
+                if isinstance(document.get(name), list):
+                    picked[name] = [keep(item) for item in document[name]]
             del document
         else:
             with open(path, encoding="utf-8") as handle:
-                picked = pick_members(handle, WANTED, {"measurements": _measurement})
+                picked = pick_members(handle, WANTED, EACH_ELEMENT)
     except OSError as error:
         raise Unreadable(str(path), said("fleet.unreadable.os", error=error.strerror or str(error))) from None
     except (NotJson, ValueError, RecursionError) as error:  # UnicodeDecodeError and json's errors are ValueErrors;
@@ -179,6 +216,22 @@ def _measurement(item: Any) -> tuple | None:
     return name, kind, Figure(value=_in_range(value), unit=unit, sense=sense,
                               expected=float(expected) if _finite(expected) and expected > 0 else None,
                               gpu=gpu, peer=peer, noise_pct=kind_of(name, unit).noise_pct)
+
+
+def _drain(item: Any) -> Drain | None:
+    """What the fleet keeps of one finding: a failure at a drain level, or None."""
+    if not isinstance(item, dict) or item.get("status") != "fail" or item.get("remediation") not in DRAIN_LEVELS:
+        return None
+    check_id, message = item.get("check_id"), item.get("message")
+    values = item.get("message_values")
+    return Drain(level=item["remediation"], check_id=check_id if isinstance(check_id, str) else "?",
+                 message=message[:MAX_DRAIN_MESSAGE] if isinstance(message, str) else "",
+                 message_id=item.get("message_id") if isinstance(item.get("message_id"), str) else None,
+                 message_values=values if isinstance(values, dict) else None)
+
+
+EACH_ELEMENT = {"measurements": _measurement, "findings": _drain}
+"""Array members read one element at a time, only what the fleet keeps of each."""
 
 
 def _gpu_of(ref: Any) -> int | str | None:
@@ -218,11 +271,18 @@ def _document(path: str, picked: dict[str, Any]) -> Document:
     host = picked.get("host")
     verdict = shown_verdict(picked)  # a CPU-only run is no verdict on the node (`no_verdict`)
     started = picked.get("started_at")
+    scheduler = {key: value for key, value in (picked.get("scheduler") or {}).items()
+                 if isinstance(value, str) and value} if isinstance(picked.get("scheduler"), dict) else {}
+    host = scheduler.get("slurm_node") or scheduler.get("k8s_node") or host  # the node as its scheduler names it
+    drains = [entry for entry in picked.get("findings") or [] if entry is not None]
     document = Document(path=path, host=host if isinstance(host, str) and host and host != UNKNOWN_HOST else "",
                         verb=next((verb for verb in VERBS_IN_FACTS if verb in facts), "check"),
                         started_at=started if isinstance(started, str) else "",
                         verdict=verdict if isinstance(verdict, str) else None, cohort=cohort_of(facts),
-                        fabric=fabric_of(facts), pairs=read_pairs(facts, path))
+                        fabric=fabric_of(facts), scheduler=scheduler,
+                        run_id=picked["run_id"] if isinstance(picked.get("run_id"), str) else "",
+                        drain=max(drains, key=lambda drain: Remediation(drain.level).rank, default=None),
+                        pairs=read_pairs(facts, path))
     for entry in measurements:
         if entry is None:
             continue
