@@ -259,3 +259,11 @@ def test_validate_judges_nccl_pairs_against_one_nic_of_the_nodes_facts():
     slow = next(f for f in report["findings"] if f["check_id"] == "network.node_slow")
     assert slow["message"] == ("Node d is slow in every pair it was in (c 20, a 20 GB/s against the expected figure, "
                                "48.0 GB/s), with nodes that pass with others: the node, not a link.")
+
+
+def test_between_nodes_on_one_node_is_a_usage_error():
+    result = subprocess.run([sys.executable, "-m", "gpuready", "validate", "--device", "cpu", "--between-nodes"],
+                            capture_output=True, text=True, timeout=120, env={k: v for k, v in os.environ.items()
+                                                                             if k not in ("RANK", "WORLD_SIZE")})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--between-nodes tests pairs of nodes: give --nnodes with --rdzv-endpoint" in result.stderr
