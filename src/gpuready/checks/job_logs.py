@@ -19,6 +19,8 @@ from gpuready.knowledge import thresholds
 from gpuready.model import Finding, Status, Subject
 
 STRAGGLER = "job.straggler"
+MAX_EVIDENCE = 4
+"""Lines quoted of a file's stalled collectives."""
 STRAGGLER_REFS = REFS = ["https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/README_STRAGGLER.md "
         "(megatron/core/utils.py StragglerDetector)", "knowledge/thresholds.toml [straggler]"]
 WHAT = {"megatron": "Megatron-LM elapsed time per iteration", "nanogpt": "iteration time",
@@ -75,6 +77,7 @@ def job_straggler(context: CheckContext) -> list[Finding]:
     for series in steps.series:
         found.extend(_series(context, series))
     found.extend(_minmax(context, steps))
+    found.extend(_waited_for(context, steps))
     if not found and (steps.unranked or steps.loss_lines):
         lines = steps.unranked_lines or [steps.loss_first]
         text = said("job.straggler.no_ranks", source=lines[0].source, lines=steps.unranked) if steps.unranked \
@@ -155,6 +158,34 @@ def _extremes(context: CheckContext, *, source: str, what: str, unit: str, low: 
                         observed=observed, evidence=lines, fix=None)
     return _finding(context, Status.SKIP, said("job.straggler.extremes_unknown", **values), None,
                     observed=observed, evidence=lines)
+
+
+def _waited_for(context: CheckContext, steps: StepTimeFacts) -> list[Finding]:
+    """The ranks a collective waited for, as fr_trace or Horovod named them: the others wait in the collective, so
+    the job runs at the pace of these ranks (or not at all). One finding per file. Old Horovod lists the ranks that
+    joined: the missing ones are the others below the highest that joined (a missing highest rank is not seen)."""
+    by_source: dict[str, list] = {}
+    for missing, line in steps.missing:
+        by_source.setdefault(line.source, []).append((missing, line))
+    found = []
+    for source, items in by_source.items():
+        counts: dict[int, int] = {}
+        for missing, _line in items:
+            ranks = missing.missing or sorted(set(range(max(missing.ready) + 1)) - set(missing.ready))
+            for rank in ranks:
+                counts[rank] = counts.get(rank, 0) + 1
+        if not counts:
+            continue
+        ranks = sorted(counts, key=lambda rank: (-counts[rank], rank))
+        first = items[0][0]
+        text = said(f"job.straggler.waited_for.{first.kind}", ranks=", ".join(map(str, ranks)), source=source,
+                    collectives=len(items), op=first.op or "?", seq=first.seq if first.seq is not None else "?")
+        observed = {"tool": first.kind, "waited_for": {str(rank): counts[rank] for rank in ranks},
+                    "collectives": len(items), "phase": "not joined the collective"}
+        found.append(_finding(context, Status.FAIL, text, ranks[0] if len(ranks) == 1 else None, observed=observed,
+                              evidence=[line for _missing, line in items[:MAX_EVIDENCE]],
+                              expected="every rank joins each collective"))
+    return found
 
 
 def _figure(value: float) -> str:

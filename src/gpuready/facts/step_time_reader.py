@@ -16,6 +16,8 @@ MAX_RANKS = 4096
 """Ranks kept per series."""
 MAX_LINES = 8
 """Lines kept of a kind (rankless step lines, Megatron min/max reports)."""
+MAX_MISSING = 256
+"""Stalled collectives kept (fr_trace mismatches, Horovod stalled operations)."""
 
 
 class StepTimeReader(Reader):
@@ -32,6 +34,8 @@ class StepTimeReader(Reader):
         """File → the table being read (`flagscale` / `nvrx`, its section)."""
         self._world: dict[str, int] = {}
         """File → the world size of the NVRx table being read, where it lists only some ranks."""
+        self._collective: dict[str, tuple[int, str | None]] = {}
+        """File → the sequence number and collective of the fr_trace mismatch being read."""
 
     def facts(self) -> StepTimeFacts:
         return self.seen
@@ -62,6 +66,13 @@ class StepTimeReader(Reader):
         elif (minmax := parse.parse_minmax(text)) is not None:
             if len(self.seen.minmax) < MAX_LINES:
                 self.seen.minmax.append((minmax, line))
+        elif (seq := parse.fr_header(text)) is not None:
+            self._collective[line.source] = (seq, None)
+        elif (op := parse.fr_op(text)) is not None and line.source in self._collective:
+            self._collective[line.source] = (self._collective[line.source][0], op)
+        elif (missing := parse.parse_missing(text, *self._collective.get(line.source, (None, None)))) is not None:
+            if len(self.seen.missing) < MAX_MISSING:
+                self.seen.missing.append((missing, line))
         elif parse.is_loss_line(text):
             self.seen.loss_lines += 1
             if self.seen.loss_first is None:

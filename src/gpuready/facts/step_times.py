@@ -10,7 +10,12 @@ What is read, each with where it comes from (fixtures in tests/fixtures/public/s
   NVIDIA Resiliency Extension's (`Rank=0 Node=22ca9bdcfc9a Score=0.95`, a performance score: its inverse stands
   for the time);
 - Megatron-LM's StragglerDetector line (`MnRtt/Rnk: 3453.08ms/8 | MxRtt/Rnk: 3468.20ms/0 | …`): only the fastest
-  and the slowest rank.
+  and the slowest rank;
+- the ranks a collective waits for, as the tool that saw the wait names them: PyTorch's flight-recorder analyser
+  (`python -m torch.distributed.flight_recorder.fr_trace` / `torchfrtrace`: `Not all ranks joining collective, sequence
+  number: 4` or `… collective 5 at entry 4`, then `collective: nccl:all_reduce` and `missing ranks: {1}`) and
+  Horovod's stall warning (`HorovodAllreduce_… [missing ranks: 815]`; before Horovod 0.13.11 `[ready ranks: 5, 6, 3,
+  1, 4, 0]`, the others).
 
 Parsers never judge: checks/job_logs.py does.
 """
@@ -33,9 +38,14 @@ _NVRX_HEADER = re.compile(r"GPU (relative|individual) performance:")
 _NVRX_SUBSET = re.compile(r"(?:Worst|Best) performing \d+/(\d+) ranks")
 _NVRX_RANK = re.compile(r"Rank=(\d{1,6}) Node=(\S{1,120}) Score=([\d.]+|nan)")
 _MINMAX = re.compile(r"MnRtt/Rnk: ([\d.]+)ms/(\d{1,6}) \| MxRtt/Rnk: ([\d.]+)ms/(\d{1,6})")
+_FR_HEADER = re.compile(r"Not all ranks joining collective(?:, sequence number:)? (\d{1,12})")
+_FR_OP = re.compile(r"^\s*collective: (\S{1,80})\s*$")
+_FR_MISSING = re.compile(r"[Mm]issing ranks(?::| are) \{([\d, ]{1,4000})\}")
+_HOROVOD = re.compile(r"(\S{1,300}) \[(missing|ready) ranks: ([\d, ]{1,4000})\]")
 
 MARKERS = (r"elapsed time per iteration|iter \d+: loss|step:\s*\d+\s+loss:|s/it\]|it/s\]|Rank \d+: [\d.]+\s*ms|"
-           r"Rank=\d+ Node=|performance:|performing \d+/\d+ ranks|MnRtt/Rnk|\]:  [a-z_]+:|'loss': ")
+           r"Rank=\d+ Node=|performance:|performing \d+/\d+ ranks|MnRtt/Rnk|\]:  [a-z_]+:|'loss': |"
+           r"Not all ranks joining|issing ranks|ready ranks: |^\s*collective: ")
 """What step_time_reader.StepTimeReader is fed (the last: a Hugging Face Trainer's `{'loss': …}` line, which has
 no time of its own)."""
 
@@ -149,6 +159,52 @@ def parse_minmax(text: str) -> MinMax | None:
                   max_rank=int(match.group(4)))
 
 
+@dataclass(frozen=True, kw_only=True)
+class Missing:
+    """The ranks a collective waited for, as the tool that saw the wait printed them."""
+    kind: str
+    """`fr_trace` (PyTorch's flight-recorder analyser) or `horovod` (its stall warning)."""
+    op: str | None
+    """The collective (`nccl:all_reduce`) or Horovod's tensor operation name."""
+    seq: int | None
+    """The collective's sequence number (fr_trace)."""
+    missing: tuple[int, ...] = ()
+    """The ranks that had not joined it."""
+    ready: tuple[int, ...] = ()
+    """Old Horovod: the ranks that had joined it (the missing ones are the others)."""
+
+
+def fr_header(text: str) -> int | None:
+    """The sequence number of fr_trace's `Not all ranks joining collective …` header, else None."""
+    match = _FR_HEADER.search(text)
+    return int(match.group(1)) if match else None
+
+
+def fr_op(text: str) -> str | None:
+    """fr_trace's `collective: nccl:all_reduce` line under that header."""
+    match = _FR_OP.match(text)
+    return match.group(1) if match else None
+
+
+def _ranks(listed: str) -> tuple[int, ...]:
+    return tuple(sorted({int(part) for part in listed.replace(" ", "").split(",") if part.isdigit()}))
+
+
+def parse_missing(text: str, seq: int | None = None, op: str | None = None) -> Missing | None:
+    """fr_trace's `missing ranks: {1}` (with the header's sequence number and collective), or Horovod's
+    `name [missing ranks: 0]` / `name [ready ranks: …]`."""
+    if (match := _FR_MISSING.search(text)) is not None:
+        ranks = _ranks(match.group(1))
+        return Missing(kind="fr_trace", op=op, seq=seq, missing=ranks) if ranks else None
+    if (match := _HOROVOD.search(text)) is not None:
+        ranks = _ranks(match.group(3))
+        name = match.group(1).rsplit(":", 1)[-1]
+        if not ranks:
+            return None
+        return Missing(kind="horovod", op=name, seq=None, **{match.group(2): ranks})
+    return None
+
+
 def is_loss_line(text: str) -> bool:
     """A Hugging Face Trainer's `{'loss': 1.23, …, 'epoch': 0.5}`: a training log line without a time."""
     return "{'loss': " in text and "'epoch': " in text
@@ -201,3 +257,5 @@ class StepTimeFacts:
     """The first of those lines."""
     minmax: list[tuple[MinMax, object]] = field(default_factory=list)
     """Megatron-LM StragglerDetector's min/max reports and their lines (bounded)."""
+    missing: list[tuple[Missing, object]] = field(default_factory=list)
+    """Collectives that waited for some ranks (fr_trace, Horovod), and their lines (bounded)."""
