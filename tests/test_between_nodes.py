@@ -210,6 +210,11 @@ def test_fleet_names_the_bad_node_of_eight_with_its_figures(tmp_path):
     console = subprocess.run([sys.executable, "-m", "gpuready", "fleet", str(tmp_path / "run.json")],
                              capture_output=True, text=True, timeout=120).stdout
     assert "n5 is a bad node, slow in every pair: n4 ↔ n5 3.0 GB/s over RDMA (mlx5_0)" in " ".join(console.split())
+    subprocess.run([sys.executable, "-m", "gpuready", "fleet", str(tmp_path / "run.json"), "--markdown",
+                    str(tmp_path / "fleet.md"), "--html", str(tmp_path / "fleet.html")], capture_output=True, timeout=120)
+    line = "Between nodes: n5 is a bad node, slow in every pair: n4 ↔ n5 3.0 GB/s over RDMA (mlx5_0); n5 ↔ n6 3.0 GB/s"
+    assert line in (tmp_path / "fleet.html").read_text()
+    assert line.replace("_", "\\_") in (tmp_path / "fleet.md").read_text()  # Markdown escapes the underscore
 
 
 def test_fleet_combines_runs_to_narrow_a_pair(tmp_path):

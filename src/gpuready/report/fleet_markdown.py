@@ -15,7 +15,7 @@ from gpuready.report.markdown import inline
 def fleet_markdown(document: dict[str, Any], lang: str = "en") -> str:
     view = fleet_view(document, lang)
     blocks = [f"## {inline(message('html.fleet.title', lang))}", f"**{inline(view.header)}**",
-              "\n".join(f"- {inline(line)}" for line in [cohort.line for cohort in view.cohorts] + view.domains)]
+              "\n".join(f"- {inline(line)}" for line in [cohort.line for cohort in view.cohorts] + view.domains + view.pairs)]
     blocks += [inline(note) for note in view.notes]
     if view.problems:
         columns = [view.column[key] for key in ("node", "verdict", "cohort", "what")]

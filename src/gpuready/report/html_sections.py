@@ -252,7 +252,7 @@ def _yes_no(value: Any, labels: dict) -> str:
 def fleet_header(view: FleetView, say: Say) -> str:
     return element("h2", escape(say("html.fleet.title"))) + element(
         "p", escape(view.header), class_=f"verdict {'not_ready' if view.alarm else 'ready'}") + "".join(
-        element("p", escape(line)) for line in [cohort.line for cohort in view.cohorts] + view.domains + view.notes)
+        element("p", escape(line)) for line in [cohort.line for cohort in view.cohorts] + view.domains + view.pairs + view.notes)
 
 
 def fleet_nodes_section(view: FleetView, say: Say) -> str:
