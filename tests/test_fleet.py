@@ -334,8 +334,10 @@ def test_launch_validate_writes_one_report_per_host_into_the_folder_fleet_reads(
     assert cli.main(["launch", kind, "--nnodes", "4", "--nproc-per-node", "8", "--reports", "/shared/fleet", *extra,
                      "--", "validate"]) == ExitCode.READY
     script = capsys.readouterr().out
-    # one <hostname>.json per node (the YAML escapes the quotes): `gpuready fleet /shared/fleet` reads them all
-    assert re.search(r'--json --out /shared/fleet/\\?"\$\(hostname\)\\?"\.json', script), script
+    # one <node>.json per node (the YAML escapes the quotes): `gpuready fleet /shared/fleet` reads them all; under
+    # Slurm the node is its NodeName (what scontrol takes back), elsewhere its host name
+    node = r'\$\{SLURMD_NODENAME:-\$\(hostname\)\}' if kind == "slurm" else r'\$\(hostname\)'
+    assert re.search(r'--json --out /shared/fleet/\\?"' + node + r'\\?"\.json', script), script
 
 
 def test_a_baseline_path_that_cannot_take_a_file_is_refused_before_any_report_is_read(tmp_path, capsys):

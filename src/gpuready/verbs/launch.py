@@ -42,6 +42,7 @@ from gpuready.facts.net_interfaces import (IfAddr, interface_of, is_loopback_nam
                                            nccl_socket_interfaces, route_source)
 from gpuready.facts.network_files import is_virtual_interface
 from gpuready.model import ExitCode
+from gpuready.node import K8S_NODE_VARIABLE
 from gpuready.options import file_kind
 from gpuready.options import UsageError
 from gpuready.pipeline import gather_facts
@@ -437,7 +438,9 @@ def _k8s_env(facts: Any, nnodes: int, gpus_per_node: int | None, master: str | N
              port: int) -> tuple[list[dict], list[Said]]:
     """PET_* for torchrun (static rendezvous) and MASTER_ADDR/PORT for code that reads them, and the header notes
     that explain them and the NCCL variables a pod is not given."""
-    env: list[dict] = []
+    # The node the pod runs on (the downward API's spec.nodeName): a report names it, and `fleet --actions k8s` cordons
+    # it; the pod's own host name is the pod's.
+    env: list[dict] = [{"name": K8S_NODE_VARIABLE, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     notes: list[Said] = []
     if master is not None:
         notes.append(said("launch.k8s.env_pet"))
