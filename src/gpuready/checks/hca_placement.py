@@ -6,9 +6,9 @@ whose nearest NIC is across the socket sends through the other CPU, or through h
 
 from __future__ import annotations
 
-from gpuready.checks.ib_rails import rails
+from gpuready.checks.ib_rails import is_active, rails
 from gpuready.checks.registry import CheckContext, check
-from gpuready.facts.types import GpuFacts, IbPort, Topology
+from gpuready.facts.types import GpuFacts, Topology
 from gpuready.i18n import said
 from gpuready.model import Finding
 
@@ -22,13 +22,9 @@ _NEAREST_FIRST = ("PIX", "PXB", "PHB", "NODE", "SYS")
 _ACROSS = "SYS"
 
 
-def _active(port: IbPort) -> bool:
-    return (port.state or "").upper() == "ACTIVE"
-
-
 def _rail_devices(context: CheckContext) -> list[str]:
     """The HCAs with an Active rail, in name order."""
-    return sorted({port.device for port in rails(context.facts.ib_ports) if _active(port)})
+    return sorted({port.device for port in rails(context.facts.ib_ports) if is_active(port)})
 
 
 @check("network.hca_placement", needs=("ib_ports",))
@@ -36,7 +32,7 @@ def hca_placement(context: CheckContext) -> list[Finding]:
     """A GPU whose nearest RDMA rail is across the CPU interconnect, on a machine with at least two rails."""
     devices = _rail_devices(context)
     if len(devices) < 2:
-        active = {port.device for port in context.facts.ib_ports or [] if _active(port)}
+        active = {port.device for port in context.facts.ib_ports or [] if is_active(port)}
         return [context.skip(said("network.hca_placement.few_rails", count=len(active)))]
     nearest = _nearest_by_topology(context.facts.topology, devices)
     if nearest:

@@ -25,7 +25,7 @@ _RAILS_MIN = 2
 """Below two rails there is nothing to compare a port with: a single NIC is judged by network.rdma alone."""
 
 
-def _active(port: IbPort) -> bool:
+def is_active(port: IbPort) -> bool:
     return (port.state or "").upper() == "ACTIVE"
 
 
@@ -36,7 +36,7 @@ def _name(port: IbPort) -> str:
 def rails(ports: list[IbPort] | None) -> list[IbPort]:
     """The ports of every HCA model with at least one Active port; [] where fewer than two. Ports whose model is not
     shown (an old capture without `hca_type` / `CA type`) are no rails: two unknown adapters may be two models."""
-    up_models = {port.hca_type for port in ports or [] if _active(port) and port.hca_type}
+    up_models = {port.hca_type for port in ports or [] if is_active(port) and port.hca_type}
     found = [port for port in ports or [] if port.hca_type in up_models]
     return found if len(found) >= _RAILS_MIN else []
 
@@ -45,8 +45,8 @@ def rails_down(ports: list[IbPort] | None) -> list[IbPort]:
     """The rails that are not Active on an HCA none of whose ports is: a whole adapter off the fabric. A second port
     Down beside an Active one on the same HCA is a dual-port card cabled once (common, and no lost rail)."""
     railed = rails(ports)
-    up_devices = {port.device for port in railed if _active(port)}
-    return [port for port in railed if not _active(port) and port.device not in up_devices]
+    up_devices = {port.device for port in railed if is_active(port)}
+    return [port for port in railed if not is_active(port) and port.device not in up_devices]
 
 
 def _by_model(ports: list[IbPort]) -> dict[str | None, list[IbPort]]:
@@ -73,7 +73,7 @@ def rail_down(context: CheckContext) -> list[Finding]:
 def rail_rate(context: CheckContext) -> list[Finding]:
     """An Active rail slower than what the same HCA model negotiates elsewhere in the machine."""
     findings = []
-    for model, ports in _by_model([port for port in rails(context.facts.ib_ports) if _active(port)]).items():
+    for model, ports in _by_model([port for port in rails(context.facts.ib_ports) if is_active(port)]).items():
         best = max((port.rate_gbit_per_s or 0 for port in ports), default=0)
         slow = [port for port in ports if port.rate_gbit_per_s and port.rate_gbit_per_s < best]
         if slow:
@@ -88,7 +88,7 @@ def rail_rate(context: CheckContext) -> list[Finding]:
 @check("network.link_layer_mixed", needs=("ib_ports",), needs_gpus=False)
 def link_layer_mixed(context: CheckContext) -> list[Finding]:
     """InfiniBand and Ethernet (RoCE) among the Active rails of one HCA model (those NCCL_IB_HCA selects, if set)."""
-    selected = _selected(context, [port for port in rails(context.facts.ib_ports) if _active(port)])
+    selected = _selected(context, [port for port in rails(context.facts.ib_ports) if is_active(port)])
     findings = []
     for model, ports in _by_model(selected).items():
         layers = defaultdict(list)
