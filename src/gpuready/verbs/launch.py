@@ -262,21 +262,35 @@ def _placeholder_note(names: tuple[str, str], tool: str) -> Said:
     return said("launch.placeholders", first=names[0], second=names[1], tool=tool)
 
 
+GPUREADY_MODULE = ["-m", "gpuready"]
+
+
+def _one_world_program(command: list[str], reports: str) -> list[str]:
+    """`bench ARGS` or `validate --between-nodes ARGS` → what torchrun runs on every node: `-m gpuready VERB ARGS
+    --json --out REPORTS/FILE`. The ranks of all nodes form one group (the verb under torchrun) and rank 0 writes the
+    one report: pair tests between nodes need every node in one group, as a training step does."""
+    return [*GPUREADY_MODULE, *command, "--json", "--out", f"{reports}/{_one_world_file(command)}"]
+
+
+def _one_world_file(command: list[str]) -> str:
+    verb = command[2] if command[:2] == GPUREADY_MODULE else command[0]
+    return "bench.json" if verb == "bench" else "between-nodes.json"
+
+
+def _in_one_world(command: list[str]) -> bool:
+    """`bench` and `validate --between-nodes` (before or after `_one_world_program`)."""
+    words = command[2:] if command[:2] == GPUREADY_MODULE else command
+    return words[:1] == ["bench"] or words[:1] == ["validate"] and "--between-nodes" in words
+
+
 def _is_validate(command: list[str]) -> bool:
-    return command[0] == "validate"
+    """validate on every node by itself (its own report per node); `validate --between-nodes` is one group."""
+    return command[0] == "validate" and not _in_one_world(command)
 
 
-BENCH_MODULE = ["-m", "gpuready", "bench"]
-
-
-def _bench_program(command: list[str], reports: str) -> list[str]:
-    """`bench ARGS` → what torchrun runs on every node: `-m gpuready bench ARGS --json --out REPORTS/bench.json`.
-    The ranks form one group across the nodes (bench under torchrun) and rank 0 writes the one report."""
-    return [*BENCH_MODULE, *command[1:], "--json", "--out", f"{reports}/bench.json"]
-
-
-def _is_bench(command: list[str]) -> bool:
-    return command[:3] == BENCH_MODULE
+def _one_world_said(msg_id: str, command: list[str], reports: str) -> dict:
+    return {"msg_id": msg_id, "verb": " ".join(command[2:4] if "--between-nodes" in command else command[2:3]),
+            "reports": reports, "file": _one_world_file(command)}
 
 
 HOST_NAME_SHELL = '"$(hostname)"'
@@ -344,8 +358,9 @@ def _torchrun_text(nnodes: int, gpus_per_node: int | None, command: list[str], p
               f"HEAD={head_default}", ""]
     lines += _shell_env(pairs, notes, lang)
     lines.append("")
-    if _is_bench(command):
-        lines += [say("launch.script.bench_writes", reports=reports), f"mkdir -p {shlex.quote(reports)}"]
+    if _in_one_world(command):
+        lines += [say(**_one_world_said("launch.script.bench_writes", command, reports)),
+                  f"mkdir -p {shlex.quote(reports)}"]
     lines += [_torchrun_flags(nnodes, gpus_per_node, f'"$HEAD:{port}"', shlex.quote(rdzv_id)) + " "
               + shlex.join(command)]
     return "\n".join(lines) + "\n"
@@ -390,8 +405,9 @@ def _slurm_text(nnodes: int, gpus_per_node: int | None, command: list[str], port
                   say("launch.script.slurm.bash_c"),
                   f"srun bash -c {shlex.quote(_validate_shell(command, reports, SLURM_NODE_SHELL))}"]
     else:
-        if _is_bench(command):
-            lines += [say("launch.script.slurm.bench_writes", reports=reports), f"mkdir -p {shlex.quote(reports)}"]
+        if _in_one_world(command):
+            lines += [say(**_one_world_said("launch.script.slurm.bench_writes", command, reports)),
+                      f"mkdir -p {shlex.quote(reports)}"]
         lines += [say("launch.script.slurm.head_1"), say("launch.script.slurm.head_2"),
                   'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
                   say("launch.script.slurm.head_addr"),
@@ -493,7 +509,7 @@ def _shm_note() -> Said:
 def _argv(command: list[str], reports: str) -> list[str]:
     if _is_validate(command):
         return ["sh", "-c", _validate_shell(command, reports)]
-    if _is_bench(command):  # the report folder first (gpuready does not create --out's folder)
+    if _in_one_world(command):  # the report folder first (gpuready does not create --out's folder)
         return ["sh", "-c", f"mkdir -p {shlex.quote(reports)} && exec torchrun {shlex.join(command)}"]
     return ["torchrun", *command]
 
@@ -514,8 +530,9 @@ def _header(nnodes: int, gpus_per_node: int | None, command: list[str], k8s_kind
         lines.append(_placeholder_note((GPUS_PLACEHOLDER, SHM_PLACEHOLDER), "kubectl apply"))
     if _is_validate(command):
         lines += [said("launch.k8s.validate", reports=reports), said("launch.k8s.image")]
-    if _is_bench(command):
-        lines += [said("launch.k8s.bench", reports=reports)]
+    if _in_one_world(command):
+        said_values = _one_world_said("launch.k8s.bench", command, reports)
+        lines += [said(said_values.pop("msg_id"), **said_values)]
     return lines
 
 
@@ -602,8 +619,8 @@ def launch_text(kind: str, *, nnodes: int, gpus_per_node: int | None, command: l
     """
     command = list(command)
     _check(kind, nnodes, gpus_per_node, command, image, k8s_kind, port, name, reports, rdzv_id)
-    if command[0] == "bench":
-        command = _bench_program(command, reports)
+    if _in_one_world(command):
+        command = _one_world_program(command, reports)
     if port == 0:
         port = free_port()
     if kind == "torchrun":
