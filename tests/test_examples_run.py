@@ -192,6 +192,12 @@ README_RUNS = {
 }
 
 DOCS_RUNS = {
+    "gpuready launch slurm --nnodes 8 --nproc-per-node 8 --reports /shared/reports --out validate.sbatch -- validate":
+        Example(0, "writes the sbatch: each node validates alone, its report named by its Slurm NodeName",
+                writes={"validate.sbatch": "SLURMD_NODENAME"}),
+    "gpuready launch slurm --nnodes 8 --nproc-per-node 8 --reports /shared/reports --out pairs.sbatch -- validate "
+    "--between-nodes": Example(0, "writes the sbatch: one torchrun group over the allocation, rank 0's report",
+                               writes={"pairs.sbatch": "/shared/reports/between-nodes.json"}),
     "gpuready diagnose ibstat.txt": Example(
         1, "NVIDIA/nccl-tests#128's ibstat: mlx5_1 Down beside an Active mlx5_0 of the same model; a finding fails",
         inputs=("ibstat.txt",), shows=("network.rail_down", "mlx5_1")),
