@@ -150,3 +150,73 @@ def test_a_peer_lost_error_is_named_as_the_consequence_of_the_rank_that_failed_f
     messages = {f.subject.rank: f.message for f in judge.findings if f.check_id == "ddp.init_failed"}
     assert messages[0].endswith("Likely a consequence of rank 1 failing, ending or hanging first.")
     assert messages[1] == f"ddp failed on rank 1: {own}"
+
+
+def test_a_beat_left_unread_by_a_poll_that_found_a_failure_does_not_hide_a_dead_rank(clock):
+    """Issue 34's flaky torchrun test: rank 1 beats once more and dies; rank 0's collective fails ("closed by peer")
+    and it posts `failed`. The poll that finds that failure must read the heartbeats too: were rank 1's last beat
+    first read seconds later, its silence would count from then (0 s) and the rank that died would go unnamed."""
+    store = FakeStore()
+    dog = Watchdog(store, 2, startup_timeout_s=300)
+    _running(store, 2, 5)
+    dog.poll()
+    clock[0] += 0.5
+    _beat(store, 1, 2)  # rank 1's last beat
+    _post(store, 0, 6, phase="failed")
+    assert dog.poll() is True and list(dog.failures) == [0]
+    clock[0] += 3.0
+    dog.poll()
+    assert [(f.rank, f.kind) for f in dog.ended_without_a_word(2.5)] == [(1, "exit")]
+
+
+def _rank_zero(store, world_size, clock, monkeypatch):
+    """Rank 0's reporter on a fake store, its sleeps moving the fake clock; the outcome it reports is kept."""
+    from gpuready.runner import torchrun
+
+    monkeypatch.setattr(torchrun.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    outcomes = []
+    reporter = torchrun.RankZeroReport(rank=0, world_size=world_size, startup_timeout_s=300, deadline_s=None,
+                                       log_dir=None, make_report=outcomes.append, write_report=lambda report: 0)
+    reporter.watchdog = Watchdog(store, world_size, startup_timeout_s=300)
+    return reporter, outcomes
+
+
+def test_rank_0_names_a_rank_that_died_just_after_beating_whatever_the_timing(clock, monkeypatch):
+    """Rank 0's workload failed because rank 1 died; rank 1's last beat came after rank 0's last read of the
+    heartbeats. Rank 0 keeps reading while it waits, so rank 1 is named; it waits no longer than rank 1 needs to be
+    silent past the grace (2.5 s), not a fixed time."""
+    store = FakeStore()
+    reporter, outcomes = _rank_zero(store, 2, clock, monkeypatch)
+    _running(store, 2, 5)
+    reporter.watchdog.poll()
+    clock[0] += 0.7
+    _beat(store, 1, 2)  # then rank 1 dies
+    _post(store, 0, 6, phase="failed")
+    started = clock[0]
+    assert reporter.report_what_ended(store, None) == 4
+    assert 2.5 < clock[0] - started <= 3.0
+    assert sorted((f.rank, f.kind) for f in outcomes[0].failures) == [(0, "workload"), (1, "exit")]
+
+
+def test_rank_0_waits_for_a_live_rank_to_say_it_was_terminated_and_names_only_the_dead_one(clock, monkeypatch):
+    """On SIGTERM (torchrun stops the group): rank 2 is alive and beating until it posts `terminated` 4 s later;
+    rank 1 died without a word. Rank 0 waits for rank 2's word, then names rank 1 alone."""
+    store = FakeStore()
+    reporter, outcomes = _rank_zero(store, 3, clock, monkeypatch)
+    _running(store, 3, 7)
+    reporter.watchdog.poll()
+    _post(store, 0, 8, phase="terminated")
+    beats = [2]
+
+    def sleep(seconds):
+        clock[0] += seconds
+        beats[0] += 1
+        _beat(store, 2, beats[0])  # alive: a new count at every look
+        if clock[0] - started >= 4.0:
+            _post(store, 2, 8, phase="terminated")
+    from gpuready.runner import torchrun
+    monkeypatch.setattr(torchrun.time, "sleep", sleep)
+    started = clock[0]
+    assert reporter.report_what_ended(store, "SIGTERM") == 4
+    assert 4.0 <= clock[0] - started <= 4.5
+    assert [(f.rank, f.kind) for f in outcomes[0].failures] == [(1, "exit")]

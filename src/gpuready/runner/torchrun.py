@@ -30,6 +30,10 @@ from gpuready.signals import exit_code_for
 REPORT_WRITTEN_KEY = "gpuready/report_written"
 HEARTBEAT_GRACE_S = 2.5
 """On SIGTERM under torchrun: a rank silent this long (2.5 heartbeats) and not `terminated` ended on its own."""
+SETTLE_LIMIT_S = 4 * HEARTBEAT_GRACE_S
+"""The longest rank 0 waits, once a rank has failed or SIGTERM came, for the other ranks to say what became of them or
+fall silent; a live rank still waiting in a collective holds the report no longer than this."""
+SETTLE_POLL_S = 0.25
 RANK0_REPORT_WAIT_S = 90.0
 """How long the node hosting the store keeps it up, after its own torchrun ended, for rank 0 to write the report."""
 RANK0_SILENT_S = 15.0
@@ -122,7 +126,7 @@ class RankZeroReport:
     def report_what_ended(self, store: Any, cause: str | None) -> int:
         """Name the ranks that ended (the watchdog's failures, and those whose heartbeat stopped without a word)
         and write the report; the exit code: 4 where a rank ended, else that of `cause` (a signal) or 1."""
-        time.sleep(2 * HEARTBEAT_GRACE_S)  # the other ranks post `failed` / `terminated` meanwhile, the dead do not
+        self.settle()
         with self.lock:
             self.watchdog.poll()
             failures = dict(self.watchdog.failures)
@@ -134,6 +138,19 @@ class RankZeroReport:
         self.report_once(store, list(failures.values()), interrupted_by=None if failures or cause is None else cause)
         sys.stdout.flush()
         return 4 if ended else exit_code_for(cause) if cause and not failures else 1
+
+    def settle(self) -> None:
+        """Until every other rank has said what became of it (`failed`, `terminated`, `done`) or its heartbeat has
+        been silent past the grace, for at most SETTLE_LIMIT_S; reading the posts and heartbeats all the while. A
+        fixed sleep before one read would time a dead rank's last beat from that read: silent 0 s, never named."""
+        deadline = time.monotonic() + SETTLE_LIMIT_S
+        while True:
+            with self.lock:
+                self.watchdog.poll()
+                waiting = self.watchdog.unsettled(HEARTBEAT_GRACE_S, reporter=self.rank)
+            if not waiting or time.monotonic() >= deadline:
+                return
+            time.sleep(SETTLE_POLL_S)
 
     def on_signal(self, store: Any, signum: int) -> None:
         if self.rank == 0 and self.watchdog is not None:

@@ -109,8 +109,11 @@ class Watchdog:
         codes = [process.poll() for process in self.processes] if self.processes is not None else None
         self.posts = self.progress.read()
         now = time.monotonic()
-        new = self._exits(codes) or self._lost_heartbeats(now) or self._late_starts(now) or self._stalls(now, codes) \
-            or self._past_deadline(now)
+        # Every poll reads the heartbeats, also one that finds another failure first: a silence is timed from when a
+        # beat was first seen, so a beat left unread until later would make a rank that died look as if it just beat.
+        silent = self.heartbeats.silent_s(now) if self.processes is None else {}
+        new = self._exits(codes) or self._lost_heartbeats(now, silent) or self._late_starts(now) \
+            or self._stalls(now, codes) or self._past_deadline(now)
         for failure in new:
             self.failures.setdefault(failure.rank, failure)
             if self.independent and self.stop_rank is not None:
@@ -121,6 +124,15 @@ class Watchdog:
             return all(code is not None for code in codes) if self.independent else all(code == 0 for code in codes)
         return all(self.posts.get(rank) is not None and self.posts[rank].phase in FINAL_PHASES
                    for rank in range(self.world_size))
+
+    def unsettled(self, silent_s: float, reporter: int) -> list[int]:
+        """Ranks (other than `reporter`) that have neither finished, failed, been named nor said `terminated`, and
+        whose heartbeat has changed within `silent_s`: still alive, about to say what became of them, or just ended
+        and not yet silent long enough to tell. A rank that never beat is not waited for."""
+        silent = self.heartbeats.silent_s()
+        return [rank for rank, seconds in sorted(silent.items())
+                if rank != reporter and seconds <= silent_s and rank not in self.failures
+                and not (rank in self.posts and self.posts[rank].phase in FINAL_PHASES)]
 
     def ended_without_a_word(self, silent_s: float) -> list[RankFailure]:
         """Ranks neither finished, failed nor `terminated` whose heartbeat has been silent for `silent_s`: when
@@ -154,10 +166,8 @@ class Watchdog:
                                         exited(code, post), post))
         return failures
 
-    def _lost_heartbeats(self, now: float) -> list[RankFailure]:
-        if self.processes is not None:  # exit codes and process states say more than heartbeats
-            return []
-        silent = self.heartbeats.silent_s(now)
+    def _lost_heartbeats(self, now: float, silent: dict[int, float]) -> list[RankFailure]:
+        """`silent`: rank → seconds since its heartbeat changed (none where exit codes and process states say more)."""
         return [failure(rank, "exit", said("runner.failure.no_heartbeat", seconds=round(seconds),
                                            where=where(self.posts.get(rank), now)), self.posts.get(rank))
                 for rank, seconds in sorted(silent.items())
