@@ -6,7 +6,10 @@ where it is not_ready with a failure whose remediation is reset_gpu, reboot_node
 the GPU or the node must be taken out of service to clear it. A failure that only restarts the job (restart_job: an
 application's Xid 13, a job's NCCL error) leaves the node in. It resumes the node where it is clean (ready or
 ready_with_warnings) and strictly newer than a report of that node, given to the same fleet run, that drained it;
-never otherwise, so a node drained by someone else, or by a report fleet was not given, stays drained. The drain
+never otherwise, so a node drained by someone else, or by a report fleet was not given, stays drained. The pair
+tests between nodes (validate --between-nodes) speak for every node they tested: a bad node is drained
+(network.node_slow), and a newer run in which it is not bad resumes it, but undoes no drain for another cause (its
+GPUs: then that drain stands). A bad link names two nodes and drains neither (`link_notes`). The drain
 Reason names the check id, its sentence, and the run id and start time of the report, so an operator sees which run
 drained it.
 
@@ -82,9 +85,25 @@ def decide(node: str, history: Iterable[Outcome]) -> Action | None:
         return Action(node=node, resume=False, decided_by=newest, drain=newest.drain)
     drained = [outcome for when, outcome in judged if when < moment and outcome.verdict == "not_ready"
                and outcome.drain is not None]
-    if newest.verdict in CLEAN and drained:
-        return Action(node=node, resume=True, decided_by=newest, drain=drained[-1].drain)
-    return None
+    if newest.verdict not in CLEAN or not drained:
+        return None
+    outstanding = _outstanding([outcome for _when, outcome in judged])
+    if outstanding:  # a clean between-nodes run says nothing of the GPUs: an older drain for them stands
+        return Action(node=node, resume=False, decided_by=outstanding[-1], drain=outstanding[-1].drain)
+    return Action(node=node, resume=True, decided_by=newest, drain=drained[-1].drain)
+
+
+def _outstanding(history: list[Outcome]) -> list[Outcome]:
+    """The drains no later clean outcome cleared, in time order: a node's own clean report clears every drain, a
+    between-nodes run in which it is not bad only the drains of its own check ids (Outcome.clears)."""
+    outstanding: list[Outcome] = []
+    for outcome in history:
+        if outcome.verdict == "not_ready" and outcome.drain is not None:
+            outstanding.append(outcome)
+        elif outcome.verdict in CLEAN:
+            outstanding = [] if outcome.clears is None else [
+                drained for drained in outstanding if drained.drain.check_id not in outcome.clears]
+    return outstanding
 
 
 def reason(action: Action) -> str:
@@ -190,3 +209,14 @@ def apply(argvs: list[list[str]], lang: str) -> tuple[list[str], int]:
 
 def refused_sentence(names: list[str], scheduler: str):
     return said("fleet.actions.bad_name", names=", ".join(names), scheduler=scheduler)
+
+
+def link_notes(pairs: dict | None, lang: str) -> list[str]:
+    """`# …` lines for --actions: each bad link between nodes names two nodes and drains neither (a cable or switch
+    port between them, not a node); the line says which link to check and its figure."""
+    return ["# " + message("fleet.actions.link", lang, a=entry["nodes"][0], b=entry["nodes"][1],
+                           value="failed" if figure is None else f"{figure:.3g}",
+                           reference=f"{(pairs or {}).get('reference_gb_per_s') or 0:.3g}")
+            for entry in (pairs or {}).get("bad_links") or []
+            for figure in [min((row["gb_per_s"] for row in entry["pairs"] if row["gb_per_s"] is not None),
+                               default=None)]]

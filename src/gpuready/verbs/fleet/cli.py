@@ -22,7 +22,7 @@ from gpuready.cli.output import _write_report, check_out, json_text
 from gpuready.model import ExitCode, worst_exit_code
 from gpuready.report.fleet_markdown import fleet_markdown
 from gpuready.safe_text import encoded, tell
-from gpuready.verbs.fleet.actions import SCHEDULERS, apply, as_rows, plan_actions, refused_sentence, shown
+from gpuready.verbs.fleet.actions import SCHEDULERS, apply, as_rows, link_notes, plan_actions, refused_sentence, shown
 from gpuready.verbs.fleet.baseline import baseline_document, read_baseline, write_baseline
 from gpuready.verbs.fleet.judge import gather, judge
 from gpuready.verbs.fleet.read import MAX_FILES, TooManyFiles
@@ -84,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(text)
     elif args.actions:
+        for note in link_notes(document["between_nodes"], lang):  # a bad link drains neither node: the line to check
+            print(note)
         code = worst_exit_code(code, _act(document["actions"], args.apply, lang))
     elif not on_stdout(args):  # `--html -`, `--markdown -`: that file is stdout
         render_fleet(document, lang, args.verbose)

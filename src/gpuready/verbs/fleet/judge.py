@@ -16,12 +16,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gpuready import __version__
-from gpuready.i18n import json_values
-from gpuready.model import ExitCode, worst_exit_code
+from gpuready.checks.remediation import level_of
+from gpuready.estimate.pair_tests import conclude
+from gpuready.i18n import json_values, text_in
+from gpuready.model import ExitCode, Status, worst_exit_code
 from gpuready.verbs.fleet.nvlink_domain import NodeFabric, judge_domains
-from gpuready.verbs.fleet.pairs import PairRun, fleet_pairs
-from gpuready.verbs.fleet.read import (LARGEST_FIGURE, MAX_NAMES_PER_REPORT, WHOLE_FILE_BYTES, Cohort, Document,
-                                      Figure, FleetDocument, Outcome, Unreadable, read_report, report_files)
+from gpuready.verbs.fleet.pairs import (PairRun, common_expected, fleet_pairs, newest_pairs, pair_figures,
+                                       run_verdicts)
+from gpuready.verbs.fleet.read import (LARGEST_FIGURE, MAX_NAMES_PER_REPORT, PAIR_CHECKS, WHOLE_FILE_BYTES, Cohort,
+                                      Document, Drain, Figure, FleetDocument, Outcome, Unreadable, read_report,
+                                      report_files)
 from gpuready.report.measurement_kinds import kinds
 from gpuready.verbs.fleet.stats import (Limits, Spread, bounded, deficit_pct, modified_z, share_of_expected, spread,
                                        stands_out)
@@ -122,7 +126,35 @@ def gather(paths, whole_file_bytes: int = WHOLE_FILE_BYTES) -> Gathered:
                 gathered.superseded.append(kept.path)
         else:
             gathered.superseded.append(document.path)
+    _add_pair_outcomes(gathered)
     return gathered
+
+
+NODE_SLOW = "network.node_slow"
+NODE_SLOW_REASON = "fleet.pairs.node_slow"
+
+
+def _add_pair_outcomes(gathered: Gathered) -> None:
+    """Each between-nodes run's word on the nodes it tested, as outcomes in their history (`fleet --actions`): a bad
+    node's drain (network.node_slow: slow with every peer), a clean node's resume of such a drain only. A node named
+    bad (by one run or by the runs together) gets a node of its own where no report of it was given."""
+    verdicts = [(run, run_verdicts(run)) for run in gathered.pair_runs]
+    named = set(conclude([result for result, _transport in newest_pairs(gathered.pair_runs)],
+                         common_expected(gathered.pair_runs)).bad_nodes)
+    named |= {node for _run, said in verdicts for node, bad in said.items() if bad}
+    for node in sorted(named):
+        gathered.nodes.setdefault(node, Node(name=node))
+    level = level_of(NODE_SLOW, Status.FAIL).value
+    for run, said in verdicts:
+        for node, bad in said.items():
+            if node not in gathered.nodes:
+                continue
+            values = {"node": node, "figures": pair_figures(run, node)}
+            drain = Drain(level=level, check_id=NODE_SLOW, message=text_in("en", NODE_SLOW_REASON, values) or "",
+                          message_id=NODE_SLOW_REASON, message_values=values) if bad else None
+            gathered.nodes[node].history.append(Outcome(
+                started_at=run.started_at, path=run.path, run_id=run.run_id, verdict="not_ready" if bad else "ready",
+                drain=drain, clears=PAIR_CHECKS))
 
 
 # --- the judgement -------------------------------------------------------------------------------------------------
@@ -155,14 +187,15 @@ def judge(gathered: Gathered, limits: Limits, baseline: Baseline | None = None,
     outliers: dict[int, list[Outlier]] = defaultdict(list)
     cohorts = [_judge_cohort(cohort, nodes, limits, baseline, outliers) for cohort, nodes in ordered]
     domains, domain_found = judge_domains([(id(node), node.fabric) for node in gathered.nodes.values()])
-    rows = [_node_row(node, outliers.get(id(node), []), index, domain_found.get(id(node)))
+    pairs = fleet_pairs(gathered.pair_runs)
+    bad_pairs = {entry["node"]: entry["pairs"] for entry in (pairs or {}).get("bad_nodes", [])}
+    rows = [_node_row(node, outliers.get(id(node), []), index, domain_found.get(id(node)), bad_pairs.get(node.name))
             for index, (_cohort, nodes) in enumerate(ordered) for node in nodes]
     rows.sort(key=lambda row: (_rank(NODE_VERDICT_ORDER)(row["verdict"]),
                                -max((outlier["deficit_pct"] for outlier in row["outliers"]), default=0.0),
                                row["host"] or "", row["files"]))
     counts = {verdict: sum(row["verdict"] == verdict for row in rows) for verdict in NODE_VERDICT_ORDER}
     code = ExitCode.NOT_READY if counts["failing"] or counts["outlier"] else ExitCode.READY
-    pairs = fleet_pairs(gathered.pair_runs)
     if pairs and (pairs["bad_nodes"] or pairs["bad_links"]):
         code = worst_exit_code(code, ExitCode.NOT_READY)
     if gathered.unreadable:
@@ -255,10 +288,14 @@ def _rules(figure: Figure, centre: Spread, limits: Limits, basis: str) -> list[s
     return rules
 
 
-def _node_row(node: Node, outliers: list[Outlier], cohort_index: int, domain: dict | None) -> dict[str, Any]:
+def _node_row(node: Node, outliers: list[Outlier], cohort_index: int, domain: dict | None,
+              bad_pairs: list[dict] | None = None) -> dict[str, Any]:
+    """`bad_pairs`: the node is a bad node of the pair tests between nodes (its pairs): an outlier, as a node outside
+    its NVLink domain is."""
     report_verdict = node.report_verdict()
     out_of_range = node.out_of_range()
-    verdict = ("failing" if report_verdict == "not_ready" else "outlier" if outliers or out_of_range or domain else
+    verdict = ("failing" if report_verdict == "not_ready" else
+               "outlier" if outliers or out_of_range or domain or bad_pairs else
                "unknown" if report_verdict in (None, "unknown", "no_verdict") else "healthy")
     return {"host": node.name or None, "verdict": verdict, "report_verdict": report_verdict, "cohort": cohort_index,
             "files": node.files(),
@@ -269,7 +306,7 @@ def _node_row(node: Node, outliers: list[Outlier], cohort_index: int, domain: di
             + [{"name": name, "subject": {"kind": kind, "gpu": None, "peer": None}, "value": None, "unit": None,
                 "median": None, "deficit_pct": 0.0, "z": None, "expected": None, "share_of_expected": None,
                 "rules": ["out_of_range"], "limit": LARGEST_FIGURE} for name, kind in out_of_range],
-            "dropped_measurements": node.dropped_names(), "nvlink_domain": domain}
+            "dropped_measurements": node.dropped_names(), "nvlink_domain": domain, "between_nodes": bad_pairs}
 
 
 def _outlier_row(outlier: Outlier) -> dict[str, Any]:

@@ -28,15 +28,18 @@ class PairRun:
     results: list[PairResult] = field(default_factory=list)
     transports: list[str | None] = field(default_factory=list)
     expected_gb_per_s: float | None = None
+    started_at: str = ""
+    run_id: str = ""
 
 
-def read_pairs(facts: dict[str, Any], path: str) -> PairRun | None:
+def read_pairs(facts: dict[str, Any], path: str, started_at: str = "", run_id: str = "") -> PairRun | None:
     """The pair tests of one report's facts, or None where it has none."""
     data = facts.get("between_nodes") if isinstance(facts, dict) else None
     if not isinstance(data, dict) or not isinstance(data.get("rounds"), list):
         return None
     expected = data.get("expected_gb_per_s")
-    run = PairRun(path=path, expected_gb_per_s=float(expected) if _figure(expected) else None)
+    run = PairRun(path=path, expected_gb_per_s=float(expected) if _figure(expected) else None, started_at=started_at,
+                  run_id=run_id)
     for entry in data["rounds"]:
         if not isinstance(entry, dict) or not isinstance(entry.get("pairs"), list):
             continue
@@ -63,16 +66,32 @@ def _figure(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
+def newest_pairs(runs: list[PairRun]) -> list[tuple[PairResult, str | None]]:
+    """Every pair measured, with its transport; a pair measured again by a newer run (by start time: a node repaired,
+    a cable replaced since) counts by its newest figure only."""
+    kept: dict[frozenset[str], tuple[PairResult, str | None]] = {}
+    for run in sorted(runs, key=lambda run: run.started_at):
+        for result, transport in zip(run.results, run.transports):
+            kept[frozenset(result.nodes)] = (result, transport)
+    return list(kept.values())
+
+
+def common_expected(runs: list[PairRun]) -> float | None:
+    """The expected pair figure where every run had the same one, else None (the median of the pairs)."""
+    expected = {run.expected_gb_per_s for run in runs}
+    return next(iter(expected)) if len(expected) == 1 else None
+
+
 def fleet_pairs(runs: list[PairRun]) -> dict[str, Any] | None:
     """The fleet document's `between_nodes`: the bad nodes (each with its pairs' figures and transport), the bad links
-    and the pairs not narrowed, against the expected figure where every run had the same one, else the median of the
+    and the pairs not narrowed (each pair by its newest figure), against the expected figure where every run had the same one, else the median of the
     ring's pairs of all runs; None where no report carried pair tests."""
     if not runs:
         return None
-    results = [result for run in runs for result in run.results]
-    transports = [transport for run in runs for transport in run.transports]
-    expected = {run.expected_gb_per_s for run in runs}
-    common = next(iter(expected)) if len(expected) == 1 else None
+    newest = newest_pairs(runs)
+    results = [result for result, _transport in newest]
+    transports = [transport for _result, transport in newest]
+    common = common_expected(runs)
     conclusion = conclude(results, common)
     reference = conclusion.slowness.reference_gb_per_s
 
@@ -89,3 +108,20 @@ def fleet_pairs(runs: list[PairRun]) -> dict[str, Any] | None:
                           for link in conclusion.bad_links],
             "undecided": [{"nodes": list(pair), "pairs": rows(lambda result, pair=pair: set(result.nodes) == set(pair))}
                           for pair in conclusion.undecided]}
+
+
+def run_verdicts(run: PairRun) -> dict[str, bool]:
+    """What one run says of each node it tested: True, a bad node; False, clean (not bad and in no slow pair); a node
+    in a slow pair it does not explain (a bad link, undecided) is left out: that run neither drains nor clears it."""
+    conclusion = conclude(run.results, run.expected_gb_per_s)
+    in_slow = {node for result, is_slow in zip(run.results, conclusion.slowness.slow) if is_slow for node in result.nodes}
+    tested = {node for result in run.results for node in result.nodes}
+    return {node: node in conclusion.bad_nodes for node in sorted(tested)
+            if node in conclusion.bad_nodes or node not in in_slow}
+
+
+def pair_figures(run: PairRun, node: str) -> str:
+    """A node's pairs in one run, for a sentence: `n4 3.0, n6 failed` (GB/s)."""
+    return ", ".join(f"{other} {'failed' if result.gb_per_s is None else f'{result.gb_per_s:.3g}'}"
+                     for result in run.results if node in result.nodes
+                     for other in [result.nodes[1] if result.nodes[0] == node else result.nodes[0]])

@@ -79,6 +79,14 @@ class Outcome:
     run_id: str
     verdict: str | None
     drain: Drain | None
+    clears: frozenset[str] | None = None
+    """The check ids a clean outcome clears: None, any (a node's own report); a between-nodes run in which the node
+    is not bad clears only PAIR_CHECKS (it says nothing of its GPUs)."""
+
+
+PAIR_CHECKS = frozenset({"network.node_slow", "network.link_slow"})
+"""Findings of validate --between-nodes about other nodes than the report's host: the fleet judges them from the
+report's pairs (pairs.py), for the nodes they name, never as a drain of the host that wrote the report."""
 
 
 @dataclass(frozen=True)
@@ -220,7 +228,8 @@ def _measurement(item: Any) -> tuple | None:
 
 def _drain(item: Any) -> Drain | None:
     """What the fleet keeps of one finding: a failure at a drain level, or None."""
-    if not isinstance(item, dict) or item.get("status") != "fail" or item.get("remediation") not in DRAIN_LEVELS:
+    if not isinstance(item, dict) or item.get("status") != "fail" or item.get("remediation") not in DRAIN_LEVELS \
+            or item.get("check_id") in PAIR_CHECKS:
         return None
     check_id, message = item.get("check_id"), item.get("message")
     values = item.get("message_values")
@@ -282,7 +291,8 @@ def _document(path: str, picked: dict[str, Any]) -> Document:
                         fabric=fabric_of(facts), scheduler=scheduler,
                         run_id=picked["run_id"] if isinstance(picked.get("run_id"), str) else "",
                         drain=max(drains, key=lambda drain: Remediation(drain.level).rank, default=None),
-                        pairs=read_pairs(facts, path))
+                        pairs=read_pairs(facts, path, started if isinstance(started, str) else "",
+                                         picked["run_id"] if isinstance(picked.get("run_id"), str) else ""))
     for entry in measurements:
         if entry is None:
             continue
