@@ -9,12 +9,17 @@ parameters must be bitwise identical; FSDP2's parameters after one step must mat
 
 from __future__ import annotations
 
+import contextlib
+import time
 from typing import Any
 
 from gpuready.i18n import Sentence, said, said_json, sentence
 from gpuready.workloads.context import RankContext
 
 STEPS = 3
+TIMED_STEPS = 6
+"""Passes timed after the check, the first a warm-up: each rank's own step time, for the straggler rule (5 per rank
+at least, as knowledge/thresholds.toml [straggler] asks of logs)."""
 BATCH, WIDTH = 16, 256
 LEARNING_RATE = 0.05
 # Float32 sums in a different order differ by a few ulps of the largest term; gradients here are O(1e-2).
@@ -102,10 +107,14 @@ def run_ddp(ctx: RankContext) -> dict[str, Any]:
     gathered = [torch.empty_like(flat) for _ in range(ctx.world_size)]
     dist.all_gather(gathered, flat)
     differing_ranks = [rank for rank, other in enumerate(gathered) if not torch.equal(other, gathered[0])]
+    step_times = _timed_steps(ctx, model)
 
     result: dict[str, Any] = {
         "method": "by_hand" if ctx.options.quick else "ddp",
         "steps": STEPS, "world_size": ctx.world_size, "losses": losses,
+        "step_times_s": step_times, "warmup_steps": 1,
+        "step_timing": "time.perf_counter from a barrier around this rank's forward and backward pass after the "
+                       "check, without the gradient all-reduce (DDP no_sync), CUDA synchronised",
         "gradient_worst_ratio": worst, "gradient_mismatched": mismatched,
         "gradient_tolerance": {"rtol": GRADIENT_RTOL, "atol": GRADIENT_ATOL},
         "parameters_identical": not differing_ranks, "ranks_differing_from_rank0": differing_ranks,
@@ -113,6 +122,27 @@ def run_ddp(ctx: RankContext) -> dict[str, Any]:
     result["fsdp"] = _skip(sentence("workloads.fsdp2.quick")) if ctx.options.quick else \
         _fsdp_step(ctx, after_first_step)
     return result
+
+
+def _timed_steps(ctx: RankContext, model: Any) -> list[float]:
+    """TIMED_STEPS forward and backward passes on this rank alone, each timed from a barrier: without the gradient
+    all-reduce (DDP's `no_sync`), where every rank would wait for the slowest and all times would look alike. The
+    first is a warm-up the judge leaves out."""
+    import torch
+    import torch.distributed as dist
+    no_sync = getattr(model, "no_sync", contextlib.nullcontext)
+    times = []
+    for step in range(STEPS, STEPS + TIMED_STEPS):
+        ctx.step("ddp", said("op.ddp.step"), step=step, total=STEPS + TIMED_STEPS)
+        inputs, targets = _batch(ctx.rank, step, ctx.device)
+        dist.barrier()
+        started = time.perf_counter()
+        with no_sync():
+            _loss(model, inputs, targets).backward()
+        if ctx.is_cuda:
+            torch.cuda.synchronize(ctx.device)
+        times.append(time.perf_counter() - started)
+    return times
 
 
 def _average_gradients(model: Any, world_size: int) -> None:

@@ -270,6 +270,7 @@ def _run_description(ctx: RankContext, settings: TrainSettings, shape: ModelShap
                                if ctx.is_cuda else "ru_maxrss: the process's peak resident set size (CPU run)"),
         "loss_first": None, "loss_last": None, "loss_scope": "this rank's micro-batches, mean",
         "device_name": _device_name(ctx), "device_type": ctx.device.type, "versions": versions,
+        "device_index": ctx.device.index if ctx.is_cuda else None, "gpu_bus_id": ctx.gpu_bus_id,
         "timing": "time.perf_counter around each optimizer step (forward, backward, communication, AdamW)"
                   + (", between torch.cuda.synchronize calls" if ctx.is_cuda else ""),
     }

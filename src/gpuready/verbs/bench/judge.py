@@ -126,6 +126,10 @@ class RunFigures:
     """The slowest rank's step times."""
     rank_step_times_s: dict[int, list[float]] = field(default_factory=dict)
     """Every rank's step times (rank → seconds per step): the straggler rule's input."""
+    rank_gpus: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Rank → its GPU as the rank saw it (`cuda_index`, `bus_id`; None on a CPU rank): a straggler is named by it."""
+    rank_hosts: dict[int, str] = field(default_factory=dict)
+    """Rank → its node (bench --nnodes: the rank's node_name()); a rank not in it ran on the judge's host."""
     step_median_s: float = 0.0
     tokens_per_s: float = 0.0
     tokens_per_gpu_step: float = 0.0
@@ -197,12 +201,13 @@ class BenchJudge:
         return any(run.ok and run.reserved_bytes is None for run in self.figures) and \
             not any(run.ok and run.reserved_bytes is not None for run in self.figures)
 
-    def subject(self, rank: int | None = None) -> Subject:
-        return Subject(host=self.host, rank=rank)
+    def subject(self, rank: int | None = None, host: str | None = None) -> Subject:
+        return Subject(host=host or self.host, rank=rank)
 
-    def add(self, check_id: str, status: Status, text: Said, rank: int | None = None, **kwargs: Any) -> Finding:
+    def add(self, check_id: str, status: Status, text: Said, rank: int | None = None, host: str | None = None,
+            **kwargs: Any) -> Finding:
         """`kwargs` may override the catalogue's fix (`fix=None`: a pass needs no next step)."""
-        finding = Finding(check_id=check_id, status=status, subject=self.subject(rank),
+        finding = Finding(check_id=check_id, status=status, subject=self.subject(rank, host),
                           **{**finding_text(text), **kwargs})
         self.findings.append(finding)
         return finding
@@ -313,6 +318,9 @@ class BenchJudge:
             return figures
         slowest = max(good, key=lambda item: _median(item[1]["step_times_s"]))[1]
         figures.rank_step_times_s = {rank: [float(t) for t in result["step_times_s"]] for rank, result in good}
+        figures.rank_gpus = {rank: {"cuda_index": result.get("device_index"), "bus_id": result.get("gpu_bus_id")}
+                             for rank, result in good}
+        figures.rank_hosts = {rank: str(result["host"]) for rank, result in good if result.get("host")}
         figures.step_times_s = [float(t) for t in slowest["step_times_s"]]
         figures.step_median_s = _median(figures.step_times_s)
         tokens = float(figures.first.get("tokens_per_step") or 0)
@@ -379,18 +387,22 @@ class BenchJudge:
             return
         for rank, steps in sorted(times.items()):
             self.measurements.append(Measurement(
-                name="rank_step_time_s", subject=self.subject(rank), value=round(statistics.fmean(steps), 6),
+                name="rank_step_time_s", subject=self.subject(rank, run.rank_hosts.get(rank)),
+                value=round(statistics.fmean(steps), 6),
                 unit="seconds", method=self.method(run, statistic="mean of this rank's timed steps", rank=rank),
                 samples=[round(s, 6) for s in steps],
                 versions={str(k): str(v) for k, v in (run.first.get("versions") or {}).items()}))
         spread = straggler_ranks({rank: statistics.fmean(steps) for rank, steps in times.items()})
         for row in spread.stragglers:
+            gpu, host = run.rank_gpus.get(row.rank) or {}, run.rank_hosts.get(row.rank) or self.host
             self.add("bench.straggler", Status.WARN, said(
-                "bench.straggler.named", run=run.label, rank=row.rank, host=self.host, mean=round(row.mean, 6),
+                "bench.straggler.named", run=run.label, rank=row.rank, host=host, mean=round(row.mean, 6),
+                gpu=said("bench.straggler.gpu", index=gpu["cuda_index"]) if gpu.get("cuda_index") is not None
+                else said("bench.straggler.cpu"),
                 percent=round(100 * row.above, 1), ranks=len(times), overall=round(spread.mean, 6),
-                std=round(spread.std, 6)), rank=row.rank, refs=STRAGGLER_REFS,
+                std=round(spread.std, 6)), rank=row.rank, host=host, refs=STRAGGLER_REFS,
                 observed={"rank": row.rank, "mean_s": round(row.mean, 6), "above_mean": round(row.above, 4),
-                          "ranks_mean_s": round(spread.mean, 6), "std_s": round(spread.std, 6)},
+                          "ranks_mean_s": round(spread.mean, 6), "std_s": round(spread.std, 6), "gpu": gpu or None},
                 expected="within one standard deviation or 10 % of the mean of all ranks")
 
     def _mfu(self, run: RunFigures) -> None:

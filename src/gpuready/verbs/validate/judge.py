@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+import statistics
 from typing import Any
 
+from gpuready.checks.job_logs import STRAGGLER_REFS, straggler_ranks
 from gpuready.facts.types import Facts
 from gpuready.i18n import Said, finding_text, said, said_from
 from gpuready.knowledge import thresholds
@@ -88,6 +90,7 @@ class Judge:
         self._p2p(results)
         self._collectives(results)
         self._ddp(results)
+        self._ddp_ranks(results)
         self._between_nodes(results)
 
     def _failures(self) -> None:
@@ -342,6 +345,41 @@ class Judge:
                     text = said("validate.ddp.pass", **counts, fsdp=_fsdp_said(fsdp))
                 self._finding("ddp.mismatch", Status.PASS, subject, text,
                               observed={"gradient_worst_ratio": data["gradient_worst_ratio"], "fsdp": fsdp})
+
+
+    def _ddp_ranks(self, results: list[dict[str, Any]]) -> None:
+        """Each rank's own DDP step time (forward and backward without the all-reduce, workloads/ddp.py), and the
+        straggler rule over them (checks/job_logs.py `straggler_ranks`, the one `diagnose` applies to training logs
+        and bench to its ranks): a GPU rank both one standard deviation and 10 % slower than the mean of all is named
+        with its GPU and host. Each rank's figure is the median of its timed steps (5: one pause must not decide).
+        CPU ranks are measured, not judged: they share the host's cores, so their times say nothing of a device."""
+        timed = [(result, data) for result in results
+                 if isinstance(data := (result.get("workloads") or {}).get("ddp"), dict) and data.get("step_times_s")]
+        need = thresholds("straggler")["min_steps"]
+        if len(timed) < 2 or any(len(data["step_times_s"]) - data.get("warmup_steps", 0) < need for _, data in timed):
+            return
+        figures, subjects = {}, {}
+        for result, data in timed:
+            # ms: _measure keeps 3 decimals; the warm-up step left out
+            steps = [1000 * float(seconds) for seconds in data["step_times_s"][data.get("warmup_steps", 0):]]
+            rank = result.get("rank")
+            figures[rank], subjects[rank] = statistics.median(steps), self._subject(result)
+            self._measure("ddp_step_time_ms", subjects[rank], figures[rank], "ms", None,
+                          {"statistic": "median of this rank's timed passes", "steps": len(steps),
+                           "warmup_steps": data.get("warmup_steps", 0), "timing": data.get("step_timing"),
+                           "world_size": data.get("world_size")}, result.get("versions") or {}, samples=steps)
+        if not all(subject.gpu for subject in subjects.values()):
+            return
+        spread = straggler_ranks(figures)
+        for row in spread.stragglers:
+            subject = subjects[row.rank]
+            self._finding("ddp.straggler", Status.WARN, subject, said(
+                "validate.ddp.straggler", rank=row.rank, gpu=subject.gpu.label(), host=subject.host,
+                mean=round(row.mean, 3), percent=round(100 * row.above, 1), ranks=len(figures),
+                overall=round(spread.mean, 3), std=round(spread.std, 3)), refs=STRAGGLER_REFS,
+                observed={"rank": row.rank, "median_ms": round(row.mean, 3), "above_mean": round(row.above, 4),
+                          "ranks_mean_ms": round(spread.mean, 3), "std_ms": round(spread.std, 3)},
+                expected="within one standard deviation or 10 % of the mean of all ranks")
 
 
 def _fsdp_said(fsdp: dict[str, Any]) -> Said:
