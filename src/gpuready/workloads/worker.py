@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from gpuready.facts.gpu_users import own_gpu_users as read_own_gpu_users
 from gpuready.i18n import said
+from gpuready.node import node_name
 from gpuready.workloads import between_nodes, burn, collectives, ddp, gpu_bench, train
 from gpuready.workloads.context import RankContext, RankOptions, runtime_versions
 from gpuready.runner.progress import (RDZV_STORE_VARIABLE, RESULT_KEY, SPEC_VARIABLE, STORE_VARIABLE, Heartbeat,
@@ -138,7 +139,7 @@ def main(on_ready: Callable[[Any], None] | None = None, on_done: Callable[[Any],
     ctx.step("ready", said("op.all_up" if not independent else "op.started"))
     result: dict[str, Any] = {"rank": ctx.rank, "host": socket.gethostname(), "local_rank": ctx.local_rank,
                               "startup_s": round(time.monotonic() - PROCESS_STARTED, 2), "workload_s": {},
-                              "node_rank": ctx.node_rank,
+                              "node_rank": ctx.node_rank, "node": node_name(),  # the scheduler's name (node.py)
                               "gpu": {"bus_id": ctx.gpu_bus_id, "uuid": ctx.gpu_uuid, "name": ctx.gpu_name},
                               "backend": ctx.backend, "versions": runtime_versions(torch), "workloads": {},
                               "group_timeouts_s": group_timeouts_s,

@@ -42,7 +42,7 @@ def runs_from_outcome(outcome: RunOutcome, strategies: list[str], world_size: in
     for strategy in strategies:
         key = f"train.{strategy}"
         ranks = [0] if strategy == "single" else list(range(world_size))
-        results = {rank: workloads[key] for rank in ranks
+        results = {rank: {**workloads[key], "host": rank_host(outcome.results[rank])} for rank in ranks
                    if key in (workloads := (outcome.results.get(rank) or {}).get("workloads") or {})}
         failures = [pending.pop(rank) for rank in ranks if rank in pending and rank not in results]
         if not results and not failures and runs:
@@ -53,6 +53,12 @@ def runs_from_outcome(outcome: RunOutcome, strategies: list[str], world_size: in
     if pending and runs:  # a rank that failed after every run it had a result for (the final barrier)
         runs[-1]["failures"] += [failure_entry(failure) for failure in pending.values()]
     return runs
+
+
+def rank_host(result: dict[str, Any]) -> str | None:
+    """The node a rank ran on, as its scheduler names it (the rank's node.py node_name()), else its host name: a
+    straggler across nodes is named by it."""
+    return result.get("node") or result.get("host")
 
 
 def group_report(options: BenchOptions, device: str, outcome: RunOutcome, sampler: Any = None,
