@@ -154,6 +154,7 @@ def test_torchrun_a_rank_that_dies_is_named_by_rank_0(tmp_path):
     codes, report = _two_nodes(tmp_path, "1:exit:ddp")
     failures = [f for f in report["findings"] if f["status"] == "fail"]
     assert (failures[0]["check_id"], failures[0]["subject"]["rank"]) == ("validate.rank_exited", 1)
+    assert "its last report: ddp" in failures[0]["message"]  # where it died: the injected fault's phase
     # rank 0's own collective fails when its peer is gone (gloo: "Connection closed by peer"): named as the consequence
     for consequence in failures[1:]:
         assert consequence["subject"]["rank"] == 0 and "Likely a consequence of rank 1 " in consequence["message"]
