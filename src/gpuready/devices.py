@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -30,6 +29,7 @@ from gpuready import __version__
 from gpuready.facts.gpu_users import GpuUsers, shared
 from gpuready.i18n import Said, Sentence, catalogue, finding_text, json_values, said, said_again, said_of, sentence
 from gpuready.model import Finding, GpuRef, Report, Status, Subject
+from gpuready.node import node_name
 
 LOW_FIGURE_CHECKS = frozenset({"compute.low", "compute.straggler", "memory_bw.low", "transfer.low", "p2p.low",
                                "nccl.busbw_low", "burn.straggler", "burn.throughput_low", "burn.power_low",
@@ -117,7 +117,7 @@ def exclusive_refusal(verb: str, users: dict[int, GpuUsers] | None, facts: dict[
     checked). `facts`: what the verb records under `facts[verb]`."""
     if not shared(users):
         return None
-    host = socket.gethostname()
+    host = node_name()
     report = Report(tool_version=__version__, host=host,
                     findings=sharing_findings(verb, host, users, exclusive=True, ran=False))
     report.facts[verb] = {**facts, "exclusive": True, "started": False}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from gpuready.i18n import said_json, sentence, text_of
 from gpuready.knowledge import clock_reasons
 from gpuready.measuring import MeasuringRun, Measured, Selection, mark_stopped
 from gpuready.model import CPU_RUN, Report
+from gpuready.node import node_name
 from gpuready.pipeline import summarize_facts
 from gpuready.report.progress_line import BenchProgress, ProgressLine, bench_plan
 from gpuready.shapes import PRESETS, ModelShape, ShapeError, shape_from_hf_config, with_sequence
@@ -334,7 +334,7 @@ def bench_report(options: BenchOptions, shape: ModelShape, device: str, runs: li
                  log_dir: Path | None, node: NodeView | None = None, topology: str | None = None) -> Report:
     """`users`: NVML index → GpuUsers of this node's GPUs seen during the runs (None with checked_sharing: NVML could
     not say); `node`: this node's view, found here where not given."""
-    host = socket.gethostname()
+    host = node_name()
     node = node or node_view(device, 0)
     validate_tflops = None
     if options.validate_report is not None:

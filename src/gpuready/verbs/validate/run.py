@@ -8,7 +8,6 @@ their results into measurements and findings.
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from gpuready.devices import (FACT_FILES, auto_device, blame_sharing, local_fact
 from gpuready.i18n import choose_language, text_of
 from gpuready.measuring import MeasuringRun, Measured, Selection, mark_stopped
 from gpuready.model import CPU_RUN, GpuRef, Report, Subject
+from gpuready.node import node_name
 from gpuready.pipeline import summarize_facts
 from gpuready.report.progress_line import ProgressLine, validate_plan, validate_progress
 from gpuready.runner.local import RunOutcome
@@ -256,5 +256,5 @@ def torchrun_report(outcome: RunOutcome, facts: Any = None, exclusive: bool = Fa
     device = device or _ran_on(outcome)
     if facts is None:
         facts = local_facts(device)
-    return build_report(outcome, facts, socket.gethostname(), users=users_from_results(outcome.results),
+    return build_report(outcome, facts, node_name(), users=users_from_results(outcome.results),
                         exclusive=exclusive, device=device)
