@@ -18,7 +18,7 @@ MAX_PAIRS = 10_000
 """Pairs read from one report: 16 nodes' plan is 16 ring pairs and a few retests; a report with more is cut."""
 MAX_NAME = 253
 """A node name's longest form (node.py: a DNS name)."""
-KINDS = ("ring", "ring_shifted", "retest")
+KINDS = ("ring", "ring_shifted", "retest", "confirm")
 
 
 @dataclass(kw_only=True)
