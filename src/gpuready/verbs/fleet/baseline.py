@@ -10,6 +10,7 @@ from typing import Any
 from gpuready.i18n import said
 from gpuready.options import UsageError
 from gpuready.verbs.fleet.judge import Baseline, Key, Node, json_names
+from gpuready.verbs.fleet.pairs import PAIR_KEY, PairRun, healthy_ring_figures
 from gpuready.verbs.fleet.read import LARGEST_FIGURE, MAX_FILES, Cohort
 from gpuready.verbs.fleet.stats import BOUND, Spread, spread
 
@@ -18,14 +19,18 @@ VERSION = 1
 MAX_BASELINE_BYTES = 64 << 20
 
 
-def baseline_document(fleet: dict[str, Any], nodes: list[Node]) -> dict[str, Any]:
+def baseline_document(fleet: dict[str, Any], nodes: list[Node], pair_runs: list[PairRun] = ()) -> dict[str, Any]:
     """The baseline of the nodes the fleet judged healthy (failing and outlier nodes left out: their figures are not
-    golden), per cohort: each measurement's median, MAD and node count, the files they came from, and the date."""
+    golden), per cohort: each measurement's median, MAD and node count, the files they came from, and the date; and
+    the ring pairs' figure of the between-nodes runs that named no bad node or link (PAIR_KEY)."""
     healthy_files = {path for row in fleet["nodes"] if row["verdict"] in ("healthy", "unknown") for path in row["files"]}
     cohorts: dict[Cohort | None, list[Node]] = {}
     for node in nodes:
         if set(node.files()) <= healthy_files:
             cohorts.setdefault(node.cohort, []).append(node)
+    pair_figures = healthy_ring_figures(list(pair_runs))
+    for cohort in pair_figures:
+        cohorts.setdefault(cohort, [])
     entries = []
     for cohort, members in cohorts.items():
         columns: dict[Key, list[float]] = {}
@@ -34,9 +39,12 @@ def baseline_document(fleet: dict[str, Any], nodes: list[Node]) -> dict[str, Any
             for key, figure in node.figures().items():
                 columns.setdefault(key, []).append(figure.value)
                 units[key] = (figure.unit, figure.sense)
+        if cohort in pair_figures:
+            columns[PAIR_KEY], units[PAIR_KEY] = pair_figures[cohort], ("gb_per_s", 1)
         names = json_names(columns)
         entries.append({"key": cohort.as_dict() if cohort else None, "nodes": len(members),
-                        "sources": sorted(path for node in members for path in node.files()),
+                        "sources": sorted({path for node in members for path in node.files()} |
+                                          {run.path for run in pair_runs if run.cohort == cohort and cohort in pair_figures}),
                         "measurements": {names[key]: {"name": key[0], "subject": key[1], "unit": units[key][0],
                                                       "higher_is_better": units[key][1] > 0,
                                                       **spread(values).as_dict()}

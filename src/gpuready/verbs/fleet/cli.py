@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(said("fleet.usage.apply_without_actions"))
     baseline = read_baseline(args.baseline) if args.baseline else None
     try:
-        gathered = gather(args.paths)
+        gathered = gather(args.paths, baseline=baseline)
     except TooManyFiles as error:
         raise UsageError(said("fleet.usage.too_many_files", path=str(error), limit=MAX_FILES)) from None
     if not gathered.nodes:
@@ -119,7 +119,7 @@ def _act(rows: list[dict], run: bool, lang: str, quiet: bool = False) -> int:
 def _save_baseline(document: dict, gathered, path: Path, lang: str) -> str | None:
     """Write --save-baseline; the sentence that says why it could not be written, or None."""
     try:
-        write_baseline(baseline_document(document, list(gathered.nodes.values())), path)
+        write_baseline(baseline_document(document, list(gathered.nodes.values()), gathered.pair_runs), path)
     except UsageError as error:
         return error.text(lang)
     document["saved_baseline"] = str(path)

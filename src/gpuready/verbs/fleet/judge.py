@@ -99,8 +99,9 @@ class Gathered:
     """Every report's pair tests between nodes (validate --between-nodes), superseded ones too: runs combine."""
 
 
-def gather(paths, whole_file_bytes: int = WHOLE_FILE_BYTES) -> Gathered:
-    """Read every report under `paths`, one file at a time; raises read.TooManyFiles."""
+def gather(paths, whole_file_bytes: int = WHOLE_FILE_BYTES, baseline: "Baseline | None" = None) -> Gathered:
+    """Read every report under `paths`, one file at a time; raises read.TooManyFiles. `baseline` gives pair tests
+    without an expected figure of their own the healthy pair figure of their cohort."""
     gathered = Gathered()
     for path in report_files(paths):
         if isinstance(path, Unreadable):
@@ -126,7 +127,7 @@ def gather(paths, whole_file_bytes: int = WHOLE_FILE_BYTES) -> Gathered:
                 gathered.superseded.append(kept.path)
         else:
             gathered.superseded.append(document.path)
-    _add_pair_outcomes(gathered)
+    _add_pair_outcomes(gathered, baseline)
     return gathered
 
 
@@ -134,13 +135,13 @@ NODE_SLOW = "network.node_slow"
 NODE_SLOW_REASON = "fleet.pairs.node_slow"
 
 
-def _add_pair_outcomes(gathered: Gathered) -> None:
+def _add_pair_outcomes(gathered: Gathered, baseline: "Baseline | None" = None) -> None:
     """Each between-nodes run's word on the nodes it tested, as outcomes in their history (`fleet --actions`): a bad
     node's drain (network.node_slow: slow with every peer), a clean node's resume of such a drain only. A node named
     bad (by one run or by the runs together) gets a node of its own where no report of it was given."""
-    verdicts = [(run, run_verdicts(run)) for run in gathered.pair_runs]
+    verdicts = [(run, run_verdicts(run, baseline)) for run in gathered.pair_runs]
     named = set(conclude([result for result, _transport in newest_pairs(gathered.pair_runs)],
-                         common_expected(gathered.pair_runs)).bad_nodes)
+                         common_expected(gathered.pair_runs, baseline)).bad_nodes)
     named |= {node for _run, said in verdicts for node, bad in said.items() if bad}
     for node in sorted(named):
         gathered.nodes.setdefault(node, Node(name=node))
@@ -187,7 +188,7 @@ def judge(gathered: Gathered, limits: Limits, baseline: Baseline | None = None,
     outliers: dict[int, list[Outlier]] = defaultdict(list)
     cohorts = [_judge_cohort(cohort, nodes, limits, baseline, outliers) for cohort, nodes in ordered]
     domains, domain_found = judge_domains([(id(node), node.fabric) for node in gathered.nodes.values()])
-    pairs = fleet_pairs(gathered.pair_runs)
+    pairs = fleet_pairs(gathered.pair_runs, baseline)
     bad_pairs = {entry["node"]: entry["pairs"] for entry in (pairs or {}).get("bad_nodes", [])}
     rows = [_node_row(node, outliers.get(id(node), []), index, domain_found.get(id(node)), bad_pairs.get(node.name))
             for index, (_cohort, nodes) in enumerate(ordered) for node in nodes]

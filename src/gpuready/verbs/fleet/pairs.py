@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from gpuready.estimate.pair_tests import PairResult, conclude
 
@@ -19,6 +19,10 @@ MAX_PAIRS = 10_000
 MAX_NAME = 253
 """A node name's longest form (node.py: a DNS name)."""
 KINDS = ("ring", "ring_shifted", "retest", "confirm")
+RING_KINDS = ("ring", "ring_shifted")
+PAIR_KEY = ("between_nodes_pair_gb_per_s", "ring")
+"""A baseline's entry for the pair figure of a healthy between-nodes run, per cohort (--save-baseline): the expected
+pair figure of a later run of that cohort where its own facts gave none (no RDMA NIC named: gloo, sockets)."""
 
 
 @dataclass(kw_only=True)
@@ -30,16 +34,19 @@ class PairRun:
     expected_gb_per_s: float | None = None
     started_at: str = ""
     run_id: str = ""
+    cohort: Any = None
+    """The cohort of the report that carries the pairs (rank 0's node: every node of one run is one SKU)."""
 
 
-def read_pairs(facts: dict[str, Any], path: str, started_at: str = "", run_id: str = "") -> PairRun | None:
+def read_pairs(facts: dict[str, Any], path: str, started_at: str = "", run_id: str = "",
+               cohort: Any = None) -> PairRun | None:
     """The pair tests of one report's facts, or None where it has none."""
     data = facts.get("between_nodes") if isinstance(facts, dict) else None
     if not isinstance(data, dict) or not isinstance(data.get("rounds"), list):
         return None
     expected = data.get("expected_gb_per_s")
     run = PairRun(path=path, expected_gb_per_s=float(expected) if _figure(expected) else None, started_at=started_at,
-                  run_id=run_id)
+                  run_id=run_id, cohort=cohort)
     for entry in data["rounds"]:
         if not isinstance(entry, dict) or not isinstance(entry.get("pairs"), list):
             continue
@@ -76,13 +83,35 @@ def newest_pairs(runs: list[PairRun]) -> list[tuple[PairResult, str | None]]:
     return list(kept.values())
 
 
-def common_expected(runs: list[PairRun]) -> float | None:
+def expected_of(run: PairRun, baseline: Mapping | None = None) -> float | None:
+    """The figure a run's pairs are held to: the one its nodes' facts gave (a NIC's rate), else the median pair figure
+    of a healthy run of the same cohort in the baseline, else None (the median of the run's own ring)."""
+    if run.expected_gb_per_s is not None:
+        return run.expected_gb_per_s
+    golden = (baseline or {}).get((run.cohort, PAIR_KEY))
+    return golden.median if golden is not None and golden.median > 0 else None
+
+
+def common_expected(runs: list[PairRun], baseline: Mapping | None = None) -> float | None:
     """The expected pair figure where every run had the same one, else None (the median of the pairs)."""
-    expected = {run.expected_gb_per_s for run in runs}
+    expected = {expected_of(run, baseline) for run in runs}
     return next(iter(expected)) if len(expected) == 1 else None
 
 
-def fleet_pairs(runs: list[PairRun]) -> dict[str, Any] | None:
+def healthy_ring_figures(runs: list[PairRun]) -> dict[Any, list[float]]:
+    """Per cohort, the ring pairs' figures of the runs that named no bad node, no bad link and nothing undecided:
+    what --save-baseline keeps as the cohort's healthy pair figure."""
+    figures: dict[Any, list[float]] = {}
+    for run in runs:
+        conclusion = conclude(run.results, run.expected_gb_per_s)
+        if run.cohort is None or conclusion.bad_nodes or conclusion.bad_links or conclusion.undecided:
+            continue
+        figures.setdefault(run.cohort, []).extend(result.gb_per_s for result in run.results
+                                                  if result.kind in RING_KINDS and result.gb_per_s is not None)
+    return {cohort: values for cohort, values in figures.items() if values}
+
+
+def fleet_pairs(runs: list[PairRun], baseline: Mapping | None = None) -> dict[str, Any] | None:
     """The fleet document's `between_nodes`: the bad nodes (each with its pairs' figures and transport), the bad links
     and the pairs not narrowed (each pair by its newest figure), against the expected figure where every run had the same one, else the median of the
     ring's pairs of all runs; None where no report carried pair tests."""
@@ -91,7 +120,7 @@ def fleet_pairs(runs: list[PairRun]) -> dict[str, Any] | None:
     newest = newest_pairs(runs)
     results = [result for result, _transport in newest]
     transports = [transport for _result, transport in newest]
-    common = common_expected(runs)
+    common = common_expected(runs, baseline)
     conclusion = conclude(results, common)
     reference = conclusion.slowness.reference_gb_per_s
 
@@ -110,10 +139,10 @@ def fleet_pairs(runs: list[PairRun]) -> dict[str, Any] | None:
                           for pair in conclusion.undecided]}
 
 
-def run_verdicts(run: PairRun) -> dict[str, bool]:
+def run_verdicts(run: PairRun, baseline: Mapping | None = None) -> dict[str, bool]:
     """What one run says of each node it tested: True, a bad node; False, clean (not bad and in no slow pair); a node
     in a slow pair it does not explain (a bad link, undecided) is left out: that run neither drains nor clears it."""
-    conclusion = conclude(run.results, run.expected_gb_per_s)
+    conclusion = conclude(run.results, expected_of(run, baseline))
     in_slow = {node for result, is_slow in zip(run.results, conclusion.slowness.slow) if is_slow for node in result.nodes}
     tested = {node for result in run.results for node in result.nodes}
     return {node: node in conclusion.bad_nodes for node in sorted(tested)

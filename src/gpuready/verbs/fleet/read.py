@@ -292,7 +292,8 @@ def _document(path: str, picked: dict[str, Any]) -> Document:
                         run_id=picked["run_id"] if isinstance(picked.get("run_id"), str) else "",
                         drain=max(drains, key=lambda drain: Remediation(drain.level).rank, default=None),
                         pairs=read_pairs(facts, path, started if isinstance(started, str) else "",
-                                         picked["run_id"] if isinstance(picked.get("run_id"), str) else ""))
+                                         picked["run_id"] if isinstance(picked.get("run_id"), str) else "",
+                                         cohort_of(facts)))
     for entry in measurements:
         if entry is None:
             continue
