@@ -34,8 +34,9 @@ def run(count: int, bad_nodes=(), bad_links=(), expected=None) -> tuple[int, boo
     while (planned := plan(nodes, done, results, expected))[1]:
         kind, pairs = planned
         done += 1
-        results += [PairResult(nodes=pair, kind=kind, gb_per_s=BAD if set(pair) & set(bad_nodes)
-                               or frozenset(pair) in links else GOOD) for pair in pairs]
+        results += [PairResult(nodes=pair, kind=kind, round_id=str(done),
+                               gb_per_s=BAD if set(pair) & set(bad_nodes) or frozenset(pair) in links else GOOD)
+                    for pair in pairs]
     conclusion = conclude(results, expected)
     exact = (conclusion.bad_nodes == sorted(bad_nodes) and {frozenset(link) for link in conclusion.bad_links} == links
              and not conclusion.undecided)

@@ -13,7 +13,8 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from gpuready.estimate.pair_tests import PairResult, conclude, cross_round, plan, retest_round, ring_rounds, slow
+from gpuready.estimate.pair_tests import (Pair, PairResult, conclude, cross_round, plan, retest_round, ring_rounds,
+                                          slow)
 
 GOOD, BAD = 10.0, 3.0
 """GB/s of a healthy pair and of a pair slowed by a bad node or link (the fleet's figures are made up here: the
@@ -41,8 +42,8 @@ def run_plan(count, bad_nodes=(), bad_links=(), expected=None):
         if not pairs:
             break
         done += 1
-        results += [PairResult(nodes=p, gb_per_s=f, kind=kind) for p, f in zip(pairs, measure(pairs, bad_nodes,
-                                                                                              bad_links))]
+        results += [PairResult(nodes=p, gb_per_s=f, kind=kind, round_id=str(done))
+                    for p, f in zip(pairs, measure(pairs, bad_nodes, bad_links))]
     return conclude(results, expected), done - len(ring_rounds(nodes))
 
 
@@ -127,13 +128,64 @@ def test_a_link_is_named_only_when_slow_again():
     nodes = names(8)
     ring = [PairResult(nodes=p, gb_per_s=GOOD if p != ("n1", "n2") else BAD, kind=kind)
             for kind, pairs in zip(("ring", "ring_shifted"), ring_rounds(nodes)) for p in pairs]
-    assert plan(nodes, 2, ring) == ("confirm", [("n1", "n2")])
+    # between its references: a passing pair of each of its nodes, with a trusted partner (n0 and n3 passed both)
+    assert plan(nodes, 2, ring) == ("confirm", [("n0", "n1"), ("n1", "n2"), ("n2", "n3")])
     passed_again = ring + [PairResult(nodes=("n1", "n2"), gb_per_s=GOOD, kind="confirm")]
     conclusion = conclude(passed_again)
     assert (conclusion.bad_nodes, conclusion.bad_links, conclusion.undecided) == ([], [], [])
     assert conclusion.slowness.slow == [False] * 9 and plan(nodes, 3, passed_again) == ("confirm", [])
     slow_again = conclude(ring + [PairResult(nodes=("n1", "n2"), gb_per_s=BAD, kind="confirm")])
     assert (slow_again.bad_links, slow_again.slowness.reference_gb_per_s) == ([("n1", "n2")], GOOD)
+
+
+def _ring_of_eight(figures: dict[Pair, float], default: float) -> list[PairResult]:
+    return [PairResult(nodes=p, gb_per_s=figures.get(p, default), kind=kind, round_id=str(number))
+            for number, (kind, pairs) in enumerate(zip(("ring", "ring_shifted"), ring_rounds(names(8))), 1)
+            for p in pairs]
+
+
+def _confirm(figures: list[tuple[Pair, float]], round_id: str = "3") -> list[PairResult]:
+    return [PairResult(nodes=p, gb_per_s=f, kind="confirm", round_id=round_id) for p, f in figures]
+
+
+def test_a_link_is_judged_against_figures_of_its_own_round():
+    """The miss of benchmarks/between_nodes_ci.py (9 of 10 on a loaded 2-core host): a healthy pair at 2.04 GB/s, then
+    2.14, under 0.70 x the ring median 3.18 measured minutes earlier. Its references, measured right before and after
+    it in the confirm round, are 2.5 and 2.8 (the host busier by then): 2.14 is below the ring's floor (2.226) but not
+    below 0.7 x 2.65 = 1.855: no link. A link below both floors is named."""
+    ring = _ring_of_eight({("n3", "n4"): 2.04}, 3.18)
+    assert conclude(ring).slowness.reference_gb_per_s == 3.18 and conclude(ring).bad_links == [("n3", "n4")]
+    assert plan(names(8), 2, ring) == ("confirm", [("n2", "n3"), ("n3", "n4"), ("n4", "n5")])
+    busier = conclude(ring + _confirm([(("n2", "n3"), 2.5), (("n3", "n4"), 2.14), (("n4", "n5"), 2.8)]))
+    assert (busier.bad_nodes, busier.bad_links, busier.undecided) == ([], [], [])
+    assert busier.slowness.slow == [False] * 11
+    bad = conclude(ring + _confirm([(("n2", "n3"), 2.9), (("n3", "n4"), 1.9), (("n4", "n5"), 3.1)]))
+    assert (bad.bad_nodes, bad.bad_links, bad.slowness.slow[-3:]) == ([], [("n3", "n4")], [False, True, False])
+    # below its round's references but above the ring's floor (2.226): not slow, whatever the references
+    quieter = conclude(ring + _confirm([(("n2", "n3"), 3.9), (("n3", "n4"), 2.5), (("n4", "n5"), 3.9)]))
+    assert quieter.bad_links == []
+    # the references are the round's own: the same figures in another round (or in none) are no reference
+    elsewhere = conclude(ring + _confirm([(("n2", "n3"), 2.5), (("n4", "n5"), 2.8)], "3") +
+                         _confirm([(("n3", "n4"), 2.0)], "4"))
+    assert elsewhere.bad_links == [("n3", "n4")]
+
+
+def test_a_link_with_no_pair_of_its_own_to_compare_is_judged_by_the_basis():
+    conclusion, extra = run_plan(2, bad_links=[("n0", "n1")], expected=GOOD)
+    assert (conclusion.undecided, extra) == ([("n0", "n1")], 1)
+
+
+def test_fleet_judges_a_confirmed_pair_against_its_round(tmp_path):
+    """fleet reads the same report as validate: every figure of a run's pair (not only its last one) and its round."""
+    ring = _ring_of_eight({("n3", "n4"): 2.04}, 3.18)
+    rounds = [(kind, [(r.nodes, r.gb_per_s) for r in ring if r.kind == kind]) for kind in ("ring", "ring_shifted")]
+    busier = [("confirm", [(("n2", "n3"), 2.5), (("n3", "n4"), 2.14), (("n4", "n5"), 2.8)])]
+    code, fleet = fleet_json(pair_report(tmp_path / "busier.json", rounds + busier))
+    assert (code, fleet["between_nodes"]["bad_links"], fleet["between_nodes"]["undecided"]) == (0, [], [])
+    bad = [("confirm", [(("n2", "n3"), 2.9), (("n3", "n4"), 1.9), (("n4", "n5"), 3.1)])]
+    code, fleet = fleet_json(pair_report(tmp_path / "bad.json", rounds + bad))
+    assert [entry["nodes"] for entry in fleet["between_nodes"]["bad_links"]] == [["n3", "n4"]]
+    assert [row["gb_per_s"] for row in fleet["between_nodes"]["bad_links"][0]["pairs"]] == [2.04, 1.9]
 
 
 def test_a_failed_pair_is_slow():

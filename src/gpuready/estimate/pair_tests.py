@@ -15,6 +15,20 @@ between the two is bad. Two rounds of disjoint pairs cover a ring, so every node
   other work on a host during one measurement names no link (measured on a 2-core host at a load of 12-17: a healthy
   pair at 0.97 GB/s against a median of 1.75 named a link, benchmarks/between_nodes_ci.py). A pair left undecided
   is measured again the same way.
+- the confirmation is judged against figures of its own round, not only against the ring's: the confirm round also
+  measures, for each of the pair's nodes, a pair of it that passed (with a trusted partner where one passed with it),
+  its *references*. The confirmed pair is slow only where it is below the floor of the basis (expected figure or ring
+  median) **and** below `floor_fraction` of the median of that round's references. On one shared host the figures
+  drift with the host's other work (healthy loopback pairs at 2.0-3.9 GB/s over a few minutes): a healthy pair at
+  2.04, then 2.14 GB/s, under a floor of 0.70 x the ring median 3.18 measured minutes earlier, was named a link
+  (benchmarks/between_nodes_ci.py, 9 of 10); there the pairs of a host run one after another, so the references
+  are measured right before and right after the pair, by the same two nodes. On a real cluster (one node per host,
+  an expected figure from the NIC's rate) the references run at once, one wave before the pair, on the same two NICs
+  and the fabric as it is at that moment: the pair is still held to the expected figure, and the round's floor only
+  keeps a fabric slow for everyone at that moment (other jobs' traffic, a congested spine) from being blamed on one
+  link; a link below what its own two nodes reach with other partners a few seconds earlier is the link. A pair of a
+  confirm round that passed before is a reference (`round_id` groups a round's results); where a round has no
+  reference (two or three nodes) the basis alone judges, as before.
 
 Cost. With one bad node among N (N >= 4, even) both of its ring partners are cleared by their other pair, so it is
 named after the two ring rounds: no extra round. Where it has one ring pair only (the ends of an odd ring) or shares
@@ -69,6 +83,9 @@ class PairResult:
     """None: the pair failed or timed out (its error says which); a failed pair counts as slow."""
     kind: str = "ring"
     """`ring`, `ring_shifted`, `retest` or `confirm`: the round it came from."""
+    round_id: str = ""
+    """Which round it came from: results with one `round_id` were measured at the same time (a confirm round's
+    references, module docstring); validate: the round's number, fleet: the report and the number."""
 
 
 @dataclass(kw_only=True)
@@ -173,6 +190,7 @@ def conclude(results: Sequence[PairResult], expected: float | None = None,
     # the median of the ring's pairs: retests, which seek out the slow nodes, would drag it down
     ring = [result.gb_per_s for result in results if result.kind in RING_KINDS]
     slowness = slow([result.gb_per_s for result in results], expected, fraction, ring or None)
+    slowness.slow = _held_to_their_round(results, slowness.slow, floor_fraction() if fraction is None else fraction)
     # a pair measured again (CONFIRM) is slow only where every measurement of it was: a burst of other work on a
     # host slows one measurement, a bad node or link every one
     passed = {frozenset(pair.nodes) for pair, is_slow in zip(results, slowness.slow) if not is_slow}
@@ -194,6 +212,25 @@ def conclude(results: Sequence[PairResult], expected: float | None = None,
             target.append((a, b))
     conclusion.retest = sorted(in_slow - cleared - set(bad))
     return conclusion
+
+
+def _held_to_their_round(results: Sequence[PairResult], flags: Sequence[bool], fraction: float) -> list[bool]:
+    """The slow flags with each confirm round's pairs also held to that round's references (its pairs that passed in
+    another round): slow only where below the basis's floor and below `fraction` of the references' median."""
+    passed_in: dict[frozenset[str], set[str]] = {}
+    for result, is_slow in zip(results, flags):
+        if not is_slow:
+            passed_in.setdefault(frozenset(result.nodes), set()).add(result.round_id)
+    floors: dict[str, float] = {}
+    for round_id in {result.round_id for result in results if result.kind == CONFIRM}:
+        references = [result.gb_per_s for result in results
+                      if result.kind == CONFIRM and result.round_id == round_id and result.gb_per_s is not None
+                      and passed_in.get(frozenset(result.nodes), set()) - {round_id}]
+        if references:
+            floors[round_id] = median(references) * fraction
+    return [is_slow and (result.gb_per_s is None or result.kind != CONFIRM or result.round_id not in floors
+                         or result.gb_per_s < floors[result.round_id])
+            for result, is_slow in zip(results, flags)]
 
 
 def trusted_nodes(results: Sequence[PairResult], slow_flags: Sequence[bool]) -> list[str]:
@@ -227,17 +264,37 @@ def next_round(nodes: Sequence[str], results: Sequence[PairResult], expected: fl
 
 def confirm_round(conclusion: Conclusion, results: Sequence[PairResult]) -> list[Pair]:
     """The slow pairs no bad node explains (bad links, undecided pairs) measured once only, to be measured again
-    (disjoint pairs) before they are named."""
+    (disjoint pairs) before they are named, each between its references: a pair of each of its nodes that passed
+    (module docstring), so that on one host they run right before and right after it."""
     times: dict[frozenset[str], int] = {}
     for result in results:
         times[frozenset(result.nodes)] = times.get(frozenset(result.nodes), 0) + 1
     busy: set[str] = set()
-    pairs: list[Pair] = []
+    links: list[Pair] = []
     for pair in conclusion.bad_links + conclusion.undecided:
         if times.get(frozenset(pair)) == 1 and not busy & set(pair):
             busy.update(pair)
-            pairs.append(pair)
-    return pairs
+            links.append(pair)
+    trusted = set(trusted_nodes(results, conclusion.slowness.slow))
+    failed = {frozenset(result.nodes) for result, is_slow in zip(results, conclusion.slowness.slow) if is_slow}
+    good = [result.nodes for result in results if frozenset(result.nodes) not in failed]
+    pairs: list[Pair] = []
+    for link in links:
+        used: set[str] = set(link)
+        around = []
+        for node in link:
+            reference = _reference(node, good, trusted, used | busy) or _reference(node, good, trusted, used)
+            if reference is not None:
+                used.update(reference)
+                around.append(reference)
+        pairs += [*around[:1], link, *around[1:]]
+    return list(dict.fromkeys(pairs))
+
+
+def _reference(node: str, good: Sequence[Pair], trusted: set[str], avoid: set[str]) -> Pair | None:
+    """A pair of `node` that passed every time it was measured, with a trusted partner where one is, not in `avoid`."""
+    mine = [pair for pair in good if node in pair and not (set(pair) - {node}) & avoid]
+    return next((pair for pair in mine if set(pair) - {node} <= trusted), mine[0] if mine else None)
 
 
 def plan(nodes: Sequence[str], done: int, measured: Sequence[PairResult], expected: float | None = None) -> tuple[

@@ -4,8 +4,9 @@ One rank per node (its local rank 0) takes part. Rank 0 plans each round with es
 rounds, then retests) and broadcasts it; every rank creates each pair's 2-rank group (`dist.new_group` is collective);
 each pair times a large send/recv each way (nccl-tests' send/recv: bytes / time, bus factor 1) and a small-message
 ping-pong. Pairs of one round run at once, except pairs that share a host (simulated nodes on one machine share its
-CPUs and loopback), which run one after another. A pair's own group has a bounded timeout: a pair that fails or
-hangs is a result with its error, never a hang of the run.
+CPUs and loopback), which run one after another, in the plan's order (a confirm round's references right before and
+after the pair they frame; a node's pairs share its host, so they never run at once). A pair's own group has a
+bounded timeout: a pair that fails or hangs is a result with its error, never a hang of the run.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def run_between_nodes(ctx: RankContext) -> dict[str, Any]:
             break
         done = _run_round(ctx, len(rounds) + 1, kind, pairs, rank_of, host_of)
         rounds.append({"round": len(rounds) + 1, "kind": kind, "pairs": done})
-        measured += [PairResult(nodes=tuple(pair["nodes"]), gb_per_s=pair["gb_per_s"], kind=kind) for pair in done]
+        measured += [PairResult(nodes=tuple(pair["nodes"]), gb_per_s=pair["gb_per_s"], kind=kind,
+                                round_id=str(len(rounds))) for pair in done]
     return {"nodes": [{"node": m["node"], "host": m["host"], "rank": m["rank"]} for m in members],
             "rounds": rounds, "method": _method(ctx)}
 

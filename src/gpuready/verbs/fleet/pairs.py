@@ -47,7 +47,7 @@ def read_pairs(facts: dict[str, Any], path: str, started_at: str = "", run_id: s
     expected = data.get("expected_gb_per_s")
     run = PairRun(path=path, expected_gb_per_s=float(expected) if _figure(expected) else None, started_at=started_at,
                   run_id=run_id, cohort=cohort)
-    for entry in data["rounds"]:
+    for number, entry in enumerate(data["rounds"], 1):
         if not isinstance(entry, dict) or not isinstance(entry.get("pairs"), list):
             continue
         kind = entry.get("kind") if entry.get("kind") in KINDS else "retest"
@@ -58,7 +58,7 @@ def read_pairs(facts: dict[str, Any], path: str, started_at: str = "", run_id: s
             if len(run.results) >= MAX_PAIRS:
                 return run
             figure = pair.get("gb_per_s")
-            run.results.append(PairResult(nodes=(nodes[0], nodes[1]), kind=kind,
+            run.results.append(PairResult(nodes=(nodes[0], nodes[1]), kind=kind, round_id=f"{path}#{number}",
                                           gb_per_s=float(figure) if _figure(figure) else None))
             transport = pair.get("transport")
             run.transports.append(transport[:100] if isinstance(transport, str) and transport.isprintable() else None)
@@ -75,12 +75,12 @@ def _figure(value: Any) -> bool:
 
 def newest_pairs(runs: list[PairRun]) -> list[tuple[PairResult, str | None]]:
     """Every pair measured, with its transport; a pair measured again by a newer run (by start time: a node repaired,
-    a cable replaced since) counts by its newest figure only."""
-    kept: dict[frozenset[str], tuple[PairResult, str | None]] = {}
-    for run in sorted(runs, key=lambda run: run.started_at):
-        for result, transport in zip(run.results, run.transports):
-            kept[frozenset(result.nodes)] = (result, transport)
-    return list(kept.values())
+    a cable replaced since) counts by the newest run's figures only (every one of that run: a confirm round's pair is
+    judged with its earlier figures and its round's references, estimate/pair_tests.py)."""
+    ordered = sorted(runs, key=lambda run: run.started_at)
+    newest = {frozenset(result.nodes): index for index, run in enumerate(ordered) for result in run.results}
+    return [(result, transport) for index, run in enumerate(ordered)
+            for result, transport in zip(run.results, run.transports) if newest[frozenset(result.nodes)] == index]
 
 
 def expected_of(run: PairRun, baseline: Mapping | None = None) -> float | None:

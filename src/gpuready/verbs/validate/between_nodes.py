@@ -21,7 +21,7 @@ def pair_results(rounds: list[dict[str, Any]]) -> list[PairResult]:
             figure = pair.get("gb_per_s")
             results.append(PairResult(nodes=(str(pair["nodes"][0]), str(pair["nodes"][1])),
                                       gb_per_s=float(figure) if isinstance(figure, (int, float)) else None,
-                                      kind=str(entry.get("kind", "ring"))))
+                                      kind=str(entry.get("kind", "ring")), round_id=str(entry.get("round", ""))))
     return results
 
 
