@@ -5,8 +5,9 @@ Each run is tests/test_between_nodes_slowed.py's scenario: 8 torchrun "nodes" on
 gloo), one chosen at random (the seed printed) started inside a cgroup with a CPU quota of a fifth of one CPU, then
 `validate --between-nodes` and `gpuready fleet` on its report. A run counts when fleet's bad nodes are exactly the
 slowed node and it names no link and leaves no pair undecided. Prints each run's seed, slowed node, named nodes,
-links, basis and floor, every pair's figure (the slowed node's marked *), the cgroup's throttled periods and the wall
-time; then the load average and "k of RUNS".
+links, basis and floor, every pair's figure by round (the slowed node's marked *; a confirm round's pairs are the
+suspect pair between its references), the cgroup's throttled periods and the wall time; then the load average and
+"k of RUNS".
 
     python benchmarks/between_nodes_ci.py [--runs 10] [--seed S] [--nodes 8] [--quota 0.2]
 """
@@ -34,8 +35,10 @@ def _line(run) -> tuple[bool, str]:
     links = [entry["nodes"] for entry in between.get("bad_links") or []]
     undecided = [entry["nodes"] for entry in between.get("undecided") or []]
     ok = named == [run.slowed] and not links and not undecided
-    figures = " ".join(f"{a}-{b}:{'failed' if f is None else f'{f:.2f}'}{'*' if run.slowed in (a, b) else ''}"
-                       for a, b, f in pair_figures(run.report))
+    figures = " | ".join(f"{entry['kind']}: " + " ".join(
+        f"{a}-{b}:{'failed' if f is None else f'{f:.2f}'}{'*' if run.slowed in (a, b) else ''}"
+        for a, b, f in pair_figures({"facts": {"between_nodes": {"rounds": [entry]}}}))
+        for entry in run.report["facts"]["between_nodes"]["rounds"])
     floor = between.get("floor_gb_per_s")
     text = (f"seed {run.seed} slowed {run.slowed} named {named} links {links} undecided {undecided} "
             f"basis {between.get('basis')} reference {between.get('reference_gb_per_s'):.2f} floor "

@@ -17,9 +17,9 @@ between the two is bad. Two rounds of disjoint pairs cover a ring, so every node
   is measured again the same way.
 - the confirmation is judged against figures of its own round, not only against the ring's: the confirm round also
   measures, for each of the pair's nodes, a pair of it that passed (with a trusted partner where one passed with it),
-  its *references*. The confirmed pair is slow only where it is below the floor of the basis (expected figure or ring
-  median) **and** below `floor_fraction` of the median of that round's references. On one shared host the figures
-  drift with the host's other work (healthy loopback pairs at 2.0-3.9 GB/s over a few minutes): a healthy pair at
+  and one passing pair of neither node: its three *references*. The confirmed pair is slow only where it is below the
+  floor of the basis (expected figure or ring median) **and** below `floor_fraction` of the median of that round's references.
+  On one shared host the figures drift with the host's other work (healthy loopback pairs at 2.0-3.9 GB/s over a few minutes): a healthy pair at
   2.04, then 2.14 GB/s, under a floor of 0.70 x the ring median 3.18 measured minutes earlier, was named a link
   (benchmarks/between_nodes_ci.py, 9 of 10); there the pairs of a host run one after another, so the references
   are measured right before and right after the pair, by the same two nodes. On a real cluster (one node per host,
@@ -28,7 +28,10 @@ between the two is bad. Two rounds of disjoint pairs cover a ring, so every node
   keeps a fabric slow for everyone at that moment (other jobs' traffic, a congested spine) from being blamed on one
   link; a link below what its own two nodes reach with other partners a few seconds earlier is the link. A pair of a
   confirm round that passed before is a reference (`round_id` groups a round's results); where a round has no
-  reference (two or three nodes) the basis alone judges, as before.
+  reference (two or three nodes) the basis alone judges, as before. A node slow in every pair of one confirm round,
+  with two cleared partners (the pair and its own reference), is a bad node: seen at one moment, a bad node whose
+  ring pair passed by chance (1.53 GB/s against a floor of 1.47, between_nodes_ci.py) is not taken for a bad link;
+  the third reference keeps the round's median from being dragged down by that node's own low reference.
 
 Cost. With one bad node among N (N >= 4, even) both of its ring partners are cleared by their other pair, so it is
 named after the two ring rounds: no extra round. Where it has one ring pair only (the ends of an odd ring) or shares
@@ -191,6 +194,7 @@ def conclude(results: Sequence[PairResult], expected: float | None = None,
     ring = [result.gb_per_s for result in results if result.kind in RING_KINDS]
     slowness = slow([result.gb_per_s for result in results], expected, fraction, ring or None)
     slowness.slow = _held_to_their_round(results, slowness.slow, floor_fraction() if fraction is None else fraction)
+    measured_slow = list(slowness.slow)
     # a pair measured again (CONFIRM) is slow only where every measurement of it was: a burst of other work on a
     # host slows one measurement, a bad node or link every one
     passed = {frozenset(pair.nodes) for pair, is_slow in zip(results, slowness.slow) if not is_slow}
@@ -202,7 +206,8 @@ def conclude(results: Sequence[PairResult], expected: float | None = None,
         if is_slow:
             slow_partners.setdefault(a, set()).add(b)
             slow_partners.setdefault(b, set()).add(a)
-    bad = sorted(node for node in in_slow - cleared if len(slow_partners[node] & cleared) >= 2)
+    bad = sorted({node for node in in_slow - cleared if len(slow_partners[node] & cleared) >= 2}
+                 | _slow_in_one_round(results, measured_slow, cleared))
     conclusion = Conclusion(slowness=slowness, bad_nodes=bad)
     for (a, b), is_slow in zip(pairs, slowness.slow):
         if not is_slow or a in bad or b in bad:
@@ -231,6 +236,19 @@ def _held_to_their_round(results: Sequence[PairResult], flags: Sequence[bool], f
     return [is_slow and (result.gb_per_s is None or result.kind != CONFIRM or result.round_id not in floors
                          or result.gb_per_s < floors[result.round_id])
             for result, is_slow in zip(results, flags)]
+
+
+def _slow_in_one_round(results: Sequence[PairResult], measured_slow: Sequence[bool], cleared: set[str]) -> set[str]:
+    """Nodes slow in every pair of theirs of one confirm round, with two or more cleared partners: the node, seen at
+    one moment (a bad node whose ring pair passed by chance clears itself no more than a burst names a link)."""
+    seen: dict[tuple[str, str], list[tuple[str, bool]]] = {}
+    for result, is_slow in zip(results, measured_slow):
+        if result.kind == CONFIRM:
+            a, b = result.nodes
+            seen.setdefault((result.round_id, a), []).append((b, is_slow))
+            seen.setdefault((result.round_id, b), []).append((a, is_slow))
+    return {node for (_round, node), pairs in seen.items()
+            if all(is_slow for _other, is_slow in pairs) and len({other for other, _ in pairs} & cleared) >= 2}
 
 
 def trusted_nodes(results: Sequence[PairResult], slow_flags: Sequence[bool]) -> list[str]:
@@ -287,6 +305,11 @@ def confirm_round(conclusion: Conclusion, results: Sequence[PairResult]) -> list
             if reference is not None:
                 used.update(reference)
                 around.append(reference)
+        # and one pair of neither node: the median of three references holds where one node's own one is low
+        beside = [pair for pair in good if not set(pair) & used]
+        third = next((pair for pair in beside if set(pair) <= trusted), beside[0] if beside else None)
+        if third is not None:
+            around.append(third)
         pairs += [*around[:1], link, *around[1:]]
     return list(dict.fromkeys(pairs))
 
