@@ -18,10 +18,10 @@ between the two is bad. Two rounds of disjoint pairs cover a ring, so every node
 - the confirmation is judged against figures of its own round, not only against the ring's: the confirm round also
   measures, for each of the pair's nodes, a pair of it that passed (with a trusted partner where one passed with it),
   and one passing pair of neither node: its three *references*. The confirmed pair is slow only where it is below the
-  floor of the basis (expected figure or ring median) **and** below `floor_fraction` of the median of that round's references.
-  On one shared host the figures drift with the host's other work (healthy loopback pairs at 2.0-3.9 GB/s over a few minutes): a healthy pair at
-  2.04, then 2.14 GB/s, under a floor of 0.70 x the ring median 3.18 measured minutes earlier, was named a link
-  (benchmarks/between_nodes_ci.py, 9 of 10); there the pairs of a host run one after another, so the references
+  floor of the basis (expected figure or ring median) **and** below `floor_fraction` of the median of that round's
+  references. On one shared host the figures drift with the host's other work (healthy loopback pairs at 2.0-3.9 GB/s
+  over a few minutes): a healthy pair at 2.04, then 2.14 GB/s, under a floor of 0.70 x the ring median 3.18 measured
+  minutes earlier, was named a link (benchmarks/between_nodes_ci.py, 9 of 10); there the pairs of a host run one after another, so the references
   are measured right before and right after the pair, by the same two nodes. On a real cluster (one node per host,
   an expected figure from the NIC's rate) the references run at once, one wave before the pair, on the same two NICs
   and the fabric as it is at that moment: the pair is still held to the expected figure, and the round's floor only
