@@ -21,17 +21,17 @@ between the two is bad. Two rounds of disjoint pairs cover a ring, so every node
   floor of the basis (expected figure or ring median) **and** below `floor_fraction` of the median of that round's
   references. On one shared host the figures drift with the host's other work (healthy loopback pairs at 2.0-3.9 GB/s
   over a few minutes): a healthy pair at 2.04, then 2.14 GB/s, under a floor of 0.70 x the ring median 3.18 measured
-  minutes earlier, was named a link (benchmarks/between_nodes_ci.py, 9 of 10); there the pairs of a host run one after another, so the references
-  are measured right before and right after the pair, by the same two nodes. On a real cluster (one node per host,
-  an expected figure from the NIC's rate) the references run at once, one wave before the pair, on the same two NICs
-  and the fabric as it is at that moment: the pair is still held to the expected figure, and the round's floor only
-  keeps a fabric slow for everyone at that moment (other jobs' traffic, a congested spine) from being blamed on one
-  link; a link below what its own two nodes reach with other partners a few seconds earlier is the link. A pair of a
-  confirm round that passed before is a reference (`round_id` groups a round's results); where a round has no
-  reference (two or three nodes) the basis alone judges, as before. A node slow in every pair of one confirm round,
-  with two cleared partners (the pair and its own reference), is a bad node: seen at one moment, a bad node whose
-  ring pair passed by chance (1.53 GB/s against a floor of 1.47, between_nodes_ci.py) is not taken for a bad link;
-  the third reference keeps the round's median from being dragged down by that node's own low reference.
+  minutes earlier, was named a link (benchmarks/between_nodes_ci.py, 9 of 10); there the pairs of a host run one after
+  another, so the references are measured right before and right after the pair, by the same two nodes. On a real
+  cluster (one node per host, an expected figure from the NIC's rate) the references run at once, one wave before the
+  pair, on the same two NICs and the fabric as it is at that moment: the pair is still held to the expected figure, and
+  the round's floor only keeps a fabric slow for everyone at that moment (other jobs' traffic, a congested spine) from
+  being blamed on one link; a link below what its own two nodes reach with other partners a few seconds earlier is the
+  link. A pair of a confirm round that passed before is a reference (`round_id` groups a round's results); where a round
+  has no reference (two or three nodes) the basis alone judges, as before. A node slow in every pair of one confirm
+  round, with two cleared partners (the pair and its own reference), is a bad node: seen at one moment, a bad node whose
+  ring pair passed by chance (1.53 GB/s against a floor of 1.47, between_nodes_ci.py) is not taken for a bad link; the
+  third reference keeps the round's median from being dragged down by that node's own low reference.
 
 Cost. With one bad node among N (N >= 4, even) both of its ring partners are cleared by their other pair, so it is
 named after the two ring rounds: no extra round. Where it has one ring pair only (the ends of an odd ring) or shares
