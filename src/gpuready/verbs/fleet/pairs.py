@@ -8,11 +8,11 @@ counts as a failed pair, as validate writes one), and one report gives at most M
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gpuready.estimate.pair_tests import PairResult, conclude
+from gpuready.facts.units import finite
 
 MAX_PAIRS = 10_000
 """Pairs read from one report: 16 nodes' plan is 16 ring pairs and a few retests; a report with more is cut."""
@@ -45,7 +45,7 @@ def read_pairs(facts: dict[str, Any], path: str, started_at: str = "", run_id: s
     if not isinstance(data, dict) or not isinstance(data.get("rounds"), list):
         return None
     expected = data.get("expected_gb_per_s")
-    run = PairRun(path=path, expected_gb_per_s=float(expected) if _figure(expected) else None, started_at=started_at,
+    run = PairRun(path=path, expected_gb_per_s=finite(expected, non_negative=True), started_at=started_at,
                   run_id=run_id, cohort=cohort)
     for number, entry in enumerate(data["rounds"], 1):
         if not isinstance(entry, dict) or not isinstance(entry.get("pairs"), list):
@@ -59,7 +59,7 @@ def read_pairs(facts: dict[str, Any], path: str, started_at: str = "", run_id: s
                 return run
             figure = pair.get("gb_per_s")
             run.results.append(PairResult(nodes=(nodes[0], nodes[1]), kind=kind, round_id=f"{path}#{number}",
-                                          gb_per_s=float(figure) if _figure(figure) else None))
+                                          gb_per_s=finite(figure, non_negative=True)))
             transport = pair.get("transport")
             run.transports.append(transport[:100] if isinstance(transport, str) and transport.isprintable() else None)
     return run if run.results else None
@@ -67,10 +67,6 @@ def read_pairs(facts: dict[str, Any], path: str, started_at: str = "", run_id: s
 
 def _name(value: Any) -> bool:
     return isinstance(value, str) and 0 < len(value) <= MAX_NAME and value.isprintable()
-
-
-def _figure(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
 def newest_pairs(runs: list[PairRun]) -> list[tuple[PairResult, str | None]]:
