@@ -288,9 +288,10 @@ def _is_validate(command: list[str]) -> bool:
     return command[0] == "validate" and not _in_one_world(command)
 
 
-def _one_world_said(msg_id: str, command: list[str], reports: str) -> dict:
-    return {"msg_id": msg_id, "verb": " ".join(command[2:4] if "--between-nodes" in command else command[2:3]),
-            "reports": reports, "file": _one_world_file(command)}
+def _one_world_values(command: list[str], reports: str) -> dict:
+    """The placeholders of the comment that says who writes a group's report: the verb, the folder and the file."""
+    return {"verb": " ".join(command[2:4] if "--between-nodes" in command else command[2:3]), "reports": reports,
+            "file": _one_world_file(command)}
 
 
 HOST_NAME_SHELL = '"$(hostname)"'
@@ -359,7 +360,7 @@ def _torchrun_text(nnodes: int, gpus_per_node: int | None, command: list[str], p
     lines += _shell_env(pairs, notes, lang)
     lines.append("")
     if _in_one_world(command):
-        lines += [say(**_one_world_said("launch.script.bench_writes", command, reports)),
+        lines += [say("launch.script.bench_writes", **_one_world_values(command, reports)),
                   f"mkdir -p {shlex.quote(reports)}"]
     lines += [_torchrun_flags(nnodes, gpus_per_node, f'"$HEAD:{port}"', shlex.quote(rdzv_id)) + " "
               + shlex.join(command)]
@@ -406,7 +407,7 @@ def _slurm_text(nnodes: int, gpus_per_node: int | None, command: list[str], port
                   f"srun bash -c {shlex.quote(_validate_shell(command, reports, SLURM_NODE_SHELL))}"]
     else:
         if _in_one_world(command):
-            lines += [say(**_one_world_said("launch.script.slurm.bench_writes", command, reports)),
+            lines += [say("launch.script.slurm.bench_writes", **_one_world_values(command, reports)),
                       f"mkdir -p {shlex.quote(reports)}"]
         lines += [say("launch.script.slurm.head_1"), say("launch.script.slurm.head_2"),
                   'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
@@ -531,8 +532,7 @@ def _header(nnodes: int, gpus_per_node: int | None, command: list[str], k8s_kind
     if _is_validate(command):
         lines += [said("launch.k8s.validate", reports=reports), said("launch.k8s.image")]
     if _in_one_world(command):
-        said_values = _one_world_said("launch.k8s.bench", command, reports)
-        lines += [said(said_values.pop("msg_id"), **said_values)]
+        lines += [said("launch.k8s.bench", **_one_world_values(command, reports))]
     return lines
 
 
