@@ -77,7 +77,7 @@ def _cache_file(lang: str, paths: list[Path]) -> Path | None:
     sizes and modification times; None where no cache folder can be named (no home)."""
     try:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        stamps = [(path.name, path.stat().st_size, path.stat().st_mtime_ns) for path in paths]
+        stamps = [(path.name, stat.st_size, stat.st_mtime_ns) for path in paths for stat in [path.stat()]]
     except (OSError, RuntimeError):
         return None
     key = hashlib.sha256(repr((str(LOCALE_DIR), stamps)).encode()).hexdigest()[:16]
