@@ -13,8 +13,8 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from gpuready.estimate.pair_tests import (Pair, PairResult, conclude, cross_round, plan, retest_round, ring_rounds,
-                                          slow)
+from gpuready.estimate.pair_tests import (ROUND_KINDS, Pair, PairResult, conclude, cross_round, plan, retest_round,
+                                          ring_rounds, slow)
 
 GOOD, BAD = 10.0, 3.0
 """GB/s of a healthy pair and of a pair slowed by a bad node or link (the fleet's figures are made up here: the
@@ -255,8 +255,11 @@ def test_four_nodes_none_slowed_none_named(tmp_path):
     order = [node["node"] for node in pairs["nodes"]]
     assert sorted(order) == ["node0", "node1", "node2", "node3"] and [n["rank"] for n in pairs["nodes"]] == [0, 1, 2, 3]
     a, b, c, d = order
-    assert [(r["round"], r["kind"], [p["nodes"] for p in r["pairs"]]) for r in pairs["rounds"]] == [
+    assert [(r["round"], r["kind"], [p["nodes"] for p in r["pairs"]]) for r in pairs["rounds"][:2]] == [
         (1, "ring", [[a, b], [c, d]]), (2, "ring_shifted", [[b, c], [d, a]])]
+    # a healthy pair that a burst of other work on this 2-core host slowed is measured again (seen in CI at load ~4):
+    # only the plan's later kinds may follow the ring, and nobody is named either way (below)
+    assert {r["kind"] for r in pairs["rounds"][2:]} <= {"retest", "confirm"}
     figures = [p["gb_per_s"] for r in pairs["rounds"] for p in r["pairs"]]
     assert all(isinstance(f, float) and f > 0 for f in figures), pairs
     assert all(p["error"] is None and p["transport"] == "TCP (gloo)" and p["latency_us"] > 0
@@ -364,3 +367,12 @@ def test_between_nodes_on_one_node_is_a_usage_error():
                                                                              if k not in ("RANK", "WORLD_SIZE")})
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--between-nodes tests pairs of nodes: give --nnodes with --rdzv-endpoint" in result.stderr
+
+
+def test_the_report_schema_takes_every_kind_of_round_the_plan_writes():
+    """A run whose confirm round measured a pair again (a noisy pair on a loaded host) is a valid report: the schema
+    once listed ring, ring_shifted and retest only, and the 4-node run above failed it when a confirm round came."""
+    schema = json.loads(resources.files("gpuready").joinpath("schema/report.schema.json").read_text())
+    rounds = schema["properties"]["facts"]["properties"]["between_nodes"]["properties"]["rounds"]
+    assert tuple(rounds["items"]["properties"]["kind"]["enum"]) == ROUND_KINDS == (
+        "ring", "ring_shifted", "retest", "confirm")

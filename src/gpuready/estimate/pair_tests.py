@@ -57,6 +57,9 @@ Pair = tuple[str, str]
 RING_KINDS = ("ring", "ring_shifted")
 CONFIRM = "confirm"
 """The kind of a round that measures a slow pair again before it is named a bad link (module docstring)."""
+RETEST = "retest"
+ROUND_KINDS = (*RING_KINDS, RETEST, CONFIRM)
+"""Every kind of round a report holds (the report schema's `between_nodes.rounds[].kind`)."""
 
 
 def floor_fraction() -> float:
@@ -329,8 +332,8 @@ def plan(nodes: Sequence[str], done: int, measured: Sequence[PairResult], expect
     if done < len(ring):
         return RING_KINDS[done], ring[done]
     if done - len(ring) >= max_extra_rounds(len(nodes)):
-        return "retest", []
+        return RETEST, []
     pairs = next_round(nodes, measured, expected)
     if pairs:
-        return "retest", pairs
+        return RETEST, pairs
     return CONFIRM, confirm_round(conclude(measured, expected), measured)

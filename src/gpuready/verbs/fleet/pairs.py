@@ -11,15 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from gpuready.estimate.pair_tests import PairResult, conclude
+from gpuready.estimate.pair_tests import RETEST, RING_KINDS, ROUND_KINDS, PairResult, conclude
 from gpuready.facts.units import finite
 
 MAX_PAIRS = 10_000
 """Pairs read from one report: 16 nodes' plan is 16 ring pairs and a few retests; a report with more is cut."""
 MAX_NAME = 253
 """A node name's longest form (node.py: a DNS name)."""
-KINDS = ("ring", "ring_shifted", "retest", "confirm")
-RING_KINDS = ("ring", "ring_shifted")
 PAIR_KEY = ("between_nodes_pair_gb_per_s", "ring")
 """A baseline's entry for the pair figure of a healthy between-nodes run, per cohort (--save-baseline): the expected
 pair figure of a later run of that cohort where its own facts gave none (no RDMA NIC named: gloo, sockets)."""
@@ -50,7 +48,7 @@ def read_pairs(facts: dict[str, Any], path: str, started_at: str = "", run_id: s
     for number, entry in enumerate(data["rounds"], 1):
         if not isinstance(entry, dict) or not isinstance(entry.get("pairs"), list):
             continue
-        kind = entry.get("kind") if entry.get("kind") in KINDS else "retest"
+        kind = entry.get("kind") if entry.get("kind") in ROUND_KINDS else RETEST
         for pair in entry["pairs"]:
             nodes = pair.get("nodes") if isinstance(pair, dict) else None
             if not (isinstance(nodes, list) and len(nodes) == 2 and all(map(_name, nodes))) or nodes[0] == nodes[1]:
